@@ -1,0 +1,542 @@
+//! The switch configuration: a TOML file, or the same structure built from command-line flags.
+//!
+//! Every field has a default except the ports' interfaces, so `[[port]] iface = "eth1"` twice
+//! is a working switch. Errors name the offending field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::mac::MacAddr;
+use super::pfc::PRIORITIES;
+use super::speed::Speed;
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Names the switch in logs, in its control socket path and in DCFIT messages.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// The id carried in DCFIT checking messages; derived from `name` when absent.
+    #[serde(default)]
+    pub switch_id: Option<u32>,
+    #[serde(default)]
+    pub buffer: BufferConfig,
+    #[serde(default)]
+    pub pfc: PfcConfig,
+    #[serde(default)]
+    pub classify: ClassifyConfig,
+    #[serde(default)]
+    pub fdb: FdbConfig,
+    #[serde(default)]
+    pub dataplane: DataplaneConfig,
+    #[serde(rename = "port", default)]
+    pub ports: Vec<PortConfig>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// The port's name in stats and commands; the interface name when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The Linux interface the port's AF_XDP socket binds to.
+    pub iface: String,
+    /// Source address of the frames the switch itself sends on this port (PFC);
+    /// the interface's own address when absent.
+    #[serde(default)]
+    pub mac: Option<MacAddr>,
+    /// Line rate, enforced by the egress shaper.
+    #[serde(default = "default_speed")]
+    pub speed: Speed,
+    /// Cable length in metres, used by the headroom calculator.
+    #[serde(default = "default_cable_m")]
+    pub cable_m: f64,
+    #[serde(default)]
+    pub pause_mode: PauseMode,
+    /// Whether unknown-unicast, broadcast and multicast frames are flooded out of this port.
+    #[serde(default = "default_true")]
+    pub flood: bool,
+    /// Largest frame accepted, without FCS; larger frames are dropped and counted.
+    #[serde(default = "default_max_frame")]
+    pub max_frame: usize,
+    /// Overrides `buffer.headroom_bytes` for this port's lossless priorities.
+    #[serde(default)]
+    pub headroom_bytes: Option<u64>,
+    #[serde(default)]
+    pub scheduler: Scheduler,
+}
+
+/// How a port sends and obeys link-level flow control.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseMode {
+    /// 802.1Qbb per-priority flow control on the lossless priorities; 802.3x PAUSE is ignored.
+    #[default]
+    Pfc,
+    /// 802.3x PAUSE for the whole port.
+    GlobalPause,
+    /// Neither sends nor obeys pause frames.
+    Off,
+}
+
+/// Egress scheduling among a port's eight priority queues.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Scheduler {
+    /// Highest priority first.
+    #[default]
+    Strict,
+    /// Deficit round robin with a weight per priority (0..7); weight 0 keeps that queue strict,
+    /// served before the weighted ones.
+    Drr { weights: [u32; PRIORITIES] },
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BufferConfig {
+    /// The shared buffer all ports and priorities draw from.
+    pub shared_bytes: u64,
+    /// Static XOFF threshold per (ingress port, lossless priority).
+    pub xoff_bytes: Option<u64>,
+    /// Dynamic XOFF threshold: alpha × the free shared buffer. Exclusive with `xoff_bytes`.
+    pub xoff_alpha: Option<f64>,
+    /// XON = XOFF − offset. Exclusive with `xon_bytes`.
+    pub xon_offset_bytes: Option<u64>,
+    /// Static XON threshold.
+    pub xon_bytes: Option<u64>,
+    /// Headroom per (ingress port, lossless priority) for what arrives after XOFF.
+    pub headroom_bytes: u64,
+    /// Tail-drop limit of each lossy egress queue.
+    pub lossy_queue_bytes: u64,
+}
+
+impl Default for BufferConfig {
+    fn default() -> BufferConfig {
+        BufferConfig {
+            shared_bytes: 4 << 20,
+            xoff_bytes: None,
+            xoff_alpha: None,
+            xon_offset_bytes: None,
+            xon_bytes: None,
+            headroom_bytes: 64 << 10,
+            lossy_queue_bytes: 512 << 10,
+        }
+    }
+}
+
+/// The resolved XOFF rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum XoffRule {
+    Static(u64),
+    Dynamic(f64),
+}
+
+/// The resolved XON rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XonRule {
+    BelowXoff(u64),
+    Static(u64),
+}
+
+pub const DEFAULT_XOFF_BYTES: u64 = 96 << 10;
+pub const DEFAULT_XON_OFFSET_BYTES: u64 = 16 << 10;
+
+impl BufferConfig {
+    pub fn xoff_rule(&self) -> XoffRule {
+        match (self.xoff_bytes, self.xoff_alpha) {
+            (_, Some(alpha)) => XoffRule::Dynamic(alpha),
+            (Some(b), None) => XoffRule::Static(b),
+            (None, None) => XoffRule::Static(DEFAULT_XOFF_BYTES),
+        }
+    }
+
+    pub fn xon_rule(&self) -> XonRule {
+        match (self.xon_bytes, self.xon_offset_bytes) {
+            (Some(b), _) => XonRule::Static(b),
+            (None, Some(o)) => XonRule::BelowXoff(o),
+            (None, None) => XonRule::BelowXoff(DEFAULT_XON_OFFSET_BYTES),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcConfig {
+    /// Priorities that are lossless: they send and obey PFC. The others are lossy.
+    pub lossless: Vec<u8>,
+    /// Quanta carried by the pauses this switch sends.
+    pub quanta: u16,
+    /// How often a pause is repeated while the queue stays above XON; half the pause time
+    /// at the port's speed when absent.
+    pub refresh_us: Option<u64>,
+}
+
+impl Default for PfcConfig {
+    fn default() -> PfcConfig {
+        PfcConfig { lossless: vec![3, 4], quanta: 65535, refresh_us: None }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifyConfig {
+    /// DSCP → priority for untagged IP frames, e.g. `dscp = { 3 = 3, 4 = 4, 46 = 5 }`.
+    pub dscp: BTreeMap<String, u8>,
+    /// Priority of frames with neither a VLAN tag nor a mapped DSCP.
+    pub default_priority: u8,
+}
+
+impl Default for ClassifyConfig {
+    fn default() -> ClassifyConfig {
+        ClassifyConfig { dscp: BTreeMap::from([("3".into(), 3), ("4".into(), 4)]), default_priority: 0 }
+    }
+}
+
+impl ClassifyConfig {
+    /// The DSCP map as a table; call after [`Config::validate`].
+    pub fn dscp_table(&self) -> [u8; 64] {
+        let mut table = [self.default_priority; 64];
+        for (dscp, prio) in &self.dscp {
+            if let Ok(d) = dscp.parse::<usize>() {
+                if d < 64 {
+                    table[d] = *prio;
+                }
+            }
+        }
+        table
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FdbConfig {
+    /// Learned entries older than this are forgotten.
+    pub aging_s: u64,
+    /// Most learned entries; beyond it new addresses are flooded, not learned.
+    pub max_entries: usize,
+}
+
+impl Default for FdbConfig {
+    fn default() -> FdbConfig {
+        FdbConfig { aging_s: 300, max_entries: 16384 }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataplaneConfig {
+    /// UMEM frames shared by all ports; bounds how many frames the switch can hold.
+    pub umem_frames: u32,
+    /// UMEM frame size: 2048 or 4096; chosen from the interfaces' MTU when absent.
+    pub frame_size: Option<u32>,
+    /// Descriptors per AF_XDP ring.
+    pub ring_size: u32,
+    /// Frames handled per ring per loop turn.
+    pub batch: usize,
+    /// How long the loop keeps polling without sleeping after the last work it did.
+    pub busy_poll_us: u64,
+    /// Without a socket on a queue, drop frames instead of passing them to the kernel.
+    pub drop_without_socket: bool,
+}
+
+impl Default for DataplaneConfig {
+    fn default() -> DataplaneConfig {
+        DataplaneConfig {
+            umem_frames: 16384,
+            frame_size: None,
+            ring_size: 2048,
+            batch: 64,
+            busy_poll_us: 200,
+            drop_without_socket: false,
+        }
+    }
+}
+
+fn default_name() -> String {
+    "pfcswitch".into()
+}
+fn default_speed() -> Speed {
+    Speed::gbps(10)
+}
+fn default_cable_m() -> f64 {
+    10.0
+}
+fn default_true() -> bool {
+    true
+}
+pub const DEFAULT_MAX_FRAME: usize = 1522;
+fn default_max_frame() -> usize {
+    DEFAULT_MAX_FRAME
+}
+
+/// A configuration error, naming the field at fault.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Parse(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+fn invalid(field: impl fmt::Display, problem: impl fmt::Display) -> ConfigError {
+    ConfigError::Invalid { field: field.to_string(), problem: problem.to_string() }
+}
+
+impl Config {
+    /// A switch on these interfaces with every other setting at its default.
+    pub fn for_interfaces<S: AsRef<str>>(ifaces: &[S]) -> Config {
+        Config {
+            name: default_name(),
+            switch_id: None,
+            buffer: BufferConfig::default(),
+            pfc: PfcConfig::default(),
+            classify: ClassifyConfig::default(),
+            fdb: FdbConfig::default(),
+            dataplane: DataplaneConfig::default(),
+            ports: ifaces.iter().map(|i| PortConfig::new(i.as_ref())).collect(),
+        }
+    }
+
+    /// Parses and validates a TOML configuration.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a Config always serializes")
+    }
+
+    pub fn port_name(&self, index: usize) -> &str {
+        let p = &self.ports[index];
+        p.name.as_deref().unwrap_or(&p.iface)
+    }
+
+    pub fn lossless_mask(&self) -> u8 {
+        self.pfc.lossless.iter().fold(0u8, |m, &p| m | (1 << p))
+    }
+
+    /// The DCFIT switch id: configured, or a stable hash of the name.
+    pub fn switch_id(&self) -> u32 {
+        self.switch_id.unwrap_or_else(|| {
+            // FNV-1a: stable across runs and builds, unlike the std hasher.
+            self.name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+        })
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.name.is_empty() || self.name.contains('/') {
+            return Err(invalid("name", "must be non-empty and contain no '/'"));
+        }
+        if self.ports.is_empty() {
+            return Err(invalid("port", "at least one [[port]] is needed"));
+        }
+        if self.ports.len() > 64 {
+            return Err(invalid("port", "at most 64 ports are supported"));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            let field = |f: &str| format!("port[{i}].{f}");
+            if p.iface.is_empty() {
+                return Err(invalid(field("iface"), "must not be empty"));
+            }
+            if !(60..=9216).contains(&p.max_frame) {
+                return Err(invalid(field("max_frame"), "must be between 60 and 9216 bytes"));
+            }
+            if !(p.cable_m.is_finite() && p.cable_m >= 0.0) {
+                return Err(invalid(field("cable_m"), "must be a length in metres, zero or more"));
+            }
+            if let Some(mac) = p.mac {
+                if mac.is_multicast() || mac.is_zero() {
+                    return Err(invalid(field("mac"), "must be a unicast, non-zero address"));
+                }
+            }
+            if let Scheduler::Drr { weights } = &p.scheduler {
+                if weights.iter().any(|&w| w > 1_000_000) {
+                    return Err(invalid(field("scheduler.drr.weights"), "weights must be at most 1000000"));
+                }
+            }
+            for (j, q) in self.ports.iter().enumerate().skip(i + 1) {
+                if q.iface == p.iface {
+                    return Err(invalid(format!("port[{j}].iface"), format!("{} is already port[{i}]", q.iface)));
+                }
+                if self.port_name(i) == self.port_name(j) {
+                    return Err(invalid(
+                        format!("port[{j}].name"),
+                        format!("{} is already port[{i}]", self.port_name(j)),
+                    ));
+                }
+            }
+        }
+        let b = &self.buffer;
+        if b.xoff_bytes.is_some() && b.xoff_alpha.is_some() {
+            return Err(invalid("buffer.xoff_alpha", "give either xoff_bytes or xoff_alpha, not both"));
+        }
+        if b.xon_bytes.is_some() && b.xon_offset_bytes.is_some() {
+            return Err(invalid("buffer.xon_bytes", "give either xon_bytes or xon_offset_bytes, not both"));
+        }
+        if let Some(alpha) = b.xoff_alpha {
+            if !(alpha.is_finite() && alpha > 0.0 && alpha <= 64.0) {
+                return Err(invalid("buffer.xoff_alpha", "must be above 0 and at most 64"));
+            }
+        }
+        if let (XoffRule::Static(xoff), XonRule::Static(xon)) = (b.xoff_rule(), b.xon_rule()) {
+            if xon > xoff {
+                return Err(invalid("buffer.xon_bytes", format!("XON ({xon}) must not exceed XOFF ({xoff})")));
+            }
+        }
+        if b.shared_bytes == 0 {
+            return Err(invalid("buffer.shared_bytes", "must be above zero"));
+        }
+        for (i, &p) in self.pfc.lossless.iter().enumerate() {
+            if usize::from(p) >= PRIORITIES {
+                return Err(invalid(format!("pfc.lossless[{i}]"), format!("priority {p} is not 0..7")));
+            }
+        }
+        if self.pfc.quanta == 0 {
+            return Err(invalid("pfc.quanta", "a pause of zero quanta is a resume; use 1..65535"));
+        }
+        if self.pfc.refresh_us == Some(0) {
+            return Err(invalid("pfc.refresh_us", "must be above zero"));
+        }
+        for (dscp, &prio) in &self.classify.dscp {
+            let field = format!("classify.dscp.{dscp}");
+            match dscp.parse::<u8>() {
+                Ok(d) if d < 64 => {}
+                _ => return Err(invalid(field, "DSCP must be 0..63")),
+            }
+            if usize::from(prio) >= PRIORITIES {
+                return Err(invalid(field, format!("priority {prio} is not 0..7")));
+            }
+        }
+        if usize::from(self.classify.default_priority) >= PRIORITIES {
+            return Err(invalid("classify.default_priority", "must be 0..7"));
+        }
+        let d = &self.dataplane;
+        if d.umem_frames < 256 {
+            return Err(invalid("dataplane.umem_frames", "must be at least 256"));
+        }
+        if let Some(fs) = d.frame_size {
+            if fs != 2048 && fs != 4096 {
+                return Err(invalid("dataplane.frame_size", "must be 2048 or 4096"));
+            }
+        }
+        if !d.ring_size.is_power_of_two() || !(64..=16384).contains(&d.ring_size) {
+            return Err(invalid("dataplane.ring_size", "must be a power of two from 64 to 16384"));
+        }
+        if !(1..=256).contains(&d.batch) {
+            return Err(invalid("dataplane.batch", "must be 1..256"));
+        }
+        if self.fdb.max_entries == 0 {
+            return Err(invalid("fdb.max_entries", "must be above zero"));
+        }
+        Ok(())
+    }
+}
+
+impl PortConfig {
+    pub fn new(iface: &str) -> PortConfig {
+        PortConfig {
+            name: None,
+            iface: iface.to_string(),
+            mac: None,
+            speed: default_speed(),
+            cable_m: default_cable_m(),
+            pause_mode: PauseMode::default(),
+            flood: true,
+            max_frame: DEFAULT_MAX_FRAME,
+            headroom_bytes: None,
+            scheduler: Scheduler::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_file_gets_defaults() {
+        let c = Config::from_toml("[[port]]\niface = \"a\"\n[[port]]\niface = \"b\"\n").unwrap();
+        assert_eq!(c.ports.len(), 2);
+        assert_eq!(c.ports[0].speed, Speed::gbps(10));
+        assert_eq!(c.lossless_mask(), 0b1_1000);
+        assert_eq!(c.classify.dscp_table()[3], 3);
+        assert_eq!(c.classify.dscp_table()[46], 0);
+        assert_eq!(c.port_name(1), "b");
+        assert_eq!(c, Config::for_interfaces(&["a", "b"]));
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let c = Config::from_toml(
+            r#"
+            name = "leaf1"
+            switch_id = 11
+            [buffer]
+            shared_bytes = 1000000
+            xoff_alpha = 0.5
+            xon_bytes = 1000
+            headroom_bytes = 20000
+            [pfc]
+            lossless = [3]
+            quanta = 1000
+            refresh_us = 50
+            [classify]
+            dscp = { 26 = 3, 46 = 5 }
+            default_priority = 1
+            [[port]]
+            name = "up"
+            iface = "veth1"
+            mac = "02:00:00:00:00:01"
+            speed = "25G"
+            cable_m = 100
+            pause_mode = "global-pause"
+            scheduler = { drr = { weights = [1, 1, 1, 2, 2, 0, 0, 0] } }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.buffer.xoff_rule(), XoffRule::Dynamic(0.5));
+        assert_eq!(c.buffer.xon_rule(), XonRule::Static(1000));
+        assert_eq!(c.classify.dscp_table()[26], 3);
+        assert_eq!(c.classify.dscp_table()[0], 1);
+        assert_eq!(c.ports[0].pause_mode, PauseMode::GlobalPause);
+        assert_eq!(c.switch_id(), 11);
+        assert_eq!(c.port_name(0), "up");
+        // What we print we can read back.
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            ("[[port]]\niface = \"a\"\nspeed = \"10X\"\n", "speed"),
+            ("[[port]]\niface = \"a\"\nspeeed = \"10G\"\n", "speeed"),
+            ("[[port]]\n", "iface"),
+            ("", "port"),
+            ("[pfc]\nlossless = [9]\n[[port]]\niface = \"a\"\n", "pfc.lossless[0]"),
+            ("[classify]\ndscp = { 64 = 1 }\n[[port]]\niface = \"a\"\n", "classify.dscp.64"),
+            ("[buffer]\nxoff_bytes = 1\nxoff_alpha = 1.0\n[[port]]\niface = \"a\"\n", "buffer.xoff_alpha"),
+            ("[buffer]\nxoff_bytes = 100\nxon_bytes = 200\n[[port]]\niface = \"a\"\n", "buffer.xon_bytes"),
+            ("[[port]]\niface = \"a\"\n[[port]]\niface = \"a\"\n", "port[1].iface"),
+            ("[[port]]\niface = \"a\"\nmac = \"01:00:00:00:00:01\"\n", "port[0].mac"),
+            ("[pfc]\nquanta = 0\n[[port]]\niface = \"a\"\n", "pfc.quanta"),
+            ("[dataplane]\nring_size = 1000\n[[port]]\niface = \"a\"\n", "dataplane.ring_size"),
+        ];
+        for (text, field) in cases {
+            let err = Config::from_toml(text).unwrap_err().to_string();
+            assert!(err.contains(field), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn switch_id_is_stable() {
+        let mut c = Config::for_interfaces(&["a"]);
+        c.name = "sw1".into();
+        assert_eq!(c.switch_id(), Config { name: "sw1".into(), ..c.clone() }.switch_id());
+        c.name = "sw2".into();
+        assert_ne!(c.switch_id(), Config { name: "sw1".into(), ..c.clone() }.switch_id());
+    }
+}

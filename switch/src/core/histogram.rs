@@ -1,0 +1,99 @@
+//! A fixed-size latency histogram: 1 µs buckets up to 1 ms, then power-of-two buckets.
+//! Recording never allocates.
+
+use serde::Serialize;
+use std::time::Duration;
+
+const LINEAR: usize = 1000;
+const LOG: usize = 32;
+
+#[derive(Clone, Debug)]
+pub struct Histogram {
+    buckets: Box<[u64; LINEAR + LOG]>,
+    count: u64,
+    max_ns: u64,
+    sum_ns: u128,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub mean_us: f64,
+}
+
+impl Default for Histogram {
+    fn default() -> Histogram {
+        Histogram { buckets: Box::new([0; LINEAR + LOG]), count: 0, max_ns: 0, sum_ns: 0 }
+    }
+}
+
+impl Histogram {
+    pub fn record(&mut self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let us = ns / 1000;
+        let idx = if (us as usize) < LINEAR {
+            us as usize
+        } else {
+            // 1 ms..2 ms → LINEAR, 2..4 ms → LINEAR + 1, ...
+            let doublings = 63 - (us / LINEAR as u64).leading_zeros() as usize;
+            LINEAR + doublings.min(LOG - 1)
+        };
+        self.buckets[idx] += 1;
+        self.count += 1;
+        self.max_ns = self.max_ns.max(ns);
+        self.sum_ns += u128::from(ns);
+    }
+
+    /// Upper bound (µs) of the bucket holding the `q` quantile.
+    fn quantile_us(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        let rank = ((q * self.count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                let upper = if i < LINEAR { (i + 1) as f64 } else { (LINEAR << (i - LINEAR + 1)) as f64 };
+                return upper.min(self.max_ns as f64 / 1000.0);
+            }
+        }
+        self.max_ns as f64 / 1000.0
+    }
+
+    pub fn percentiles(&self) -> Percentiles {
+        Percentiles {
+            count: self.count,
+            p50_us: self.quantile_us(0.5),
+            p90_us: self.quantile_us(0.9),
+            p99_us: self.quantile_us(0.99),
+            max_us: self.max_ns as f64 / 1000.0,
+            mean_us: if self.count == 0 { 0.0 } else { self.sum_ns as f64 / self.count as f64 / 1000.0 },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_within_a_bucket() {
+        let mut h = Histogram::default();
+        for us in 1..=100u64 {
+            h.record(Duration::from_micros(us) - Duration::from_nanos(500));
+        }
+        let p = h.percentiles();
+        assert_eq!(p.count, 100);
+        assert_eq!(p.p50_us, 50.0);
+        assert_eq!(p.p99_us, 99.0);
+        assert!((p.max_us - 99.5).abs() < 1e-9);
+        h.record(Duration::from_millis(3));
+        assert_eq!(h.percentiles().max_us, 3000.0);
+        assert_eq!(Histogram::default().percentiles(), Percentiles::default());
+    }
+}

@@ -1,0 +1,19 @@
+//! The sans-IO core: codecs, state machines and accounting, driven by the caller with
+//! frames and time. Nothing here touches a socket, a thread or a clock.
+
+pub mod buffer;
+pub mod checking;
+pub mod classify;
+pub mod config;
+pub mod ether;
+pub mod fdb;
+pub mod histogram;
+pub mod mac;
+pub mod pause;
+pub mod pfc;
+pub mod queue;
+pub mod shaper;
+pub mod speed;
+pub mod stats;
+pub mod switch;
+pub mod time;

@@ -1,0 +1,117 @@
+//! The egress side of flow control: which priorities the link partner has paused, and
+//! for how long. Also accounts the time each priority spent paused.
+
+use std::time::Duration;
+
+use super::pfc::PRIORITIES;
+use super::time::Time;
+
+/// One pause timer with its paused-time accounting.
+#[derive(Clone, Copy, Debug, Default)]
+struct Timer {
+    since: Time,
+    until: Time,
+    /// Paused time of intervals already closed.
+    closed: Duration,
+}
+
+impl Timer {
+    /// A newer frame replaces the timer; zero resumes at once.
+    fn apply(&mut self, now: Time, d: Duration) {
+        let end = self.until.min(now);
+        self.closed += end.saturating_since(self.since);
+        self.since = now;
+        self.until = now + d;
+    }
+
+    fn paused(&self, now: Time) -> bool {
+        now < self.until
+    }
+
+    fn total(&self, now: Time) -> Duration {
+        self.closed + self.until.min(now).saturating_since(self.since)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct EgressPause {
+    prio: [Timer; PRIORITIES],
+    /// 802.3x: the whole port.
+    global: Timer,
+}
+
+impl EgressPause {
+    /// PFC for one priority: pause for `d` from `now` (zero = resume).
+    pub fn pause_priority(&mut self, now: Time, prio: usize, d: Duration) {
+        self.prio[prio].apply(now, d);
+    }
+
+    /// 802.3x PAUSE: the whole port.
+    pub fn pause_port(&mut self, now: Time, d: Duration) {
+        self.global.apply(now, d);
+    }
+
+    /// Priorities that may not transmit at `now` (a bit per priority).
+    pub fn paused_mask(&self, now: Time) -> u8 {
+        if self.global.paused(now) {
+            return 0xff;
+        }
+        self.prio.iter().enumerate().fold(0, |m, (p, t)| if t.paused(now) { m | (1 << p) } else { m })
+    }
+
+    /// When the earliest of the priorities in `mask` resumes, if any is paused.
+    pub fn resume_at(&self, now: Time, mask: u8) -> Option<Time> {
+        let per_prio = (0..PRIORITIES)
+            .filter(|p| mask & (1 << p) != 0 && self.prio[*p].paused(now))
+            .map(|p| self.prio[p].until)
+            .min();
+        if self.global.paused(now) {
+            // Blocked until both the port and the priority timers allow.
+            return Some(per_prio.map_or(self.global.until, |t| t.max(self.global.until)));
+        }
+        per_prio
+    }
+
+    /// Time `prio` has spent unable to transmit, up to `now`.
+    pub fn paused_time(&self, now: Time, prio: usize) -> Duration {
+        self.prio[prio].total(now) + self.global.total(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn newer_frame_replaces_timer_and_zero_resumes() {
+        let mut e = EgressPause::default();
+        let t0 = Time::from_millis(10);
+        e.pause_priority(t0, 3, 5 * MS);
+        assert_eq!(e.paused_mask(t0), 1 << 3);
+        assert_eq!(e.resume_at(t0, 0xff), Some(t0 + 5 * MS));
+        // A shorter pause replaces a longer one.
+        e.pause_priority(t0 + MS, 3, MS);
+        assert_eq!(e.resume_at(t0 + MS, 0xff), Some(t0 + 2 * MS));
+        assert_eq!(e.paused_mask(t0 + 2 * MS), 0);
+        // Zero quanta resume at once.
+        e.pause_priority(t0 + 3 * MS, 3, 10 * MS);
+        e.pause_priority(t0 + 4 * MS, 3, Duration::ZERO);
+        assert_eq!(e.paused_mask(t0 + 4 * MS), 0);
+        // Paused: 0..2 ms, then 3..4 ms.
+        assert_eq!(e.paused_time(t0 + 20 * MS, 3), 3 * MS);
+        assert_eq!(e.paused_time(t0 + 20 * MS, 4), Duration::ZERO);
+    }
+
+    #[test]
+    fn global_pause_stops_every_priority() {
+        let mut e = EgressPause::default();
+        let t = Time::from_millis(1);
+        e.pause_port(t, MS);
+        assert_eq!(e.paused_mask(t), 0xff);
+        assert_eq!(e.resume_at(t, 1), Some(t + MS));
+        assert_eq!(e.paused_time(t + 5 * MS, 7), MS);
+        assert_eq!(e.paused_mask(t + MS), 0);
+    }
+}

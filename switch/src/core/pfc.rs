@@ -1,0 +1,284 @@
+//! IEEE 802.3x PAUSE and 802.1Qbb priority flow control frames.
+//!
+//! ```text
+//!  0  destination 01:80:C2:00:00:01      6  source (the sender's port MAC)
+//! 12  EtherType 0x8808                  14  opcode: 0x0001 PAUSE, 0x0101 PFC
+//! PAUSE: 16 pause_time (u16)
+//! PFC:   16 class-enable vector (u16; upper byte reserved, zero; bit n = priority n)
+//!        18 time[0..8] (u16 each, big-endian)
+//!        34 padding to the 60-byte minimum (may carry a DCFIT checking message)
+//! ```
+//!
+//! One quantum is 512 bit times at the link's speed; zero quanta resumes at once.
+
+use super::checking::CheckingMessage;
+use super::mac::MacAddr;
+
+pub const MAC_CONTROL_ETHERTYPE: u16 = 0x8808;
+pub const OPCODE_PAUSE: u16 = 0x0001;
+pub const OPCODE_PFC: u16 = 0x0101;
+/// The reserved group address MAC control frames are sent to.
+pub const PAUSE_DESTINATION: MacAddr = MacAddr([0x01, 0x80, 0xc2, 0x00, 0x00, 0x01]);
+/// Frames are padded to this length (64 bytes on the wire with the FCS).
+pub const MIN_FRAME_LEN: usize = 60;
+pub const PAUSE_FIELDS_END: usize = 18;
+pub const PFC_FIELDS_END: usize = 34;
+pub const PRIORITIES: usize = 8;
+
+/// A priority flow control request: for each enabled priority, pause for `quanta[p]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pfc {
+    /// Class-enable vector: bit n set means `quanta[n]` applies to priority n.
+    pub enabled: u8,
+    pub quanta: [u16; PRIORITIES],
+    /// A DCFIT checking message riding in the padding, if any.
+    pub checking: Option<CheckingMessage>,
+}
+
+impl Pfc {
+    /// Pause every priority in `priorities` (a bit set) for `quanta`.
+    pub fn pause(priorities: u8, quanta: u16) -> Pfc {
+        let mut pfc = Pfc { enabled: priorities, ..Pfc::default() };
+        for p in bits(priorities) {
+            pfc.quanta[p] = quanta;
+        }
+        pfc
+    }
+
+    /// Enabled priorities with their quanta.
+    pub fn classes(&self) -> impl Iterator<Item = (usize, u16)> + '_ {
+        bits(self.enabled).map(|p| (p, self.quanta[p]))
+    }
+}
+
+/// The indices of the set bits of `set`, lowest first.
+pub fn bits(set: u8) -> impl Iterator<Item = usize> {
+    (0..PRIORITIES).filter(move |p| set & (1 << p) != 0)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MacControl {
+    /// 802.3x: stop the whole link for `quanta`.
+    Pause { quanta: u16 },
+    /// 802.1Qbb: stop individual priorities.
+    Pfc(Pfc),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControlFrame {
+    pub src: MacAddr,
+    pub body: MacControl,
+}
+
+/// Why a MAC control frame was not acted on. Each reason has its own counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControlReject {
+    #[error("frame too short for its opcode's fields")]
+    Truncated,
+    #[error("opcode is neither PAUSE (0x0001) nor PFC (0x0101)")]
+    UnknownOpcode,
+    #[error("destination is not 01:80:c2:00:00:01")]
+    WrongDestination,
+    #[error("reserved upper byte of the class-enable vector is not zero")]
+    ReservedBits,
+    #[error("class-enable vector enables no priority")]
+    NoClassEnabled,
+}
+
+impl ControlReject {
+    pub const ALL: [ControlReject; 5] = [
+        ControlReject::Truncated,
+        ControlReject::UnknownOpcode,
+        ControlReject::WrongDestination,
+        ControlReject::ReservedBits,
+        ControlReject::NoClassEnabled,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ControlReject::Truncated => "truncated",
+            ControlReject::UnknownOpcode => "unknown_opcode",
+            ControlReject::WrongDestination => "wrong_destination",
+            ControlReject::ReservedBits => "reserved_bits",
+            ControlReject::NoClassEnabled => "no_class_enabled",
+        }
+    }
+}
+
+/// Decodes a frame whose EtherType is 0x8808, received on a port whose MAC is `own_mac`.
+///
+/// 802.3 Annex 31B lets a PAUSE go either to the reserved group address or to the
+/// receiving station's own address; 802.1Qbb PFC only to the group address.
+pub fn decode(frame: &[u8], own_mac: MacAddr) -> Result<ControlFrame, ControlReject> {
+    if frame.len() < 16 {
+        return Err(ControlReject::Truncated);
+    }
+    let dst = MacAddr::from_slice(frame);
+    let src = MacAddr::from_slice(&frame[6..]);
+    let opcode = be16(frame, 14);
+    match opcode {
+        OPCODE_PAUSE => {
+            if frame.len() < PAUSE_FIELDS_END {
+                return Err(ControlReject::Truncated);
+            }
+            if dst != PAUSE_DESTINATION && dst != own_mac {
+                return Err(ControlReject::WrongDestination);
+            }
+            Ok(ControlFrame { src, body: MacControl::Pause { quanta: be16(frame, 16) } })
+        }
+        OPCODE_PFC => {
+            if frame.len() < PFC_FIELDS_END {
+                return Err(ControlReject::Truncated);
+            }
+            if dst != PAUSE_DESTINATION {
+                return Err(ControlReject::WrongDestination);
+            }
+            let vector = be16(frame, 16);
+            if vector & 0xff00 != 0 {
+                return Err(ControlReject::ReservedBits);
+            }
+            if vector == 0 {
+                return Err(ControlReject::NoClassEnabled);
+            }
+            let mut pfc = Pfc { enabled: vector as u8, ..Pfc::default() };
+            for (p, q) in pfc.quanta.iter_mut().enumerate() {
+                *q = be16(frame, 18 + 2 * p);
+            }
+            pfc.checking = CheckingMessage::decode(&frame[PFC_FIELDS_END..]);
+            Ok(ControlFrame { src, body: MacControl::Pfc(pfc) })
+        }
+        _ => Err(ControlReject::UnknownOpcode),
+    }
+}
+
+/// Writes a complete, padded frame into `buf` and returns its length (60).
+///
+/// Encodes exactly what it is given, so test tools can build invalid frames too
+/// (a zero class-enable vector, a zero source).
+pub fn encode(buf: &mut [u8], src: MacAddr, body: &MacControl) -> usize {
+    let frame = &mut buf[..MIN_FRAME_LEN];
+    frame.fill(0);
+    frame[..6].copy_from_slice(&PAUSE_DESTINATION.0);
+    frame[6..12].copy_from_slice(&src.0);
+    frame[12..14].copy_from_slice(&MAC_CONTROL_ETHERTYPE.to_be_bytes());
+    match body {
+        MacControl::Pause { quanta } => {
+            frame[14..16].copy_from_slice(&OPCODE_PAUSE.to_be_bytes());
+            frame[16..18].copy_from_slice(&quanta.to_be_bytes());
+        }
+        MacControl::Pfc(pfc) => {
+            frame[14..16].copy_from_slice(&OPCODE_PFC.to_be_bytes());
+            frame[16..18].copy_from_slice(&u16::from(pfc.enabled).to_be_bytes());
+            for (p, q) in pfc.quanta.iter().enumerate() {
+                frame[18 + 2 * p..20 + 2 * p].copy_from_slice(&q.to_be_bytes());
+            }
+            if let Some(msg) = &pfc.checking {
+                msg.encode(&mut frame[PFC_FIELDS_END..]);
+            }
+        }
+    }
+    MIN_FRAME_LEN
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OWN: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x99]);
+
+    fn pfc_bytes(pfc: &Pfc) -> Vec<u8> {
+        let mut b = vec![0xaau8; 128];
+        let n = encode(&mut b, MacAddr::local(5), &MacControl::Pfc(*pfc));
+        b.truncate(n);
+        b
+    }
+
+    #[test]
+    fn pfc_round_trips_with_the_standard_layout() {
+        let mut pfc = Pfc::pause(0b0001_1000, 65535);
+        pfc.quanta[4] = 0x1234;
+        let b = pfc_bytes(&pfc);
+        assert_eq!(b.len(), 60);
+        assert_eq!(&b[..6], &[0x01, 0x80, 0xc2, 0, 0, 1]);
+        assert_eq!(&b[12..18], &[0x88, 0x08, 0x01, 0x01, 0x00, 0x18]);
+        assert_eq!(&b[24..28], &[0xff, 0xff, 0x12, 0x34]);
+        assert!(b[34..].iter().all(|&x| x == 0), "padding is zero");
+        let f = decode(&b, OWN).unwrap();
+        assert_eq!(f.src, MacAddr::local(5));
+        assert_eq!(f.body, MacControl::Pfc(pfc));
+        let classes: Vec<_> = match f.body {
+            MacControl::Pfc(p) => p.classes().collect(),
+            _ => unreachable!(),
+        };
+        assert_eq!(classes, vec![(3, 65535), (4, 0x1234)]);
+    }
+
+    #[test]
+    fn pause_round_trips_and_accepts_the_unicast_destination() {
+        let mut b = vec![0u8; 60];
+        encode(&mut b, MacAddr::local(1), &MacControl::Pause { quanta: 300 });
+        assert_eq!(&b[14..18], &[0x00, 0x01, 0x01, 0x2c]);
+        assert_eq!(decode(&b, OWN).unwrap().body, MacControl::Pause { quanta: 300 });
+        b[..6].copy_from_slice(&OWN.0);
+        assert_eq!(decode(&b, OWN).unwrap().body, MacControl::Pause { quanta: 300 });
+        b[..6].copy_from_slice(&MacAddr::local(77).0);
+        assert_eq!(decode(&b, OWN), Err(ControlReject::WrongDestination));
+    }
+
+    #[test]
+    fn rejects_every_malformed_case() {
+        let good = pfc_bytes(&Pfc::pause(1 << 3, 100));
+        for len in [0, 13, 15, 16, 33] {
+            assert_eq!(decode(&good[..len], OWN), Err(ControlReject::Truncated), "len {len}");
+        }
+        assert!(decode(&good[..34], OWN).is_ok(), "all fields present is enough");
+
+        let mut b = good.clone();
+        b[14..16].copy_from_slice(&[0x00, 0x02]);
+        assert_eq!(decode(&b, OWN), Err(ControlReject::UnknownOpcode));
+
+        let mut b = good.clone();
+        b[16] = 0x01;
+        assert_eq!(decode(&b, OWN), Err(ControlReject::ReservedBits));
+
+        let b = pfc_bytes(&Pfc::default());
+        assert_eq!(decode(&b, OWN), Err(ControlReject::NoClassEnabled));
+
+        let mut b = good.clone();
+        b[..6].copy_from_slice(&OWN.0);
+        assert_eq!(decode(&b, OWN), Err(ControlReject::WrongDestination), "PFC only to the group address");
+
+        let mut b = vec![0u8; 60];
+        encode(&mut b, MacAddr::ZERO, &MacControl::Pause { quanta: 1 });
+        assert_eq!(decode(&b[..17], OWN), Err(ControlReject::Truncated));
+    }
+
+    #[test]
+    fn zero_source_is_still_decoded() {
+        let mut b = vec![0u8; 60];
+        encode(&mut b, MacAddr::ZERO, &MacControl::Pfc(Pfc::pause(1, 5)));
+        assert_eq!(decode(&b, OWN).unwrap().src, MacAddr::ZERO);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
+            let _ = decode(&bytes, OWN);
+        }
+
+        #[test]
+        fn any_valid_pfc_round_trips(enabled in 1u8.., quanta in proptest::array::uniform8(proptest::num::u16::ANY)) {
+            let pfc = Pfc { enabled, quanta, checking: None };
+            let b = pfc_bytes(&pfc);
+            proptest::prop_assert_eq!(decode(&b, OWN).unwrap().body, MacControl::Pfc(pfc));
+        }
+    }
+}

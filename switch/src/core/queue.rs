@@ -1,0 +1,144 @@
+//! Egress queues as intrusive FIFOs threaded through a per-frame table.
+//!
+//! A frame is in at most one queue at a time, so one `next` link per frame is enough:
+//! enqueue and dequeue never allocate, whatever the queue depth.
+
+/// Identifies a frame buffer (a UMEM frame in the dataplane).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameId(pub u32);
+
+const NIL: u32 = u32::MAX;
+
+/// What the switch remembers about a frame it holds.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameMeta {
+    pub len: u32,
+    /// The port it arrived on, charged for its buffer; `NO_PORT` for frames the switch built.
+    pub ingress: u16,
+    pub prio: u8,
+    /// DCFIT: the last frame the slowpath released for its (ingress, egress) pair.
+    pub last_of_pair: bool,
+    next: u32,
+}
+
+pub const NO_PORT: u16 = u16::MAX;
+
+impl Default for FrameMeta {
+    fn default() -> FrameMeta {
+        FrameMeta { len: 0, ingress: NO_PORT, prio: 0, last_of_pair: false, next: NIL }
+    }
+}
+
+/// The per-frame table the queues are threaded through.
+#[derive(Debug)]
+pub struct FrameTable {
+    meta: Vec<FrameMeta>,
+}
+
+impl FrameTable {
+    pub fn new(frames: u32) -> FrameTable {
+        FrameTable { meta: vec![FrameMeta::default(); frames as usize] }
+    }
+
+    pub fn get(&self, id: FrameId) -> &FrameMeta {
+        &self.meta[id.0 as usize]
+    }
+
+    pub fn set(&mut self, id: FrameId, len: u32, ingress: u16, prio: u8) {
+        self.meta[id.0 as usize] = FrameMeta { len, ingress, prio, last_of_pair: false, next: NIL };
+    }
+
+    pub fn get_mut(&mut self, id: FrameId) -> &mut FrameMeta {
+        &mut self.meta[id.0 as usize]
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.meta.len() as u32
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Fifo {
+    head: u32,
+    tail: u32,
+    frames: u32,
+    bytes: u64,
+}
+
+impl Default for Fifo {
+    fn default() -> Fifo {
+        Fifo { head: NIL, tail: NIL, frames: 0, bytes: 0 }
+    }
+}
+
+impl Fifo {
+    pub fn push(&mut self, table: &mut FrameTable, id: FrameId) {
+        let m = table.get_mut(id);
+        m.next = NIL;
+        self.bytes += u64::from(m.len);
+        if self.tail == NIL {
+            self.head = id.0;
+        } else {
+            table.meta[self.tail as usize].next = id.0;
+        }
+        self.tail = id.0;
+        self.frames += 1;
+    }
+
+    pub fn peek(&self) -> Option<FrameId> {
+        (self.head != NIL).then_some(FrameId(self.head))
+    }
+
+    pub fn pop(&mut self, table: &mut FrameTable) -> Option<FrameId> {
+        if self.head == NIL {
+            return None;
+        }
+        let id = FrameId(self.head);
+        let m = table.get_mut(id);
+        self.head = m.next;
+        m.next = NIL;
+        if self.head == NIL {
+            self.tail = NIL;
+        }
+        self.frames -= 1;
+        self.bytes -= u64::from(m.len);
+        Some(id)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    pub fn len(&self) -> u32 {
+        self.frames
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_order_and_counts() {
+        let mut t = FrameTable::new(8);
+        let (mut a, mut b) = (Fifo::default(), Fifo::default());
+        for i in 0..4 {
+            t.set(FrameId(i), 100 + i, 0, 0);
+            a.push(&mut t, FrameId(i));
+        }
+        t.set(FrameId(7), 10, 0, 0);
+        b.push(&mut t, FrameId(7));
+        assert_eq!((a.len(), a.bytes()), (4, 406));
+        assert_eq!(a.pop(&mut t), Some(FrameId(0)));
+        a.push(&mut t, FrameId(0));
+        let order: Vec<u32> = std::iter::from_fn(|| a.pop(&mut t)).map(|f| f.0).collect();
+        assert_eq!(order, vec![1, 2, 3, 0]);
+        assert!(a.is_empty() && a.bytes() == 0);
+        assert_eq!(b.pop(&mut t), Some(FrameId(7)));
+        assert_eq!(b.pop(&mut t), None);
+    }
+}

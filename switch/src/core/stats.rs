@@ -1,0 +1,217 @@
+//! Counters kept by the switch and the snapshot `pfcswitch ctl stats` shows.
+
+use serde::{Deserialize, Serialize};
+
+use super::histogram::Percentiles;
+use super::pfc::{ControlReject, PRIORITIES};
+
+/// Why a frame was not forwarded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// Longer than the port's `max_frame`.
+    Oversize,
+    /// Sent to 01:80:C2:00:00:0x (link-local: LLDP, STP, ...), which a bridge does not forward.
+    LinkLocal,
+    /// Multicast source address.
+    BadSource,
+    /// The destination is on the port the frame came from, or there is nowhere to flood.
+    Filtered,
+    /// No free frame buffer for a copy.
+    NoBuffer,
+    /// A lossless priority's headroom was exhausted.
+    Lossless,
+    /// A lossy queue was full or the shared buffer was exhausted.
+    Lossy,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DropCounters {
+    pub runt: u64,
+    pub oversize: u64,
+    pub link_local: u64,
+    pub bad_source: u64,
+    pub filtered: u64,
+    pub no_buffer: u64,
+    pub lossless: u64,
+    pub lossy: u64,
+}
+
+impl DropCounters {
+    pub fn count(&mut self, r: DropReason) {
+        *match r {
+            DropReason::Runt => &mut self.runt,
+            DropReason::Oversize => &mut self.oversize,
+            DropReason::LinkLocal => &mut self.link_local,
+            DropReason::BadSource => &mut self.bad_source,
+            DropReason::Filtered => &mut self.filtered,
+            DropReason::NoBuffer => &mut self.no_buffer,
+            DropReason::Lossless => &mut self.lossless,
+            DropReason::Lossy => &mut self.lossy,
+        } += 1;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.runt
+            + self.oversize
+            + self.link_local
+            + self.bad_source
+            + self.filtered
+            + self.no_buffer
+            + self.lossless
+            + self.lossy
+    }
+}
+
+/// MAC control (0x8808) frames. Not counted as data rx/tx or as drops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MacControlCounters {
+    pub received: u64,
+    pub pfc_received: u64,
+    pub pause_received: u64,
+    /// 802.3x PAUSE received on a port not in global-pause mode.
+    pub pause_ignored: u64,
+    /// PFC received on a port not in PFC mode.
+    pub pfc_ignored: u64,
+    /// PFC classes naming a lossy priority (ignored).
+    pub lossy_class_ignored: u64,
+    /// Honoured frames that came with an all-zero source address.
+    pub zero_source: u64,
+    pub truncated: u64,
+    pub unknown_opcode: u64,
+    pub wrong_destination: u64,
+    pub reserved_bits: u64,
+    pub no_class_enabled: u64,
+    pub pfc_sent: u64,
+    pub pause_sent: u64,
+    /// Pauses that could not be built for want of a free buffer (retried).
+    pub send_deferred: u64,
+}
+
+impl MacControlCounters {
+    pub fn reject(&mut self, r: ControlReject) {
+        *match r {
+            ControlReject::Truncated => &mut self.truncated,
+            ControlReject::UnknownOpcode => &mut self.unknown_opcode,
+            ControlReject::WrongDestination => &mut self.wrong_destination,
+            ControlReject::ReservedBits => &mut self.reserved_bits,
+            ControlReject::NoClassEnabled => &mut self.no_class_enabled,
+        } += 1;
+    }
+
+    pub fn rejected(&self) -> u64 {
+        self.truncated + self.unknown_opcode + self.wrong_destination + self.reserved_bits + self.no_class_enabled
+    }
+}
+
+/// Counters per (port, priority).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrioCounters {
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Pause frames sent for this priority (XOFF and refreshes).
+    pub xoff_sent: u64,
+    /// Zero-quanta resumes sent.
+    pub xon_sent: u64,
+    pub xoff_received: u64,
+    pub xon_received: u64,
+    pub lossless_drops: u64,
+    pub lossy_drops: u64,
+}
+
+/// Live state of a (port, priority) in a snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrioStats {
+    pub priority: u8,
+    pub lossless: bool,
+    #[serde(flatten)]
+    pub counters: PrioCounters,
+    /// Bytes this port's ingress holds for the priority.
+    pub ingress_bytes: u64,
+    pub ingress_watermark: u64,
+    pub headroom_bytes: u64,
+    pub headroom_watermark: u64,
+    /// XOFF asserted toward the upstream.
+    pub xoff: bool,
+    /// Frames waiting in this port's egress queue.
+    pub egress_queue_frames: u32,
+    pub egress_queue_bytes: u64,
+    /// The link partner has paused this priority right now.
+    pub egress_paused: bool,
+    /// Total time egress has been paused, in µs.
+    pub paused_us: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortCounters {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub drops: DropCounters,
+    pub mac_control: MacControlCounters,
+    pub fdb_moves: u64,
+}
+
+/// Frames the XDP program saw, per class (filled in by the dataplane).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpClassCounters {
+    pub pause: u64,
+    pub pfc: u64,
+    pub mac_control_other: u64,
+    pub vlan: u64,
+    pub ipv4: u64,
+    pub ipv6: u64,
+    pub other: u64,
+    pub runt: u64,
+}
+
+/// Kernel-side AF_XDP socket statistics (filled in by the dataplane).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketCounters {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty: u64,
+    pub tx_invalid_descs: u64,
+    pub tx_ring_empty: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortStats {
+    pub name: String,
+    pub iface: String,
+    pub mac: String,
+    pub speed: String,
+    pub pause_mode: String,
+    pub blocked: bool,
+    #[serde(flatten)]
+    pub counters: PortCounters,
+    pub xdp: XdpClassCounters,
+    pub socket: SocketCounters,
+    pub priorities: Vec<PrioStats>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchStats {
+    pub name: String,
+    pub switch_id: u32,
+    pub uptime_s: f64,
+    pub fdb_entries: usize,
+    pub shared_buffer_bytes: u64,
+    pub shared_buffer_used: u64,
+    pub xoff_threshold: u64,
+    pub xon_threshold: u64,
+    pub free_frames: u64,
+    /// Time from reading the frame that crossed XOFF off the rx ring to handing its PFC
+    /// frame to the kernel.
+    pub pfc_reaction: Percentiles,
+    pub ports: Vec<PortStats>,
+}
+
+impl PrioStats {
+    pub fn for_priorities() -> Vec<PrioStats> {
+        (0..PRIORITIES as u8).map(|p| PrioStats { priority: p, ..PrioStats::default() }).collect()
+    }
+}

@@ -1,0 +1,457 @@
+use super::*;
+use crate::core::config::{Config, PauseMode, Scheduler};
+use crate::core::ether::tests::udp_frame;
+use crate::core::pfc::ControlFrame;
+
+/// Frames as plain vectors.
+pub(crate) struct VecPool {
+    frames: Vec<Vec<u8>>,
+    free: Vec<FrameId>,
+}
+
+impl VecPool {
+    pub(crate) fn new(n: u32) -> VecPool {
+        VecPool { frames: vec![Vec::new(); n as usize], free: (0..n).rev().map(FrameId).collect() }
+    }
+
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> FrameId {
+        let id = self.alloc().expect("test pool has room");
+        self.write(id, bytes.len()).copy_from_slice(bytes);
+        id
+    }
+
+    pub(crate) fn free_count(&self) -> usize {
+        self.free.len()
+    }
+}
+
+impl FramePool for VecPool {
+    fn alloc(&mut self) -> Option<FrameId> {
+        self.free.pop()
+    }
+    fn free(&mut self, id: FrameId) {
+        assert!(!self.free.contains(&id), "double free of {id:?}");
+        self.free.push(id);
+    }
+    fn bytes(&self, id: FrameId) -> &[u8] {
+        &self.frames[id.0 as usize]
+    }
+    fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
+        let f = &mut self.frames[id.0 as usize];
+        f.resize(len, 0);
+        f
+    }
+    fn copy(&mut self, from: FrameId, to: FrameId) {
+        let data = self.frames[from.0 as usize].clone();
+        self.frames[to.0 as usize] = data;
+    }
+}
+
+const POOL: u32 = 4096;
+
+pub(crate) struct Rig {
+    pub(crate) sw: Switch,
+    pub(crate) pool: VecPool,
+    pub(crate) now: Time,
+    batch: TxBatch,
+}
+
+pub(crate) fn mac(n: u64) -> MacAddr {
+    MacAddr::local(n)
+}
+
+impl Rig {
+    pub(crate) fn new(config: Config) -> Rig {
+        let now = Time::from_millis(1000);
+        Rig { sw: Switch::new(&config, POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+    }
+
+    pub(crate) fn ports(n: usize) -> Config {
+        let names: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+        let mut c = Config::for_interfaces(&names);
+        for (i, p) in c.ports.iter_mut().enumerate() {
+            p.mac = Some(MacAddr([0x02, 0xee, 0, 0, 0, i as u8]));
+        }
+        c
+    }
+
+    pub(crate) fn rx(&mut self, port: PortId, bytes: &[u8]) {
+        let id = self.pool.put(bytes);
+        self.sw.receive(self.now, &mut self.pool, port, id);
+    }
+
+    /// Everything `port` sends now, as bytes; frees the frames like the dataplane would.
+    pub(crate) fn tx(&mut self, port: PortId) -> Vec<Vec<u8>> {
+        self.tx_limited(port, TxBatch::CAPACITY)
+    }
+
+    pub(crate) fn tx_limited(&mut self, port: PortId, limit: usize) -> Vec<Vec<u8>> {
+        self.batch.reset(limit);
+        self.sw.transmit(self.now, &mut self.pool, port, &mut self.batch);
+        let out: Vec<Vec<u8>> = self.batch.frames().iter().map(|f| self.pool.bytes(f.id).to_vec()).collect();
+        for f in self.batch.frames().to_vec() {
+            self.pool.free(f.id);
+        }
+        out
+    }
+
+    pub(crate) fn advance(&mut self, d: Duration) {
+        self.now = self.now + d;
+    }
+
+    pub(crate) fn stats(&self) -> SwitchStats {
+        self.sw.stats(self.now)
+    }
+}
+
+fn data(src: u64, dst: u64, dscp: u8, len: usize) -> Vec<u8> {
+    let mut f = udp_frame(mac(src), mac(dst), dscp, None, &[]);
+    f.resize(len.max(f.len()), 0xab);
+    f
+}
+
+fn pfc_of(frame: &[u8]) -> Pfc {
+    match pfc::decode(frame, MacAddr::ZERO) {
+        Ok(ControlFrame { body: MacControl::Pfc(p), .. }) => p,
+        other => panic!("not a PFC frame: {other:?}"),
+    }
+}
+
+#[test]
+fn learns_floods_and_then_switches_unicast() {
+    let mut r = Rig::new(Rig::ports(3));
+    let a_to_b = data(1, 2, 0, 100);
+    r.rx(0, &a_to_b);
+    assert_eq!(r.tx(1), vec![a_to_b.clone()], "unknown unicast floods");
+    assert_eq!(r.tx(2), vec![a_to_b.clone()]);
+    assert!(r.tx(0).is_empty(), "never back out of the ingress port");
+
+    let b_to_a = data(2, 1, 0, 100);
+    r.rx(1, &b_to_a);
+    assert_eq!(r.tx(0), vec![b_to_a]);
+    assert!(r.tx(2).is_empty(), "known unicast does not reach the third port");
+
+    r.rx(0, &a_to_b);
+    assert_eq!(r.tx(1), vec![a_to_b]);
+    assert!(r.tx(2).is_empty());
+    assert_eq!(r.pool.free_count(), POOL as usize, "every frame is back in the pool");
+    let s = r.stats();
+    assert_eq!((s.ports[0].counters.rx_frames, s.ports[1].counters.tx_frames), (2, 2));
+    assert_eq!(s.fdb_entries, 2);
+}
+
+#[test]
+fn broadcast_floods_and_tags_pass_untouched() {
+    let mut r = Rig::new(Rig::ports(3));
+    let tagged = udp_frame(mac(1), MacAddr::BROADCAST, 0, Some((42, 5)), b"hello");
+    r.rx(2, &tagged);
+    assert_eq!(r.tx(0), vec![tagged.clone()]);
+    assert_eq!(r.tx(1), vec![tagged]);
+    assert_eq!(r.stats().ports[2].priorities[5].counters.rx_frames, 1, "classified by PCP");
+}
+
+#[test]
+fn flooding_can_be_disabled_per_port() {
+    let mut c = Rig::ports(3);
+    c.ports[2].flood = false;
+    let mut r = Rig::new(c);
+    r.rx(0, &data(1, 2, 0, 64));
+    assert_eq!(r.tx(1).len(), 1);
+    assert!(r.tx(2).is_empty());
+}
+
+#[test]
+fn destination_on_the_ingress_port_is_filtered() {
+    let mut r = Rig::new(Rig::ports(2));
+    r.rx(0, &data(1, 9, 0, 64));
+    r.tx(1);
+    r.rx(0, &data(2, 1, 0, 64));
+    assert!(r.tx(0).is_empty() && r.tx(1).is_empty());
+    assert_eq!(r.stats().ports[0].counters.drops.filtered, 1);
+}
+
+#[test]
+fn bad_frames_are_counted_and_do_not_stop_forwarding() {
+    let mut c = Rig::ports(2);
+    c.ports[0].max_frame = 1000;
+    let mut r = Rig::new(c);
+    r.rx(0, &[0u8; 10]);
+    r.rx(0, &data(1, 2, 0, 1001));
+    let mut lldp = data(1, 2, 0, 64);
+    lldp[..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x0e]);
+    r.rx(0, &lldp);
+    let mut bad_src = data(1, 2, 0, 64);
+    bad_src[6] = 0x01;
+    r.rx(0, &bad_src);
+    let mut unknown = data(1, 2, 0, 64);
+    unknown[12..14].copy_from_slice(&[0x12, 0x34]);
+    r.rx(0, &unknown);
+    r.rx(0, &data(1, 2, 0, 1000));
+    assert_eq!(r.tx(1), vec![unknown, data(1, 2, 0, 1000)]);
+    let d = r.stats().ports[0].counters.drops;
+    assert_eq!((d.runt, d.oversize, d.link_local, d.bad_source), (1, 1, 1, 1));
+    assert_eq!(r.pool.free_count(), POOL as usize);
+}
+
+fn congested(lossless: bool) -> (Rig, Vec<u8>) {
+    let mut c = Rig::ports(2);
+    c.buffer.xoff_bytes = Some(10_000);
+    c.buffer.xon_offset_bytes = Some(4_000);
+    c.buffer.headroom_bytes = 5_000;
+    c.buffer.lossy_queue_bytes = 12_000;
+    if !lossless {
+        c.pfc.lossless = vec![4];
+    }
+    let mut r = Rig::new(c);
+    // Teach the switch where host 2 is.
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    (r, data(1, 2, 3, 1000))
+}
+
+#[test]
+fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
+    let (mut r, frame) = congested(true);
+    for _ in 0..10 {
+        r.rx(0, &frame);
+    }
+    assert!(r.tx(0).is_empty(), "below XOFF: no pause");
+    r.rx(0, &frame);
+    let sent = r.tx(0);
+    assert_eq!(sent.len(), 1);
+    let pause = pfc_of(&sent[0]);
+    assert_eq!((pause.enabled, pause.quanta[3]), (1 << 3, 65535));
+    assert_eq!(&sent[0][6..12], &[0x02, 0xee, 0, 0, 0, 0], "sent from the port's own MAC");
+    // Frames in flight after XOFF land in headroom; beyond it they are dropped.
+    for _ in 0..5 {
+        r.rx(0, &frame);
+    }
+    let s = r.stats();
+    let g = &s.ports[0].priorities[3];
+    assert!(g.xoff);
+    assert_eq!((g.headroom_bytes, g.counters.lossless_drops), (5_000, 1));
+    assert_eq!(s.ports[0].counters.drops.lossless, 1);
+
+    // Drain the egress port.
+    let mut delivered = 0;
+    let mut resumes = 0;
+    for _ in 0..100 {
+        delivered += r.tx(1).len();
+        for f in r.tx(0) {
+            let p = pfc_of(&f);
+            if p.quanta[3] == 0 {
+                resumes += 1;
+            }
+        }
+        r.advance(Duration::from_micros(10));
+    }
+    assert_eq!(delivered, 15);
+    assert_eq!(resumes, 1);
+    let s = r.stats();
+    let c = s.ports[0].priorities[3].counters;
+    assert_eq!((c.xoff_sent, c.xon_sent), (1, 1));
+    assert_eq!(s.ports[0].counters.mac_control.pfc_sent, 2);
+    assert_eq!(s.ports[0].counters.tx_frames, 1, "PFC frames are not data tx");
+}
+
+#[test]
+fn pause_is_refreshed_while_above_xon() {
+    let (mut r, frame) = congested(true);
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    assert_eq!(r.tx(0).len(), 1);
+    // Default refresh: half of 65535 quanta at 10G = 1.678 ms.
+    r.advance(Duration::from_micros(1600));
+    assert!(r.tx(0).is_empty());
+    assert!(r.sw.next_wakeup(r.now) <= r.now + Duration::from_micros(78));
+    r.advance(Duration::from_micros(80));
+    let again = r.tx(0);
+    assert_eq!(again.len(), 1);
+    assert_eq!(pfc_of(&again[0]).quanta[3], 65535);
+}
+
+#[test]
+fn lossy_priority_drops_and_never_pauses() {
+    let (mut r, frame) = congested(false);
+    for _ in 0..20 {
+        r.rx(0, &frame);
+    }
+    assert!(r.tx(0).is_empty(), "no PFC for a lossy priority");
+    let s = r.stats();
+    assert_eq!(s.ports[0].priorities[3].counters.lossy_drops, 8);
+    assert_eq!(s.ports[0].counters.mac_control.pfc_sent, 0);
+}
+
+fn pfc_frame(enabled: u8, quanta: u16) -> Vec<u8> {
+    let mut b = vec![0u8; 60];
+    pfc::encode(&mut b, mac(2), &MacControl::Pfc(Pfc::pause(enabled, quanta)));
+    b
+}
+
+#[test]
+fn received_pfc_pauses_one_priority_for_its_quanta() {
+    let mut c = Rig::ports(2);
+    c.ports[1].speed = Speed::gbps(40);
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    r.rx(1, &pfc_frame(1 << 3, 65535));
+    r.rx(0, &data(1, 2, 3, 200));
+    r.rx(0, &data(1, 2, 0, 200));
+    let out = r.tx(1);
+    assert_eq!(out.len(), 1, "priority 0 flows while 3 is paused");
+    assert_eq!(r.sw.next_wakeup(r.now), r.now + Duration::from_nanos(838_848));
+    r.advance(Duration::from_nanos(838_847));
+    assert!(r.tx(1).is_empty());
+    r.advance(Duration::from_nanos(1));
+    assert_eq!(r.tx(1).len(), 1, "resumes when the quanta expire");
+    let s = r.stats();
+    assert_eq!(s.ports[1].priorities[3].paused_us, 838);
+    assert_eq!(s.ports[1].priorities[3].counters.xoff_received, 1);
+    assert_eq!(s.ports[1].counters.rx_frames, 1, "PFC frames are not data rx");
+    assert_eq!(s.ports[1].counters.drops.total(), 0);
+}
+
+#[test]
+fn zero_quanta_resumes_at_once_and_newer_frames_replace_the_timer() {
+    let mut r = Rig::new(Rig::ports(2));
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    r.rx(1, &pfc_frame(1 << 4, 65535));
+    r.rx(0, &data(1, 2, 4, 200));
+    assert!(r.tx(1).is_empty());
+    r.advance(Duration::from_micros(5));
+    r.rx(1, &pfc_frame(1 << 4, 0));
+    assert_eq!(r.tx(1).len(), 1);
+    assert_eq!(r.stats().ports[1].priorities[4].counters.xon_received, 1);
+}
+
+#[test]
+fn invalid_and_lossy_pfc_is_counted_and_ignored() {
+    let mut r = Rig::new(Rig::ports(2));
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    let mut reserved = pfc_frame(1 << 3, 100);
+    reserved[16] = 0x80;
+    r.rx(1, &reserved);
+    r.rx(1, &pfc_frame(0, 100));
+    r.rx(1, &pfc_frame(1 << 3, 100)[..20]);
+    r.rx(1, &pfc_frame(1 << 1, 65535));
+    let mut zero_src = pfc_frame(1 << 3, 65535);
+    zero_src[6..12].fill(0);
+    r.rx(1, &zero_src);
+    r.rx(0, &data(1, 2, 0, 200));
+    r.rx(0, &data(1, 2, 3, 200));
+    assert_eq!(r.tx(1).len(), 1, "priority 1 is lossy: not paused; 3 is paused by the zero-source frame");
+    let c = r.stats().ports[1].counters.mac_control;
+    assert_eq!((c.reserved_bits, c.no_class_enabled, c.truncated), (1, 1, 1));
+    assert_eq!((c.lossy_class_ignored, c.zero_source, c.received), (1, 1, 5));
+    assert_eq!(r.stats().ports[1].counters.drops.total(), 0);
+}
+
+#[test]
+fn global_pause_applies_only_in_global_mode() {
+    let pause = {
+        let mut b = vec![0u8; 60];
+        pfc::encode(&mut b, mac(2), &MacControl::Pause { quanta: 65535 });
+        b
+    };
+    let mut r = Rig::new(Rig::ports(2));
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    r.rx(1, &pause);
+    r.rx(0, &data(1, 2, 0, 200));
+    assert_eq!(r.tx(1).len(), 1, "PFC mode ignores 802.3x");
+    assert_eq!(r.stats().ports[1].counters.mac_control.pause_ignored, 1);
+
+    let mut c = Rig::ports(2);
+    c.ports[1].pause_mode = PauseMode::GlobalPause;
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    r.rx(1, &pause);
+    r.rx(0, &data(1, 2, 0, 200));
+    r.rx(1, &pfc_frame(1 << 3, 1));
+    assert!(r.tx(1).is_empty(), "the whole port is paused");
+    assert_eq!(r.stats().ports[1].counters.mac_control.pfc_ignored, 1);
+}
+
+#[test]
+fn global_pause_mode_sends_802_3x() {
+    let mut c = Rig::ports(2);
+    c.ports[0].pause_mode = PauseMode::GlobalPause;
+    c.buffer.xoff_bytes = Some(2_000);
+    c.buffer.xon_offset_bytes = Some(1_000);
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    for _ in 0..3 {
+        r.rx(0, &data(1, 2, 3, 1000));
+    }
+    let sent = r.tx(0);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(pfc::decode(&sent[0], MacAddr::ZERO).unwrap().body, MacControl::Pause { quanta: 65535 });
+}
+
+#[test]
+fn shaper_paces_egress_at_the_port_speed() {
+    let mut c = Rig::ports(2);
+    c.ports[1].speed = Speed::mbps(100);
+    c.buffer.lossy_queue_bytes = 1 << 20;
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    for _ in 0..200 {
+        r.rx(0, &data(1, 2, 0, 1000));
+    }
+    // 1024 wire bytes at 100 Mb/s = 81.92 µs per frame: 10 ms carry 122 frames (+ burst).
+    let mut sent = 0;
+    for _ in 0..1000 {
+        sent += r.tx(1).len();
+        r.advance(Duration::from_micros(10));
+    }
+    assert!((122..=123).contains(&sent), "{sent}");
+}
+
+#[test]
+fn drr_shares_by_weight_and_strict_goes_first() {
+    let mut c = Rig::ports(2);
+    c.pfc.lossless = vec![];
+    c.classify.dscp = [("1", 1), ("2", 2), ("5", 5)].iter().map(|(d, p)| (d.to_string(), *p)).collect();
+    c.ports[1].scheduler = Scheduler::Drr { weights: [1, 1, 3, 1, 1, 0, 1, 1] };
+    c.buffer.lossy_queue_bytes = 1 << 20;
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    for _ in 0..200 {
+        r.rx(0, &data(1, 2, 1, 1000));
+        r.rx(0, &data(1, 2, 2, 1000));
+    }
+    r.rx(0, &data(1, 2, 5, 1000));
+    let mut order = Vec::new();
+    while order.len() < 161 {
+        for f in r.tx(1) {
+            order.push(f[15] >> 2);
+        }
+        r.advance(Duration::from_micros(50));
+    }
+    assert_eq!(order[0], 5, "weight 0 is strict");
+    let twos = order[1..161].iter().filter(|&&d| d == 2).count();
+    assert!((115..=125).contains(&twos), "3:1 share, got {twos} of 160");
+}
+
+#[test]
+fn reaction_time_is_recorded_for_the_xoff_frame() {
+    let (mut r, frame) = congested(true);
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    let (now, mut batch) = (r.now, TxBatch::new());
+    r.sw.transmit(now, &mut r.pool, 0, &mut batch);
+    let f = batch.frames()[0];
+    assert_eq!(f.xoff_trigger, Some(now));
+    r.sw.record_pause_sent(now, now + Duration::from_micros(7));
+    assert_eq!(r.stats().pfc_reaction.count, 1);
+    assert_eq!(r.stats().pfc_reaction.p50_us, 7.0);
+}

@@ -1,0 +1,8 @@
+//! pfcswitch: a userspace Ethernet switch on AF_XDP for studying and operating lossless
+//! Ethernet (802.1Qbb PFC, shared-buffer headroom, DCFIT deadlock detection).
+//!
+//! - [`core`]: the sans-IO switch — frame codecs, forwarding, buffer accounting, PFC.
+//! - [`dataplane`]: the thin IO shell — XDP program, AF_XDP sockets, the polling loop.
+//! - [`control`]: the local control socket behind `pfcswitch ctl`.
+
+pub mod core;
