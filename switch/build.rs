@@ -1,4 +1,5 @@
-//! Compiles the XDP classifier (ebpf/classifier.bpf.c) and generates its libbpf-rs skeleton.
+//! Compiles the XDP classifier (ebpf/classifier.bpf.c) into an object file the switch embeds
+//! and loads with libbpf-rs.
 
 use std::{env, path::PathBuf};
 
@@ -19,8 +20,9 @@ fn main() {
     };
     SkeletonBuilder::new()
         .source(SOURCE)
+        .obj(out.join("classifier.bpf.o"))
         .clang_args([format!("-I/usr/include/{multiarch}"), "-Wall".to_string()])
-        .build_and_generate(out.join("classifier.skel.rs"))
+        .build()
         .unwrap_or_else(|e| {
             panic!("compiling {SOURCE} failed ({e:#}); are clang and libelf-dev installed? run scripts/setup.sh")
         });

@@ -5,4 +5,7 @@
 //! - [`dataplane`]: the thin IO shell — XDP program, AF_XDP sockets, the polling loop.
 //! - [`control`]: the local control socket behind `pfcswitch ctl`.
 
+pub mod control;
 pub mod core;
+pub mod dataplane;
+pub mod report;

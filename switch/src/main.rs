@@ -1,1 +1,184 @@
-fn main() {}
+//! `pfcswitch`: run a switch, or talk to a running one.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use pfcswitch::control::{self, client, server::ControlServer, Request};
+use pfcswitch::core::config::Config;
+use pfcswitch::core::speed::Speed;
+use pfcswitch::core::stats::SwitchStats;
+use pfcswitch::dataplane::{sys::Waker, Dataplane, Options};
+use pfcswitch::report;
+
+#[derive(Parser)]
+#[command(name = "pfcswitch", version, about = "A userspace lossless-Ethernet switch on AF_XDP")]
+struct Cli {
+    /// Log filter (overrides RUST_LOG), e.g. info, debug, pfcswitch=trace.
+    #[arg(long, global = true)]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a switch on the given interfaces (or those of a config file) until SIGINT/SIGTERM.
+    Run(RunArgs),
+    /// Query or command a running switch through its control socket.
+    Ctl(CtlArgs),
+    /// Validate a config file and print it with every default filled in.
+    CheckConfig {
+        /// The TOML config file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// TOML configuration file (ports, buffers, PFC...). Flags below override it.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// An interface to switch between; repeat for each port.
+    #[arg(long = "iface", short = 'i')]
+    ifaces: Vec<String>,
+    /// Switch name: used for the control socket and in logs.
+    #[arg(long)]
+    name: Option<String>,
+    /// Line rate of every port given with --iface (e.g. 1G, 10G).
+    #[arg(long)]
+    speed: Option<Speed>,
+    /// Replace an XDP program already attached to an interface.
+    #[arg(long)]
+    force: bool,
+    /// Control socket path (default /run/pfcswitch/NAME.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct CtlArgs {
+    /// Name of the switch to talk to.
+    #[arg(long, default_value = "pfcswitch")]
+    name: String,
+    /// Control socket path (overrides --name).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Print the raw JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    what: CtlCommand,
+}
+
+#[derive(Subcommand)]
+enum CtlCommand {
+    /// Counters per port and priority.
+    Stats,
+    /// The forwarding database.
+    Fdb,
+    /// Reset the buffer watermarks.
+    ClearWatermarks,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(cli.log.as_deref());
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Ctl(args) => ctl(args),
+        Command::CheckConfig { file } => check_config(&file),
+    };
+    if let Err(e) = result {
+        eprintln!("pfcswitch: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging(level: Option<&str>) {
+    let filter = match level {
+        Some(l) => tracing_subscriber::EnvFilter::new(l),
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn load_config(path: &PathBuf) -> Result<Config> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Config::from_toml(&text).with_context(|| format!("in {}", path.display()))
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let mut config = match &args.config {
+        Some(path) => load_config(path)?,
+        None if args.ifaces.is_empty() => bail!("give the ports with --iface IF (repeated) or --config FILE"),
+        None => Config::for_interfaces(&args.ifaces),
+    };
+    if args.config.is_some() && !args.ifaces.is_empty() {
+        bail!("--iface and --config are exclusive: list the ports in the config file");
+    }
+    if let Some(name) = args.name {
+        config.name = name;
+    }
+    if let Some(speed) = args.speed {
+        for p in &mut config.ports {
+            p.speed = speed;
+        }
+    }
+    config.validate()?;
+    let socket = args.socket.unwrap_or_else(|| control::socket_path(&config.name));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (signal_rx, signal_tx) = UnixStream::pair().context("creating the signal pipe")?;
+    signal_rx.set_nonblocking(true)?;
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+        signal_hook::low_level::pipe::register(sig, signal_tx.try_clone()?)?;
+    }
+
+    let waker = Waker::new()?;
+    let (to_dataplane, commands) = crossbeam_channel::bounded(16);
+    let server = ControlServer::start(&socket, to_dataplane, waker.try_clone()?)?;
+    let mut dataplane = Dataplane::open(config, Options { force: args.force }, waker)?;
+    tracing::info!(socket = %socket.display(), "switching; stop with Ctrl-C");
+    let result = dataplane.run(&stop, &commands, &[signal_rx.as_raw_fd()]);
+    drop(dataplane);
+    drop(server);
+    tracing::info!("stopped: XDP programs detached, sockets closed");
+    Ok(result?)
+}
+
+fn ctl(args: CtlArgs) -> Result<()> {
+    let path = args.socket.unwrap_or_else(|| control::socket_path(&args.name));
+    let request = match args.what {
+        CtlCommand::Stats => Request::Stats,
+        CtlCommand::Fdb => Request::Fdb,
+        CtlCommand::ClearWatermarks => Request::ClearWatermarks,
+    };
+    let result = client::request(&path, &request)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+        return Ok(());
+    }
+    match request {
+        Request::Stats => {
+            let stats: SwitchStats = serde_json::from_value(result)?;
+            print!("{}", report::stats_table(&stats));
+        }
+        Request::Fdb => print!("{}", report::fdb_table(&result)),
+        _ => println!("{}", result.as_str().unwrap_or(&result.to_string())),
+    }
+    Ok(())
+}
+
+fn check_config(file: &PathBuf) -> Result<()> {
+    let config = load_config(file)?;
+    print!("{}", config.to_toml());
+    Ok(())
+}

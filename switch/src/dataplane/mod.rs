@@ -1,0 +1,312 @@
+//! The IO shell around [`crate::core::switch::Switch`]: one AF_XDP socket per port on a
+//! shared UMEM, the XDP classifier, and a single polling loop that moves frames between
+//! the rings and the engine in batches.
+
+pub mod sys;
+pub mod xdp;
+pub mod xsk;
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use serde_json::json;
+
+use crate::control::{ControlMsg, Reply, Request};
+use crate::core::config::Config;
+use crate::core::stats::{SocketCounters, SwitchStats};
+use crate::core::switch::{Switch, TxBatch};
+use crate::core::time::Time;
+use sys::{SysError, Waker};
+use xdp::{Classifier, XdpError};
+use xsk::{usable_frame_bytes, UmemPool, XskError, XskPort};
+
+/// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
+const POOL_RESERVE: usize = 256;
+/// Longest sleep, so that a stuck wake-up source cannot stall the loop.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+/// Kick/reclaim rounds per port per turn: copy-mode sendto sends at most 32 frames.
+const KICK_ROUNDS: usize = 16;
+/// How long shutdown keeps sending what is queued.
+const DRAIN_TIME: Duration = Duration::from_millis(500);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+    #[error(transparent)]
+    Xsk(#[from] XskError),
+    #[error("{field}: {problem}")]
+    Config { field: String, problem: String },
+    #[error("kicking tx on {iface}: {source}")]
+    Kick { iface: String, source: std::io::Error },
+}
+
+/// Start-up options that are not part of the switch configuration.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Replace XDP programs already attached to the interfaces.
+    pub force: bool,
+}
+
+pub struct Dataplane {
+    // Field order is drop order: detach XDP, then close sockets, then free the UMEM.
+    classifiers: Vec<Classifier>,
+    ports: Vec<XskPort>,
+    pool: UmemPool,
+    switch: Switch,
+    config: Config,
+    batch: TxBatch,
+    waker: Waker,
+}
+
+impl std::fmt::Debug for Dataplane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataplane").field("ports", &self.ports).field("pool", &self.pool).finish()
+    }
+}
+
+/// Picks the UMEM frame size: the configured one, or the smallest that holds the
+/// largest frame any port can receive.
+fn frame_size_for(config: &Config, mtus: &[(String, u32)]) -> Result<u32, XskError> {
+    let largest = mtus.iter().map(|(_, mtu)| mtu + 14 + 4).max().unwrap_or(1518);
+    let frame_size =
+        config.dataplane.frame_size.unwrap_or(if largest <= usable_frame_bytes(2048) { 2048 } else { 4096 });
+    for (iface, mtu) in mtus {
+        let frame = mtu + 14 + 4;
+        if frame > usable_frame_bytes(frame_size) {
+            return Err(XskError::FrameTooLarge {
+                iface: iface.clone(),
+                mtu: *mtu,
+                frame,
+                frame_size,
+                usable: usable_frame_bytes(frame_size),
+            });
+        }
+    }
+    Ok(frame_size)
+}
+
+impl Dataplane {
+    /// Opens every port: checks privileges and interfaces, loads and attaches the XDP
+    /// classifier, binds the AF_XDP sockets. Anything opened is closed again on error.
+    /// `waker` is the handle other threads use to interrupt the loop's sleep.
+    pub fn open(mut config: Config, options: Options, waker: Waker) -> Result<Dataplane, DataplaneError> {
+        sys::check_privileges()?;
+        let mut infos = Vec::new();
+        for port in &config.ports {
+            infos.push(sys::interface(&port.iface)?);
+        }
+        for (port, info) in config.ports.iter_mut().zip(&infos) {
+            if port.mac.is_none() {
+                port.mac = Some(info.mac);
+            }
+        }
+        let d = &config.dataplane;
+        let rings_need = config.ports.len() as u32 * d.ring_size * 2 + POOL_RESERVE as u32;
+        if d.umem_frames < rings_need {
+            return Err(DataplaneError::Config {
+                field: "dataplane.umem_frames".into(),
+                problem: format!(
+                    "{} frames cannot fill the rings of {} ports with ring_size {} (need at least {rings_need})",
+                    d.umem_frames,
+                    config.ports.len(),
+                    d.ring_size
+                ),
+            });
+        }
+        let mtus: Vec<(String, u32)> = infos.iter().map(|i| (i.name.clone(), i.mtu)).collect();
+        let frame_size = frame_size_for(&config, &mtus)?;
+        let pool = UmemPool::new(d.umem_frames, frame_size, d.ring_size)?;
+        let mut classifiers = Vec::new();
+        let mut ports = Vec::new();
+        for info in &infos {
+            let classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket)?;
+            let port = XskPort::bind(&pool, &info.name, 0, d.ring_size, d.batch)?;
+            classifier.bind_socket(0, port.fd())?;
+            classifiers.push(classifier);
+            ports.push(port);
+        }
+        for c in &mut classifiers {
+            c.attach(options.force)?;
+        }
+        let switch = Switch::new(&config, pool.capacity(), sys::now());
+        tracing::info!(
+            name = %config.name,
+            ports = config.ports.len(),
+            umem_frames = pool.capacity(),
+            frame_size,
+            "dataplane ready"
+        );
+        let mut dp = Dataplane { classifiers, ports, pool, switch, config, batch: TxBatch::new(), waker };
+        for port in &mut dp.ports {
+            port.refill(&mut dp.pool, POOL_RESERVE);
+        }
+        Ok(dp)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Runs until `stop` is set (checked at least every [`MAX_SLEEP`]), then drains.
+    /// `wake_fds` (e.g. a signal pipe) also interrupt a sleep.
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        commands: &Receiver<ControlMsg>,
+        wake_fds: &[RawFd],
+    ) -> Result<(), DataplaneError> {
+        sys::tighten_timer_slack();
+        let busy_poll = Duration::from_micros(self.config.dataplane.busy_poll_us);
+        let mut pollfds: Vec<libc::pollfd> = self.ports.iter().map(|p| sys::pollfd(p.fd())).collect();
+        pollfds.push(sys::pollfd(self.waker.fd()));
+        pollfds.extend(wake_fds.iter().map(|&fd| sys::pollfd(fd)));
+        let mut idle_since = sys::now();
+        while !stop.load(Ordering::Relaxed) {
+            let now = sys::now();
+            let mut work = self.turn(now, true)?;
+            while let Ok(msg) = commands.try_recv() {
+                let reply = self.handle(now, &msg.request);
+                let _ = msg.reply.send(reply);
+                work += 1;
+            }
+            if work > 0 {
+                idle_since = now;
+                continue;
+            }
+            let wake = self.switch.next_wakeup(now);
+            if wake <= now || self.ports.iter().any(|p| p.tx_outstanding() > 0) {
+                continue;
+            }
+            if now.saturating_since(idle_since) < busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            let timeout = wake.saturating_since(now).min(MAX_SLEEP);
+            sys::wait_readable(&mut pollfds, timeout)?;
+            self.waker.drain();
+        }
+        self.drain()
+    }
+
+    /// One pass over every port: completions, rx, timers, tx. Returns frames moved.
+    fn turn(&mut self, now: Time, receive: bool) -> Result<usize, DataplaneError> {
+        let batch = self.config.dataplane.batch;
+        let mut work = 0;
+        let Dataplane { ports, pool, switch, .. } = self;
+        for (i, port) in ports.iter_mut().enumerate() {
+            port.reclaim(pool);
+            if receive {
+                work += port.receive(pool, batch, |pool, id| switch.receive(now, pool, i, id));
+            }
+        }
+        self.switch.on_timer(now);
+        for i in 0..self.ports.len() {
+            work += self.transmit(now, i)?;
+        }
+        for port in &mut self.ports {
+            port.refill(&mut self.pool, POOL_RESERVE);
+        }
+        Ok(work)
+    }
+
+    fn transmit(&mut self, now: Time, i: usize) -> Result<usize, DataplaneError> {
+        let batch = self.config.dataplane.batch;
+        let Dataplane { ports, pool, switch, batch: tx, .. } = self;
+        let port = &mut ports[i];
+        let room = port.tx_room(batch);
+        tx.reset(room.min(batch));
+        switch.transmit(now, pool, i, tx);
+        let sent = tx.frames().len();
+        if sent > 0 {
+            port.send(pool, tx.frames().iter().map(|f| f.id));
+        }
+        for _ in 0..KICK_ROUNDS {
+            if port.tx_outstanding() == 0 {
+                break;
+            }
+            port.kick().map_err(|source| DataplaneError::Kick { iface: port.iface.clone(), source })?;
+            if port.reclaim(pool) == 0 {
+                break;
+            }
+        }
+        if let Some(trigger) = tx.frames().iter().find_map(|f| f.xoff_trigger) {
+            switch.record_pause_sent(trigger, sys::now());
+        }
+        Ok(sent)
+    }
+
+    /// After stop: no more rx; send what is queued for a short while, then let the
+    /// kernel finish what is on the tx rings.
+    fn drain(&mut self) -> Result<(), DataplaneError> {
+        let start = sys::now();
+        while sys::now().saturating_since(start) < DRAIN_TIME {
+            let now = sys::now();
+            self.turn(now, false)?;
+            let queued = self.switch.queued_frames();
+            let outstanding: u32 = self.ports.iter().map(|p| p.tx_outstanding()).sum();
+            if queued == 0 && outstanding == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let left = self.switch.queued_frames();
+        if left > 0 {
+            tracing::warn!(frames = left, "frames still queued (paused priorities) were discarded at shutdown");
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, now: Time, request: &Request) -> Reply {
+        match request {
+            Request::Stats => serde_json::to_value(self.stats(now)).map_err(|e| e.to_string()),
+            Request::Fdb => Ok(json!(self.switch.fdb().rows(now))),
+            Request::ClearWatermarks => {
+                self.switch.clear_watermarks();
+                Ok(json!("watermarks cleared"))
+            }
+        }
+    }
+
+    /// Engine counters plus what only the kernel knows: XDP classes and socket drops.
+    pub fn stats(&self, now: Time) -> SwitchStats {
+        let mut s = self.switch.stats(now);
+        s.free_frames = self.pool.free_count() as u64;
+        for ((p, c), x) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports) {
+            p.xdp = c.class_counters();
+            if let Some(st) = x.statistics() {
+                p.socket = SocketCounters {
+                    rx_dropped: st.rx_dropped(),
+                    rx_invalid_descs: st.rx_invalid_descs(),
+                    rx_ring_full: st.rx_ring_full(),
+                    rx_fill_ring_empty: st.rx_fill_ring_empty_descs(),
+                    tx_invalid_descs: st.tx_invalid_descs(),
+                    tx_ring_empty: st.tx_ring_empty_descs(),
+                };
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_size_follows_the_largest_mtu() {
+        let c = Config::for_interfaces(&["a", "b"]);
+        assert_eq!(frame_size_for(&c, &[("a".into(), 1500), ("b".into(), 1500)]).unwrap(), 2048);
+        assert_eq!(frame_size_for(&c, &[("a".into(), 1500), ("b".into(), 3000)]).unwrap(), 4096);
+        let err = frame_size_for(&c, &[("a".into(), 9000)]).unwrap_err().to_string();
+        assert!(err.contains("MTU 9000") && err.contains("4096"), "{err}");
+        let mut small = c.clone();
+        small.dataplane.frame_size = Some(2048);
+        let err = frame_size_for(&small, &[("b".into(), 3000)]).unwrap_err().to_string();
+        assert!(err.contains("interface b has MTU 3000"), "{err}");
+    }
+}

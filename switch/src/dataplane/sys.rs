@@ -1,0 +1,147 @@
+//! Thin wrappers over the system calls the dataplane needs: interface facts, privileges,
+//! the monotonic clock, eventfd and ppoll.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use crate::core::mac::MacAddr;
+use crate::core::time::Time;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SysError {
+    #[error("interface {0:?} does not exist in this network namespace")]
+    NoInterface(String),
+    #[error("reading {what} of interface {iface}: {source}")]
+    InterfaceInfo { iface: String, what: &'static str, source: io::Error },
+    #[error(
+        "pfcswitch needs root, or the capabilities CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_SYS_ADMIN \
+         (AF_XDP sockets and XDP programs); run it with sudo"
+    )]
+    NotPrivileged,
+    #[error("{what}: {source}")]
+    Os { what: &'static str, source: io::Error },
+}
+
+/// What the dataplane needs to know about an interface.
+#[derive(Clone, Debug)]
+pub struct InterfaceInfo {
+    pub name: String,
+    pub ifindex: u32,
+    pub mac: MacAddr,
+    pub mtu: u32,
+}
+
+pub fn interface(name: &str) -> Result<InterfaceInfo, SysError> {
+    let cname = CString::new(name).map_err(|_| SysError::NoInterface(name.to_string()))?;
+    // SAFETY: cname is a valid NUL-terminated string.
+    let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if ifindex == 0 {
+        return Err(SysError::NoInterface(name.to_string()));
+    }
+    let read = |what: &'static str| {
+        fs::read_to_string(format!("/sys/class/net/{name}/{what}"))
+            .map(|s| s.trim().to_string())
+            .map_err(|source| SysError::InterfaceInfo { iface: name.to_string(), what, source })
+    };
+    let mac = read("address")?.parse().unwrap_or(MacAddr::ZERO);
+    let mtu = read("mtu")?.parse().unwrap_or(1500);
+    Ok(InterfaceInfo { name: name.to_string(), ifindex, mac, mtu })
+}
+
+/// Fails early, with a clear message, when the process cannot use AF_XDP and XDP.
+pub fn check_privileges() -> Result<(), SysError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    // Not root: accept the effective capabilities that AF_XDP and XDP attach need.
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_NET_RAW: u32 = 13;
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_BPF: u32 = 39;
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let needed = [CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_SYS_ADMIN];
+    if needed.iter().all(|c| eff & (1 << c) != 0) {
+        Ok(())
+    } else {
+        Err(SysError::NotPrivileged)
+    }
+}
+
+/// The monotonic clock as the core's [`Time`].
+pub fn now() -> Time {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Time::from_nanos(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Asks the kernel to wake timed sleeps on time (the default slack is 50 µs).
+pub fn tighten_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+}
+
+/// An eventfd another thread can use to wake the dataplane out of `ppoll`.
+#[derive(Debug)]
+pub struct Waker(OwnedFd);
+
+impl Waker {
+    pub fn new() -> Result<Waker, SysError> {
+        // SAFETY: eventfd with valid flags; the fd is owned below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(SysError::Os { what: "eventfd", source: io::Error::last_os_error() });
+        }
+        // SAFETY: fd is a fresh, valid descriptor we own.
+        Ok(Waker(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full counter only means
+        // a wake-up is already pending.
+        unsafe { libc::write(self.0.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    /// Clears pending wake-ups.
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a valid u64; non-blocking.
+        unsafe { libc::read(self.0.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    pub fn try_clone(&self) -> Result<Waker, SysError> {
+        self.0.try_clone().map(Waker).map_err(|source| SysError::Os { what: "duplicating the eventfd", source })
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes. Interrupted waits return early.
+pub fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> Result<(), SysError> {
+    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as _ };
+    // SAFETY: fds is a valid slice of pollfd; ts is a valid timespec; no signal mask change.
+    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(SysError::Os { what: "ppoll", source: err });
+        }
+    }
+    Ok(())
+}
+
+pub fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
+}

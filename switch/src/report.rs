@@ -1,0 +1,290 @@
+//! Human-readable tables of what the switch reports.
+
+use std::fmt::Write;
+
+use crate::core::stats::{PrioStats, SwitchStats};
+
+/// Left-aligned first column, right-aligned numbers, widths from the content.
+pub struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new<S: ToString>(headers: &[S]) -> Table {
+        Table { rows: vec![headers.iter().map(|h| h.to_string()).collect()] }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.len() <= 1
+    }
+
+    pub fn render(&self) -> String {
+        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..cols)
+            .map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for row in &self.rows {
+            let mut line = String::new();
+            for (c, cell) in row.iter().enumerate() {
+                if c == 0 {
+                    let _ = write!(line, "{cell:<w$}", w = widths[c]);
+                } else {
+                    let _ = write!(line, "  {cell:>w$}", w = widths[c]);
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn n(v: u64) -> String {
+    v.to_string()
+}
+
+fn active(p: &PrioStats) -> bool {
+    let c = &p.counters;
+    c.rx_frames + c.tx_frames + c.xoff_sent + c.xon_sent + c.xoff_received + c.xon_received + p.ingress_watermark > 0
+        || p.paused_us > 0
+        || c.lossless_drops + c.lossy_drops > 0
+}
+
+pub fn stats_table(s: &SwitchStats) -> String {
+    let mut out = format!(
+        "switch {} (id {:#010x}), up {:.1} s, {} FDB entries, shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\n",
+        s.name,
+        s.switch_id,
+        s.uptime_s,
+        s.fdb_entries,
+        s.shared_buffer_used,
+        s.shared_buffer_bytes,
+        s.xoff_threshold,
+        s.xon_threshold,
+        s.free_frames
+    );
+    let mut ports = Table::new(&[
+        "port",
+        "iface",
+        "speed",
+        "mode",
+        "rx frames",
+        "rx bytes",
+        "tx frames",
+        "tx bytes",
+        "drops",
+        "pfc rx",
+        "pfc tx",
+        "pause rx",
+        "ctl bad",
+    ]);
+    for p in &s.ports {
+        let c = &p.counters;
+        let m = &c.mac_control;
+        ports.row(vec![
+            p.name.clone(),
+            p.iface.clone(),
+            p.speed.clone(),
+            p.pause_mode.clone() + if p.blocked { " BLOCKED" } else { "" },
+            n(c.rx_frames),
+            n(c.rx_bytes),
+            n(c.tx_frames),
+            n(c.tx_bytes),
+            n(c.drops.total()),
+            n(m.pfc_received),
+            n(m.pfc_sent),
+            n(m.pause_received),
+            n(m.rejected()),
+        ]);
+    }
+    out += &ports.render();
+
+    let mut drops = Table::new(&[
+        "drops",
+        "runt",
+        "oversize",
+        "link-local",
+        "bad src",
+        "filtered",
+        "no buffer",
+        "lossless",
+        "lossy",
+        "sock rx drop",
+        "fill empty",
+    ]);
+    for p in &s.ports {
+        let d = &p.counters.drops;
+        if d.total() + p.socket.rx_dropped + p.socket.rx_fill_ring_empty > 0 {
+            drops.row(vec![
+                p.name.clone(),
+                n(d.runt),
+                n(d.oversize),
+                n(d.link_local),
+                n(d.bad_source),
+                n(d.filtered),
+                n(d.no_buffer),
+                n(d.lossless),
+                n(d.lossy),
+                n(p.socket.rx_dropped),
+                n(p.socket.rx_fill_ring_empty),
+            ]);
+        }
+    }
+    if !drops.is_empty() {
+        out += "\n";
+        out += &drops.render();
+    }
+
+    let mut control = Table::new(&[
+        "mac control",
+        "received",
+        "truncated",
+        "opcode",
+        "dest",
+        "reserved",
+        "no class",
+        "zero src",
+        "lossy cls",
+        "802.3x ign",
+        "pfc ign",
+    ]);
+    for p in &s.ports {
+        let m = &p.counters.mac_control;
+        if m.received > 0 {
+            control.row(vec![
+                p.name.clone(),
+                n(m.received),
+                n(m.truncated),
+                n(m.unknown_opcode),
+                n(m.wrong_destination),
+                n(m.reserved_bits),
+                n(m.no_class_enabled),
+                n(m.zero_source),
+                n(m.lossy_class_ignored),
+                n(m.pause_ignored),
+                n(m.pfc_ignored),
+            ]);
+        }
+    }
+    if !control.is_empty() {
+        out += "\n";
+        out += &control.render();
+    }
+
+    let mut prios = Table::new(&[
+        "port/prio",
+        "rx",
+        "tx",
+        "xoff tx",
+        "xon tx",
+        "xoff rx",
+        "xon rx",
+        "ingress B",
+        "watermark",
+        "headroom B",
+        "hr watermark",
+        "queue",
+        "paused µs",
+        "lossless drop",
+        "lossy drop",
+    ]);
+    for p in &s.ports {
+        for q in p.priorities.iter().filter(|q| active(q)) {
+            let c = &q.counters;
+            prios.row(vec![
+                format!(
+                    "{}/{}{}{}",
+                    p.name,
+                    q.priority,
+                    if q.lossless { " L" } else { "" },
+                    if q.xoff { " XOFF" } else { "" }
+                ),
+                n(c.rx_frames),
+                n(c.tx_frames),
+                n(c.xoff_sent),
+                n(c.xon_sent),
+                n(c.xoff_received),
+                n(c.xon_received),
+                n(q.ingress_bytes),
+                n(q.ingress_watermark),
+                n(q.headroom_bytes),
+                n(q.headroom_watermark),
+                n(u64::from(q.egress_queue_frames)),
+                format!("{}{}", q.paused_us, if q.egress_paused { "*" } else { "" }),
+                n(c.lossless_drops),
+                n(c.lossy_drops),
+            ]);
+        }
+    }
+    if !prios.is_empty() {
+        out += "\n";
+        out += &prios.render();
+        out += "(L lossless, XOFF: pausing the upstream, *: paused by the link partner now)\n";
+    }
+
+    let mut xdp = Table::new(&["xdp classes", "pause", "pfc", "mac ctl", "vlan", "ipv4", "ipv6", "other", "runt"]);
+    for p in &s.ports {
+        let x = &p.xdp;
+        xdp.row(vec![
+            p.name.clone(),
+            n(x.pause),
+            n(x.pfc),
+            n(x.mac_control_other),
+            n(x.vlan),
+            n(x.ipv4),
+            n(x.ipv6),
+            n(x.other),
+            n(x.runt),
+        ]);
+    }
+    out += "\n";
+    out += &xdp.render();
+    let r = &s.pfc_reaction;
+    if r.count > 0 {
+        let _ = writeln!(
+            out,
+            "\nPFC reaction (XOFF-crossing frame read → pause handed to the kernel): {} pauses, p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+            r.count, r.p50_us, r.p99_us, r.max_us
+        );
+    }
+    out
+}
+
+pub fn fdb_table(rows: &serde_json::Value) -> String {
+    let mut t = Table::new(&["mac", "port", "age s", "static"]);
+    for r in rows.as_array().map(Vec::as_slice).unwrap_or_default() {
+        t.row(vec![
+            r["mac"].as_str().unwrap_or("?").to_string(),
+            r["port"].to_string(),
+            r["age_s"].to_string(),
+            if r["is_static"].as_bool() == Some(true) { "yes".into() } else { String::new() },
+        ]);
+    }
+    t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::stats::PortStats;
+
+    #[test]
+    fn tables_align_and_show_active_rows() {
+        let mut t = Table::new(&["a", "bb"]);
+        t.row(vec!["long".into(), "1".into()]);
+        assert_eq!(t.render(), "a     bb\nlong   1\n");
+
+        let mut s = SwitchStats { name: "sw".into(), ..Default::default() };
+        let mut p = PortStats { name: "p0".into(), priorities: PrioStats::for_priorities(), ..Default::default() };
+        p.priorities[3].counters.xoff_sent = 2;
+        s.ports.push(p);
+        let text = stats_table(&s);
+        assert!(text.contains("p0/3"), "{text}");
+        assert!(!text.contains("p0/4"), "{text}");
+    }
+}
