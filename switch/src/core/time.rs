@@ -45,6 +45,16 @@ impl Add<Duration> for Time {
     }
 }
 
+impl Sub<Duration> for Time {
+    type Output = Time;
+
+    /// Saturating at the clock's origin.
+    fn sub(self, d: Duration) -> Time {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Time(self.0.saturating_sub(nanos))
+    }
+}
+
 impl Sub<Time> for Time {
     type Output = Duration;
 

@@ -1,0 +1,210 @@
+//! `bench forward`: delivered frames per second host → switch → host, pfcswitch against
+//! a Linux bridge on identical testbeds, in alternating rounds of one run; the switch's
+//! CPU time per forwarded frame; and a zero-loss check at 80 % of pfcswitch's maximum.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use pfcswitch::report::Table;
+
+use super::median;
+use crate::harness::{self, SinkProc, SwitchProc};
+use crate::testbed::{unique_name, Testbed, Topology};
+
+#[derive(Args, Clone, Debug)]
+pub struct ForwardArgs {
+    /// Seconds of traffic per measurement.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Rounds; each measures pfcswitch and the bridge once, alternating.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Frame sizes on the wire (FCS included).
+    #[arg(long, value_delimiter = ',', default_value = "64,1500")]
+    pub sizes: Vec<usize>,
+    /// Skip the zero-loss check at 80 % of the measured maximum.
+    #[arg(long)]
+    pub no_loss_check: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SizeResult {
+    pub size: usize,
+    pub pfcswitch_pps: Vec<f64>,
+    pub bridge_pps: Vec<f64>,
+    pub pfcswitch_median_pps: f64,
+    pub bridge_median_pps: f64,
+    pub ratio: f64,
+    /// pfcswitch CPU time (user + system) per delivered frame, ns.
+    pub cpu_ns_per_frame: f64,
+    /// Sender rate in the same runs, for context: the sender's ceiling bounds both.
+    pub sender_pps: f64,
+    pub loss_check: Option<LossCheck>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LossCheck {
+    pub rate_pps: f64,
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+}
+
+struct Measurement {
+    delivered_pps: f64,
+    sender_pps: f64,
+    delivered: u64,
+    cpu: Option<Duration>,
+}
+
+fn measure(
+    tb: &Testbed,
+    switch: Option<&SwitchProc>,
+    size: usize,
+    seconds: f64,
+    rate: Option<f64>,
+) -> Result<(Measurement, crate::traffic::sink::SinkReport, u64)> {
+    let sink = SinkProc::start(tb, "h2", "sink", &["--idle", "1", "--duration", &format!("{}", seconds + 10.0)])?;
+    let dst = tb.host_iface("h2")?.mac.to_string();
+    let secs = format!("{seconds}");
+    let size_s = size.to_string();
+    let mut args = vec!["--dst-mac", dst.as_str(), "--size", &size_s, "--tx-only"];
+    let rate_s;
+    let count_s;
+    match rate {
+        Some(r) => {
+            rate_s = format!("{r}");
+            count_s = format!("{}", (r * seconds) as u64);
+            args.extend_from_slice(&["--rate", &rate_s, "--count", &count_s]);
+        }
+        None => args.extend_from_slice(&["--duration", &secs]),
+    }
+    let cpu_before = switch.and_then(|s| harness::cpu_time(s.proc.pid()));
+    let gen = harness::run_gen(tb, "h1", "gen", &args, Duration::from_secs_f64(seconds + 30.0))?;
+    let cpu_after = switch.and_then(|s| harness::cpu_time(s.proc.pid()));
+    let report = sink.finish(Duration::from_secs_f64(seconds + 20.0))?;
+    let flow = report.flows.first().cloned().unwrap_or_default();
+    let m = Measurement {
+        delivered_pps: flow.pps,
+        sender_pps: gen.pps,
+        delivered: flow.received,
+        cpu: match (cpu_before, cpu_after) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        },
+    };
+    Ok((m, report, gen.sent))
+}
+
+pub fn run(args: &ForwardArgs) -> Result<()> {
+    let tb_switch = Testbed::up(&unique_name("bench-sw"), Topology::host_switch_host())?;
+    let tb_bridge = Testbed::up(&unique_name("bench-br"), Topology::host_switch_host())?;
+    tb_bridge.make_linux_bridge("sw1")?;
+    let mut config = harness::switch_config(&tb_switch, "sw1");
+    // Benchmark the forwarding path with buffers large enough never to be the limit.
+    config.dataplane.ring_size = 2048;
+    config.dataplane.umem_frames = 16384;
+    config.buffer.lossy_queue_bytes = 4 << 20;
+    config.buffer.shared_bytes = 16 << 20;
+    let switch = SwitchProc::start(&tb_switch, "sw1", &config, &[]).context("starting pfcswitch")?;
+
+    let mut results = Vec::new();
+    for &size in &args.sizes {
+        let mut r = SizeResult { size, ..Default::default() };
+        let mut cpu_ns = Vec::new();
+        let mut sender = Vec::new();
+        for round in 0..args.rounds {
+            let order: [bool; 2] = if round % 2 == 0 { [true, false] } else { [false, true] };
+            for is_switch in order {
+                let (tb, sw) = if is_switch { (&tb_switch, Some(&switch)) } else { (&tb_bridge, None) };
+                let (m, _, _) = measure(tb, sw, size, args.seconds, None)?;
+                sender.push(m.sender_pps);
+                if is_switch {
+                    r.pfcswitch_pps.push(m.delivered_pps);
+                    if let Some(cpu) = m.cpu {
+                        cpu_ns.push(cpu.as_nanos() as f64 / m.delivered.max(1) as f64);
+                    }
+                } else {
+                    r.bridge_pps.push(m.delivered_pps);
+                }
+                eprintln!(
+                    "  {size} B round {round}: {} {:.0} frames/s (sender {:.0})",
+                    if is_switch { "pfcswitch" } else { "bridge   " },
+                    m.delivered_pps,
+                    m.sender_pps
+                );
+            }
+        }
+        r.pfcswitch_median_pps = median(&r.pfcswitch_pps);
+        r.bridge_median_pps = median(&r.bridge_pps);
+        r.ratio = r.pfcswitch_median_pps / r.bridge_median_pps.max(1.0);
+        r.cpu_ns_per_frame = median(&cpu_ns);
+        r.sender_pps = median(&sender);
+        if !args.no_loss_check {
+            let rate = r.pfcswitch_median_pps * 0.8;
+            let (_, report, sent) = measure(&tb_switch, Some(&switch), size, args.seconds, Some(rate))?;
+            let f = report.flows.first().cloned().unwrap_or_default();
+            r.loss_check = Some(LossCheck {
+                rate_pps: rate,
+                sent,
+                received: f.received,
+                lost: sent.saturating_sub(f.received),
+                reordered: f.reordered,
+                duplicates: f.duplicates,
+            });
+        }
+        results.push(r);
+    }
+    let stats = switch.stats()?;
+    let finished = switch.stop();
+    if !finished.success() {
+        eprintln!("pfcswitch exited with {}: {}", finished.status, finished.stderr.trim());
+    }
+    let drops: u64 = stats.ports.iter().map(|p| p.counters.drops.total()).sum();
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+        return Ok(());
+    }
+    println!(
+        "bench forward: h1 → switch → h2 on veth, {} s per run, {} alternating rounds, medians",
+        args.seconds, args.rounds
+    );
+    let mut t = Table::new(&[
+        "frame B",
+        "pfcswitch f/s",
+        "linux bridge f/s",
+        "ratio",
+        "switch CPU ns/frame",
+        "sender f/s",
+        "80% check",
+    ]);
+    for r in &results {
+        let check = match &r.loss_check {
+            Some(c) => format!(
+                "{:.0} f/s: {} sent, {} lost, {} reordered, {} dup",
+                c.rate_pps, c.sent, c.lost, c.reordered, c.duplicates
+            ),
+            None => "-".into(),
+        };
+        t.row(vec![
+            r.size.to_string(),
+            format!("{:.0}", r.pfcswitch_median_pps),
+            format!("{:.0}", r.bridge_median_pps),
+            format!("{:.2}", r.ratio),
+            format!("{:.0}", r.cpu_ns_per_frame),
+            format!("{:.0}", r.sender_pps),
+            check,
+        ]);
+    }
+    print!("{}", t.render());
+    println!("pfcswitch drop counters over the whole run: {drops}");
+    Ok(())
+}

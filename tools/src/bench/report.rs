@@ -1,0 +1,72 @@
+//! Text reports of the generator and the sink.
+
+use std::fmt::Write;
+
+use pfcswitch::report::Table;
+
+use crate::traffic::gen::GenReport;
+use crate::traffic::sink::SinkReport;
+
+pub fn gen_text(r: &GenReport) -> String {
+    let mut out = format!("sent {} frames in {:.3} s ({:.0} frames/s)\n", r.sent, r.elapsed_s, r.pps);
+    let mut t = Table::new(&["flow", "prio", "sent", "bytes"]);
+    for f in &r.flows {
+        t.row(vec![f.flow.to_string(), f.priority.to_string(), f.sent.to_string(), f.bytes.to_string()]);
+    }
+    out += &t.render();
+    let p = &r.pauses;
+    if p.pfc_frames + p.pause_frames > 0 {
+        let _ = writeln!(out, "received {} PFC and {} PAUSE frames", p.pfc_frames, p.pause_frames);
+        for prio in 0..8 {
+            if p.xoff[prio] + p.xon[prio] > 0 {
+                let _ = writeln!(
+                    out,
+                    "  priority {prio}: {} pauses, {} resumes, paused {} µs",
+                    p.xoff[prio], p.xon[prio], r.paused_us[prio]
+                );
+            }
+        }
+    }
+    out
+}
+
+pub fn sink_text(r: &SinkReport) -> String {
+    let mut out =
+        format!("received {} test frames in {:.3} s ({} other frames)\n", r.received, r.elapsed_s, r.other_frames);
+    let mut t = Table::new(&[
+        "flow",
+        "pcp",
+        "dscp",
+        "received",
+        "lost",
+        "reordered",
+        "duplicates",
+        "frames/s",
+        "lat p50 µs",
+        "lat p99 µs",
+    ]);
+    for f in &r.flows {
+        t.row(vec![
+            f.flow.to_string(),
+            f.pcp.map_or("-".into(), |p| p.to_string()),
+            f.dscp.to_string(),
+            f.received.to_string(),
+            f.lost.to_string(),
+            f.reordered.to_string(),
+            f.duplicates.to_string(),
+            format!("{:.0}", f.pps),
+            format!("{:.0}", f.latency.p50_us),
+            format!("{:.0}", f.latency.p99_us),
+        ]);
+    }
+    out += &t.render();
+    let m = &r.mac_control;
+    if m.pfc + m.pause + m.invalid > 0 {
+        let _ = writeln!(out, "MAC control frames: {} PFC, {} PAUSE, {} invalid", m.pfc, m.pause, m.invalid);
+    }
+    if r.socket_dropped > 0 {
+        let _ =
+            writeln!(out, "the kernel dropped {} frames before the socket (ring full / no buffers)", r.socket_dropped);
+    }
+    out
+}

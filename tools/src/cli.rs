@@ -1,0 +1,225 @@
+//! Command-line arguments shared by the `pfctools` subcommands.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use pfcswitch::core::mac::MacAddr;
+use pfcswitch::core::speed::{wire_bytes, Speed};
+
+use crate::traffic::flow::{FlowSpec, FCS_LEN};
+use crate::traffic::gen::GenOptions;
+use crate::traffic::sink::SinkOptions;
+
+/// Parses "250000", "250k", "1.5M" (frames per second).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * mult),
+        _ => Err(format!("invalid rate {s:?}: frames per second, e.g. 100000, 250k, 1.2M")),
+    }
+}
+
+pub fn parse_secs(s: &str) -> Result<Duration, String> {
+    match s.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!("invalid duration {s:?}: seconds, e.g. 2 or 0.5")),
+    }
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct GenArgs {
+    /// Interface to send on.
+    #[arg(long, short)]
+    pub iface: String,
+    /// Destination MAC of the test frames.
+    #[arg(long)]
+    pub dst_mac: MacAddr,
+    /// Source MAC (default: the interface's).
+    #[arg(long)]
+    pub src_mac: Option<MacAddr>,
+    #[arg(long, default_value = "10.0.0.1")]
+    pub src_ip: Ipv4Addr,
+    #[arg(long, default_value = "10.0.0.2")]
+    pub dst_ip: Ipv4Addr,
+    /// Frames per flow.
+    #[arg(long, short)]
+    pub count: Option<u64>,
+    /// Seconds to send for.
+    #[arg(long, short, value_parser = parse_secs)]
+    pub duration: Option<Duration>,
+    /// Frame size on the wire, FCS included (64..9216).
+    #[arg(long, short, default_value_t = 64)]
+    pub size: usize,
+    /// Number of flows (UDP source ports); DSCP values are assigned to them in turn.
+    #[arg(long, default_value_t = 1)]
+    pub flows: u16,
+    /// Id of the first flow.
+    #[arg(long, default_value_t = 0)]
+    pub flow_base: u16,
+    /// DSCP of the frames; repeat to give flows different DSCPs.
+    #[arg(long)]
+    pub dscp: Vec<u8>,
+    /// Tag frames with this VLAN id.
+    #[arg(long)]
+    pub vlan: Option<u16>,
+    /// PCP of the VLAN tag.
+    #[arg(long, default_value_t = 0)]
+    pub pcp: u8,
+    /// Priority the sender considers the frames to be on (what PFC pauses); from the
+    /// PCP when tagged, else DSCP 3→3, 4→4, others 0.
+    #[arg(long)]
+    pub prio: Option<u8>,
+    /// Total frames per second (e.g. 100k); as fast as possible when absent.
+    #[arg(long, value_parser = parse_rate, conflicts_with = "load")]
+    pub rate: Option<f64>,
+    /// Offered load in percent of --speed at this frame size.
+    #[arg(long)]
+    pub load: Option<f64>,
+    /// The link's speed: converts pause quanta to time, and --load to a rate.
+    #[arg(long, default_value = "10G")]
+    pub speed: Speed,
+    /// PFC response delay: keep sending this many quanta after a pause arrives.
+    #[arg(long, default_value_t = 0)]
+    pub pause_delay_quanta: u32,
+    /// Count received pauses but keep sending.
+    #[arg(long)]
+    pub ignore_pfc: bool,
+    /// Do not receive at all (no XDP program on the interface; pauses go unseen).
+    #[arg(long)]
+    pub tx_only: bool,
+    #[arg(long, default_value_t = 8192)]
+    pub umem_frames: u32,
+    /// Replace an XDP program already on the interface.
+    #[arg(long)]
+    pub force: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The priority a sender would put a DSCP on with the switch's default map.
+pub fn default_priority(dscp: u8) -> u8 {
+    match dscp {
+        3 => 3,
+        4 => 4,
+        _ => 0,
+    }
+}
+
+impl GenArgs {
+    pub fn options(&self, iface_mac: Option<MacAddr>) -> Result<GenOptions> {
+        if self.flows == 0 {
+            bail!("--flows must be at least 1");
+        }
+        let dscps = if self.dscp.is_empty() { vec![0] } else { self.dscp.clone() };
+        let src_mac = self.src_mac.or(iface_mac).unwrap_or(MacAddr::local(1));
+        let flows = (0..self.flows)
+            .map(|k| {
+                let dscp = dscps[usize::from(k) % dscps.len()];
+                let vlan = self.vlan.map(|v| (v, self.pcp));
+                let prio = self.prio.unwrap_or(if vlan.is_some() { self.pcp } else { default_priority(dscp) });
+                let spec = FlowSpec {
+                    id: self.flow_base + k,
+                    src_mac,
+                    dst_mac: self.dst_mac,
+                    vlan,
+                    dscp,
+                    src_ip: self.src_ip,
+                    dst_ip: self.dst_ip,
+                    wire_size: self.size,
+                };
+                (spec, prio)
+            })
+            .collect();
+        let rate = match (self.rate, self.load) {
+            (Some(r), _) => Some(r),
+            (None, Some(pct)) => Some(line_rate_pps(self.speed, self.size) * pct / 100.0),
+            (None, None) => None,
+        };
+        Ok(GenOptions {
+            iface: self.iface.clone(),
+            flows,
+            count: self.count,
+            duration: self.duration,
+            rate,
+            honour_pfc: !self.ignore_pfc,
+            pause_delay_quanta: self.pause_delay_quanta,
+            speed: self.speed,
+            tx_only: self.tx_only,
+            umem_frames: self.umem_frames,
+            force: self.force,
+        })
+    }
+}
+
+/// Frames per second that fill a link of `speed` with frames of `wire_size` (FCS included).
+pub fn line_rate_pps(speed: Speed, wire_size: usize) -> f64 {
+    speed.bps() as f64 / 8.0 / wire_bytes(wire_size - FCS_LEN) as f64
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct SinkArgs {
+    /// Interface to receive on.
+    #[arg(long, short)]
+    pub iface: String,
+    /// Seconds to receive for.
+    #[arg(long, short, value_parser = parse_secs)]
+    pub duration: Option<Duration>,
+    /// Stop when no test frame arrived for this many seconds (after the first).
+    #[arg(long, value_parser = parse_secs, default_value = "2")]
+    pub idle: Duration,
+    /// Stop once this many test frames arrived.
+    #[arg(long)]
+    pub expect: Option<u64>,
+    /// Frames each flow sent: losses after the last received frame count too.
+    #[arg(long)]
+    pub expect_per_flow: Option<u64>,
+    /// Write the MAC control frames received to this pcap file.
+    #[arg(long)]
+    pub capture: Option<PathBuf>,
+    #[arg(long, default_value_t = 8192)]
+    pub umem_frames: u32,
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SinkArgs {
+    pub fn options(&self) -> SinkOptions {
+        SinkOptions {
+            iface: self.iface.clone(),
+            duration: self.duration,
+            idle_timeout: Some(self.idle),
+            expect_total: self.expect,
+            expect_per_flow: self.expect_per_flow,
+            capture: self.capture.clone(),
+            umem_frames: self.umem_frames,
+            force: self.force,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_durations_parse() {
+        assert_eq!(parse_rate("250k").unwrap(), 250_000.0);
+        assert_eq!(parse_rate("1.5M").unwrap(), 1_500_000.0);
+        assert!(parse_rate("fast").is_err() && parse_rate("0").is_err());
+        assert_eq!(parse_secs("0.5").unwrap(), Duration::from_millis(500));
+        assert!(parse_secs("-1").is_err());
+        // 64-byte frames at 10G: 14.88 Mpps.
+        assert!((line_rate_pps(Speed::gbps(10), 64) - 14_880_952.4).abs() < 1.0);
+    }
+}

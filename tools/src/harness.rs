@@ -1,0 +1,187 @@
+//! Running the real binaries on a testbed: a switch in a node's namespace, the sink and
+//! the generator on hosts. Shared by the netns tests, the demo and the benchmarks.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use pfcswitch::control::{self, client, Request};
+use pfcswitch::core::config::Config;
+use pfcswitch::core::stats::SwitchStats;
+
+use crate::testbed::{Finished, Proc, Testbed};
+use crate::traffic::gen::GenReport;
+use crate::traffic::sink::{SinkReport, READY_LINE};
+
+/// Path of a binary built alongside this one (`pfcswitch`, `pfctools`), or from
+/// `PFCSWITCH_BIN_DIR`.
+pub fn bin(name: &str) -> Result<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("PFCSWITCH_BIN_DIR") {
+        dirs.push(PathBuf::from(d));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        // target/<profile>/pfctools, or target/<profile>/deps/<test> for test binaries.
+        for d in exe.ancestors().skip(1).take(2) {
+            dirs.push(d.to_path_buf());
+        }
+    }
+    for d in &dirs {
+        let p = d.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!("cannot find the {name} binary (looked in {dirs:?}); build it first: cargo build --release --workspace")
+}
+
+/// A pfcswitch process in a testbed node.
+pub struct SwitchProc {
+    pub name: String,
+    pub socket: PathBuf,
+    pub proc: Proc,
+}
+
+impl SwitchProc {
+    /// Starts pfcswitch in `node` with `config` (its name and ports as given) and waits
+    /// until its control socket answers.
+    pub fn start(tb: &Testbed, node: &str, config: &Config, extra_args: &[&str]) -> Result<SwitchProc> {
+        let path = tb.work_dir().join(format!("{}.toml", config.name));
+        std::fs::write(&path, config.to_toml()).with_context(|| format!("writing {}", path.display()))?;
+        let socket = tb.work_dir().join(format!("{}.sock", config.name));
+        let exe = bin("pfcswitch")?;
+        let (exe, path_s, socket_s) =
+            (exe.display().to_string(), path.display().to_string(), socket.display().to_string());
+        let mut args = vec![exe.as_str(), "run", "--config", &path_s, "--socket", &socket_s];
+        args.extend_from_slice(extra_args);
+        let mut proc = tb.spawn(node, &config.name, &args)?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if client::request(&socket, &Request::Stats).is_ok() {
+                return Ok(SwitchProc { name: config.name.clone(), socket, proc });
+            }
+            if !proc.is_running() {
+                bail!("pfcswitch {} exited at start-up: {}", config.name, proc.stderr_so_far().trim());
+            }
+            if Instant::now() > deadline {
+                bail!("pfcswitch {} did not come up: {}", config.name, proc.stderr_so_far().trim());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stats(&self) -> Result<SwitchStats> {
+        Ok(client::request_as(&self.socket, &Request::Stats)?)
+    }
+
+    pub fn request(&self, req: &Request) -> Result<serde_json::Value> {
+        Ok(client::request(&self.socket, req)?)
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(self) -> Finished {
+        self.proc.stop(Duration::from_secs(10))
+    }
+}
+
+/// The config of a pfcswitch on every interface of testbed node `node`, in link order.
+pub fn switch_config(tb: &Testbed, node: &str) -> Config {
+    let ifaces: Vec<String> = tb.interfaces_of(node).iter().map(|i| i.name.clone()).collect();
+    let mut c = Config::for_interfaces(&ifaces);
+    c.name = format!("{}-{node}", tb.name());
+    // Small rings and UMEM: several switches share a 2-core test machine.
+    c.dataplane.ring_size = 1024;
+    c.dataplane.umem_frames = 8192.max(ifaces.len() as u32 * 1024 * 2 + 1024);
+    c
+}
+
+/// A sink started in `node`; `args` are `pfctools sink` arguments after `--iface`.
+pub struct SinkProc {
+    proc: Proc,
+}
+
+impl SinkProc {
+    pub fn start(tb: &Testbed, node: &str, label: &str, args: &[&str]) -> Result<SinkProc> {
+        let iface = tb.host_iface(node)?.name.clone();
+        let exe = bin("pfctools")?.display().to_string();
+        let mut full = vec![exe.as_str(), "sink", "--iface", &iface, "--json"];
+        full.extend_from_slice(args);
+        let mut proc = tb.spawn(node, label, &full)?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !proc.stderr_so_far().contains(READY_LINE) {
+            if !proc.is_running() || Instant::now() > deadline {
+                bail!("sink on {node} did not start: {}", proc.stderr_so_far().trim());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(SinkProc { proc })
+    }
+
+    /// Waits for the sink to finish by itself (idle timeout, count, duration).
+    pub fn finish(self, timeout: Duration) -> Result<SinkReport> {
+        parse_report(self.proc.wait(timeout), "sink")
+    }
+
+    /// Stops the sink now and returns what it saw.
+    pub fn stop(self) -> Result<SinkReport> {
+        parse_report(self.proc.stop(Duration::from_secs(5)), "sink")
+    }
+}
+
+fn parse_report<T: serde::de::DeserializeOwned>(f: Finished, what: &str) -> Result<T> {
+    let line = f.stdout.lines().last().unwrap_or("");
+    serde_json::from_str(line).with_context(|| format!("{what} report unreadable ({}): {}", f.status, f.stderr.trim()))
+}
+
+/// Runs `pfctools gen` in `node` to completion; `args` follow `--iface IF`.
+pub fn run_gen(tb: &Testbed, node: &str, label: &str, args: &[&str], timeout: Duration) -> Result<GenReport> {
+    start_gen(tb, node, label, args)?.finish(timeout)
+}
+
+/// A generator running in the background.
+pub struct GenProc {
+    proc: Proc,
+}
+
+pub fn start_gen(tb: &Testbed, node: &str, label: &str, args: &[&str]) -> Result<GenProc> {
+    let iface = tb.host_iface(node)?.name.clone();
+    let exe = bin("pfctools")?.display().to_string();
+    let mut full = vec![exe.as_str(), "gen", "--iface", &iface, "--json"];
+    full.extend_from_slice(args);
+    Ok(GenProc { proc: tb.spawn(node, label, &full)? })
+}
+
+impl GenProc {
+    pub fn finish(self, timeout: Duration) -> Result<GenReport> {
+        let f = self.proc.wait(timeout);
+        if !f.success() {
+            bail!("generator failed ({}): {}", f.status, f.stderr.trim());
+        }
+        parse_report(f, "generator")
+    }
+
+    pub fn stop(self) -> Result<GenReport> {
+        parse_report(self.proc.stop(Duration::from_secs(5)), "generator")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
+    }
+}
+
+/// CPU time (user + system) a process has used so far.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may contain spaces) start after ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+}
+
+/// Default control socket of a switch named `name` (when not started by the harness).
+pub fn default_socket(name: &str) -> PathBuf {
+    control::socket_path(name)
+}

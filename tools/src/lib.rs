@@ -1,0 +1,10 @@
+//! pfctools: what tests, demos and benchmarks need around pfcswitch — a netns testbed
+//! builder, a PFC-aware traffic generator and sink, PFC storms, headroom tests and the
+//! benchmarks.
+
+pub mod bench;
+pub mod cli;
+pub mod harness;
+pub mod pcap;
+pub mod testbed;
+pub mod traffic;

@@ -1,0 +1,142 @@
+//! `pfctools`: testbeds, traffic, storms, headroom tests and benchmarks for pfcswitch.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use pfctools::bench;
+use pfctools::cli::{GenArgs, SinkArgs};
+use pfctools::testbed::{self, Testbed, Topology};
+use pfctools::traffic::{gen, sink};
+
+#[derive(Parser)]
+#[command(name = "pfctools", version, about = "Test tools for pfcswitch: testbeds, traffic, storms, benchmarks")]
+struct Cli {
+    /// Log filter (overrides RUST_LOG).
+    #[arg(long, global = true)]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build or remove a netns/veth testbed from a topology file.
+    Testbed {
+        #[command(subcommand)]
+        what: TestbedCommand,
+    },
+    /// Send stamped test frames (PFC-aware) from an interface.
+    Gen(GenArgs),
+    /// Receive test frames and report loss, reordering, duplicates and latency per flow.
+    Sink(SinkArgs),
+    /// Measure pfcswitch against a Linux bridge on identical netns testbeds.
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+    /// Build a small testbed, run a switch, send traffic, print counters, tear down.
+    Demo(bench::demo::DemoArgs),
+}
+
+#[derive(Subcommand)]
+enum TestbedCommand {
+    /// Create the namespaces and links of a topology file.
+    Up {
+        file: PathBuf,
+        /// Names the testbed; namespaces are called pfcs-NAME-NODE.
+        #[arg(long)]
+        name: String,
+    },
+    /// Remove a testbed (also after a crash).
+    Down { name: String },
+    /// Remove testbeds whose creating process is gone.
+    Clean,
+    /// List testbeds on this machine.
+    List,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let filter = cli.log.clone().or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "warn".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    if let Err(e) = dispatch(cli.command) {
+        eprintln!("pfctools: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    Ok(stop)
+}
+
+fn dispatch(command: Command) -> Result<()> {
+    match command {
+        Command::Testbed { what } => testbed_cmd(what),
+        Command::Gen(args) => {
+            let stop = stop_on_signals()?;
+            let mac = pfcswitch::dataplane::sys::interface(&args.iface).ok().map(|i| i.mac);
+            let report = gen::run(&args.options(mac)?, &stop)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", bench::report::gen_text(&report));
+            }
+            Ok(())
+        }
+        Command::Sink(args) => {
+            let stop = stop_on_signals()?;
+            let report = sink::run(&args.options(), &stop)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", bench::report::sink_text(&report));
+            }
+            Ok(())
+        }
+        Command::Bench { what } => bench::run(what),
+        Command::Demo(args) => bench::demo::run(&args),
+    }
+}
+
+fn testbed_cmd(what: TestbedCommand) -> Result<()> {
+    match what {
+        TestbedCommand::Up { file, name } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let topology = Topology::from_toml(&text).with_context(|| format!("in {}", file.display()))?;
+            let tb = Testbed::up(&name, topology)?;
+            for node in tb.topology().nodes() {
+                let ifaces: Vec<String> =
+                    tb.interfaces_of(&node.name).iter().map(|i| format!("{} {}", i.name, i.mac)).collect();
+                println!("{}  {}", tb.ns(&node.name)?, ifaces.join(", "));
+            }
+            println!("remove with: pfctools testbed down {name}");
+            tb.keep()?;
+            Ok(())
+        }
+        TestbedCommand::Down { name } => {
+            let state = testbed::down_by_name(&name)?;
+            println!("removed {}", state.namespaces.join(" "));
+            Ok(())
+        }
+        TestbedCommand::Clean => {
+            for name in testbed::clean_stale() {
+                println!("removed stale testbed {name}");
+            }
+            Ok(())
+        }
+        TestbedCommand::List => {
+            for s in testbed::list() {
+                println!("{}  (pid {})  {}", s.name, s.owner_pid, s.namespaces.join(" "));
+            }
+            Ok(())
+        }
+    }
+}

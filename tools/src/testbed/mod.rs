@@ -1,0 +1,411 @@
+//! Builds a topology out of network namespaces and veth pairs, runs processes inside
+//! them, and removes everything it made — on drop, on `testbed down`, and after a crash
+//! (a state file names what was made and by whom).
+//!
+//! Nothing is created in the root namespace: each veth pair is created with both ends
+//! directly in their namespaces, and addresses only ever go inside them.
+
+pub mod topology;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use topology::{Interface, Topology};
+
+/// Where testbeds record what they created.
+pub const STATE_DIR: &str = "/run/pfcswitch-testbed";
+/// Every namespace a testbed creates starts with this.
+pub const NETNS_PREFIX: &str = "pfcs-";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TestbedError {
+    #[error(transparent)]
+    Topology(#[from] topology::TopologyError),
+    #[error("`{command}` failed: {stderr}")]
+    Command { command: String, stderr: String },
+    #[error("running `{command}`: {source}")]
+    Spawn { command: String, source: std::io::Error },
+    #[error("testbed name {0:?}: use 1-32 letters, digits or '-'")]
+    BadName(String),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("no interface {iface} on node {node}")]
+    NoInterface { node: String, iface: String },
+    #[error("no node {0} in this testbed")]
+    NoNode(String),
+}
+
+/// What a testbed created, as saved in its state file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct State {
+    pub name: String,
+    pub owner_pid: u32,
+    pub namespaces: Vec<String>,
+}
+
+/// A live testbed. Dropping it removes it.
+#[derive(Debug)]
+pub struct Testbed {
+    name: String,
+    topology: Topology,
+    interfaces: Vec<Interface>,
+    namespaces: BTreeMap<String, String>,
+    work_dir: PathBuf,
+    removed: bool,
+}
+
+/// Runs `ip` (or another command) and returns stdout, or its stderr as the error.
+pub fn run(program: &str, args: &[&str]) -> Result<String, TestbedError> {
+    let command = format!("{program} {}", args.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| TestbedError::Spawn { command: command.clone(), source })?;
+    if !out.status.success() {
+        return Err(TestbedError::Command { command, stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn state_path(name: &str) -> PathBuf {
+    Path::new(STATE_DIR).join(format!("{name}.json"))
+}
+
+/// A testbed name unique to this process and call: "<tag>-<pid>-<n>".
+pub fn unique_name(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("{tag}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+impl Testbed {
+    /// Creates the namespaces, links, MACs and addresses of `topology`. Namespaces are
+    /// named "pfcs-<name>-<node>". On error, whatever was made is removed.
+    pub fn up(name: &str, topology: Topology) -> Result<Testbed, TestbedError> {
+        if name.is_empty() || name.len() > 32 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(TestbedError::BadName(name.to_string()));
+        }
+        let interfaces = topology.interfaces()?;
+        let namespaces: BTreeMap<String, String> =
+            topology.nodes().map(|n| (n.name.clone(), format!("{NETNS_PREFIX}{name}-{}", n.name))).collect();
+        let work_dir = std::env::temp_dir().join(format!("{NETNS_PREFIX}{name}"));
+        let mut tb = Testbed { name: name.to_string(), topology, interfaces, namespaces, work_dir, removed: false };
+        // Record first: a crash half-way through leaves a state file that `down` can use.
+        tb.save_state()?;
+        if let Err(e) = tb.build() {
+            tb.down();
+            return Err(e);
+        }
+        Ok(tb)
+    }
+
+    fn save_state(&self) -> Result<(), TestbedError> {
+        let io = |what: &str| {
+            let what = what.to_string();
+            move |source| TestbedError::Io { what, source }
+        };
+        fs::create_dir_all(STATE_DIR).map_err(io(STATE_DIR))?;
+        fs::create_dir_all(&self.work_dir).map_err(io("the testbed work directory"))?;
+        let state = State {
+            name: self.name.clone(),
+            owner_pid: std::process::id(),
+            namespaces: self.namespaces.values().cloned().collect(),
+        };
+        let path = state_path(&self.name);
+        fs::write(&path, serde_json::to_string_pretty(&state).expect("state serializes"))
+            .map_err(io(&path.display().to_string()))
+    }
+
+    fn build(&mut self) -> Result<(), TestbedError> {
+        for ns in self.namespaces.values() {
+            run("ip", &["netns", "add", ns])?;
+            run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        for pair in self.interfaces.chunks(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let (na, nb) = (self.ns(&a.node)?, self.ns(&b.node)?);
+            run(
+                "ip",
+                &["link", "add", "name", &a.name, "netns", &na, "type", "veth", "peer", "name", &b.name, "netns", &nb],
+            )?;
+        }
+        for i in &self.interfaces {
+            let ns = self.ns(&i.node)?;
+            if !self.topology.ipv6 {
+                let key = format!("net.ipv6.conf.{}.disable_ipv6=1", i.name);
+                run("ip", &["netns", "exec", &ns, "sysctl", "-q", "-w", &key])?;
+            }
+            run("ip", &["-n", &ns, "link", "set", "dev", &i.name, "address", &i.mac.to_string()])?;
+            if let Some(mtu) = i.mtu {
+                run("ip", &["-n", &ns, "link", "set", "dev", &i.name, "mtu", &mtu.to_string()])?;
+            }
+            if let Some(addr) = &i.addr {
+                run("ip", &["-n", &ns, "addr", "add", addr, "dev", &i.name])?;
+            }
+            run("ip", &["-n", &ns, "link", "set", "dev", &i.name, "up"])?;
+        }
+        Ok(())
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The namespace of `node`.
+    pub fn ns(&self, node: &str) -> Result<String, TestbedError> {
+        self.namespaces.get(node).cloned().ok_or_else(|| TestbedError::NoNode(node.to_string()))
+    }
+
+    /// Interfaces of `node`, in link order.
+    pub fn interfaces_of(&self, node: &str) -> Vec<&Interface> {
+        self.interfaces.iter().filter(|i| i.node == node).collect()
+    }
+
+    pub fn interface(&self, node: &str, iface: &str) -> Result<&Interface, TestbedError> {
+        self.interfaces
+            .iter()
+            .find(|i| i.node == node && i.name == iface)
+            .ok_or_else(|| TestbedError::NoInterface { node: node.to_string(), iface: iface.to_string() })
+    }
+
+    /// The first interface of a host (hosts usually have one).
+    pub fn host_iface(&self, node: &str) -> Result<&Interface, TestbedError> {
+        self.interfaces_of(node).into_iter().next().ok_or_else(|| TestbedError::NoNode(node.to_string()))
+    }
+
+    /// A scratch directory for this testbed's files (configs, logs), removed with it.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// Runs a command inside `node`'s namespace and waits for it.
+    pub fn exec(&self, node: &str, args: &[&str]) -> Result<String, TestbedError> {
+        let ns = self.ns(node)?;
+        let mut full = vec!["netns", "exec", ns.as_str()];
+        full.extend_from_slice(args);
+        run("ip", &full)
+    }
+
+    /// Starts a command inside `node`'s namespace; its output goes to files in the
+    /// work directory. The process is stopped when the handle is dropped.
+    pub fn spawn(&self, node: &str, label: &str, args: &[&str]) -> Result<Proc, TestbedError> {
+        let ns = self.ns(node)?;
+        let stdout_path = self.work_dir.join(format!("{label}.out"));
+        let stderr_path = self.work_dir.join(format!("{label}.err"));
+        let io = |what: &Path| {
+            let what = what.display().to_string();
+            move |source| TestbedError::Io { what, source }
+        };
+        let stdout = fs::File::create(&stdout_path).map_err(io(&stdout_path))?;
+        let stderr = fs::File::create(&stderr_path).map_err(io(&stderr_path))?;
+        let command = format!("[{node}] {}", args.join(" "));
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|source| TestbedError::Spawn { command: command.clone(), source })?;
+        Ok(Proc { child: Some(child), command, stdout_path, stderr_path })
+    }
+
+    /// Turns `node` into a Linux bridge over all its interfaces (the reference switch of
+    /// the benchmarks).
+    pub fn make_linux_bridge(&self, node: &str) -> Result<(), TestbedError> {
+        let ns = self.ns(node)?;
+        run("ip", &["-n", &ns, "link", "add", "br0", "type", "bridge"])?;
+        // Without this, a bridge hands frames to iptables and drops malformed IPv4.
+        let _ = run("ip", &["netns", "exec", &ns, "sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=0"]);
+        for i in self.interfaces_of(node) {
+            run("ip", &["-n", &ns, "link", "set", "dev", &i.name, "master", "br0"])?;
+        }
+        run("ip", &["-n", &ns, "link", "set", "br0", "up"])?;
+        Ok(())
+    }
+
+    /// Leaves the testbed in place after this process exits, until `testbed down NAME`.
+    pub fn keep(mut self) -> Result<(), TestbedError> {
+        self.removed = true;
+        let state =
+            State { name: self.name.clone(), owner_pid: 0, namespaces: self.namespaces.values().cloned().collect() };
+        let path = state_path(&self.name);
+        fs::write(&path, serde_json::to_string_pretty(&state).expect("state serializes"))
+            .map_err(|source| TestbedError::Io { what: path.display().to_string(), source })
+    }
+
+    /// Removes every namespace (and with them the veths) and the state file. Idempotent.
+    pub fn down(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.removed = true;
+        remove_namespaces(self.namespaces.values());
+        let _ = fs::remove_file(state_path(&self.name));
+        let _ = fs::remove_dir_all(&self.work_dir);
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// Deletes namespaces, killing whatever still runs inside them first (a namespace with
+/// live processes would outlive its name).
+pub fn remove_namespaces<'a>(namespaces: impl Iterator<Item = &'a String>) {
+    for ns in namespaces {
+        if let Ok(pids) = run("ip", &["netns", "pids", ns]) {
+            for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let _ = run("ip", &["netns", "del", ns]);
+    }
+}
+
+/// Removes the testbed `name` from its state file (after a crash, or from another shell).
+pub fn down_by_name(name: &str) -> Result<State, TestbedError> {
+    let path = state_path(name);
+    let text =
+        fs::read_to_string(&path).map_err(|source| TestbedError::Io { what: path.display().to_string(), source })?;
+    let state: State = serde_json::from_str(&text)
+        .map_err(|e| TestbedError::Io { what: path.display().to_string(), source: std::io::Error::other(e) })?;
+    remove_namespaces(state.namespaces.iter());
+    let _ = fs::remove_file(&path);
+    let _ = fs::remove_dir_all(std::env::temp_dir().join(format!("{NETNS_PREFIX}{name}")));
+    Ok(state)
+}
+
+/// Removes every testbed whose owning process is gone; returns their names. Testbeds
+/// kept on purpose (`testbed up` from the command line, owner 0) stay.
+pub fn clean_stale() -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(dir) = fs::read_dir(STATE_DIR) else { return removed };
+    for entry in dir.flatten() {
+        let Some(name) = entry.path().file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
+        let Ok(text) = fs::read_to_string(entry.path()) else { continue };
+        let Ok(state) = serde_json::from_str::<State>(&text) else { continue };
+        let owner_gone = state.owner_pid != 0 && !Path::new(&format!("/proc/{}", state.owner_pid)).exists();
+        if owner_gone && down_by_name(&name).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+/// Testbeds on this machine, from their state files.
+pub fn list() -> Vec<State> {
+    let Ok(dir) = fs::read_dir(STATE_DIR) else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .filter_map(|t| serde_json::from_str(&t).ok())
+        .collect()
+}
+
+/// A process started in a namespace. Dropping it terminates it.
+#[derive(Debug)]
+pub struct Proc {
+    child: Option<Child>,
+    command: String,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+}
+
+/// What a finished process left.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+}
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// What the process has written to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub fn stdout_so_far(&self) -> String {
+        fs::read_to_string(&self.stdout_path).unwrap_or_default()
+    }
+
+    /// Sends `signal` to the process.
+    pub fn signal(&self, signal: i32) {
+        if let Some(c) = &self.child {
+            // SAFETY: plain kill(2) on our child.
+            unsafe { libc::kill(c.id() as i32, signal) };
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself; kills it after that.
+    pub fn wait(mut self, timeout: Duration) -> Finished {
+        let mut child = self.child.take().expect("a Proc has its child until it is waited for");
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                _ => {
+                    let _ = child.kill();
+                    break child.wait().expect("waiting for a killed child");
+                }
+            }
+        };
+        Finished { status, stdout: self.stdout_so_far(), stderr: self.stderr_so_far() }
+    }
+
+    /// SIGTERM, then up to `grace` for a clean exit, then SIGKILL.
+    pub fn stop(self, grace: Duration) -> Finished {
+        self.signal(libc::SIGTERM);
+        self.wait(grace)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: plain kill(2) on our child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The testbed topology file: hosts, switches and the veth links between them.
+//!
+//! ```toml
+//! [[host]]
+//! name = "h1"
+//! [[host]]
+//! name = "h2"
+//! [[switch]]
+//! name = "sw1"
+//! [[link]]
+//! a = { node = "h1", iface = "eth0", addr = "10.0.0.1/24" }
+//! b = "sw1:p1"                 # node:iface shorthand
+//! [[link]]
+//! a = "h2"                     # interface name defaulted (eth0, eth1... / p1, p2...)
+//! b = "sw1"
+//! ```
+
+use std::collections::{BTreeMap, HashSet};
+
+use pfcswitch::core::mac::MacAddr;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    #[serde(rename = "host", default)]
+    pub hosts: Vec<Node>,
+    #[serde(rename = "switch", default)]
+    pub switches: Vec<Node>,
+    #[serde(rename = "link", default)]
+    pub links: Vec<Link>,
+    /// Keep IPv6 on the interfaces (off by default: router solicitations and MLD reports
+    /// would add frames no test asked for).
+    #[serde(default)]
+    pub ipv6: bool,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    pub a: Endpoint,
+    pub b: Endpoint,
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+/// One end of a link: a node, optionally with interface name, MAC and address.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Endpoint {
+    /// "node" or "node:iface".
+    Short(String),
+    Full(EndpointSpec),
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    pub node: String,
+    #[serde(default)]
+    pub iface: Option<String>,
+    #[serde(default)]
+    pub mac: Option<MacAddr>,
+    /// An address with prefix length, e.g. "10.0.0.1/24", set inside the node's namespace.
+    #[serde(default)]
+    pub addr: Option<String>,
+}
+
+impl Endpoint {
+    pub fn spec(&self) -> EndpointSpec {
+        match self {
+            Endpoint::Full(s) => s.clone(),
+            Endpoint::Short(s) => {
+                let (node, iface) = match s.split_once(':') {
+                    Some((n, i)) => (n.to_string(), Some(i.to_string())),
+                    None => (s.clone(), None),
+                };
+                EndpointSpec { node, iface, mac: None, addr: None }
+            }
+        }
+    }
+}
+
+/// An interface as it will exist: fully resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interface {
+    pub node: String,
+    pub name: String,
+    pub mac: MacAddr,
+    pub addr: Option<String>,
+    pub mtu: Option<u32>,
+    /// The node and interface at the other end of the veth.
+    pub peer_node: String,
+    pub peer_iface: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopologyError {
+    #[error("{0}")]
+    Parse(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> TopologyError {
+    TopologyError::Invalid { field: field.into(), problem: problem.into() }
+}
+
+impl Topology {
+    pub fn from_toml(text: &str) -> Result<Topology, TopologyError> {
+        let t: Topology = toml::from_str(text).map_err(|e| TopologyError::Parse(e.to_string()))?;
+        t.interfaces()?;
+        Ok(t)
+    }
+
+    pub fn is_switch(&self, node: &str) -> bool {
+        self.switches.iter().any(|s| s.name == node)
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.hosts.iter().chain(&self.switches)
+    }
+
+    /// Every interface with names and MACs filled in, in link order; checks the file.
+    pub fn interfaces(&self) -> Result<Vec<Interface>, TopologyError> {
+        let mut names = HashSet::new();
+        for (i, n) in self.nodes().enumerate() {
+            if n.name.is_empty() || n.name.len() > 24 || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                return Err(invalid(
+                    format!("node {i}"),
+                    format!("name {:?}: use 1-24 letters, digits or '-'", n.name),
+                ));
+            }
+            if !names.insert(n.name.clone()) {
+                return Err(invalid(format!("node {}", n.name), "defined twice"));
+            }
+        }
+        let node_index: BTreeMap<&str, usize> = self.nodes().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let mut counters: BTreeMap<String, usize> = BTreeMap::new();
+        let mut out = Vec::new();
+        let mut taken = HashSet::new();
+        for (li, link) in self.links.iter().enumerate() {
+            let ends = [link.a.spec(), link.b.spec()];
+            let mut resolved = Vec::new();
+            for (side, spec) in ["a", "b"].iter().zip(&ends) {
+                let field = format!("link[{li}].{side}");
+                let Some(&ni) = node_index.get(spec.node.as_str()) else {
+                    return Err(invalid(field, format!("unknown node {:?}", spec.node)));
+                };
+                let count = counters.entry(spec.node.clone()).or_default();
+                *count += 1;
+                let name = spec.iface.clone().unwrap_or_else(|| {
+                    if self.is_switch(&spec.node) {
+                        format!("p{count}")
+                    } else {
+                        format!("eth{}", *count - 1)
+                    }
+                });
+                if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', ':']) {
+                    return Err(invalid(
+                        field,
+                        format!("interface name {name:?}: 1-15 characters, no '/', ' ' or ':'"),
+                    ));
+                }
+                if !taken.insert((spec.node.clone(), name.clone())) {
+                    return Err(invalid(field, format!("{}:{name} is used twice", spec.node)));
+                }
+                let mac = spec.mac.unwrap_or(MacAddr::local(((ni as u64 + 1) << 8) | *count as u64));
+                resolved.push((spec.node.clone(), name, mac, spec.addr.clone()));
+            }
+            let (a, b) = (&resolved[0], &resolved[1]);
+            if a.0 == b.0 {
+                return Err(invalid(format!("link[{li}]"), "a link needs two different nodes"));
+            }
+            for (me, peer) in [(a, b), (b, a)] {
+                out.push(Interface {
+                    node: me.0.clone(),
+                    name: me.1.clone(),
+                    mac: me.2,
+                    addr: me.3.clone(),
+                    mtu: link.mtu,
+                    peer_node: peer.0.clone(),
+                    peer_iface: peer.1.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A chain `h1 — sw1 — h2` (the commonest testbed), with addresses 10.0.0.1/.2.
+    pub fn host_switch_host() -> Topology {
+        Topology::from_toml(
+            r#"
+            [[host]]
+            name = "h1"
+            [[host]]
+            name = "h2"
+            [[switch]]
+            name = "sw1"
+            [[link]]
+            a = { node = "h1", iface = "eth0", addr = "10.0.0.1/24" }
+            b = "sw1:p1"
+            [[link]]
+            a = { node = "h2", iface = "eth0", addr = "10.0.0.2/24" }
+            b = "sw1:p2"
+            "#,
+        )
+        .expect("built-in topology is valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_names_macs_and_peers() {
+        let t = Topology::from_toml(
+            r#"
+            [[host]]
+            name = "h1"
+            [[switch]]
+            name = "s"
+            [[link]]
+            a = "h1"
+            b = "s"
+            [[link]]
+            a = { node = "h1", iface = "up", mac = "02:aa:00:00:00:01" }
+            b = "s:uplink"
+            mtu = 3000
+            "#,
+        )
+        .unwrap();
+        let ifs = t.interfaces().unwrap();
+        let names: Vec<_> = ifs.iter().map(|i| format!("{}:{}", i.node, i.name)).collect();
+        assert_eq!(names, ["h1:eth0", "s:p1", "h1:up", "s:uplink"]);
+        assert_eq!(ifs[0].peer_iface, "p1");
+        assert_eq!(ifs[2].mac.to_string(), "02:aa:00:00:00:01");
+        assert_eq!(ifs[3].mtu, Some(3000));
+        let macs: HashSet<_> = ifs.iter().map(|i| i.mac).collect();
+        assert_eq!(macs.len(), 4);
+    }
+
+    #[test]
+    fn rejects_bad_files_naming_the_field() {
+        for (text, field) in [
+            ("[[link]]\na = \"x\"\nb = \"y\"\n", "link[0].a"),
+            ("[[host]]\nname = \"h\"\n[[host]]\nname = \"h\"\n", "node h"),
+            ("[[host]]\nname = \"h\"\n[[host]]\nname = \"g\"\n[[link]]\na = \"h:e\"\nb = \"g\"\n[[link]]\na = \"h:e\"\nb = \"g\"\n", "link[1].a"),
+            ("[[host]]\nname = \"h\"\n[[link]]\na = \"h\"\nb = \"h\"\n", "link[0]"),
+            ("[[host]]\nname = \"h/1\"\n", "node 0"),
+            ("[[hosts]]\nname = \"h\"\n", "hosts"),
+        ] {
+            let err = Topology::from_toml(text).unwrap_err().to_string();
+            assert!(err.contains(field), "{text:?}: {err}");
+        }
+        assert_eq!(Topology::host_switch_host().interfaces().unwrap().len(), 4);
+    }
+}

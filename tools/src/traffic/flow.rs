@@ -1,0 +1,219 @@
+//! Test frames: Ethernet (optionally VLAN-tagged) / IPv4 / UDP, with a stamp at the start
+//! of the UDP payload that the sink reads back.
+//!
+//! Stamp (12 bytes, fits a tagged 64-byte frame):
+//! ```text
+//! 0  magic "PS" (0x5053)   2  flow id (u16)   4  sequence (u32)   8  tx time, ns (u32, wraps)
+//! ```
+
+use std::net::Ipv4Addr;
+
+use etherparse::{
+    EtherType, IpHeaders, IpNumber, Ipv4Dscp, Ipv4Header, PacketBuilder, SingleVlanHeader, SlicedPacket, VlanHeader,
+    VlanId, VlanPcp,
+};
+use pfcswitch::core::mac::MacAddr;
+use serde::{Deserialize, Serialize};
+
+pub const STAMP_MAGIC: u16 = 0x5053;
+pub const STAMP_LEN: usize = 12;
+/// UDP destination port of test frames.
+pub const UDP_PORT: u16 = 7123;
+/// Smallest and largest frame sizes, counted on the wire with the FCS (RFC 2544 style).
+pub const MIN_WIRE_SIZE: usize = 64;
+pub const MAX_WIRE_SIZE: usize = 9216;
+pub const FCS_LEN: usize = 4;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowSpec {
+    pub id: u16,
+    pub src_mac: MacAddr,
+    pub dst_mac: MacAddr,
+    /// 802.1Q tag: (VLAN id, PCP).
+    pub vlan: Option<(u16, u8)>,
+    pub dscp: u8,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    /// Frame size on the wire including the FCS; the buffer handed to the NIC is 4 bytes shorter.
+    pub wire_size: usize,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FlowError {
+    #[error("frame size {size} B: {problem}")]
+    Size { size: usize, problem: String },
+    #[error("{0}")]
+    Field(String),
+}
+
+/// A flow's frame, built once; sending stamps it.
+#[derive(Clone, Debug)]
+pub struct FlowTemplate {
+    pub id: u16,
+    bytes: Vec<u8>,
+    stamp_at: usize,
+    /// The PCP if tagged, else None (the switch's DSCP map decides).
+    pub pcp: Option<u8>,
+    pub dscp: u8,
+}
+
+impl FlowTemplate {
+    pub fn build(spec: &FlowSpec) -> Result<FlowTemplate, FlowError> {
+        let header_len = 14 + spec.vlan.map_or(0, |_| 4) + 20 + 8;
+        let min = header_len + STAMP_LEN + FCS_LEN;
+        let size = spec.wire_size;
+        if size < MIN_WIRE_SIZE.max(min) || size > MAX_WIRE_SIZE {
+            return Err(FlowError::Size {
+                size,
+                problem: format!("must be {}..={MAX_WIRE_SIZE} (on the wire, FCS included)", MIN_WIRE_SIZE.max(min)),
+            });
+        }
+        let payload_len = size - FCS_LEN - header_len;
+        let mut ip = Ipv4Header::new(0, 64, IpNumber::UDP, spec.src_ip.octets(), spec.dst_ip.octets())
+            .map_err(|e| FlowError::Field(e.to_string()))?;
+        ip.dscp = Ipv4Dscp::try_new(spec.dscp).map_err(|e| FlowError::Field(format!("dscp: {e}")))?;
+        let eth = PacketBuilder::ethernet2(spec.src_mac.0, spec.dst_mac.0);
+        let ip_headers = IpHeaders::Ipv4(ip, Default::default());
+        let src_port = 49152 + spec.id;
+        let payload = vec![0u8; payload_len];
+        let mut bytes = Vec::with_capacity(size);
+        let written = match spec.vlan {
+            Some((vid, pcp)) => {
+                let tag = SingleVlanHeader {
+                    pcp: VlanPcp::try_new(pcp).map_err(|e| FlowError::Field(format!("pcp: {e}")))?,
+                    drop_eligible_indicator: false,
+                    vlan_id: VlanId::try_new(vid).map_err(|e| FlowError::Field(format!("vlan: {e}")))?,
+                    ether_type: EtherType::IPV4,
+                };
+                eth.vlan(VlanHeader::Single(tag)).ip(ip_headers).udp(src_port, UDP_PORT).write(&mut bytes, &payload)
+            }
+            None => eth.ip(ip_headers).udp(src_port, UDP_PORT).write(&mut bytes, &payload),
+        };
+        written.map_err(|e| FlowError::Field(e.to_string()))?;
+        debug_assert_eq!(bytes.len(), size - FCS_LEN);
+        Ok(FlowTemplate { id: spec.id, bytes, stamp_at: header_len, pcp: spec.vlan.map(|v| v.1), dscp: spec.dscp })
+    }
+
+    /// Bytes handed to the NIC per frame.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Writes the whole frame into `buf`.
+    pub fn write(&self, buf: &mut [u8], seq: u32, tx_ns: u32) {
+        buf[..self.bytes.len()].copy_from_slice(&self.bytes);
+        self.stamp(buf, seq, tx_ns);
+    }
+
+    /// Rewrites only the headers and the stamp: the rest of a frame this template wrote
+    /// before is unchanged, so re-sending a buffer costs a few dozen bytes of copying.
+    pub fn rewrite(&self, buf: &mut [u8], seq: u32, tx_ns: u32) {
+        buf[..self.stamp_at].copy_from_slice(&self.bytes[..self.stamp_at]);
+        self.stamp(buf, seq, tx_ns);
+    }
+
+    fn stamp(&self, buf: &mut [u8], seq: u32, tx_ns: u32) {
+        let s = &mut buf[self.stamp_at..self.stamp_at + STAMP_LEN];
+        s[0..2].copy_from_slice(&STAMP_MAGIC.to_be_bytes());
+        s[2..4].copy_from_slice(&self.id.to_be_bytes());
+        s[4..8].copy_from_slice(&seq.to_be_bytes());
+        s[8..12].copy_from_slice(&tx_ns.to_be_bytes());
+    }
+}
+
+/// What a received test frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub flow: u16,
+    pub seq: u32,
+    pub tx_ns: u32,
+    pub pcp: Option<u8>,
+    pub dscp: u8,
+}
+
+/// Reads the stamp of a test frame; `None` for any other frame.
+pub fn read_stamp(frame: &[u8]) -> Option<Stamp> {
+    let p = SlicedPacket::from_ethernet(frame).ok()?;
+    let dscp = match &p.net {
+        Some(etherparse::NetSlice::Ipv4(v4)) => v4.header().dcp().value(),
+        _ => return None,
+    };
+    let udp = match &p.transport {
+        Some(etherparse::TransportSlice::Udp(u)) if u.destination_port() == UDP_PORT => u,
+        _ => return None,
+    };
+    let s = udp.payload();
+    if s.len() < STAMP_LEN || u16::from_be_bytes([s[0], s[1]]) != STAMP_MAGIC {
+        return None;
+    }
+    let pcp = match &p.vlan {
+        Some(etherparse::VlanSlice::SingleVlan(v)) => Some(v.priority_code_point().value()),
+        Some(etherparse::VlanSlice::DoubleVlan(v)) => Some(v.outer().priority_code_point().value()),
+        None => None,
+    };
+    Some(Stamp {
+        flow: u16::from_be_bytes([s[2], s[3]]),
+        seq: u32::from_be_bytes([s[4], s[5], s[6], s[7]]),
+        tx_ns: u32::from_be_bytes([s[8], s[9], s[10], s[11]]),
+        pcp,
+        dscp,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(wire_size: usize, vlan: Option<(u16, u8)>) -> FlowSpec {
+        FlowSpec {
+            id: 7,
+            src_mac: MacAddr::local(1),
+            dst_mac: MacAddr::local(2),
+            vlan,
+            dscp: 3,
+            src_ip: Ipv4Addr::new(10, 0, 0, 1),
+            dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+            wire_size,
+        }
+    }
+
+    #[test]
+    fn frames_have_the_wire_size_minus_fcs_and_round_trip() {
+        for (size, vlan) in [(64, None), (64, Some((100, 5))), (1500, None), (1518, Some((4094, 0)))] {
+            let t = FlowTemplate::build(&spec(size, vlan)).unwrap();
+            assert_eq!(t.len(), size - 4);
+            let mut buf = vec![0u8; 2048];
+            t.write(&mut buf, 41, 999);
+            let s = read_stamp(&buf[..t.len()]).unwrap();
+            assert_eq!((s.flow, s.seq, s.tx_ns, s.pcp, s.dscp), (7, 41, 999, vlan.map(|v| v.1), 3));
+            t.rewrite(&mut buf, 42, 1000);
+            assert_eq!(read_stamp(&buf[..t.len()]).unwrap().seq, 42);
+            // The IPv4 header is valid: a kernel would accept it.
+            let p = SlicedPacket::from_ethernet(&buf[..t.len()]).unwrap();
+            assert!(matches!(p.net, Some(etherparse::NetSlice::Ipv4(_))));
+        }
+    }
+
+    #[test]
+    fn sizes_out_of_range_are_refused() {
+        assert!(FlowTemplate::build(&spec(63, None)).is_err());
+        assert!(FlowTemplate::build(&spec(9217, None)).is_err());
+        let mut bad = spec(64, None);
+        bad.dscp = 64;
+        assert!(FlowTemplate::build(&bad).is_err());
+    }
+
+    #[test]
+    fn other_frames_have_no_stamp() {
+        assert_eq!(read_stamp(&[0u8; 60]), None);
+        let t = FlowTemplate::build(&spec(64, None)).unwrap();
+        let mut buf = vec![0u8; 60];
+        t.write(&mut buf, 1, 1);
+        buf[42] = 0; // magic
+        assert_eq!(read_stamp(&buf), None);
+    }
+}

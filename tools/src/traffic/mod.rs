@@ -1,0 +1,10 @@
+//! The PFC-aware traffic generator and the sink: sans-IO pieces (frames, pacing, pause
+//! response, receive accounting) and the AF_XDP loops that drive them.
+
+pub mod flow;
+pub mod gen;
+pub mod pace;
+pub mod pause;
+pub mod rxstats;
+pub mod sink;
+pub mod xdp_port;

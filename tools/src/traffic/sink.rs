@@ -1,0 +1,141 @@
+//! The sink: receives on an AF_XDP socket, accounts test frames per flow, counts (and
+//! optionally captures) MAC control frames.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Result;
+use pfcswitch::core::pfc::{self, MacControl, PRIORITIES};
+use pfcswitch::core::switch::FramePool;
+use pfcswitch::core::time::Time;
+use pfcswitch::dataplane::sys;
+use serde::{Deserialize, Serialize};
+
+use super::flow::read_stamp;
+use super::rxstats::{FlowReport, RxStats};
+use super::xdp_port::{HostPort, BATCH};
+use crate::pcap::PcapWriter;
+
+#[derive(Clone, Debug)]
+pub struct SinkOptions {
+    pub iface: String,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop when no test frame arrived for this long (counted from the first one).
+    pub idle_timeout: Option<Duration>,
+    /// Stop once this many test frames arrived.
+    pub expect_total: Option<u64>,
+    /// Frames each flow sent, to count trailing losses.
+    pub expect_per_flow: Option<u64>,
+    /// Write every MAC control frame received to this pcap file.
+    pub capture: Option<PathBuf>,
+    pub umem_frames: u32,
+    pub force: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MacControlSeen {
+    pub pfc: u64,
+    pub pause: u64,
+    pub invalid: u64,
+    /// PFC frames naming the priority with non-zero quanta.
+    pub xoff: [u64; PRIORITIES],
+    pub xon: [u64; PRIORITIES],
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SinkReport {
+    pub elapsed_s: f64,
+    pub received: u64,
+    pub other_frames: u64,
+    pub mac_control: MacControlSeen,
+    pub flows: Vec<FlowReport>,
+    /// Frames the kernel could not deliver to the socket (ring full or no buffers).
+    pub socket_dropped: u64,
+}
+
+/// Signals the caller (e.g. a test) that the sink is ready to receive.
+pub const READY_LINE: &str = "sink ready";
+
+pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
+    let mut host = HostPort::open(&opts.iface, true, opts.umem_frames, opts.force)?;
+    let mut capture = opts.capture.as_ref().map(PcapWriter::create).transpose()?;
+    let mut stats = RxStats::default();
+    if let Some(n) = opts.expect_per_flow {
+        stats.reserve(0, n);
+    }
+    let mut seen = MacControlSeen::default();
+    let own_mac = host.mac;
+    let start = sys::now();
+    let end = opts.duration.map(|d| start + d);
+    let mut last_frame: Option<Time> = None;
+    let mut pollfd = [sys::pollfd(host.fd)];
+    eprintln!("{READY_LINE}");
+    loop {
+        let now = sys::now();
+        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
+            break;
+        }
+        if let (Some(idle), Some(last)) = (opts.idle_timeout, last_frame) {
+            if now.saturating_since(last) >= idle {
+                break;
+            }
+        }
+        if opts.expect_total.is_some_and(|n| stats.received() >= n) {
+            break;
+        }
+        let HostPort { port, pool, .. } = &mut host;
+        let mut test_frames = 0;
+        let n = port.receive(pool, BATCH, |pool, id| {
+            let bytes = pool.bytes(id);
+            if let Some(stamp) = read_stamp(bytes) {
+                stats.record(now, &stamp, bytes.len());
+                test_frames += 1;
+            } else if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
+                if let Some(w) = capture.as_mut() {
+                    w.write(bytes);
+                }
+                match pfc::decode(bytes, own_mac) {
+                    Ok(cf) => match cf.body {
+                        MacControl::Pfc(p) => {
+                            seen.pfc += 1;
+                            for (prio, q) in p.classes() {
+                                if q == 0 {
+                                    seen.xon[prio] += 1;
+                                } else {
+                                    seen.xoff[prio] += 1;
+                                }
+                            }
+                        }
+                        MacControl::Pause { .. } => seen.pause += 1,
+                    },
+                    Err(_) => seen.invalid += 1,
+                }
+            } else {
+                stats.other_frames += 1;
+            }
+            pool.free(id);
+        });
+        port.refill(pool, 0);
+        if test_frames > 0 {
+            last_frame = Some(now);
+        }
+        if n == 0 {
+            let _ = sys::wait_readable(&mut pollfd, Duration::from_millis(5));
+        }
+    }
+    let elapsed = sys::now().saturating_since(start).as_secs_f64();
+    let socket_dropped = host.port.statistics().map(|s| s.rx_dropped() + s.rx_ring_full()).unwrap_or(0);
+    if let Some(w) = capture.as_mut() {
+        w.flush()?;
+    }
+    Ok(SinkReport {
+        elapsed_s: elapsed,
+        received: stats.received(),
+        other_frames: stats.other_frames,
+        mac_control: seen,
+        flows: stats.report(opts.expect_per_flow),
+        socket_dropped,
+    })
+}

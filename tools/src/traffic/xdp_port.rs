@@ -1,0 +1,65 @@
+//! A host's AF_XDP endpoint for the tools: a UMEM, one socket on queue 0, and (when the
+//! tool receives) the classifier steering every frame to it.
+
+use std::os::fd::RawFd;
+
+use anyhow::{Context, Result};
+use pfcswitch::dataplane::sys;
+use pfcswitch::dataplane::xdp::Classifier;
+use pfcswitch::dataplane::xsk::{UmemPool, XskPort};
+
+pub const RING_SIZE: u32 = 2048;
+pub const BATCH: usize = 64;
+
+pub struct HostPort {
+    // Drop order: detach XDP, close the socket, free the UMEM.
+    classifier: Option<Classifier>,
+    pub port: XskPort,
+    pub pool: UmemPool,
+    pub mac: pfcswitch::core::mac::MacAddr,
+    pub fd: RawFd,
+}
+
+impl HostPort {
+    /// Opens `iface`. With `receive`, the classifier is attached so that frames arriving
+    /// on the interface reach the socket (the kernel stack no longer sees them); without
+    /// it the socket only transmits and needs no XDP program.
+    pub fn open(iface: &str, receive: bool, frames: u32, force: bool) -> Result<HostPort> {
+        sys::check_privileges()?;
+        let info = sys::interface(iface)?;
+        let frame_size = if info.mtu + 18 <= 2048 - 256 { 2048 } else { 4096 };
+        let mut pool = UmemPool::new(frames, frame_size, RING_SIZE)?;
+        let mut port = XskPort::bind(&pool, iface, 0, RING_SIZE, BATCH)?;
+        let classifier = if receive {
+            let mut c = Classifier::load(iface, info.ifindex, false)?;
+            c.bind_socket(0, port.fd())?;
+            c.attach(force).with_context(|| format!("attaching the receive program to {iface}"))?;
+            port.refill(&mut pool, frames as usize / 2);
+            Some(c)
+        } else {
+            None
+        };
+        let fd = port.fd();
+        Ok(HostPort { classifier, port, pool, mac: info.mac, fd })
+    }
+
+    pub fn receives(&self) -> bool {
+        self.classifier.is_some()
+    }
+
+    /// Frames the XDP program classified on this interface.
+    pub fn xdp_counters(&self) -> Option<pfcswitch::core::stats::XdpClassCounters> {
+        self.classifier.as_ref().map(|c| c.class_counters())
+    }
+
+    /// Kicks and reclaims until the tx ring is empty or `timeout` passes.
+    pub fn flush(&mut self, timeout: std::time::Duration) {
+        let start = std::time::Instant::now();
+        while self.port.tx_outstanding() > 0 && start.elapsed() < timeout {
+            let _ = self.port.kick();
+            if self.port.reclaim(&mut self.pool) == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+}
