@@ -43,10 +43,12 @@ impl Speed {
 
     /// How long `quanta` pause quanta last at this speed; zero quanta is zero time.
     pub fn quanta_duration(self, quanta: u16) -> Duration {
-        Duration::from_nanos(div_ceil_u128(
-            u128::from(quanta) * u128::from(BITS_PER_QUANTUM) * 1_000_000_000,
-            u128::from(self.0),
-        ))
+        self.bit_times(u64::from(quanta) * BITS_PER_QUANTUM)
+    }
+
+    /// How long `bits` bit times last at this speed (rounded up to the nanosecond).
+    pub fn bit_times(self, bits: u64) -> Duration {
+        Duration::from_nanos(div_ceil_u128(u128::from(bits) * 1_000_000_000, u128::from(self.0)))
     }
 
     /// The fewest quanta that pause for at least `d` at this speed, capped at 65535.

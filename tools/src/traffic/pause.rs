@@ -43,7 +43,7 @@ impl PauseResponder {
     /// `delay_quanta`: how long (in quanta at `speed`) the sender keeps transmitting after
     /// a pause arrives. With `honour` false pauses are only counted.
     pub fn new(speed: Speed, delay_quanta: u32, honour: bool) -> PauseResponder {
-        let delay = speed.quanta_duration(1) * delay_quanta;
+        let delay = speed.bit_times(u64::from(delay_quanta) * pfcswitch::core::speed::BITS_PER_QUANTUM);
         PauseResponder {
             speed,
             delay,
