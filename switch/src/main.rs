@@ -132,6 +132,7 @@ fn run(args: RunArgs) -> Result<()> {
         }
     }
     config.validate()?;
+    pfcswitch::dataplane::sys::check_privileges()?;
     let socket = args.socket.unwrap_or_else(|| control::socket_path(&config.name));
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use pfctools::bench;
 use pfctools::cli::{GenArgs, SinkArgs};
 use pfctools::testbed::{self, Testbed, Topology};
-use pfctools::traffic::{gen, sink};
+use pfctools::traffic::{gen, inject, sink};
 
 #[derive(Parser)]
 #[command(name = "pfctools", version, about = "Test tools for pfcswitch: testbeds, traffic, storms, benchmarks")]
@@ -37,6 +37,29 @@ enum Command {
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,
+    },
+    /// Send raw frames given in hex (runts, unknown EtherTypes, oversize, hand-made).
+    Inject {
+        #[arg(long, short)]
+        iface: String,
+        /// The frame, in hex (':' '-' and spaces ignored).
+        #[arg(long)]
+        hex: String,
+        /// Pad with zeros (or cut) to this length.
+        #[arg(long)]
+        len: Option<usize>,
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+        /// Microseconds between frames.
+        #[arg(long, default_value_t = 0)]
+        gap_us: u64,
+    },
+    /// Leave an XDP program attached to an interface, as a crashed tool would (for
+    /// testing start-up with a stale program).
+    #[command(hide = true)]
+    LeaveStaleXdp {
+        #[arg(long, short)]
+        iface: String,
     },
     /// Build a small testbed, run a switch, send traffic, print counters, tear down.
     Demo(bench::demo::DemoArgs),
@@ -102,7 +125,23 @@ fn dispatch(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Bench { what } => bench::run(what),
+        Command::Inject { iface, hex, len, count, gap_us } => {
+            let mut frame = inject::parse_hex(&hex)?;
+            if let Some(len) = len {
+                frame.resize(len, 0);
+            }
+            let sent = inject::send(&iface, &frame, count, std::time::Duration::from_micros(gap_us))?;
+            println!("sent {sent} frames of {} bytes", frame.len());
+            Ok(())
+        }
         Command::Demo(args) => bench::demo::run(&args),
+        Command::LeaveStaleXdp { iface } => {
+            let info = pfcswitch::dataplane::sys::interface(&iface)?;
+            let c = pfcswitch::dataplane::xdp::Classifier::load(&iface, info.ifindex, false)?;
+            c.attach_without_link()?;
+            println!("left the classifier attached to {iface} without a link");
+            Ok(())
+        }
     }
 }
 

@@ -127,6 +127,24 @@ impl Classifier {
         }
     }
 
+    /// Attaches through netlink instead of a bpf_link: the program then stays on the
+    /// interface after this process exits, like one left by a crashed tool. Only for
+    /// testing how the switch deals with stale programs.
+    pub fn attach_without_link(&self) -> Result<(), XdpError> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let prog = self.object.progs().find(|p| p.name() == PROGRAM).ok_or(XdpError::Missing("pfcswitch_classify"))?;
+        let fd = prog.as_fd().as_raw_fd();
+        // SAFETY: plain netlink request with a valid program fd; null opts is allowed.
+        let rc = unsafe { libbpf_rs::libbpf_sys::bpf_xdp_attach(self.ifindex as i32, fd, 0, std::ptr::null()) };
+        if rc != 0 {
+            return Err(XdpError::Attach {
+                iface: self.iface.clone(),
+                source: libbpf_rs::Error::from(std::io::Error::from_raw_os_error(-rc)),
+            });
+        }
+        Ok(())
+    }
+
     /// Detaches the program (dropping the link). Idempotent.
     pub fn detach(&mut self) {
         if let Some(link) = self.link.take() {

@@ -14,6 +14,9 @@ use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
 
+/// How long binding keeps retrying a queue the kernel still reports busy.
+const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The kernel reserves this much at the start of every UMEM frame (XDP_PACKET_HEADROOM).
 pub const XDP_HEADROOM: u32 = 256;
 
@@ -34,9 +37,13 @@ pub enum XskError {
     NoRings,
 }
 
-fn socket_hint(e: &xsk_rs::socket::SocketCreateError) -> &'static str {
+fn os_error(e: &xsk_rs::socket::SocketCreateError) -> Option<i32> {
     use std::error::Error;
-    match e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).and_then(|s| s.raw_os_error()) {
+    e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).and_then(|s| s.raw_os_error())
+}
+
+fn socket_hint(e: &xsk_rs::socket::SocketCreateError) -> &'static str {
+    match os_error(e) {
         Some(libc::EBUSY) => " (EBUSY: another AF_XDP socket or XDP program holds this queue)",
         Some(libc::EPERM) => " (EPERM: run as root)",
         Some(libc::ENOMEM | libc::ENOBUFS) => " (out of locked memory: raise `ulimit -l`)",
@@ -97,6 +104,11 @@ impl UmemPool {
 
     pub fn free_count(&self) -> usize {
         self.free.len()
+    }
+
+    /// Largest frame one UMEM frame holds.
+    pub fn bytes_capacity(&self) -> usize {
+        usable_frame_bytes(self.frame_size as u32) as usize
     }
 
     /// The frame a ring descriptor points into.
@@ -198,10 +210,20 @@ impl XskPort {
             .bind_flags(BindFlags::XDP_USE_NEED_WAKEUP)
             .build();
         let name = iface.parse().map_err(|_| XskError::Geometry(format!("interface name {iface:?}")))?;
-        // SAFETY: the UMEM outlives the socket: `UmemPool` owns it and the dataplane drops
-        // its ports before its pool.
-        let (tx, rx, rings) = unsafe { Socket::new(config, pool.umem(), &name, queue) }
-            .map_err(|source| XskError::Socket { iface: iface.to_string(), queue, source })?;
+        // A socket closed a moment ago (a restart) releases its queue asynchronously in the
+        // kernel: EBUSY for a short while is expected, so retry for up to BIND_RETRY.
+        let started = std::time::Instant::now();
+        let (tx, rx, rings) = loop {
+            // SAFETY: the UMEM outlives the socket: `UmemPool` owns it and the dataplane
+            // drops its ports before its pool.
+            match unsafe { Socket::new(config, pool.umem(), &name, queue) } {
+                Ok(rings) => break rings,
+                Err(e) if os_error(&e) == Some(libc::EBUSY) && started.elapsed() < BIND_RETRY => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(source) => return Err(XskError::Socket { iface: iface.to_string(), queue, source }),
+            }
+        };
         let (fill, comp) = rings.ok_or(XskError::NoRings)?;
         let fd = rx.fd().as_raw_fd();
         Ok(XskPort {

@@ -48,6 +48,7 @@ pub fn sink_text(r: &SinkReport) -> String {
     for f in &r.flows {
         t.row(vec![
             f.flow.to_string(),
+            f.vlan.map_or("-".into(), |v| v.to_string()),
             f.pcp.map_or("-".into(), |p| p.to_string()),
             f.dscp.to_string(),
             f.received.to_string(),

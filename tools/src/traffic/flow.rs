@@ -132,6 +132,7 @@ pub struct Stamp {
     pub seq: u32,
     pub tx_ns: u32,
     pub pcp: Option<u8>,
+    pub vlan: Option<u16>,
     pub dscp: u8,
 }
 
@@ -150,16 +151,19 @@ pub fn read_stamp(frame: &[u8]) -> Option<Stamp> {
     if s.len() < STAMP_LEN || u16::from_be_bytes([s[0], s[1]]) != STAMP_MAGIC {
         return None;
     }
-    let pcp = match &p.vlan {
-        Some(etherparse::VlanSlice::SingleVlan(v)) => Some(v.priority_code_point().value()),
-        Some(etherparse::VlanSlice::DoubleVlan(v)) => Some(v.outer().priority_code_point().value()),
+    let outer = match &p.vlan {
+        Some(etherparse::VlanSlice::SingleVlan(v)) => Some(v.clone()),
+        Some(etherparse::VlanSlice::DoubleVlan(v)) => Some(v.outer()),
         None => None,
     };
+    let pcp = outer.as_ref().map(|v| v.priority_code_point().value());
+    let vlan = outer.as_ref().map(|v| v.vlan_identifier().value());
     Some(Stamp {
         flow: u16::from_be_bytes([s[2], s[3]]),
         seq: u32::from_be_bytes([s[4], s[5], s[6], s[7]]),
         tx_ns: u32::from_be_bytes([s[8], s[9], s[10], s[11]]),
         pcp,
+        vlan,
         dscp,
     })
 }
@@ -190,6 +194,7 @@ mod tests {
             t.write(&mut buf, 41, 999);
             let s = read_stamp(&buf[..t.len()]).unwrap();
             assert_eq!((s.flow, s.seq, s.tx_ns, s.pcp, s.dscp), (7, 41, 999, vlan.map(|v| v.1), 3));
+            assert_eq!(s.vlan, vlan.map(|v| v.0));
             t.rewrite(&mut buf, 42, 1000);
             assert_eq!(read_stamp(&buf[..t.len()]).unwrap().seq, 42);
             // The IPv4 header is valid: a kernel would accept it.

@@ -3,6 +3,7 @@
 
 pub mod flow;
 pub mod gen;
+pub mod inject;
 pub mod pace;
 pub mod pause;
 pub mod rxstats;

@@ -22,6 +22,7 @@ struct FlowRx {
     last: Option<Time>,
     latency: Histogram,
     pcp: Option<u8>,
+    vlan: Option<u16>,
     dscp: u8,
 }
 
@@ -38,6 +39,7 @@ pub struct FlowReport {
     pub duplicates: u64,
     pub highest_seq: Option<u32>,
     pub pcp: Option<u8>,
+    pub vlan: Option<u16>,
     pub dscp: u8,
     /// Receive rate between the first and last frame.
     pub pps: f64,
@@ -78,6 +80,7 @@ impl RxStats {
         let now_ns = now.as_nanos() as u32;
         f.latency.record(Duration::from_nanos(u64::from(now_ns.wrapping_sub(stamp.tx_ns))));
         f.pcp = stamp.pcp;
+        f.vlan = stamp.vlan;
         f.dscp = stamp.dscp;
     }
 
@@ -118,6 +121,7 @@ impl RxStats {
                     duplicates: f.duplicates,
                     highest_seq: f.highest,
                     pcp: f.pcp,
+                    vlan: f.vlan,
                     dscp: f.dscp,
                     pps: if secs > 0.0 { (f.received.saturating_sub(1)) as f64 / secs } else { 0.0 },
                     latency: f.latency.percentiles(),
@@ -132,7 +136,7 @@ mod tests {
     use super::*;
 
     fn stamp(seq: u32) -> Stamp {
-        Stamp { flow: 1, seq, tx_ns: 0, pcp: None, dscp: 0 }
+        Stamp { flow: 1, seq, tx_ns: 0, pcp: None, vlan: None, dscp: 0 }
     }
 
     #[test]

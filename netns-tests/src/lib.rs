@@ -1,0 +1,74 @@
+//! Shared fixtures for the netns integration tests.
+//!
+//! Every test builds its own testbed (namespaces named after the test and this process),
+//! which is removed when the test ends, passed or failed. Traffic tests run one at a
+//! time: they measure loss and timing on a small shared machine.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use pfctools::harness::{self, run_gen, start_gen, switch_config, SinkProc, SwitchProc};
+pub use pfctools::testbed::{unique_name, Testbed, Topology};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serializes tests that send traffic, and checks the preconditions every test shares.
+pub fn serial() -> MutexGuard<'static, ()> {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the netns tests create namespaces and XDP programs: run them as root");
+    for bin in ["pfcswitch", "pfctools"] {
+        harness::bin(bin).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // A previous run that was killed may have left testbeds behind.
+    pfctools::testbed::clean_stale();
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A testbed from a topology file text, named after the test.
+pub fn testbed(tag: &str, topology: &str) -> Testbed {
+    let t = Topology::from_toml(topology).unwrap_or_else(|e| panic!("topology: {e}"));
+    Testbed::up(&unique_name(tag), t).unwrap_or_else(|e| panic!("testbed: {e}"))
+}
+
+/// hosts h1..hN (addresses 10.0.0.i/24) each on its own port p_i of switch sw1.
+pub fn star(tag: &str, hosts: usize) -> Testbed {
+    let mut text = String::from("[[switch]]\nname = \"sw1\"\n");
+    for i in 1..=hosts {
+        text += &format!("[[host]]\nname = \"h{i}\"\n");
+    }
+    for i in 1..=hosts {
+        text += &format!(
+            "[[link]]\na = {{ node = \"h{i}\", iface = \"eth0\", addr = \"10.0.0.{i}/24\" }}\nb = \"sw1:p{i}\"\n"
+        );
+    }
+    testbed(tag, &text)
+}
+
+pub fn mac_of(tb: &Testbed, host: &str) -> String {
+    tb.host_iface(host).expect("host has an interface").mac.to_string()
+}
+
+/// Generous limits: the suite shares 2 cores with CI's other work.
+pub const GEN_TIMEOUT: Duration = Duration::from_secs(60);
+pub const SINK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Reads a counter of `ip -s link` for an interface in a node (e.g. "TX", "dropped").
+pub fn link_counter(tb: &Testbed, node: &str, iface: &str, direction: &str, field: &str) -> u64 {
+    let out = tb.exec(node, &["ip", "-s", "-s", "link", "show", "dev", iface]).expect("ip -s link");
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with(&format!("{direction}:")) {
+            let names: Vec<&str> = l.split_whitespace().skip(1).collect();
+            let values: Vec<&str> = lines[i + 1].split_whitespace().collect();
+            if let Some(pos) = names.iter().position(|n| *n == field) {
+                return values[pos].parse().unwrap_or(0);
+            }
+        }
+    }
+    panic!("no {direction} {field} counter for {iface} in: {out}")
+}
+
+/// Whether any XDP program is attached to `iface` in `node`.
+pub fn has_xdp(tb: &Testbed, node: &str, iface: &str) -> bool {
+    tb.exec(node, &["ip", "link", "show", "dev", iface]).expect("ip link").contains("xdp")
+}

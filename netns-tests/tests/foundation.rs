@@ -1,0 +1,269 @@
+//! The L2 switch on real namespaces: forwarding, learning, tags, bad input, start and stop.
+
+use std::time::Duration;
+
+use netns_tests::*;
+use pfcswitch::control::Request;
+
+#[test]
+fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
+    let _serial = serial();
+    let tb = star("learn", 3);
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+
+    let out = tb.exec("h1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.0.2"]).expect("ping h1 → h2");
+    assert!(out.contains("3 received"), "{out}");
+    let fdb = sw.request(&Request::Fdb).unwrap();
+    assert_eq!(fdb.as_array().unwrap().len(), 2, "h1 and h2 learned: {fdb}");
+
+    let p3_before = sw.stats().unwrap().ports[2].counters.tx_frames;
+    let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &["--idle", "1"]).unwrap();
+    let sink3 = SinkProc::start(&tb, "h3", "sink-h3", &["--duration", "2"]).unwrap();
+    let dst = mac_of(&tb, "h2");
+    // h1's kernel MAC as source: the switch has learned it on p1.
+    let src = mac_of(&tb, "h1");
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &["--dst-mac", &dst, "--src-mac", &src, "--count", "1000", "--rate", "20k", "--tx-only"],
+        GEN_TIMEOUT,
+    )
+    .unwrap();
+    assert_eq!(g.sent, 1000);
+    let at_h2 = sink2.finish(SINK_TIMEOUT).unwrap();
+    let at_h3 = sink3.finish(SINK_TIMEOUT).unwrap();
+    assert_eq!(at_h2.received, 1000);
+    assert_eq!(at_h3.received, 0, "known unicast must not reach the third port");
+    let p3_after = sw.stats().unwrap().ports[2].counters.tx_frames;
+    assert_eq!(p3_after, p3_before, "p3 transmitted nothing while h1 sent to h2");
+    assert!(sw.stop().success());
+}
+
+fn lossless_transfer(size: &str) {
+    let _serial = serial();
+    let tb = star(&format!("bulk{size}"), 2);
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--expect-per-flow", "100000", "--idle", "2"]).unwrap();
+    let dst = mac_of(&tb, "h2");
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &["--dst-mac", &dst, "--size", size, "--count", "100000", "--rate", "100k", "--tx-only"],
+        GEN_TIMEOUT,
+    )
+    .unwrap();
+    assert_eq!(g.sent, 100_000);
+    let r = sink.finish(SINK_TIMEOUT).unwrap();
+    let f = &r.flows[0];
+    assert_eq!((f.received, f.lost, f.reordered, f.duplicates), (100_000, 0, 0, 0), "{r:?}");
+    let stats = sw.stats().unwrap();
+    assert_eq!(stats.ports[0].counters.rx_frames, 100_000);
+    assert_eq!(stats.ports[1].counters.tx_frames, 100_000);
+    assert_eq!(stats.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn hundred_thousand_64_byte_frames_arrive_complete_and_in_order() {
+    lossless_transfer("64");
+}
+
+#[test]
+fn hundred_thousand_1500_byte_frames_arrive_complete_and_in_order() {
+    lossless_transfer("1500");
+}
+
+#[test]
+fn vlan_tags_and_pcp_pass_untouched() {
+    let _serial = serial();
+    let tb = star("vlan", 2);
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let dst = mac_of(&tb, "h2");
+    for (flow, vlan, pcp) in [("0", "100", "5"), ("1", "4094", "3"), ("2", "1", "0")] {
+        let g = run_gen(
+            &tb,
+            "h1",
+            &format!("gen{flow}"),
+            &[
+                "--dst-mac",
+                &dst,
+                "--count",
+                "200",
+                "--rate",
+                "20k",
+                "--vlan",
+                vlan,
+                "--pcp",
+                pcp,
+                "--flow-base",
+                flow,
+                "--tx-only",
+            ],
+            GEN_TIMEOUT,
+        )
+        .unwrap();
+        assert_eq!(g.sent, 200);
+    }
+    let r = sink.finish(SINK_TIMEOUT).unwrap();
+    let seen: Vec<(u16, Option<u16>, Option<u8>, u64)> =
+        r.flows.iter().map(|f| (f.flow, f.vlan, f.pcp, f.received)).collect();
+    assert_eq!(seen, vec![(0, Some(100), Some(5), 200), (1, Some(4094), Some(3), 200), (2, Some(1), Some(0), 200)]);
+    let stats = sw.stats().unwrap();
+    assert_eq!(stats.ports[0].xdp.vlan, 600, "the classifier saw tagged frames");
+    assert_eq!(stats.ports[0].priorities[5].counters.rx_frames, 200, "classified by PCP");
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn malformed_input_is_counted_and_forwarding_goes_on() {
+    let _serial = serial();
+    // h1's link carries jumbo frames so that oversize frames reach the switch.
+    let tb = testbed(
+        "malformed",
+        r#"
+        [[host]]
+        name = "h1"
+        [[host]]
+        name = "h2"
+        [[switch]]
+        name = "sw1"
+        [[link]]
+        a = "h1:eth0"
+        b = "sw1:p1"
+        mtu = 3000
+        [[link]]
+        a = "h2:eth0"
+        b = "sw1:p2"
+        "#,
+    );
+    let mut config = switch_config(&tb, "sw1");
+    config.ports[0].max_frame = 1518;
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let (src, dst) = (mac_of(&tb, "h1"), mac_of(&tb, "h2"));
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    let inject = |hex: &str, len: &str| {
+        let out = tb
+            .exec("h1", &[&pfctools, "inject", "--iface", "eth0", "--hex", hex, "--len", len, "--count", "5"])
+            .unwrap();
+        assert!(out.contains("sent 5 frames"), "{out}");
+    };
+    let header = |ethertype: &str| format!("{dst}{src}{ethertype}").replace(':', "");
+    let tx_dropped_before = link_counter(&tb, "h1", "eth0", "TX", "dropped");
+    inject(&header("0800"), "10"); // runts: veth drops them at the sender
+    inject(&header("88b5"), "60"); // unknown (local experimental) EtherType: switched as is
+    inject(&header("0800"), "2000"); // oversize for the switch port's max_frame
+    let g =
+        run_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--count", "1000", "--rate", "20k", "--tx-only"], GEN_TIMEOUT)
+            .unwrap();
+    assert_eq!(g.sent, 1000);
+    let r = sink.finish(SINK_TIMEOUT).unwrap();
+    assert_eq!(r.received, 1000, "forwarding went on after the bad frames: {r:?}");
+    assert_eq!(r.other_frames, 5, "the unknown EtherType frames were forwarded");
+    let stats = sw.stats().unwrap();
+    let p1 = &stats.ports[0];
+    assert_eq!(p1.counters.drops.oversize, 5);
+    assert_eq!(p1.xdp.other, 5, "unknown EtherTypes counted by the classifier");
+    // Frames under 14 bytes never leave a veth: the kernel counts them as TX drops.
+    assert_eq!(link_counter(&tb, "h1", "eth0", "TX", "dropped") - tx_dropped_before, 5);
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn sigterm_detaches_every_program_and_an_immediate_restart_works() {
+    let _serial = serial();
+    let tb = star("restart", 2);
+    let config = switch_config(&tb, "sw1");
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    assert!(has_xdp(&tb, "sw1", "p1") && has_xdp(&tb, "sw1", "p2"));
+    let done = sw.stop();
+    assert!(done.success(), "clean exit on SIGTERM: {}", done.stderr);
+    assert!(done.stderr.contains("XDP programs detached"), "{}", done.stderr);
+    assert!(!has_xdp(&tb, "sw1", "p1") && !has_xdp(&tb, "sw1", "p2"), "no program left behind");
+
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).expect("immediate restart");
+    let out = tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.2"]).expect("ping after restart");
+    assert!(out.contains("2 received"), "{out}");
+    // SIGINT (Ctrl-C) is a clean stop too.
+    sw.proc.signal(libc::SIGINT);
+    let done = sw.proc.wait(Duration::from_secs(10));
+    assert!(done.success(), "{}", done.stderr);
+    assert!(!has_xdp(&tb, "sw1", "p1"));
+}
+
+#[test]
+fn killed_switch_leaves_no_program_behind() {
+    let _serial = serial();
+    let tb = star("kill9", 2);
+    let config = switch_config(&tb, "sw1");
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    sw.proc.signal(libc::SIGKILL);
+    let _ = sw.proc.wait(Duration::from_secs(5));
+    // The programs were attached through bpf_links: the kernel detached them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while has_xdp(&tb, "sw1", "p1") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!has_xdp(&tb, "sw1", "p1"));
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).expect("restart after SIGKILL");
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn stale_program_is_reported_and_replaced_only_with_force() {
+    let _serial = serial();
+    let tb = star("stale", 2);
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    tb.exec("sw1", &[&pfctools, "leave-stale-xdp", "--iface", "p1"]).unwrap();
+    assert!(has_xdp(&tb, "sw1", "p1"));
+    let config = switch_config(&tb, "sw1");
+    let err = match SwitchProc::start(&tb, "sw1", &config, &[]) {
+        Ok(_) => panic!("started over a stale XDP program without --force"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("already has an XDP program attached") && err.contains("--force"), "{err}");
+    let sw = SwitchProc::start(&tb, "sw1", &config, &["--force"]).expect("--force replaces it");
+    let out = tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.2"]).expect("ping with --force");
+    assert!(out.contains("2 received"), "{out}");
+    assert!(sw.stop().success());
+    assert!(!has_xdp(&tb, "sw1", "p1"), "the stale program is gone too");
+}
+
+#[test]
+fn start_up_errors_are_clear() {
+    let _serial = serial();
+    let tb = star("errors", 1);
+    let pfcswitch = harness::bin("pfcswitch").unwrap().display().to_string();
+    let run = |args: &[&str]| -> String {
+        let mut full = vec![pfcswitch.as_str()];
+        full.extend_from_slice(args);
+        match tb.exec("sw1", &full) {
+            Ok(out) => panic!("{args:?} succeeded: {out}"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let err = run(&["run", "--name", "e1", "-i", "p1", "-i", "nosuch0"]);
+    assert!(err.contains("\"nosuch0\" does not exist in this network namespace"), "{err}");
+    assert!(!has_xdp(&tb, "sw1", "p1"), "nothing left attached after a failed start");
+
+    let bad = tb.work_dir().join("bad.toml");
+    std::fs::write(&bad, "[[port]]\niface = \"p1\"\nspeed = \"fast\"\n").unwrap();
+    let err = run(&["run", "--config", bad.to_str().unwrap()]);
+    assert!(err.contains("speed") && err.contains("invalid speed"), "{err}");
+
+    let err = run(&["run"]);
+    assert!(err.contains("--iface"), "{err}");
+
+    // Not root: a clear message instead of an EPERM from deep inside libbpf.
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &tb.ns("sw1").unwrap(), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([pfcswitch.as_str(), "run", "--name", "e2", "--socket", "/tmp/pfcswitch-e2.sock", "-i", "p1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("needs root"), "{stderr}");
+}
