@@ -89,9 +89,6 @@ pub fn switch_config(tb: &Testbed, node: &str) -> Config {
     let ifaces: Vec<String> = tb.interfaces_of(node).iter().map(|i| i.name.clone()).collect();
     let mut c = Config::for_interfaces(&ifaces);
     c.name = format!("{}-{node}", tb.name());
-    // Small rings and UMEM: several switches share a 2-core test machine.
-    c.dataplane.ring_size = 1024;
-    c.dataplane.umem_frames = 8192.max(ifaces.len() as u32 * 1024 * 2 + 1024);
     c
 }
 

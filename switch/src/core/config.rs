@@ -228,7 +228,8 @@ impl Default for FdbConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct DataplaneConfig {
     /// UMEM frames shared by all ports; bounds how many frames the switch can hold.
-    pub umem_frames: u32,
+    /// Absent: enough to fill every ring twice over plus 16384 for queued frames.
+    pub umem_frames: Option<u32>,
     /// UMEM frame size: 2048 or 4096; chosen from the interfaces' MTU when absent.
     pub frame_size: Option<u32>,
     /// Descriptors per AF_XDP ring.
@@ -244,9 +245,9 @@ pub struct DataplaneConfig {
 impl Default for DataplaneConfig {
     fn default() -> DataplaneConfig {
         DataplaneConfig {
-            umem_frames: 16384,
+            umem_frames: None,
             frame_size: None,
-            ring_size: 2048,
+            ring_size: 4096,
             batch: 64,
             busy_poll_us: 200,
             drop_without_socket: false,
@@ -415,8 +416,8 @@ impl Config {
             return Err(invalid("classify.default_priority", "must be 0..7"));
         }
         let d = &self.dataplane;
-        if d.umem_frames < 256 {
-            return Err(invalid("dataplane.umem_frames", "must be at least 256"));
+        if d.umem_frames.is_some_and(|f| !(256..=1 << 20).contains(&f)) {
+            return Err(invalid("dataplane.umem_frames", "must be 256..1048576"));
         }
         if let Some(fs) = d.frame_size {
             if fs != 2048 && fs != 4096 {
@@ -433,6 +434,13 @@ impl Config {
             return Err(invalid("fdb.max_entries", "must be above zero"));
         }
         Ok(())
+    }
+}
+
+impl DataplaneConfig {
+    /// The UMEM size to use for `ports` ports.
+    pub fn umem_frames_for(&self, ports: usize) -> u32 {
+        self.umem_frames.unwrap_or(ports as u32 * self.ring_size * 2 + 16384)
     }
 }
 

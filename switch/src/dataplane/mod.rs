@@ -106,13 +106,13 @@ impl Dataplane {
             }
         }
         let d = &config.dataplane;
+        let umem_frames = d.umem_frames_for(config.ports.len());
         let rings_need = config.ports.len() as u32 * d.ring_size * 2 + POOL_RESERVE as u32;
-        if d.umem_frames < rings_need {
+        if umem_frames < rings_need {
             return Err(DataplaneError::Config {
                 field: "dataplane.umem_frames".into(),
                 problem: format!(
-                    "{} frames cannot fill the rings of {} ports with ring_size {} (need at least {rings_need})",
-                    d.umem_frames,
+                    "{umem_frames} frames cannot fill the rings of {} ports with ring_size {} (need at least {rings_need})",
                     config.ports.len(),
                     d.ring_size
                 ),
@@ -120,7 +120,7 @@ impl Dataplane {
         }
         let mtus: Vec<(String, u32)> = infos.iter().map(|i| (i.name.clone(), i.mtu)).collect();
         let frame_size = frame_size_for(&config, &mtus)?;
-        let pool = UmemPool::new(d.umem_frames, frame_size, d.ring_size)?;
+        let pool = UmemPool::new(umem_frames, frame_size, d.ring_size)?;
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
         for info in &infos {

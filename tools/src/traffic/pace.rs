@@ -35,8 +35,18 @@ impl Pacer {
 
     /// When the next frame becomes due, if paced.
     pub fn next_due(&self) -> Option<Time> {
+        self.due_at(1)
+    }
+
+    /// When a whole burst is due: a sender that sleeps until then wakes once per burst
+    /// instead of once per frame, and still never exceeds its rate over a burst.
+    pub fn next_burst_due(&self) -> Option<Time> {
+        self.due_at(self.burst)
+    }
+
+    fn due_at(&self, frames: u64) -> Option<Time> {
         let rate = self.rate?;
-        let secs = (self.credited + 1) as f64 / rate;
+        let secs = (self.credited + frames) as f64 / rate;
         Some(self.start + std::time::Duration::from_secs_f64(secs))
     }
 }
@@ -63,6 +73,7 @@ mod tests {
         now = now + Duration::from_secs(1);
         assert_eq!(p.due(now, 100), 8);
         assert!(p.next_due().unwrap() > t0);
+        assert!(p.next_burst_due().unwrap() > p.next_due().unwrap());
         let mut free = Pacer::new(t0, None, 1);
         assert_eq!(free.due(t0, 64), 64);
     }

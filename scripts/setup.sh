@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing pfcswitch needs on a fresh Debian/Ubuntu machine.
+# Idempotent; needs root (it calls apt-get).
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: pfcswitch creates network namespaces and XDP programs: run as root (sudo -E, keeping cargo on PATH)" >&2
+  exit 1
+fi
+packages=(
+  clang libelf-dev zlib1g-dev pkg-config m4 # the XDP program and libbpf/libxdp (built by cargo)
+  iproute2 iputils-ping util-linux           # ip netns / veth testbeds, ping, setpriv
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q "${missing[@]}"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi
