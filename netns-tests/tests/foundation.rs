@@ -257,6 +257,12 @@ fn start_up_errors_are_clear() {
     let err = run(&["run"]);
     assert!(err.contains("--iface"), "{err}");
 
+    // Jumbo frames that no UMEM frame can hold.
+    tb.exec("sw1", &["ip", "link", "set", "dev", "p1", "mtu", "9000"]).unwrap();
+    let err = run(&["run", "--name", "e3", "-i", "p1"]);
+    assert!(err.contains("has MTU 9000") && err.contains("do not fit"), "{err}");
+    tb.exec("sw1", &["ip", "link", "set", "dev", "p1", "mtu", "1500"]).unwrap();
+
     // Not root: a clear message instead of an EPERM from deep inside libbpf.
     let out = std::process::Command::new("ip")
         .args(["netns", "exec", &tb.ns("sw1").unwrap(), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])

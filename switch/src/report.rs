@@ -15,6 +15,7 @@ impl Table {
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.rows[0].len(), "row and header have different column counts");
         self.rows.push(cells);
     }
 

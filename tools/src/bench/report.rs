@@ -35,6 +35,7 @@ pub fn sink_text(r: &SinkReport) -> String {
         format!("received {} test frames in {:.3} s ({} other frames)\n", r.received, r.elapsed_s, r.other_frames);
     let mut t = Table::new(&[
         "flow",
+        "vlan",
         "pcp",
         "dscp",
         "received",
@@ -70,4 +71,31 @@ pub fn sink_text(r: &SinkReport) -> String {
             writeln!(out, "the kernel dropped {} frames before the socket (ring full / no buffers)", r.socket_dropped);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::rxstats::FlowReport;
+
+    #[test]
+    fn sink_table_columns_line_up() {
+        let r = SinkReport {
+            flows: vec![FlowReport {
+                flow: 3,
+                received: 10,
+                vlan: Some(100),
+                pcp: Some(5),
+                dscp: 0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = sink_text(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        let header: Vec<&str> = lines[1].split_whitespace().collect();
+        let row: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(header.len(), row.len() + 4, "{text}"); // "frames/s", "lat p50 µs"... are one header cell each
+        assert_eq!(&row[..5], &["3", "100", "5", "0", "10"]);
+    }
 }
