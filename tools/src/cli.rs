@@ -100,6 +100,9 @@ pub struct GenArgs {
     /// Replace an XDP program already on the interface.
     #[arg(long)]
     pub force: bool,
+    /// Write the MAC control frames received to this pcap file.
+    #[arg(long)]
+    pub capture: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -156,6 +159,7 @@ impl GenArgs {
             tx_only: self.tx_only,
             umem_frames: self.umem_frames,
             force: self.force,
+            capture: self.capture.clone(),
         })
     }
 }

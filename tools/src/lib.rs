@@ -6,5 +6,6 @@ pub mod bench;
 pub mod cli;
 pub mod harness;
 pub mod pcap;
+pub mod storm;
 pub mod testbed;
 pub mod traffic;

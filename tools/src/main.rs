@@ -38,6 +38,8 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// PFC (or PAUSE) storm: pause frames at an interval shorter than the pause they carry.
+    Storm(pfctools::storm::StormArgs),
     /// Send raw frames given in hex (runts, unknown EtherTypes, oversize, hand-made).
     Inject {
         #[arg(long, short)]
@@ -125,6 +127,16 @@ fn dispatch(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Bench { what } => bench::run(what),
+        Command::Storm(args) => {
+            let stop = stop_on_signals()?;
+            let report = pfctools::storm::run(&args, &stop)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", pfctools::storm::report_text(&report));
+            }
+            Ok(())
+        }
         Command::Inject { iface, hex, len, count, gap_us } => {
             let mut frame = inject::parse_hex(&hex)?;
             if let Some(len) = len {

@@ -90,6 +90,16 @@ pub fn tighten_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Moves the calling thread to SCHED_FIFO at `priority` (1..99).
+pub fn realtime_priority(priority: i32) -> Result<(), SysError> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: sched_setscheduler on the calling thread with a valid parameter.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(SysError::Os { what: "sched_setscheduler(SCHED_FIFO)", source: io::Error::last_os_error() });
+    }
+    Ok(())
+}
+
 /// An eventfd another thread can use to wake the dataplane out of `ppoll`.
 #[derive(Debug)]
 pub struct Waker(OwnedFd);

@@ -38,6 +38,8 @@ pub struct GenOptions {
     pub tx_only: bool,
     pub umem_frames: u32,
     pub force: bool,
+    /// Write the MAC control frames received to this pcap file.
+    pub capture: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -75,6 +77,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     let mut host = HostPort::open(&opts.iface, !opts.tx_only, opts.umem_frames, opts.force)?;
     sys::tighten_timer_slack();
     let mut responder = PauseResponder::new(opts.speed, opts.pause_delay_quanta, opts.honour_pfc);
+    let mut capture = opts.capture.as_ref().map(crate::pcap::PcapWriter::create).transpose()?;
     let frames = host.pool.capacity() as usize;
     // Which template last wrote each frame: then only headers and stamp need rewriting.
     let mut written_by: Vec<u16> = vec![u16::MAX; frames];
@@ -102,6 +105,9 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             port.receive(pool, BATCH, |pool, id| {
                 let bytes = pool.bytes(id);
                 if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
+                    if let Some(w) = capture.as_mut() {
+                        w.write(bytes);
+                    }
                     if let Ok(cf) = pfc::decode(bytes, own_mac) {
                         responder.on_frame(now, &cf);
                     }
@@ -162,6 +168,9 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         }
     }
     host.flush(Duration::from_secs(1));
+    if let Some(w) = capture.as_mut() {
+        w.flush()?;
+    }
     let now = sys::now();
     let elapsed = now.saturating_since(start).as_secs_f64();
     let sent = tx.flows.iter().map(|f| f.sent).sum();

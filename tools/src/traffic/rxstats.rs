@@ -20,6 +20,7 @@ struct FlowRx {
     seen: Vec<u64>,
     first: Option<Time>,
     last: Option<Time>,
+    largest_gap: Duration,
     latency: Histogram,
     pcp: Option<u8>,
     vlan: Option<u16>,
@@ -43,6 +44,8 @@ pub struct FlowReport {
     pub dscp: u8,
     /// Receive rate between the first and last frame.
     pub pps: f64,
+    /// The longest time between two frames of the flow (e.g. while it was paused), µs.
+    pub largest_gap_us: f64,
     /// One-way latency (sender and sink share CLOCK_MONOTONIC).
     pub latency: Percentiles,
 }
@@ -76,6 +79,9 @@ impl RxStats {
             _ => f.highest = Some(seq),
         }
         f.first.get_or_insert(now);
+        if let Some(last) = f.last {
+            f.largest_gap = f.largest_gap.max(now.saturating_since(last));
+        }
         f.last = Some(now);
         let now_ns = now.as_nanos() as u32;
         f.latency.record(Duration::from_nanos(u64::from(now_ns.wrapping_sub(stamp.tx_ns))));
@@ -124,6 +130,7 @@ impl RxStats {
                     vlan: f.vlan,
                     dscp: f.dscp,
                     pps: if secs > 0.0 { (f.received.saturating_sub(1)) as f64 / secs } else { 0.0 },
+                    largest_gap_us: f.largest_gap.as_secs_f64() * 1e6,
                     latency: f.latency.percentiles(),
                 }
             })
@@ -142,8 +149,8 @@ mod tests {
     #[test]
     fn counts_loss_reorder_and_duplicates() {
         let mut s = RxStats::default();
-        let t = Time::from_millis(1);
-        for seq in [0, 1, 3, 2, 2, 5, 200] {
+        for (i, seq) in [0, 1, 3, 2, 2, 5, 200].into_iter().enumerate() {
+            let t = Time::from_millis(if i < 6 { 1 + i as u64 } else { 50 });
             s.record(t, &stamp(seq), 60);
         }
         let r = &s.report(None)[0];
@@ -151,6 +158,7 @@ mod tests {
         assert_eq!(r.lost, 201 - 6);
         assert_eq!(s.report(Some(300))[0].lost, 294);
         assert_eq!(r.highest_seq, Some(200));
+        assert_eq!(r.largest_gap_us, 44_000.0, "6 ms → 50 ms");
     }
 
     proptest::proptest! {

@@ -1,0 +1,302 @@
+//! The PFC engine on real namespaces: lossless congestion, storms, resumes, 802.3x, and
+//! the PFC frames the switch puts on the wire.
+
+use std::time::Duration;
+
+use netns_tests::*;
+use pfcswitch::core::config::{Config, PauseMode};
+use pfcswitch::core::speed::Speed;
+
+/// Every port at `speed`, buffers sized for a veth testbed on a busy 2-core machine.
+fn config_at(tb: &Testbed, speed: Speed) -> Config {
+    let mut c = switch_config(tb, "sw1");
+    for p in &mut c.ports {
+        p.speed = speed;
+    }
+    c.buffer.xoff_bytes = Some(64 << 10);
+    c.buffer.xon_offset_bytes = Some(16 << 10);
+    // Scheduling delays act like a long cable: generous headroom keeps "lossless" about
+    // PFC, not about the test machine's load.
+    c.buffer.headroom_bytes = 256 << 10;
+    c
+}
+
+/// Two senders at 80 % of a 100 Mb/s port each, into a third 100 Mb/s port.
+fn congest(
+    tb: &Testbed,
+    dscp: &str,
+    capture: Option<&str>,
+) -> (pfctools::traffic::gen::GenReport, pfctools::traffic::gen::GenReport, pfctools::traffic::sink::SinkReport) {
+    let sink = SinkProc::start(tb, "h3", "sink", &["--idle", "1.5"]).unwrap();
+    let dst = mac_of(tb, "h3");
+    let common = [
+        "--dst-mac",
+        dst.as_str(),
+        "--size",
+        "1000",
+        "--dscp",
+        dscp,
+        "--speed",
+        "100M",
+        "--load",
+        "80",
+        "--duration",
+        "2",
+    ];
+    let mut a1: Vec<&str> = common.to_vec();
+    a1.extend_from_slice(&["--flow-base", "1"]);
+    if let Some(path) = capture {
+        a1.extend_from_slice(&["--capture", path]);
+    }
+    let mut a2 = common.to_vec();
+    a2.extend_from_slice(&["--flow-base", "2"]);
+    let g1 = start_gen(tb, "h1", "gen1", &a1).unwrap();
+    let g2 = start_gen(tb, "h2", "gen2", &a2).unwrap();
+    let (r1, r2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
+    (r1, r2, sink.finish(SINK_TIMEOUT).unwrap())
+}
+
+#[test]
+fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_valid() {
+    let _serial = serial();
+    let tb = star("lossless", 3);
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::mbps(100)), &[]).unwrap();
+    let capture = tb.work_dir().join("pfc-at-h1.pcap");
+    let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
+
+    // Nothing lost: every frame each sender sent arrived.
+    for (g, flow) in [(&g1, 1), (&g2, 2)] {
+        let f = rx.flows.iter().find(|f| f.flow == flow).unwrap_or_else(|| panic!("flow {flow} missing: {rx:?}"));
+        assert_eq!((f.received, f.lost, f.duplicates), (g.sent, 0, 0), "flow {flow}: {f:?}");
+        // Both senders were paused and resumed.
+        assert!(g.pauses.xoff[3] > 0 && g.pauses.xon[3] > 0, "flow {flow} pauses: {:?}", g.pauses);
+    }
+    let stats = sw.stats().unwrap();
+    assert_eq!(stats.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0, "{stats:?}");
+    for p in &stats.ports[..2] {
+        assert!(p.priorities[3].counters.xoff_sent > 0 && p.priorities[3].counters.xon_sent > 0, "{p:?}");
+    }
+    // The two share the port, and together they fill it.
+    let (a, b) = (rx.flows[0].received as f64, rx.flows[1].received as f64);
+    assert!((0.35..=0.65).contains(&(a / (a + b))), "unfair share {a} / {b}");
+    let line_rate = 100e6 / 8.0 / 1024.0; // 1000-byte frames: 1024 bytes on the wire
+    let delivered: f64 = rx.flows.iter().map(|f| f.pps).sum();
+    assert!(delivered > 0.85 * line_rate, "port underused: {delivered:.0} of {line_rate:.0} frames/s");
+
+    // Every PFC frame the switch sent to h1 is a well-formed 802.1Qbb frame.
+    let frames = pfctools::pcap::read_frames(&capture).unwrap();
+    assert!(!frames.is_empty(), "no PFC captured at h1");
+    let port_mac = stats.ports[0].mac.replace(':', "");
+    let (mut xoff, mut xon) = (0, 0);
+    for f in &frames {
+        assert_eq!(f.len(), 60, "padded to the minimum frame");
+        assert_eq!(&f[0..6], &[0x01, 0x80, 0xc2, 0x00, 0x00, 0x01], "destination");
+        let src: String = f[6..12].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(src, port_mac, "source is the switch port's own MAC");
+        assert_eq!(&f[12..14], &[0x88, 0x08], "EtherType");
+        assert_eq!(&f[14..16], &[0x01, 0x01], "PFC opcode");
+        assert_eq!(&f[16..18], &[0x00, 0x08], "class-enable vector: priority 3, reserved byte zero");
+        let quanta: Vec<u16> = (0..8).map(|p| u16::from_be_bytes([f[18 + 2 * p], f[19 + 2 * p]])).collect();
+        assert!(quanta.iter().enumerate().all(|(p, &q)| p == 3 || q == 0), "{quanta:?}");
+        match quanta[3] {
+            65535 => xoff += 1,
+            0 => xon += 1,
+            q => panic!("unexpected quanta {q}"),
+        }
+        assert!(f[34..].iter().all(|&b| b == 0), "plain padding (no checking message)");
+    }
+    assert!(xoff > 0 && xon > 0, "{xoff} XOFF, {xon} XON");
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
+    let _serial = serial();
+    let tb = star("lossy", 3);
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::mbps(100)), &[]).unwrap();
+    let (g1, g2, rx) = congest(&tb, "0", None);
+    let sent = g1.sent + g2.sent;
+    assert!(rx.received < sent, "an oversubscribed lossy queue must drop: {} of {sent}", rx.received);
+    assert_eq!(g1.pauses.pfc_frames + g2.pauses.pfc_frames, 0, "no PFC for a lossy priority");
+    let stats = sw.stats().unwrap();
+    let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
+    assert_eq!(lossy, sent - rx.received, "every missing frame is a counted tail drop");
+    assert_eq!(stats.ports.iter().map(|p| p.counters.mac_control.pfc_sent).sum::<u64>(), 0);
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
+    let _serial = serial();
+    let tb = star("storm", 2);
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::gbps(1)), &[]).unwrap();
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--duration", "2.2"]).unwrap();
+    // A PFC storm from h2 on priority 3, for longer than the traffic runs.
+    let storm = tb
+        .spawn(
+            "h2",
+            "storm",
+            &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-s", "3.5", "--speed", "1G", "--json"],
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dst = mac_of(&tb, "h2");
+    // Flow 0 on lossless priority 3, flow 1 on priority 0, 10k frames/s each.
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &[
+            "--dst-mac",
+            &dst,
+            "--dscp",
+            "3",
+            "--dscp",
+            "0",
+            "--flows",
+            "2",
+            "--size",
+            "200",
+            "--rate",
+            "20k",
+            "--duration",
+            "1.5",
+            "--speed",
+            "1G",
+        ],
+        GEN_TIMEOUT,
+    )
+    .unwrap();
+    let rx = sink.finish(SINK_TIMEOUT).unwrap();
+    let storm = storm.wait(Duration::from_secs(10));
+    let storm: pfctools::storm::StormReport = serde_json::from_str(storm.stdout.trim()).unwrap();
+    assert!(storm.continuous, "the storm had a gap longer than a pause: {storm:?}");
+
+    let background = rx.flows.iter().find(|f| f.flow == 1).expect("background flow arrived");
+    let sent_bg = g.flows.iter().find(|f| f.flow == 1).unwrap().sent;
+    assert_eq!((background.received, background.lost), (sent_bg, 0), "background at full rate: {background:?}");
+    assert!(background.pps > 9_000.0, "background rate {}", background.pps);
+    let stormed = rx.flows.iter().find(|f| f.flow == 0).map_or(0, |f| f.received);
+    assert_eq!(stormed, 0, "priority 3 must not get through the storm");
+
+    let stats = sw.stats().unwrap();
+    let (p1, p2) = (&stats.ports[0], &stats.ports[1]);
+    assert!(p2.priorities[3].counters.xoff_received > 5);
+    assert!(p2.priorities[3].paused_us > 1_500_000, "p2/3 paused {} µs", p2.priorities[3].paused_us);
+    assert_eq!(p2.priorities[0].paused_us, 0);
+    // The queued priority-3 frames pushed p1 over XOFF: the switch paused h1, which obeyed.
+    assert!(p1.priorities[3].counters.xoff_sent > 0);
+    assert!(g.pauses.xoff[3] > 0 && g.pauses.xoff[0] == 0, "{:?}", g.pauses);
+    assert_eq!(p1.counters.drops.lossless, 0);
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn zero_quanta_resumes_at_once() {
+    let _serial = serial();
+    let tb = star("resume", 2);
+    // At 100 Mb/s, 65535 quanta pause for 335 ms.
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::mbps(100)), &[]).unwrap();
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let dst = mac_of(&tb, "h2");
+    let gen = start_gen(
+        &tb,
+        "h1",
+        "gen",
+        &["--dst-mac", &dst, "--dscp", "3", "--size", "100", "--rate", "10k", "--duration", "1.5", "--speed", "100M"],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-n", "1", "-t", "65535", "--speed", "100M"])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-n", "1", "-t", "0", "--speed", "100M"]).unwrap();
+    let g = gen.finish(GEN_TIMEOUT).unwrap();
+    let rx = sink.finish(SINK_TIMEOUT).unwrap();
+    let f = &rx.flows[0];
+    assert_eq!((f.received, f.lost), (g.sent, 0));
+    // Paused for about the 100 ms between the two frames, not for the 335 ms the first carried.
+    assert!((60_000.0..250_000.0).contains(&f.largest_gap_us), "gap {} µs", f.largest_gap_us);
+    let p2 = &sw.stats().unwrap().ports[1];
+    assert_eq!((p2.priorities[3].counters.xoff_received, p2.priorities[3].counters.xon_received), (1, 1));
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn pause_802_3x_stops_a_global_pause_port_and_is_ignored_in_pfc_mode() {
+    let _serial = serial();
+    let tb = star("global", 3);
+    let mut config = config_at(&tb, Speed::gbps(1));
+    config.ports[1].pause_mode = PauseMode::GlobalPause;
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    let sinks = [
+        SinkProc::start(&tb, "h2", "sink2", &["--duration", "1.2"]).unwrap(),
+        SinkProc::start(&tb, "h3", "sink3", &["--duration", "1.2"]).unwrap(),
+    ];
+    // 802.3x from h2 (global-pause port) and from h3 (PFC port), for longer than the traffic.
+    let storms: Vec<_> = ["h2", "h3"]
+        .iter()
+        .map(|h| {
+            tb.spawn(h, &format!("storm-{h}"), &[&pfctools, "storm", "-i", "eth0", "-g", "-s", "2", "--speed", "1G"])
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for (h, flow) in [("h2", "0"), ("h3", "1")] {
+        let dst = mac_of(&tb, h);
+        run_gen(
+            &tb,
+            "h1",
+            &format!("gen-{h}"),
+            &["--dst-mac", &dst, "--rate", "5k", "--duration", "0.5", "--flow-base", flow, "--tx-only"],
+            GEN_TIMEOUT,
+        )
+        .unwrap();
+    }
+    let [s2, s3] = sinks;
+    let (rx2, rx3) = (s2.finish(SINK_TIMEOUT).unwrap(), s3.finish(SINK_TIMEOUT).unwrap());
+    drop(storms);
+    assert_eq!(rx2.received, 0, "a global-pause port stops everything while paused");
+    assert!(rx3.received > 2000, "a PFC port ignores 802.3x: {}", rx3.received);
+    let stats = sw.stats().unwrap();
+    assert!(stats.ports[1].counters.mac_control.pause_received > 0);
+    assert_eq!(stats.ports[1].counters.mac_control.pause_ignored, 0);
+    assert!(stats.ports[2].counters.mac_control.pause_ignored > 0);
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
+    let _serial = serial();
+    let tb = star("badpfc", 2);
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::gbps(1)), &[]).unwrap();
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    for mode in ["zero-vector", "truncated", "wrong-opcode", "reserved-bits", "wrong-destination"] {
+        let out = tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-n", "3", "--mode", mode]).unwrap();
+        assert!(out.contains("sent 3"), "{out}");
+    }
+    // A lossy priority and a zero source: counted; the zero source is still honoured.
+    tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "1", "-n", "2"]).unwrap();
+    tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "4", "-n", "1", "--mode", "zero-source", "-t", "0"])
+        .unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let dst = mac_of(&tb, "h2");
+    let g =
+        run_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--dscp", "3", "--count", "500", "--rate", "10k"], GEN_TIMEOUT)
+            .unwrap();
+    let rx = sink.finish(SINK_TIMEOUT).unwrap();
+    assert_eq!(rx.received, g.sent, "no malformed frame paused anything");
+    let m = sw.stats().unwrap().ports[1].counters.mac_control;
+    assert_eq!(
+        (m.no_class_enabled, m.truncated, m.unknown_opcode, m.reserved_bits, m.wrong_destination),
+        (3, 3, 3, 3, 3)
+    );
+    assert_eq!((m.lossy_class_ignored, m.zero_source), (2, 1));
+    let stats = sw.stats().unwrap();
+    assert_eq!(stats.ports[1].counters.rx_frames, 0, "pause frames are not data");
+    assert_eq!(stats.ports[1].counters.drops.total(), 0, "nor drops");
+    assert!(sw.stop().success());
+}
