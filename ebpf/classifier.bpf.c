@@ -33,6 +33,16 @@ enum xdp_class {
 	CLASS_COUNT = 8,
 };
 
+// Written in the metadata area in front of every frame: when it arrived (CLOCK_MONOTONIC),
+// so that pauses and reaction times count from arrival, not from when userspace read it.
+// Mirrored in switch/src/dataplane/xsk.rs (RxMeta).
+#define RX_META_MAGIC 0x50465453 /* "PFTS" */
+struct rx_meta {
+	__u32 magic;
+	__u32 reserved;
+	__u64 arrival_ns;
+};
+
 struct class_counter {
 	__u64 packets;
 	__u64 bytes;
@@ -94,9 +104,26 @@ static __always_inline __u32 classify(void *data, void *data_end)
 	}
 }
 
+static __always_inline void stamp_arrival(struct xdp_md *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	// Not every driver has a metadata area; then userspace falls back to its own clock.
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct rx_meta)))
+		return;
+	struct rx_meta *meta = (void *)(long)ctx->data_meta;
+	if ((void *)(meta + 1) > (void *)(long)ctx->data)
+		return;
+	meta->magic = RX_META_MAGIC;
+	meta->reserved = 0;
+	meta->arrival_ns = now;
+}
+
 SEC("xdp")
 int pfcswitch_classify(struct xdp_md *ctx)
 {
+	stamp_arrival(ctx);
+
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 class = classify(data, data_end);

@@ -40,6 +40,22 @@ enum Command {
     },
     /// PFC (or PAUSE) storm: pause frames at an interval shorter than the pause they carry.
     Storm(pfctools::storm::StormArgs),
+    /// Measure how long a switch obeys a pause: time the gap one PFC frame leaves in a
+    /// steady test flow arriving on this interface.
+    PauseProbe {
+        #[arg(long, short)]
+        iface: String,
+        #[arg(long, default_value_t = 3)]
+        prio: u8,
+        /// The switch port's speed (converts quanta to the expected pause).
+        #[arg(long)]
+        speed: pfcswitch::core::speed::Speed,
+        /// Quanta values to try, comma separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        quanta: Vec<u16>,
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+    },
     /// Send raw frames given in hex (runts, unknown EtherTypes, oversize, hand-made).
     Inject {
         #[arg(long, short)]
@@ -127,6 +143,13 @@ fn dispatch(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Bench { what } => bench::run(what),
+        Command::PauseProbe { iface, prio, speed, quanta, repeats } => {
+            let stop = stop_on_signals()?;
+            let opts = pfctools::traffic::probe::ProbeOptions { iface, prio, speed, quanta, repeats };
+            let trials = pfctools::traffic::probe::run(&opts, &stop)?;
+            println!("{}", serde_json::to_string(&trials)?);
+            Ok(())
+        }
         Command::Storm(args) => {
             let stop = stop_on_signals()?;
             let report = pfctools::storm::run(&args, &stop)?;

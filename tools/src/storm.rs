@@ -326,7 +326,7 @@ mod tests {
             prios: vec![],
             quanta: 65535,
             global: false,
-            count: Some(1),
+            count: Some(10),
             duration: None,
             interval_us: None,
             rate: None,

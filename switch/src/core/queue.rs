@@ -3,6 +3,8 @@
 //! A frame is in at most one queue at a time, so one `next` link per frame is enough:
 //! enqueue and dequeue never allocate, whatever the queue depth.
 
+use super::time::Time;
+
 /// Identifies a frame buffer (a UMEM frame in the dataplane).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FrameId(pub u32);
@@ -18,6 +20,8 @@ pub struct FrameMeta {
     pub prio: u8,
     /// DCFIT: the last frame the slowpath released for its (ingress, egress) pair.
     pub last_of_pair: bool,
+    /// When the switch queued it.
+    pub enqueued: Time,
     next: u32,
 }
 
@@ -25,7 +29,7 @@ pub const NO_PORT: u16 = u16::MAX;
 
 impl Default for FrameMeta {
     fn default() -> FrameMeta {
-        FrameMeta { len: 0, ingress: NO_PORT, prio: 0, last_of_pair: false, next: NIL }
+        FrameMeta { len: 0, ingress: NO_PORT, prio: 0, last_of_pair: false, enqueued: Time::ZERO, next: NIL }
     }
 }
 
@@ -44,8 +48,8 @@ impl FrameTable {
         &self.meta[id.0 as usize]
     }
 
-    pub fn set(&mut self, id: FrameId, len: u32, ingress: u16, prio: u8) {
-        self.meta[id.0 as usize] = FrameMeta { len, ingress, prio, last_of_pair: false, next: NIL };
+    pub fn set(&mut self, id: FrameId, len: u32, ingress: u16, prio: u8, now: Time) {
+        self.meta[id.0 as usize] = FrameMeta { len, ingress, prio, last_of_pair: false, enqueued: now, next: NIL };
     }
 
     pub fn get_mut(&mut self, id: FrameId) -> &mut FrameMeta {
@@ -127,10 +131,10 @@ mod tests {
         let mut t = FrameTable::new(8);
         let (mut a, mut b) = (Fifo::default(), Fifo::default());
         for i in 0..4 {
-            t.set(FrameId(i), 100 + i, 0, 0);
+            t.set(FrameId(i), 100 + i, 0, 0, Time::ZERO);
             a.push(&mut t, FrameId(i));
         }
-        t.set(FrameId(7), 10, 0, 0);
+        t.set(FrameId(7), 10, 0, 0, Time::ZERO);
         b.push(&mut t, FrameId(7));
         assert_eq!((a.len(), a.bytes()), (4, 406));
         assert_eq!(a.pop(&mut t), Some(FrameId(0)));

@@ -207,6 +207,9 @@ pub struct SwitchStats {
     /// Time from reading the frame that crossed XOFF off the rx ring to handing its PFC
     /// frame to the kernel.
     pub pfc_reaction: Percentiles,
+    /// From a received pause's expiry to the first frame of that priority sent after it
+    /// (pauses that ended with frames waiting).
+    pub resume_lateness: Percentiles,
     pub ports: Vec<PortStats>,
 }
 

@@ -33,6 +33,11 @@ pub trait FramePool {
     fn write(&mut self, id: FrameId, len: usize) -> &mut [u8];
     /// Copies the contents of `from` into `to`.
     fn copy(&mut self, from: FrameId, to: FrameId);
+    /// When a received frame arrived, if the receive path stamped it; else the switch
+    /// takes the time it was handed over.
+    fn arrival(&self, _id: FrameId) -> Option<Time> {
+        None
+    }
 }
 
 /// One frame to put on a tx ring.
@@ -130,6 +135,8 @@ struct Port {
     control: Fifo,
     drr: Option<Drr>,
     pending: PendingPause,
+    /// Per priority: when a received pause ends, until its next frame goes out.
+    resume_due: [Option<Time>; PRIORITIES],
     counters: PortCounters,
     prio: [PrioCounters; PRIORITIES],
 }
@@ -149,6 +156,7 @@ pub struct Switch {
     lossy_queue_bytes: u64,
     next_aging: Time,
     reaction: Histogram,
+    resume_lateness: Histogram,
 }
 
 impl Switch {
@@ -185,6 +193,7 @@ impl Switch {
                         }
                     },
                     pending: PendingPause::default(),
+                    resume_due: [None; PRIORITIES],
                     counters: PortCounters::default(),
                     prio: Default::default(),
                 }
@@ -210,6 +219,7 @@ impl Switch {
             lossy_queue_bytes: config.buffer.lossy_queue_bytes,
             next_aging: now + FDB_AGING_PERIOD,
             reaction: Histogram::default(),
+            resume_lateness: Histogram::default(),
         }
     }
 
@@ -232,6 +242,9 @@ impl Switch {
     /// Takes ownership of frame `id`, received on `port`: it is queued for transmission
     /// or given back to the pool.
     pub fn receive<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, id: FrameId) {
+        // Pauses and XOFF reactions count from when the frame arrived, not from when the
+        // loop got to it (it may have been asleep).
+        let arrived = pool.arrival(id).filter(|&t| t <= now).unwrap_or(now);
         let data = pool.bytes(id);
         let len = data.len();
         let Some(header) = ether::parse_header(data) else {
@@ -242,7 +255,7 @@ impl Switch {
         if header.ethertype == pfc::MAC_CONTROL_ETHERTYPE {
             let decoded = pfc::decode(data, self.ports[port].mac);
             pool.free(id);
-            self.on_mac_control(now, port, decoded);
+            self.on_mac_control(arrived, port, decoded);
             return;
         }
         let p = &mut self.ports[port];
@@ -261,8 +274,8 @@ impl Switch {
         let destination = if header.dst.is_multicast() { None } else { self.fdb.lookup(header.dst, now) };
         match destination {
             Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),
-            Some(egress) => self.enqueue(now, pool, port, egress, id, len, prio),
-            None => self.flood(now, pool, port, id, len, prio),
+            Some(egress) => self.enqueue(arrived, pool, port, egress, id, len, prio),
+            None => self.flood(arrived, pool, port, id, len, prio),
         }
     }
 
@@ -325,7 +338,7 @@ impl Switch {
             ok
         };
         if admitted {
-            self.frames.set(id, len as u32, ingress as u16, prio);
+            self.frames.set(id, len as u32, ingress as u16, prio, now);
             self.ports[egress].queues[p].push(&mut self.frames, id);
         }
     }
@@ -379,7 +392,9 @@ impl Switch {
                         p.counters.mac_control.lossy_class_ignored += 1;
                         continue;
                     }
-                    p.pause.pause_priority(now, prio, p.speed.quanta_duration(quanta));
+                    let d = p.speed.quanta_duration(quanta);
+                    p.pause.pause_priority(now, prio, d);
+                    p.resume_due[prio] = Some(now + d);
                     if quanta == 0 {
                         p.prio[prio].xon_received += 1;
                     } else {
@@ -407,6 +422,12 @@ impl Switch {
             let p = &mut self.ports[port];
             let id = p.queues[prio].pop(&mut self.frames).expect("picked queue is not empty");
             let meta = *self.frames.get(id);
+            if let Some(due) = p.resume_due[prio].take() {
+                if meta.enqueued < due {
+                    // The frame waited out the pause: how late after its end did it leave?
+                    self.resume_lateness.record(now.saturating_since(due));
+                }
+            }
             p.shaper.send(now, meta.len as usize);
             p.counters.tx_frames += 1;
             p.counters.tx_bytes += u64::from(meta.len);
@@ -456,7 +477,7 @@ impl Switch {
             return;
         };
         let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
-        self.frames.set(id, len as u32, NO_PORT, 0);
+        self.frames.set(id, len as u32, NO_PORT, 0, now);
         p.control.push(&mut self.frames, id);
         for prio in pfc::bits(pause) {
             p.pending.refresh_at[prio] = now + p.refresh;
@@ -576,6 +597,7 @@ impl Switch {
             xon_threshold: self.buffer.xon_threshold(),
             free_frames: 0,
             pfc_reaction: self.reaction.percentiles(),
+            resume_lateness: self.resume_lateness.percentiles(),
             ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
         }
     }

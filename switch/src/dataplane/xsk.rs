@@ -13,6 +13,7 @@ use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
+use crate::core::time::Time;
 
 /// How long binding keeps retrying a queue the kernel still reports busy.
 const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
@@ -56,6 +57,10 @@ pub fn usable_frame_bytes(frame_size: u32) -> u32 {
     frame_size - XDP_HEADROOM
 }
 
+/// What the XDP classifier writes in front of each frame (struct rx_meta in the C code).
+const RX_META_MAGIC: u32 = 0x5046_5453;
+const RX_META_LEN: usize = 16;
+
 /// The UMEM as a pool of frames: which are free, and each frame's current descriptor.
 pub struct UmemPool {
     umem: Umem,
@@ -64,6 +69,8 @@ pub struct UmemPool {
     pristine: Vec<FrameDesc>,
     /// Each frame's descriptor as of now: its received or written length.
     current: Vec<FrameDesc>,
+    /// When each received frame arrived, per the XDP program (0: unknown).
+    arrival_ns: Vec<u64>,
     free: Vec<FrameId>,
 }
 
@@ -89,6 +96,7 @@ impl UmemPool {
             umem,
             frame_size: frame_size as usize,
             current: descs.clone(),
+            arrival_ns: vec![0; frames as usize],
             free: (0..frames).rev().map(FrameId).collect(),
             pristine: descs,
         })
@@ -116,11 +124,35 @@ impl UmemPool {
         FrameId((desc.addr() / self.frame_size) as u32)
     }
 
-    /// Records a frame the rx ring handed us: its descriptor carries address and length.
+    /// Records a frame the rx ring handed us: its descriptor carries address and length,
+    /// the metadata in front of it the arrival time.
     pub fn received(&mut self, desc: &FrameDesc) -> FrameId {
         let id = self.id_of(desc);
         self.current[id.0 as usize] = *desc;
+        self.arrival_ns[id.0 as usize] = self.take_arrival(desc);
         id
+    }
+
+    /// Reads (and clears, so a later frame without metadata cannot inherit it) the
+    /// arrival stamp the classifier put just before the frame's data.
+    fn take_arrival(&self, desc: &FrameDesc) -> u64 {
+        let chunk_start = desc.addr() / self.frame_size * self.frame_size;
+        if desc.addr() < chunk_start + RX_META_LEN {
+            return 0;
+        }
+        // SAFETY: the frame is ours (just taken off the rx ring); the 16 bytes before its
+        // data lie in the same UMEM chunk (checked above), inside the mapping.
+        unsafe {
+            let data = self.umem.data(desc).contents().as_ptr();
+            let meta = data.sub(RX_META_LEN) as *mut u8;
+            let magic = u32::from_ne_bytes(std::ptr::read_unaligned(meta as *const [u8; 4]));
+            if magic != RX_META_MAGIC {
+                return 0;
+            }
+            let ns = u64::from_ne_bytes(std::ptr::read_unaligned(meta.add(8) as *const [u8; 8]));
+            std::ptr::write_unaligned(meta as *mut [u8; 4], [0; 4]);
+            ns
+        }
     }
 
     /// The descriptor to put on a tx ring for frame `id`.
@@ -153,6 +185,7 @@ impl FramePool for UmemPool {
     fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
         let i = id.0 as usize;
         self.current[i] = self.pristine[i];
+        self.arrival_ns[i] = 0;
         // SAFETY: as in `bytes`; the frame is ours while we hold its id.
         let mut data = unsafe { self.umem.data_mut(&mut self.current[i]) };
         // The cursor appends from the descriptor's length: position it to set the length.
@@ -162,6 +195,13 @@ impl FramePool for UmemPool {
         // SAFETY: the slice points into the UMEM mapping, which lives as long as `self`;
         // `&mut self` makes this the only access to the frame for the returned lifetime.
         unsafe { std::slice::from_raw_parts_mut(ptr, n) }
+    }
+
+    fn arrival(&self, id: FrameId) -> Option<Time> {
+        match self.arrival_ns[id.0 as usize] {
+            0 => None,
+            ns => Some(Time::from_nanos(ns)),
+        }
     }
 
     fn copy(&mut self, from: FrameId, to: FrameId) {

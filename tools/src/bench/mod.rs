@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod forward;
+pub mod pfc;
 pub mod report;
 
 use anyhow::Result;
@@ -12,11 +13,14 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// Delivered frames/s host→switch→host through pfcswitch and through a Linux bridge.
     Forward(forward::ForwardArgs),
+    /// PFC reaction time under congestion, and pause durations obeyed at 1G–100G.
+    Pfc(pfc::PfcArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Forward(args) => forward::run(&args),
+        BenchCommand::Pfc(args) => pfc::run(&args),
     }
 }
 

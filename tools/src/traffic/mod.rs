@@ -6,6 +6,7 @@ pub mod gen;
 pub mod inject;
 pub mod pace;
 pub mod pause;
+pub mod probe;
 pub mod rawsock;
 pub mod rxstats;
 pub mod sink;

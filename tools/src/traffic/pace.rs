@@ -38,10 +38,11 @@ impl Pacer {
         self.due_at(1)
     }
 
-    /// When a whole burst is due: a sender that sleeps until then wakes once per burst
-    /// instead of once per frame, and still never exceeds its rate over a burst.
+    /// When half a burst is due: a sender that sleeps until then wakes once per few
+    /// frames instead of once per frame, keeps the other half of the burst as slack for
+    /// waking late, and never exceeds its rate over a burst.
     pub fn next_burst_due(&self) -> Option<Time> {
-        self.due_at(self.burst)
+        self.due_at((self.burst / 2).max(1))
     }
 
     fn due_at(&self, frames: u64) -> Option<Time> {

@@ -90,7 +90,7 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
         let n = port.receive(pool, BATCH, |pool, id| {
             let bytes = pool.bytes(id);
             if let Some(stamp) = read_stamp(bytes) {
-                stats.record(now, &stamp, bytes.len());
+                stats.record(pool.arrival(id).unwrap_or(now), &stamp, bytes.len());
                 test_frames += 1;
             } else if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
                 if let Some(w) = capture.as_mut() {

@@ -1,0 +1,131 @@
+//! Measures how long a switch really pauses: receive a steady test flow, send one PFC
+//! frame toward the switch, and time the gap it leaves in the flow.
+//!
+//! The gap runs from the last frame the switch sent before pausing to the first it sent
+//! after resuming: the pause itself plus up to one inter-arrival interval, so half an
+//! interval is taken off as the estimate. Arrival times are the XDP program's stamps,
+//! so the probe's own scheduling does not blur them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use pfcswitch::core::pfc::{self, MacControl, Pfc};
+use pfcswitch::core::speed::Speed;
+use pfcswitch::core::switch::FramePool;
+use pfcswitch::core::time::Time;
+use pfcswitch::dataplane::sys;
+use serde::{Deserialize, Serialize};
+
+use super::flow::read_stamp;
+use super::rawsock::RawSender;
+use super::xdp_port::{HostPort, BATCH};
+
+#[derive(Clone, Debug)]
+pub struct ProbeOptions {
+    pub iface: String,
+    pub prio: u8,
+    /// The switch port's speed: converts quanta to the expected pause.
+    pub speed: Speed,
+    pub quanta: Vec<u16>,
+    pub repeats: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeTrial {
+    pub quanta: u16,
+    pub expected_us: f64,
+    /// Largest arrival gap after the pause was sent.
+    pub gap_us: f64,
+    /// The pause as measured: the gap less half the flow's inter-arrival interval.
+    pub measured_us: f64,
+    pub interval_us: f64,
+}
+
+struct Receiver {
+    host: HostPort,
+    arrivals: Vec<Time>,
+    pollfd: [libc::pollfd; 1],
+}
+
+impl Receiver {
+    /// Reads whatever arrived; test frames are timestamped with their arrival.
+    fn poll(&mut self) -> usize {
+        let now = sys::now();
+        let Receiver { host, arrivals, .. } = self;
+        let HostPort { port, pool, .. } = host;
+        let mut n = 0;
+        port.receive(pool, BATCH, |pool, id| {
+            if read_stamp(pool.bytes(id)).is_some() {
+                // The XDP program's arrival stamp, when the driver has a metadata area.
+                arrivals.push(pool.arrival(id).unwrap_or(now));
+                n += 1;
+            }
+            pool.free(id);
+        });
+        port.refill(pool, 0);
+        n
+    }
+
+    /// Receives for `d`. Arrival times come from the XDP program, so sleeping between
+    /// frames costs no precision and leaves the CPU to the switch.
+    fn run_for(&mut self, d: Duration, stop: &AtomicBool) {
+        let end = sys::now() + d;
+        loop {
+            let now = sys::now();
+            if now >= end || stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if self.poll() == 0 {
+                let _ = sys::wait_readable(&mut self.pollfd, end.saturating_since(now).min(Duration::from_millis(1)));
+            }
+        }
+    }
+}
+
+pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
+    let host = HostPort::open(&opts.iface, true, 16384, false)?;
+    let raw = RawSender::open(&opts.iface)?;
+    let src = host.mac;
+    let pollfd = [sys::pollfd(host.fd)];
+    let mut rx = Receiver { host, arrivals: Vec::with_capacity(1 << 20), pollfd };
+    eprintln!("{}", super::sink::READY_LINE);
+    // Wait for a steady flow and measure its interval.
+    let deadline = sys::now() + Duration::from_secs(10);
+    while rx.arrivals.len() < 2000 {
+        if sys::now() > deadline || stop.load(Ordering::Relaxed) {
+            bail!("no steady test flow arrived on {} ({} frames in 10 s)", opts.iface, rx.arrivals.len());
+        }
+        rx.run_for(Duration::from_millis(10), stop);
+    }
+    let span = rx.arrivals[rx.arrivals.len() - 1].saturating_since(rx.arrivals[0]);
+    let interval = span / (rx.arrivals.len() as u32 - 1);
+    let mut trials = Vec::new();
+    let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
+    for &quanta in &opts.quanta {
+        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(1 << opts.prio, quanta)));
+        let expected = opts.speed.quanta_duration(quanta);
+        for _ in 0..opts.repeats {
+            // Let the switch drain what the last pause queued.
+            rx.run_for(Duration::from_millis(30) + expected, stop);
+            // Keep the last arrival: it may be the last frame before the pause.
+            let last = rx.arrivals.last().copied();
+            rx.arrivals.clear();
+            rx.arrivals.extend(last);
+            while !raw.send(&frame)? {}
+            rx.run_for(expected * 2 + Duration::from_millis(20), stop);
+            if stop.load(Ordering::Relaxed) {
+                bail!("stopped");
+            }
+            let gap = rx.arrivals.windows(2).map(|w| w[1].saturating_since(w[0])).max().unwrap_or_default();
+            trials.push(ProbeTrial {
+                quanta,
+                expected_us: expected.as_secs_f64() * 1e6,
+                gap_us: gap.as_secs_f64() * 1e6,
+                measured_us: gap.saturating_sub(interval / 2).as_secs_f64() * 1e6,
+                interval_us: interval.as_secs_f64() * 1e6,
+            });
+        }
+    }
+    Ok(trials)
+}
