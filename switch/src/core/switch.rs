@@ -176,7 +176,8 @@ impl Switch {
                 Port {
                     name: config.port_name(i).to_string(),
                     iface: p.iface.clone(),
-                    mac: p.mac.unwrap_or(MacAddr::local(i as u64 + 1)),
+                    // The source of our pause frames: never all-zero (some peers ignore that).
+                    mac: p.mac.filter(|m| !m.is_zero() && !m.is_multicast()).unwrap_or(MacAddr::local(i as u64 + 1)),
                     speed: p.speed,
                     mode: p.pause_mode,
                     flood: p.flood,

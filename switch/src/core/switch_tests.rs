@@ -255,6 +255,23 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
 }
 
 #[test]
+fn pause_frames_never_come_from_a_zero_source() {
+    let (_, frame) = congested(true);
+    let mut c = Rig::ports(2);
+    c.ports[0].mac = Some(MacAddr::ZERO);
+    c.buffer.xoff_bytes = Some(2_000);
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    for _ in 0..3 {
+        r.rx(0, &frame);
+    }
+    let sent = r.tx(0);
+    assert_eq!(sent.len(), 1);
+    assert_ne!(&sent[0][6..12], &[0u8; 6]);
+}
+
+#[test]
 fn pause_is_refreshed_while_above_xon() {
     let (mut r, frame) = congested(true);
     for _ in 0..11 {
