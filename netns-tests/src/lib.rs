@@ -30,18 +30,9 @@ pub fn testbed(tag: &str, topology: &str) -> Testbed {
     Testbed::up(&unique_name(tag), t).unwrap_or_else(|e| panic!("testbed: {e}"))
 }
 
-/// hosts h1..hN (addresses 10.0.0.i/24) each on its own port p_i of switch sw1.
+/// Hosts h1..hN (addresses 10.0.0.i/24) each on its own port p_i of switch sw1.
 pub fn star(tag: &str, hosts: usize) -> Testbed {
-    let mut text = String::from("[[switch]]\nname = \"sw1\"\n");
-    for i in 1..=hosts {
-        text += &format!("[[host]]\nname = \"h{i}\"\n");
-    }
-    for i in 1..=hosts {
-        text += &format!(
-            "[[link]]\na = {{ node = \"h{i}\", iface = \"eth0\", addr = \"10.0.0.{i}/24\" }}\nb = \"sw1:p{i}\"\n"
-        );
-    }
-    testbed(tag, &text)
+    Testbed::up(&unique_name(tag), Topology::star(hosts)).unwrap_or_else(|e| panic!("testbed: {e}"))
 }
 
 pub fn mac_of(tb: &Testbed, host: &str) -> String {

@@ -19,33 +19,12 @@ pub struct DemoArgs {
     pub keep: bool,
 }
 
-const TOPOLOGY: &str = r#"
-[[host]]
-name = "h1"
-[[host]]
-name = "h2"
-[[host]]
-name = "h3"
-[[switch]]
-name = "sw1"
-[[link]]
-a = { node = "h1", iface = "eth0", addr = "10.0.0.1/24" }
-b = "sw1:p1"
-[[link]]
-a = { node = "h2", iface = "eth0", addr = "10.0.0.2/24" }
-b = "sw1:p2"
-[[link]]
-a = { node = "h3", iface = "eth0", addr = "10.0.0.3/24" }
-b = "sw1:p3"
-"#;
-
 fn step(title: &str) {
     println!("\n=== {title}");
 }
 
 pub fn run(args: &DemoArgs) -> Result<()> {
-    let topology = Topology::from_toml(TOPOLOGY)?;
-    let tb = Testbed::up(&unique_name("demo"), topology)?;
+    let tb = Testbed::up(&unique_name("demo"), Topology::star(3))?;
     step(&format!("testbed {}: h1, h2, h3 — sw1 (namespaces pfcs-{}-*)", tb.name(), tb.name()));
     let mut config = harness::switch_config(&tb, "sw1");
     // p3 is a slow port: traffic from two hosts toward it congests it.

@@ -104,8 +104,8 @@ fn measure(
 }
 
 pub fn run(args: &ForwardArgs) -> Result<()> {
-    let tb_switch = Testbed::up(&unique_name("bench-sw"), Topology::host_switch_host())?;
-    let tb_bridge = Testbed::up(&unique_name("bench-br"), Topology::host_switch_host())?;
+    let tb_switch = Testbed::up(&unique_name("bench-sw"), Topology::star(2))?;
+    let tb_bridge = Testbed::up(&unique_name("bench-br"), Topology::star(2))?;
     tb_bridge.make_linux_bridge("sw1")?;
     let mut config = harness::switch_config(&tb_switch, "sw1");
     // Benchmark the forwarding path with buffers large enough never to be the limit.

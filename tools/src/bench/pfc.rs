@@ -60,11 +60,7 @@ pub struct PfcResult {
 }
 
 fn star(tag: &str, hosts: usize) -> Result<Testbed> {
-    let mut text = String::from("[[switch]]\nname = \"sw1\"\n");
-    for i in 1..=hosts {
-        text += &format!("[[host]]\nname = \"h{i}\"\n[[link]]\na = \"h{i}:eth0\"\nb = \"sw1:p{i}\"\n");
-    }
-    Ok(Testbed::up(&unique_name(tag), Topology::from_toml(&text)?)?)
+    Ok(Testbed::up(&unique_name(tag), Topology::star(hosts))?)
 }
 
 /// Two lossless senders into a slow port: every XOFF is a reaction to time.

@@ -194,25 +194,23 @@ impl Topology {
         Ok(out)
     }
 
-    /// A chain `h1 — sw1 — h2` (the commonest testbed), with addresses 10.0.0.1/.2.
-    pub fn host_switch_host() -> Topology {
-        Topology::from_toml(
-            r#"
-            [[host]]
-            name = "h1"
-            [[host]]
-            name = "h2"
-            [[switch]]
-            name = "sw1"
-            [[link]]
-            a = { node = "h1", iface = "eth0", addr = "10.0.0.1/24" }
-            b = "sw1:p1"
-            [[link]]
-            a = { node = "h2", iface = "eth0", addr = "10.0.0.2/24" }
-            b = "sw1:p2"
-            "#,
-        )
-        .expect("built-in topology is valid")
+    /// Hosts h1..hN around one switch sw1: host h_i's eth0 (10.0.0.i/24) on port p_i.
+    pub fn star(hosts: usize) -> Topology {
+        let mut t = Topology { switches: vec![Node { name: "sw1".into() }], ..Topology::default() };
+        for i in 1..=hosts {
+            t.hosts.push(Node { name: format!("h{i}") });
+            t.links.push(Link {
+                a: Endpoint::Full(EndpointSpec {
+                    node: format!("h{i}"),
+                    iface: Some("eth0".into()),
+                    mac: None,
+                    addr: Some(format!("10.0.0.{i}/24")),
+                }),
+                b: Endpoint::Short(format!("sw1:p{i}")),
+                mtu: None,
+            });
+        }
+        t
     }
 }
 
@@ -261,6 +259,11 @@ mod tests {
             let err = Topology::from_toml(text).unwrap_err().to_string();
             assert!(err.contains(field), "{text:?}: {err}");
         }
-        assert_eq!(Topology::host_switch_host().interfaces().unwrap().len(), 4);
+        let star = Topology::star(3).interfaces().unwrap();
+        assert_eq!(star.len(), 6);
+        assert_eq!(
+            (star[4].node.as_str(), star[4].addr.as_deref(), star[5].name.as_str()),
+            ("h3", Some("10.0.0.3/24"), "p3")
+        );
     }
 }
