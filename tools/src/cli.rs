@@ -10,7 +10,7 @@ use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::speed::{wire_bytes, Speed};
 
 use crate::traffic::flow::{FlowSpec, FCS_LEN};
-use crate::traffic::gen::GenOptions;
+use crate::traffic::gen::{GenFlow, GenOptions};
 use crate::traffic::sink::SinkOptions;
 
 /// Parses "250000", "250k", "1.5M" (frames per second).
@@ -80,9 +80,15 @@ pub struct GenArgs {
     /// Total frames per second (e.g. 100k); as fast as possible when absent.
     #[arg(long, value_parser = parse_rate, conflicts_with = "load")]
     pub rate: Option<f64>,
-    /// Offered load in percent of --speed at this frame size.
+    /// Offered load in percent of --speed at this frame size (all flows together).
     #[arg(long)]
     pub load: Option<f64>,
+    /// Load of each flow in percent of --speed, one value per flow (instead of --load).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["rate", "load"])]
+    pub flow_load: Vec<f64>,
+    /// Poll instead of sleeping between frames (obeys pauses within microseconds; uses a CPU).
+    #[arg(long)]
+    pub spin: bool,
     /// The link's speed: converts pause quanta to time, and --load to a rate.
     #[arg(long, default_value = "10G")]
     pub speed: Speed,
@@ -124,6 +130,15 @@ impl GenArgs {
         }
         let dscps = if self.dscp.is_empty() { vec![0] } else { self.dscp.clone() };
         let src_mac = self.src_mac.or(iface_mac).unwrap_or(MacAddr::local(1));
+        if !self.flow_load.is_empty() && self.flow_load.len() != usize::from(self.flows) {
+            bail!("--flow-load needs one value per flow ({} flows)", self.flows);
+        }
+        let line = line_rate_pps(self.speed, self.size);
+        let total_rate = match (self.rate, self.load) {
+            (Some(r), _) => Some(r),
+            (None, Some(pct)) => Some(line * pct / 100.0),
+            (None, None) => None,
+        };
         let flows = (0..self.flows)
             .map(|k| {
                 let dscp = dscps[usize::from(k) % dscps.len()];
@@ -139,24 +154,23 @@ impl GenArgs {
                     dst_ip: self.dst_ip,
                     wire_size: self.size,
                 };
-                (spec, prio)
+                let rate = match self.flow_load.get(usize::from(k)) {
+                    Some(pct) => Some(line * pct / 100.0),
+                    None => total_rate.map(|r| r / f64::from(self.flows)),
+                };
+                GenFlow { spec, prio, rate }
             })
             .collect();
-        let rate = match (self.rate, self.load) {
-            (Some(r), _) => Some(r),
-            (None, Some(pct)) => Some(line_rate_pps(self.speed, self.size) * pct / 100.0),
-            (None, None) => None,
-        };
         Ok(GenOptions {
             iface: self.iface.clone(),
             flows,
             count: self.count,
             duration: self.duration,
-            rate,
             honour_pfc: !self.ignore_pfc,
             pause_delay_quanta: self.pause_delay_quanta,
             speed: self.speed,
             tx_only: self.tx_only,
+            spin: self.spin,
             umem_frames: self.umem_frames,
             force: self.force,
             capture: self.capture.clone(),

@@ -92,6 +92,31 @@ pub fn switch_config(tb: &Testbed, node: &str) -> Config {
     c
 }
 
+/// Which CPUs a timing-sensitive run gives the switch and the host-side tools, so that a
+/// busy-polling switch is never preempted by a busy-polling generator.
+#[derive(Clone, Debug, Default)]
+pub struct CpuPlan {
+    /// The switch's dataplane thread.
+    pub switch: Option<usize>,
+    /// Everything else, as a taskset list.
+    pub hosts: Option<String>,
+}
+
+impl CpuPlan {
+    /// The last CPU for the switch, the others for the tools; nothing pinned on one CPU.
+    pub fn split() -> CpuPlan {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if n < 2 {
+            return CpuPlan::default();
+        }
+        CpuPlan { switch: Some(n - 1), hosts: Some(if n == 2 { "0".into() } else { format!("0-{}", n - 2) }) }
+    }
+
+    pub fn hosts(&self) -> Option<&str> {
+        self.hosts.as_deref()
+    }
+}
+
 /// A sink started in `node`; `args` are `pfctools sink` arguments after `--iface`.
 pub struct SinkProc {
     proc: Proc,
@@ -99,11 +124,16 @@ pub struct SinkProc {
 
 impl SinkProc {
     pub fn start(tb: &Testbed, node: &str, label: &str, args: &[&str]) -> Result<SinkProc> {
+        SinkProc::start_on(tb, node, label, None, args)
+    }
+
+    /// [`SinkProc::start`] on the CPUs in `cpus`.
+    pub fn start_on(tb: &Testbed, node: &str, label: &str, cpus: Option<&str>, args: &[&str]) -> Result<SinkProc> {
         let iface = tb.host_iface(node)?.name.clone();
         let exe = bin("pfctools")?.display().to_string();
         let mut full = vec![exe.as_str(), "sink", "--iface", &iface, "--json"];
         full.extend_from_slice(args);
-        let mut proc = tb.spawn(node, label, &full)?;
+        let mut proc = tb.spawn_on(node, label, cpus, &full)?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while !proc.stderr_so_far().contains(READY_LINE) {
             if !proc.is_running() || Instant::now() > deadline {
@@ -141,11 +171,16 @@ pub struct GenProc {
 }
 
 pub fn start_gen(tb: &Testbed, node: &str, label: &str, args: &[&str]) -> Result<GenProc> {
+    start_gen_on(tb, node, label, None, args)
+}
+
+/// [`start_gen`] on the CPUs in `cpus`.
+pub fn start_gen_on(tb: &Testbed, node: &str, label: &str, cpus: Option<&str>, args: &[&str]) -> Result<GenProc> {
     let iface = tb.host_iface(node)?.name.clone();
     let exe = bin("pfctools")?.display().to_string();
     let mut full = vec![exe.as_str(), "gen", "--iface", &iface, "--json"];
     full.extend_from_slice(args);
-    Ok(GenProc { proc: tb.spawn(node, label, &full)? })
+    Ok(GenProc { proc: tb.spawn_on(node, label, cpus, &full)? })
 }
 
 impl GenProc {

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod cli;
 pub mod harness;
+pub mod headroom;
 pub mod pcap;
 pub mod storm;
 pub mod testbed;

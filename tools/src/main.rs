@@ -38,6 +38,9 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Headroom: the calculator (--calc), the sweep of the pause-response test plan on a
+    /// netns testbed (default), or the DUT's response time (--response-time).
+    Headroom(pfctools::headroom::HeadroomArgs),
     /// PFC (or PAUSE) storm: pause frames at an interval shorter than the pause they carry.
     Storm(pfctools::storm::StormArgs),
     /// Measure how long a switch obeys a pause: time the gap one PFC frame leaves in a
@@ -150,6 +153,7 @@ fn dispatch(command: Command) -> Result<()> {
             println!("{}", serde_json::to_string(&trials)?);
             Ok(())
         }
+        Command::Headroom(args) => pfctools::headroom::run(&args),
         Command::Storm(args) => {
             let stop = stop_on_signals()?;
             let report = pfctools::storm::run(&args, &stop)?;

@@ -240,6 +240,8 @@ pub struct DataplaneConfig {
     pub busy_poll_us: u64,
     /// Without a socket on a queue, drop frames instead of passing them to the kernel.
     pub drop_without_socket: bool,
+    /// Pin the dataplane thread to this CPU.
+    pub cpu: Option<usize>,
 }
 
 impl Default for DataplaneConfig {
@@ -251,6 +253,7 @@ impl Default for DataplaneConfig {
             batch: 64,
             busy_poll_us: 200,
             drop_without_socket: false,
+            cpu: None,
         }
     }
 }

@@ -176,6 +176,8 @@ pub struct SocketCounters {
     pub rx_fill_ring_empty: u64,
     pub tx_invalid_descs: u64,
     pub tx_ring_empty: u64,
+    /// Loop turns in which the kernel took none of the frames waiting on the tx ring.
+    pub tx_kernel_busy: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

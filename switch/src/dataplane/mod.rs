@@ -64,6 +64,10 @@ pub struct Dataplane {
     config: Config,
     batch: TxBatch,
     waker: Waker,
+    /// Per port: turns in which the kernel took none of the outstanding tx frames.
+    tx_busy: Vec<u64>,
+    /// Some port's kernel tx queue made no progress this turn.
+    tx_blocked: bool,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -144,7 +148,18 @@ impl Dataplane {
             frame_size,
             "dataplane ready"
         );
-        let mut dp = Dataplane { classifiers, ports, pool, switch, config, batch: TxBatch::new(), waker };
+        let tx_busy = vec![0; ports.len()];
+        let mut dp = Dataplane {
+            classifiers,
+            ports,
+            pool,
+            switch,
+            config,
+            batch: TxBatch::new(),
+            waker,
+            tx_busy,
+            tx_blocked: false,
+        };
         for port in &mut dp.ports {
             port.refill(&mut dp.pool, POOL_RESERVE);
         }
@@ -164,6 +179,10 @@ impl Dataplane {
         wake_fds: &[RawFd],
     ) -> Result<(), DataplaneError> {
         sys::tighten_timer_slack();
+        if let Some(cpu) = self.config.dataplane.cpu {
+            sys::pin_to_cpu(cpu)?;
+            tracing::info!(cpu, "dataplane pinned");
+        }
         let busy_poll = Duration::from_micros(self.config.dataplane.busy_poll_us);
         let mut pollfds: Vec<libc::pollfd> = self.ports.iter().map(|p| sys::pollfd(p.fd())).collect();
         pollfds.push(sys::pollfd(self.waker.fd()));
@@ -176,6 +195,12 @@ impl Dataplane {
                 let reply = self.handle(now, &msg.request);
                 let _ = msg.reply.send(reply);
                 work += 1;
+            }
+            if self.tx_blocked {
+                // The kernel could not take our frames (a full veth peer ring stops the tx
+                // queue); the work that frees it may be waiting for this very CPU in
+                // ksoftirqd, which a spinning loop would starve.
+                std::thread::yield_now();
             }
             if work > 0 {
                 idle_since = now;
@@ -211,6 +236,7 @@ impl Dataplane {
             }
         }
         self.switch.on_timer(now);
+        self.tx_blocked = false;
         for i in 0..self.ports.len() {
             work += self.transmit(now, i)?;
         }
@@ -232,6 +258,7 @@ impl Dataplane {
             port.send(pool, tx.frames().iter().map(|f| f.id));
         }
         let trigger = tx.frames().iter().find_map(|f| f.xoff_trigger);
+        let mut completed = 0;
         for round in 0..KICK_ROUNDS {
             if port.tx_outstanding() == 0 {
                 break;
@@ -243,9 +270,15 @@ impl Dataplane {
                     switch.record_pause_sent(trigger, sys::now());
                 }
             }
-            if port.reclaim(pool) == 0 {
+            let n = port.reclaim(pool);
+            completed += n;
+            if n == 0 {
                 break;
             }
+        }
+        if completed == 0 && port.tx_outstanding() > 0 {
+            self.tx_busy[i] += 1;
+            self.tx_blocked = true;
         }
         Ok(sent)
     }
@@ -286,10 +319,11 @@ impl Dataplane {
     pub fn stats(&self, now: Time) -> SwitchStats {
         let mut s = self.switch.stats(now);
         s.free_frames = self.pool.free_count() as u64;
-        for ((p, c), x) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports) {
+        for (((p, c), x), busy) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports).zip(&self.tx_busy) {
             p.xdp = c.class_counters();
             if let Some(st) = x.statistics() {
                 p.socket = SocketCounters {
+                    tx_kernel_busy: *busy,
                     rx_dropped: st.rx_dropped(),
                     rx_invalid_descs: st.rx_invalid_descs(),
                     rx_ring_full: st.rx_ring_full(),

@@ -90,6 +90,29 @@ pub fn tighten_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Pins the calling thread to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> Result<(), SysError> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it; sched_setaffinity on the
+    // calling thread with the set's size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(SysError::Os {
+                what: "pinning the dataplane",
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(SysError::Os {
+                what: "pinning the dataplane (sched_setaffinity)",
+                source: io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Moves the calling thread to SCHED_FIFO at `priority` (1..99).
 pub fn realtime_priority(priority: i32) -> Result<(), SysError> {
     let param = libc::sched_param { sched_priority: priority };

@@ -111,30 +111,44 @@ pub fn quanta_for_speed(speed: Speed) -> Vec<u16> {
     q
 }
 
-fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationRow>> {
+/// Runs the pause probe against a fresh DUT at `speed` (a steady flow of `rate` frames/s
+/// on priority 3): the probe's trials, and the DUT's own view of how late it resumed.
+/// `smooth` sends the flow from a spinning sender with the DUT on a CPU of its own, so
+/// that the flow has no bursts (needed to place the moment the DUT stopped); otherwise
+/// the sender sleeps between small bursts and leaves the CPUs to the DUT and the probe.
+pub fn probe_switch(
+    speed: Speed,
+    quanta: &[u16],
+    repeats: usize,
+    batch: usize,
+    rate: &str,
+    smooth: bool,
+) -> Result<(Vec<ProbeTrial>, Percentiles)> {
     let tb = star("bench-pause", 2)?;
+    let cpus = if smooth { harness::CpuPlan::split() } else { harness::CpuPlan::default() };
     let mut config = harness::switch_config(&tb, "sw1");
     for p in &mut config.ports {
         p.speed = speed;
     }
     config.buffer.headroom_bytes = 512 << 10;
     config.dataplane.batch = batch;
+    config.dataplane.cpu = cpus.switch;
     let sw = SwitchProc::start(&tb, "sw1", &config, &[])?;
     let dst = tb.host_iface("h2")?.mac.to_string();
     let speed_s = speed.to_string();
-    let gen = harness::start_gen(
-        &tb,
-        "h1",
-        "gen",
-        &["--dst-mac", &dst, "--dscp", "3", "--rate", "50k", "--duration", "300", "--speed", &speed_s],
-    )?;
-    let quanta = quanta_for_speed(speed);
+    let mut gen_args =
+        vec!["--dst-mac", dst.as_str(), "--dscp", "3", "--rate", rate, "--duration", "300", "--speed", &speed_s];
+    if smooth {
+        gen_args.push("--spin");
+    }
+    let gen = harness::start_gen_on(&tb, "h1", "gen", cpus.hosts(), &gen_args)?;
     let list: Vec<String> = quanta.iter().map(|q| q.to_string()).collect();
     let exe = harness::bin("pfctools")?.display().to_string();
     let repeats_s = repeats.to_string();
-    let probe = tb.spawn(
+    let probe = tb.spawn_on(
         "h2",
         "probe",
+        cpus.hosts(),
         &[
             &exe,
             "pause-probe",
@@ -157,8 +171,13 @@ fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationR
     if !finished.success() {
         bail!("pause probe at {speed} failed: {}", finished.stderr.trim());
     }
-    let trials: Vec<ProbeTrial> =
-        serde_json::from_str(finished.stdout.trim()).context("reading the pause probe's report")?;
+    let trials = serde_json::from_str(finished.stdout.trim()).context("reading the pause probe's report")?;
+    Ok((trials, late))
+}
+
+fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationRow>> {
+    let quanta = quanta_for_speed(speed);
+    let (trials, late) = probe_switch(speed, &quanta, repeats, batch, "50k", false)?;
     Ok(quanta
         .iter()
         .map(|&q| {
@@ -180,6 +199,35 @@ fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationR
             }
         })
         .collect())
+}
+
+/// How long the DUT takes from a pause to stopping the priority, seen from outside.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ResponseTime {
+    pub speed: String,
+    pub count: usize,
+    pub p50_us: f64,
+    pub max_us: f64,
+    pub p50_quanta: f64,
+    pub max_quanta: f64,
+    pub samples_us: Vec<f64>,
+}
+
+pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
+    // A dense flow: the stop can only be placed to within one inter-arrival interval.
+    let (trials, _) = probe_switch(speed, &[u16::MAX], repeats, 8, "200k", true)?;
+    let samples: Vec<f64> = trials.iter().map(|t| t.response_us).collect();
+    let quantum_us = pfcswitch::core::speed::BITS_PER_QUANTUM as f64 / speed.bps() as f64 * 1e6;
+    let (p50, max) = (median(&samples), samples.iter().copied().fold(0.0, f64::max));
+    Ok(ResponseTime {
+        speed: speed.to_string(),
+        count: samples.len(),
+        p50_us: p50,
+        max_us: max,
+        p50_quanta: p50 / quantum_us,
+        max_quanta: max / quantum_us,
+        samples_us: samples,
+    })
 }
 
 pub fn run(args: &PfcArgs) -> Result<()> {

@@ -199,6 +199,11 @@ impl Testbed {
     /// Starts a command inside `node`'s namespace; its output goes to files in the
     /// work directory. The process is stopped when the handle is dropped.
     pub fn spawn(&self, node: &str, label: &str, args: &[&str]) -> Result<Proc, TestbedError> {
+        self.spawn_on(node, label, None, args)
+    }
+
+    /// [`Testbed::spawn`], restricted to the CPUs in `cpus` (a taskset list such as "0" or "0-2").
+    pub fn spawn_on(&self, node: &str, label: &str, cpus: Option<&str>, args: &[&str]) -> Result<Proc, TestbedError> {
         let ns = self.ns(node)?;
         let stdout_path = self.work_dir.join(format!("{label}.out"));
         let stderr_path = self.work_dir.join(format!("{label}.err"));
@@ -209,7 +214,15 @@ impl Testbed {
         let stdout = fs::File::create(&stdout_path).map_err(io(&stdout_path))?;
         let stderr = fs::File::create(&stderr_path).map_err(io(&stderr_path))?;
         let command = format!("[{node}] {}", args.join(" "));
-        let child = Command::new("ip")
+        let mut cmd = match cpus {
+            Some(list) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", list, "ip"]);
+                c
+            }
+            None => Command::new("ip"),
+        };
+        let child = cmd
             .args(["netns", "exec", &ns])
             .args(args)
             .stdin(Stdio::null())

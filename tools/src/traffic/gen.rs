@@ -18,16 +18,22 @@ use super::pace::Pacer;
 use super::pause::{PauseCounts, PauseResponder};
 use super::xdp_port::{HostPort, BATCH};
 
+/// One flow to send: its frames, the priority it is sent on (what PFC pauses), its rate.
+#[derive(Clone, Debug)]
+pub struct GenFlow {
+    pub spec: FlowSpec,
+    pub prio: u8,
+    /// Frames per second; `None` is as fast as possible.
+    pub rate: Option<f64>,
+}
+
 #[derive(Clone, Debug)]
 pub struct GenOptions {
     pub iface: String,
-    /// Each flow with the priority it is sent on (what PFC pauses).
-    pub flows: Vec<(FlowSpec, u8)>,
+    pub flows: Vec<GenFlow>,
     /// Frames per flow.
     pub count: Option<u64>,
     pub duration: Option<Duration>,
-    /// Total frames per second over all flows; `None` is as fast as possible.
-    pub rate: Option<f64>,
     /// Receive and obey PFC (else received pauses are only counted, if receiving at all).
     pub honour_pfc: bool,
     /// Keep sending this many quanta after a pause arrives.
@@ -36,6 +42,9 @@ pub struct GenOptions {
     pub speed: Speed,
     /// Do not receive at all (no XDP program on the interface).
     pub tx_only: bool,
+    /// Poll instead of sleeping between frames: pauses are then obeyed within
+    /// microseconds of their delay, at the cost of a CPU.
+    pub spin: bool,
     pub umem_frames: u32,
     pub force: bool,
     /// Write the MAC control frames received to this pcap file.
@@ -64,39 +73,56 @@ pub struct GenReport {
     pub received_other: u64,
 }
 
+/// A flow while it is being sent.
+struct FlowState {
+    template: FlowTemplate,
+    prio: u8,
+    pacer: Pacer,
+    next_seq: u64,
+    /// Frames the pacer allows in this loop turn.
+    due: u64,
+    tx: FlowTx,
+}
+
 pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     if opts.flows.is_empty() {
         bail!("no flows to send");
     }
-    if opts.count.is_none() && opts.duration.is_none() && opts.rate.is_none() {
+    if opts.count.is_none() && opts.duration.is_none() {
         bail!("give --count, --duration or both; an endless flood is not a test");
     }
-    let templates: Vec<FlowTemplate> =
-        opts.flows.iter().map(|(f, _)| FlowTemplate::build(f)).collect::<Result<_, _>>()?;
-    let prios: Vec<u8> = opts.flows.iter().map(|(_, p)| *p).collect();
     let mut host = HostPort::open(&opts.iface, !opts.tx_only, opts.umem_frames, opts.force)?;
     sys::tighten_timer_slack();
     let mut responder = PauseResponder::new(opts.speed, opts.pause_delay_quanta, opts.honour_pfc);
     let mut capture = opts.capture.as_ref().map(crate::pcap::PcapWriter::create).transpose()?;
-    let frames = host.pool.capacity() as usize;
-    // Which template last wrote each frame: then only headers and stamp need rewriting.
-    let mut written_by: Vec<u16> = vec![u16::MAX; frames];
-    let mut next_seq = vec![0u64; templates.len()];
-    let mut tx = FlowTxTable::new(&templates, &prios);
+    let start = sys::now();
+    let mut flows = Vec::with_capacity(opts.flows.len());
+    for f in &opts.flows {
+        // A paced sender is a NIC at that rate: after a stall (or a resume) it may catch up
+        // by no more than a window's worth of frames, or it would burst above its rate.
+        let burst =
+            f.rate.map_or(BATCH as u64, |r| ((r * PACING_WINDOW.as_secs_f64()).ceil() as u64).clamp(1, BATCH as u64));
+        flows.push(FlowState {
+            template: FlowTemplate::build(&f.spec)?,
+            prio: f.prio,
+            pacer: Pacer::new(start, f.rate, burst),
+            next_seq: 0,
+            due: 0,
+            tx: FlowTx { flow: f.spec.id, priority: f.prio, sent: 0, bytes: 0 },
+        });
+    }
+    // Which flow last wrote each frame: then only headers and stamp need rewriting.
+    let mut written_by: Vec<u16> = vec![u16::MAX; host.pool.capacity() as usize];
     let mut ids: Vec<FrameId> = Vec::with_capacity(BATCH);
     let own_mac = host.mac;
-    let start = sys::now();
     let end = opts.duration.map(|d| start + d);
-    // A paced sender is a NIC at that rate: after a stall (or a resume) it may catch up by
-    // no more than a window's worth of frames, or it would burst above its own line rate.
-    let burst =
-        opts.rate.map_or(BATCH as u64, |r| ((r * PACING_WINDOW.as_secs_f64()).ceil() as u64).clamp(1, BATCH as u64));
-    let mut pacer = Pacer::new(start, opts.rate, burst);
+    let count = opts.count;
+    let finished = |f: &FlowState| count.is_some_and(|c| f.next_seq >= c);
     let mut rr = 0usize;
     let mut received_other = 0u64;
     loop {
         let now = sys::now();
-        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
+        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) || flows.iter().all(finished) {
             break;
         }
         host.port.reclaim(&mut host.pool);
@@ -109,7 +135,8 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                         w.write(bytes);
                     }
                     if let Ok(cf) = pfc::decode(bytes, own_mac) {
-                        responder.on_frame(now, &cf);
+                        // The response delay counts from the pause's arrival.
+                        responder.on_frame(pool.arrival(id).unwrap_or(now).min(now), &cf);
                     }
                 } else {
                     received_other += 1;
@@ -119,40 +146,50 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             port.refill(pool, BATCH * 2);
         }
         let paused = responder.paused_mask(now);
-        let count = opts.count;
-        let finished = |next_seq: &[u64], i: usize| count.is_some_and(|c| next_seq[i] >= c);
-        if (0..templates.len()).all(|i| finished(&next_seq, i)) {
-            break;
+        let mut room = host.port.tx_room(BATCH).min(host.pool.free_count().saturating_sub(BATCH));
+        for f in flows.iter_mut() {
+            let may_send = !finished(f) && paused & (1 << f.prio) == 0;
+            f.due = if may_send { f.pacer.due(now, room as u64) } else { 0 };
         }
-        let room = host.port.tx_room(BATCH).min(host.pool.free_count().saturating_sub(BATCH));
-        let due = pacer.due(now, room as u64) as usize;
         ids.clear();
         let stamp_ns = now.as_nanos() as u32;
-        for _ in 0..due {
-            // Round robin over flows that may send.
-            let Some(i) = (0..templates.len())
-                .map(|k| (rr + k) % templates.len())
-                .find(|&i| !finished(&next_seq, i) && paused & (1 << prios[i]) == 0)
-            else {
-                break;
-            };
-            rr = (i + 1) % templates.len();
-            let Some(id) = host.pool.alloc() else { break };
-            let t = &templates[i];
-            let buf = host.pool.write(id, t.len());
-            if written_by[id.0 as usize] == t.id {
-                t.rewrite(buf, next_seq[i] as u32, stamp_ns);
-            } else {
-                t.write(buf, next_seq[i] as u32, stamp_ns);
-                written_by[id.0 as usize] = t.id;
+        // One frame per due flow per pass, so flows interleave on the wire.
+        while room > 0 {
+            let mut progressed = false;
+            for k in 0..flows.len() {
+                let i = (rr + k) % flows.len();
+                let f = &mut flows[i];
+                if f.due == 0 || room == 0 || count.is_some_and(|c| f.next_seq >= c) {
+                    continue;
+                }
+                let Some(id) = host.pool.alloc() else {
+                    room = 0;
+                    break;
+                };
+                let t = &f.template;
+                let buf = host.pool.write(id, t.len());
+                if written_by[id.0 as usize] == t.id {
+                    t.rewrite(buf, f.next_seq as u32, stamp_ns);
+                } else {
+                    t.write(buf, f.next_seq as u32, stamp_ns);
+                    written_by[id.0 as usize] = t.id;
+                }
+                f.next_seq += 1;
+                f.due -= 1;
+                f.pacer.sent(1);
+                f.tx.sent += 1;
+                f.tx.bytes += t.len() as u64;
+                ids.push(id);
+                room -= 1;
+                progressed = true;
             }
-            next_seq[i] += 1;
-            tx.count(i, t.len());
-            ids.push(id);
+            rr = (rr + 1) % flows.len();
+            if !progressed {
+                break;
+            }
         }
         if !ids.is_empty() {
             host.port.send(&mut host.pool, ids.iter().copied());
-            pacer.sent(ids.len() as u64);
         }
         for _ in 0..4 {
             if host.port.tx_outstanding() == 0 {
@@ -164,7 +201,16 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             }
         }
         if ids.is_empty() {
-            idle_wait(now, &pacer, &responder, paused != 0);
+            if opts.spin {
+                std::hint::spin_loop();
+            } else {
+                let next_due = flows
+                    .iter()
+                    .filter(|f| !finished(f) && paused & (1 << f.prio) == 0)
+                    .filter_map(|f| f.pacer.next_burst_due())
+                    .min();
+                idle_wait(now, next_due, &responder, paused != 0);
+            }
         }
     }
     host.flush(Duration::from_secs(1));
@@ -173,7 +219,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     }
     let now = sys::now();
     let elapsed = now.saturating_since(start).as_secs_f64();
-    let sent = tx.flows.iter().map(|f| f.sent).sum();
+    let sent = flows.iter().map(|f| f.tx.sent).sum();
     let mut paused_us = [0; PRIORITIES];
     for (p, v) in paused_us.iter_mut().enumerate() {
         *v = responder.paused_time(now, p).as_micros() as u64;
@@ -182,7 +228,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         elapsed_s: elapsed,
         sent,
         pps: if elapsed > 0.0 { sent as f64 / elapsed } else { 0.0 },
-        flows: tx.flows,
+        flows: flows.into_iter().map(|f| f.tx).collect(),
         pauses: responder.counts,
         paused_us,
         response_delay_ns: responder.delay().as_nanos() as u64,
@@ -199,34 +245,12 @@ const SLEEP_OVERSHOOT: Duration = Duration::from_micros(35);
 /// sender leaves the CPU to the switch; the last few µs are spun, because sleeps wake
 /// late. Sleeps are short enough (≤ 200 µs) that received pauses are read promptly, and
 /// a sleeping sender sends nothing, so sleeping is always safe.
-fn idle_wait(now: Time, pacer: &Pacer, responder: &PauseResponder, paused: bool) {
-    let next =
-        [pacer.next_burst_due(), if paused { responder.next_change(now) } else { None }].into_iter().flatten().min();
+fn idle_wait(now: Time, next_due: Option<Time>, responder: &PauseResponder, paused: bool) {
+    let next = [next_due, if paused { responder.next_change(now) } else { None }].into_iter().flatten().min();
     let wait = next.map(|t| t.saturating_since(now)).unwrap_or(Duration::from_micros(20));
     if wait >= SLEEP_OVERSHOOT + Duration::from_micros(10) {
         std::thread::sleep((wait - SLEEP_OVERSHOOT).min(Duration::from_micros(200)));
     } else {
         std::hint::spin_loop();
-    }
-}
-
-struct FlowTxTable {
-    flows: Vec<FlowTx>,
-}
-
-impl FlowTxTable {
-    fn new(templates: &[FlowTemplate], prios: &[u8]) -> FlowTxTable {
-        FlowTxTable {
-            flows: templates
-                .iter()
-                .zip(prios)
-                .map(|(t, &p)| FlowTx { flow: t.id, priority: p, sent: 0, bytes: 0 })
-                .collect(),
-        }
-    }
-
-    fn count(&mut self, i: usize, len: usize) {
-        self.flows[i].sent += 1;
-        self.flows[i].bytes += len as u64;
     }
 }

@@ -40,6 +40,10 @@ pub struct ProbeTrial {
     /// The pause as measured: the gap less half the flow's inter-arrival interval.
     pub measured_us: f64,
     pub interval_us: f64,
+    /// How long after the pause was sent the flow stopped: the switch stopped between the
+    /// last frame before the gap (or the pause, if later) and the next frame due one
+    /// interval after it; this is the middle of that span (veth transit included).
+    pub response_us: f64,
 }
 
 struct Receiver {
@@ -83,6 +87,15 @@ impl Receiver {
     }
 }
 
+/// The mean time between arrivals of a steady flow.
+fn steady_interval(arrivals: &[Time]) -> Result<Duration> {
+    if arrivals.len() < 10 {
+        bail!("the test flow stalled ({} frames in 30 ms)", arrivals.len());
+    }
+    let span = arrivals[arrivals.len() - 1].saturating_since(arrivals[0]);
+    Ok(span / (arrivals.len() as u32 - 1))
+}
+
 pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
     let host = HostPort::open(&opts.iface, true, 16384, false)?;
     let raw = RawSender::open(&opts.iface)?;
@@ -98,32 +111,44 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
         }
         rx.run_for(Duration::from_millis(10), stop);
     }
-    let span = rx.arrivals[rx.arrivals.len() - 1].saturating_since(rx.arrivals[0]);
-    let interval = span / (rx.arrivals.len() as u32 - 1);
     let mut trials = Vec::new();
     let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
     for &quanta in &opts.quanta {
         pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(1 << opts.prio, quanta)));
         let expected = opts.speed.quanta_duration(quanta);
         for _ in 0..opts.repeats {
-            // Let the switch drain what the last pause queued.
-            rx.run_for(Duration::from_millis(30) + expected, stop);
+            // Let the switch drain what the last pause queued, then time the steady flow.
+            rx.run_for(expected, stop);
+            rx.arrivals.clear();
+            rx.run_for(Duration::from_millis(30), stop);
+            let interval = steady_interval(&rx.arrivals)?;
             // Keep the last arrival: it may be the last frame before the pause.
             let last = rx.arrivals.last().copied();
             rx.arrivals.clear();
             rx.arrivals.extend(last);
+            let t0 = sys::now();
             while !raw.send(&frame)? {}
             rx.run_for(expected * 2 + Duration::from_millis(20), stop);
             if stop.load(Ordering::Relaxed) {
                 bail!("stopped");
             }
-            let gap = rx.arrivals.windows(2).map(|w| w[1].saturating_since(w[0])).max().unwrap_or_default();
+            let (gap, last_before) = rx
+                .arrivals
+                .windows(2)
+                .map(|w| (w[1].saturating_since(w[0]), w[0]))
+                .max_by_key(|(g, _)| *g)
+                .unwrap_or((Duration::ZERO, t0));
             trials.push(ProbeTrial {
                 quanta,
                 expected_us: expected.as_secs_f64() * 1e6,
                 gap_us: gap.as_secs_f64() * 1e6,
                 measured_us: gap.saturating_sub(interval / 2).as_secs_f64() * 1e6,
                 interval_us: interval.as_secs_f64() * 1e6,
+                response_us: {
+                    let earliest = last_before.max(t0);
+                    let latest = last_before + interval;
+                    (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6
+                },
             });
         }
     }

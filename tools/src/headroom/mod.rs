@@ -1,0 +1,221 @@
+//! Headroom and pause-response testing: the calculator, the sweep on a netns testbed, the
+//! DUT's response-time measurement, and their reports.
+
+pub mod calc;
+pub mod plot;
+pub mod sweep;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use pfcswitch::core::speed::Speed;
+use pfcswitch::report::Table;
+
+use calc::CalcInput;
+use sweep::{SweepOptions, SweepReport};
+
+#[derive(Args, Clone, Debug)]
+pub struct HeadroomArgs {
+    /// Only compute the headroom a port needs (no testbed).
+    #[arg(long)]
+    pub calc: bool,
+    /// Measure how long the DUT takes from receiving a pause to stopping the priority.
+    #[arg(long, conflicts_with = "calc")]
+    pub response_time: bool,
+    /// Port speed.
+    #[arg(long, default_value = "1G")]
+    pub speed: Speed,
+    /// Calculator: cable length in metres.
+    #[arg(long, default_value_t = 100.0)]
+    pub cable_m: f64,
+    /// Calculator: MTU (IP packet size); frames are MTU + 14 bytes (+ 4 tagged).
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// Calculator: frames carry a VLAN tag.
+    #[arg(long)]
+    pub tagged: bool,
+    /// Calculator: the sender's response time in quanta...
+    #[arg(long, default_value_t = 0)]
+    pub response_quanta: u32,
+    /// ...plus this many µs.
+    #[arg(long, default_value_t = 0.0)]
+    pub response_us: f64,
+    /// Calculator: the switch's delay from XOFF to sending the pause, µs.
+    #[arg(long, default_value_t = 0.0)]
+    pub switch_delay_us: f64,
+    /// Calculator: load of the paused traffic in percent of line rate.
+    #[arg(long, default_value_t = 100.0)]
+    pub load: f64,
+    /// Sweep: lossless priorities under test, e.g. 3 or 3,4.
+    #[arg(long, value_delimiter = ',', default_value = "3")]
+    pub prios: Vec<u8>,
+    /// Sweep: sender response delays in quanta.
+    #[arg(long, value_delimiter = ',', default_value = "0,250,500,750,1000,1500,2000,3000")]
+    pub delays: Vec<u32>,
+    /// Sweep: headroom configured in the DUT per (port, priority).
+    #[arg(long, default_value_t = 48 << 10)]
+    pub headroom_bytes: u64,
+    /// Sweep: XOFF threshold in the DUT.
+    #[arg(long, default_value_t = 64 << 10)]
+    pub xoff_bytes: u64,
+    /// Sweep: frame size on the wire.
+    #[arg(long, default_value_t = 1000)]
+    pub frame_size: usize,
+    /// Sweep: runs per delay (response-time: pauses sent).
+    #[arg(long, default_value_t = 1)]
+    pub repeats: usize,
+    /// Sweep: write a chart of the sweep (SVG).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl HeadroomArgs {
+    pub fn calc_input(&self) -> CalcInput {
+        let mut i = CalcInput {
+            speed: self.speed,
+            cable_m: self.cable_m,
+            max_frame: CalcInput::max_frame_for_mtu(self.mtu, self.tagged),
+            response: Duration::ZERO,
+            switch_delay: Duration::from_secs_f64(self.switch_delay_us / 1e6),
+            load: self.load / 100.0,
+        };
+        i.response = i.quanta(self.response_quanta) + Duration::from_secs_f64(self.response_us / 1e6);
+        i
+    }
+
+    pub fn sweep_options(&self) -> SweepOptions {
+        SweepOptions {
+            speed: self.speed,
+            prios: self.prios.clone(),
+            delays: self.delays.clone(),
+            headroom_bytes: self.headroom_bytes,
+            xoff_bytes: self.xoff_bytes,
+            frame_size: self.frame_size,
+            repeats: self.repeats,
+            ..SweepOptions::default()
+        }
+    }
+}
+
+pub fn run(args: &HeadroomArgs) -> Result<()> {
+    if args.calc {
+        let input = args.calc_input();
+        if !(args.load > 0.0 && args.load <= 100.0) {
+            bail!("--load is a percentage: 0 < load <= 100");
+        }
+        let c = input.calculate();
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&c)?);
+        } else {
+            print!("{}", c.text(&input));
+        }
+        return Ok(());
+    }
+    if args.response_time {
+        let r = crate::bench::pfc::response_time(args.speed, args.repeats.max(5))?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            println!(
+                "DUT response time at {} ({} pauses): from sending a pause until the DUT stopped the priority, \
+                 p50 {:.1} µs = {:.0} quanta, max {:.1} µs = {:.0} quanta (veth transit both ways included)",
+                args.speed, r.count, r.p50_us, r.p50_quanta, r.max_us, r.max_quanta
+            );
+        }
+        return Ok(());
+    }
+    let opts = args.sweep_options();
+    eprintln!(
+        "headroom sweep at {}: priorities {:?}, headroom {} B, XOFF {} B, {} B frames, delays {:?} quanta",
+        opts.speed, opts.prios, opts.headroom_bytes, opts.xoff_bytes, opts.frame_size, opts.delays
+    );
+    let report = sweep::run(&opts, &|r| {
+        eprintln!(
+            "  delay {:>6} quanta: drops {:>4}, headroom used {:>7} B",
+            r.delay_quanta,
+            r.prios.iter().map(|p| p.drops).sum::<u64>(),
+            r.prios.iter().map(|p| p.headroom_watermark).max().unwrap_or(0)
+        )
+    })?;
+    if let Some(path) = &args.plot {
+        plot::svg(&report, path)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", text(&report));
+        if let Some(path) = &args.plot {
+            println!("chart: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// The sweep as the test plan's table.
+pub fn text(r: &SweepReport) -> String {
+    let mut t = Table::new(&[
+        "delay q",
+        "delay µs",
+        "prio",
+        "test sent B",
+        "test rx",
+        "held B",
+        "lossless drops",
+        "headroom used B",
+        "bg sent",
+        "bg rx",
+        "storm ok",
+    ]);
+    for run in &r.runs {
+        for p in &run.prios {
+            t.row(vec![
+                run.delay_quanta.to_string(),
+                format!("{:.1}", run.delay_us),
+                p.prio.to_string(),
+                p.test_sent_bytes.to_string(),
+                p.test_received.to_string(),
+                p.held_bytes.to_string(),
+                p.drops.to_string(),
+                p.headroom_watermark.to_string(),
+                run.background_sent.to_string(),
+                run.background_received.to_string(),
+                if run.storm_continuous { "yes" } else { "GAP" }.to_string(),
+            ]);
+        }
+    }
+    let mut out = format!(
+        "PFC headroom sweep at {}, priorities {:?}: DUT shared buffer {} B, XOFF {} B, headroom {} B per priority\n",
+        r.speed, r.prios, r.shared_bytes, r.xoff_bytes, r.headroom_configured
+    );
+    out += &t.render();
+    let mut c = Table::new(&["delay q", "needed B", "calculated B", "difference B", "lossless", "agrees"]);
+    for k in &r.checks {
+        c.row(vec![
+            k.delay_quanta.to_string(),
+            if k.lossless { k.measured_bytes.to_string() } else { format!("> {}", k.measured_bytes) },
+            k.predicted_bytes.to_string(),
+            format!("{:+}", k.measured_bytes as i64 - k.predicted_bytes as i64),
+            if k.lossless { "yes" } else { "NO" }.to_string(),
+            if k.agrees { "yes" } else { "NO" }.to_string(),
+        ]);
+    }
+    out += &format!(
+        "\nheadroom needed against the calculator (plus this testbed's offset of {:+} B, fitted over the lossless \
+         delays; agreement: within one {} B frame, or both over the configured headroom):\n",
+        r.testbed_offset_bytes,
+        r.frame_size - 4
+    );
+    out += &c.render();
+    out += &match r.largest_lossless_delay_quanta {
+        Some(d) => format!(
+            "largest lossless sender delay: {d} quanta; with {} B of headroom configured\n",
+            r.headroom_configured
+        ),
+        None => "no delay was lossless: the headroom is too small even for an immediate response\n".into(),
+    };
+    out
+}

@@ -1,0 +1,355 @@
+//! The PFC pause-response test plan on a `tx — DUT — rx` testbed:
+//!
+//! 1. a PFC storm from the rx side keeps the lossless priorities under test paused at the
+//!    DUT's egress;
+//! 2. after a settle time the tx side sends test traffic on those priorities (50 % of line
+//!    rate) and background traffic on priority 0 (50 %), honouring the DUT's pauses after
+//!    a response delay of N quanta;
+//! 3. traffic stops after a fixed time, then the storm;
+//! 4. all background frames must arrive and no test frame may; the test bytes all sit in
+//!    the DUT's buffer; lossless ingress drops stay zero while the headroom holds.
+//!
+//! Sweeping N finds the largest delay that stays lossless and the headroom each delay needs.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use pfcswitch::core::speed::Speed;
+use serde::{Deserialize, Serialize};
+
+use super::calc::CalcInput;
+use crate::bench::median;
+use crate::harness::{self, SinkProc, SwitchProc};
+use crate::storm::StormReport;
+use crate::testbed::{unique_name, Testbed, Topology};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepOptions {
+    pub speed: Speed,
+    /// Lossless priorities under test (3, 4 or both); DSCP p marks priority p.
+    pub prios: Vec<u8>,
+    /// Sender response delays to try, in quanta.
+    pub delays: Vec<u32>,
+    /// Headroom configured per (port, lossless priority).
+    pub headroom_bytes: u64,
+    pub xoff_bytes: u64,
+    pub shared_bytes: u64,
+    /// Test and background frame size on the wire, FCS included.
+    pub frame_size: usize,
+    pub traffic: Duration,
+    pub settle: Duration,
+    pub repeats: usize,
+}
+
+impl Default for SweepOptions {
+    fn default() -> SweepOptions {
+        SweepOptions {
+            speed: Speed::gbps(1),
+            prios: vec![3],
+            delays: vec![0, 250, 500, 750, 1000, 1500, 2000, 3000],
+            headroom_bytes: 48 << 10,
+            xoff_bytes: 64 << 10,
+            shared_bytes: 4 << 20,
+            frame_size: 1000,
+            traffic: Duration::from_millis(400),
+            settle: Duration::from_millis(300),
+            repeats: 1,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrioOutcome {
+    pub prio: u8,
+    pub test_sent_frames: u64,
+    pub test_sent_bytes: u64,
+    pub test_received: u64,
+    /// Lossless ingress drops at the DUT.
+    pub drops: u64,
+    pub headroom_watermark: u64,
+    /// What the DUT held for this priority at most (shared + headroom).
+    pub held_bytes: u64,
+    pub xoff_sent: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub delay_quanta: u32,
+    pub delay_us: f64,
+    pub prios: Vec<PrioOutcome>,
+    pub background_sent: u64,
+    pub background_received: u64,
+    /// The storm never let the paused priorities resume.
+    pub storm_continuous: bool,
+    /// Where frames were lost, if anywhere: the DUT's drop counters (both ports), the
+    /// kernel's drops at the DUT's and at the sink's sockets.
+    pub dut_drops: u64,
+    /// The DUT's drops per port, by reason.
+    pub dut_drop_reasons: Vec<pfcswitch::core::stats::DropCounters>,
+    pub dut_socket_drops: u64,
+    /// Loop turns in which the DUT's kernel tx queues took nothing.
+    pub dut_tx_busy: u64,
+    pub sink_socket_drops: u64,
+}
+
+impl RunOutcome {
+    pub fn lossless(&self) -> bool {
+        self.prios.iter().all(|p| p.drops == 0)
+    }
+
+    /// Headroom this run needed for `p`: the watermark when nothing was dropped, else at
+    /// least the configured headroom plus what was dropped.
+    pub fn needed(&self, p: &PrioOutcome, configured: u64, frame_len: u64) -> u64 {
+        if p.drops == 0 {
+            p.headroom_watermark
+        } else {
+            configured + p.drops * frame_len
+        }
+    }
+}
+
+/// The calculator against the sweep, for one delay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CalcCheck {
+    pub delay_quanta: u32,
+    /// Median over repeats of the largest need among the priorities.
+    pub measured_bytes: u64,
+    pub lossless: bool,
+    pub predicted_bytes: u64,
+    /// Lossless runs: measured within one maximum frame of the prediction. Runs that
+    /// dropped: the calculator also said the configured headroom was (within a frame)
+    /// too small.
+    pub agrees: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub speed: String,
+    pub prios: Vec<u8>,
+    pub headroom_configured: u64,
+    pub xoff_bytes: u64,
+    pub shared_bytes: u64,
+    pub frame_size: usize,
+    pub runs: Vec<RunOutcome>,
+    /// The largest delay with no lossless drop in any repeat.
+    pub largest_lossless_delay_quanta: Option<u32>,
+    /// This testbed's offset from the calculator (its switch, veth and sender loop),
+    /// fitted over the lossless delays and added to every prediction.
+    pub testbed_offset_bytes: i64,
+    pub checks: Vec<CalcCheck>,
+}
+
+fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
+    // A DUT preempted for a few milliseconds would let frames pile up unseen in its rx
+    // ring, like a longer cable: the switch gets a CPU of its own.
+    let cpus = harness::CpuPlan::split();
+    let mut config = harness::switch_config(tb, "sw1");
+    config.dataplane.cpu = cpus.switch;
+    for p in &mut config.ports {
+        p.speed = opts.speed;
+    }
+    config.pfc.lossless = opts.prios.clone();
+    config.classify.dscp = opts.prios.iter().map(|p| (p.to_string(), *p)).collect();
+    config.buffer.xoff_bytes = Some(opts.xoff_bytes);
+    config.buffer.xon_offset_bytes = Some(opts.xoff_bytes / 4);
+    config.buffer.headroom_bytes = opts.headroom_bytes;
+    config.buffer.shared_bytes = opts.shared_bytes;
+    let sw = SwitchProc::start(tb, "sw1", &config, &[]).context("starting the DUT")?;
+    let speed = opts.speed.to_string();
+    let (settle, traffic) = (opts.settle.as_secs_f64(), opts.traffic.as_secs_f64());
+    let sink_secs = format!("{}", settle + traffic + 0.4);
+    let sink = SinkProc::start_on(tb, "h2", "sink", cpus.hosts(), &["--duration", &sink_secs])?;
+    let bitmap = opts.prios.iter().fold(0u8, |m, p| m | (1 << p)).to_string();
+    let exe = harness::bin("pfctools")?.display().to_string();
+    let storm_secs = format!("{}", settle + traffic + 0.8);
+    let storm = tb.spawn_on(
+        "h2",
+        "storm",
+        cpus.hosts(),
+        &[&exe, "storm", "-i", "eth0", "-p", &bitmap, "-s", &storm_secs, "--speed", &speed, "--json"],
+    )?;
+    std::thread::sleep(opts.settle);
+
+    // Test flows share 50 % of line rate; background gets the other 50 %.
+    let test_load = 50.0 / opts.prios.len() as f64;
+    let mut dscps: Vec<String> = opts.prios.iter().map(|p| p.to_string()).collect();
+    dscps.push("0".into());
+    let mut loads: Vec<String> = opts.prios.iter().map(|_| format!("{test_load}")).collect();
+    loads.push("50".into());
+    let dst = tb.host_iface("h2")?.mac.to_string();
+    let (flows, size, delay_s, traffic_s) =
+        (dscps.len().to_string(), opts.frame_size.to_string(), delay.to_string(), traffic.to_string());
+    let mut args = vec!["--dst-mac", dst.as_str(), "--flows", &flows, "--size", &size, "--duration", &traffic_s];
+    args.extend_from_slice(&["--speed", &speed, "--pause-delay-quanta", &delay_s, "--spin"]);
+    let loads = loads.join(",");
+    args.extend_from_slice(&["--flow-load", &loads]);
+    for d in &dscps {
+        args.extend_from_slice(&["--dscp", d]);
+    }
+    let gen = harness::start_gen_on(tb, "h1", "gen", cpus.hosts(), &args)?.finish(Duration::from_secs(60))?;
+    // The test frames are still held by the DUT: read its buffers before the storm ends.
+    std::thread::sleep(Duration::from_millis(100));
+    let stats = sw.stats()?;
+    let storm = storm.wait(Duration::from_secs(30));
+    let storm: StormReport = serde_json::from_str(storm.stdout.trim())
+        .with_context(|| format!("storm report unreadable: {}", storm.stderr.trim()))?;
+    let rx = sink.finish(Duration::from_secs(30))?;
+    let finished = sw.stop();
+    if !finished.success() {
+        bail!("the DUT did not stop cleanly: {}", finished.stderr.trim());
+    }
+
+    let p1 = &stats.ports[0];
+    let received = |flow: u16| rx.flows.iter().find(|f| f.flow == flow).map_or(0, |f| f.received);
+    let prios = opts
+        .prios
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let tx = &gen.flows[i];
+            let q = &p1.priorities[usize::from(p)];
+            PrioOutcome {
+                prio: p,
+                test_sent_frames: tx.sent,
+                test_sent_bytes: tx.bytes,
+                test_received: received(tx.flow),
+                drops: q.counters.lossless_drops,
+                headroom_watermark: q.headroom_watermark,
+                held_bytes: q.ingress_watermark,
+                xoff_sent: q.counters.xoff_sent,
+            }
+        })
+        .collect();
+    let bg = gen.flows.last().expect("background flow");
+    Ok(RunOutcome {
+        delay_quanta: delay,
+        delay_us: opts.speed.bit_times(u64::from(delay) * 512).as_secs_f64() * 1e6,
+        prios,
+        background_sent: bg.sent,
+        background_received: received(bg.flow),
+        storm_continuous: storm.continuous,
+        dut_drops: stats.ports.iter().map(|p| p.counters.drops.total()).sum(),
+        dut_drop_reasons: stats.ports.iter().map(|p| p.counters.drops).collect(),
+        dut_socket_drops: stats.ports.iter().map(|p| p.socket.rx_dropped + p.socket.rx_ring_full).sum(),
+        dut_tx_busy: stats.ports.iter().map(|p| p.socket.tx_kernel_busy).sum(),
+        sink_socket_drops: rx.socket_dropped,
+    })
+}
+
+/// Runs the sweep; `progress` hears about each run.
+pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepReport> {
+    if opts.prios.is_empty() || opts.prios.iter().any(|&p| p > 7 || p == 0) {
+        bail!("test priorities must be 1..7 (priority 0 carries the background traffic)");
+    }
+    if opts.delays.is_empty() {
+        bail!("no delays to sweep");
+    }
+    let tb = Testbed::up(&unique_name("headroom"), Topology::star(2))?;
+    let mut runs = Vec::new();
+    for &delay in &opts.delays {
+        for _ in 0..opts.repeats.max(1) {
+            let r = trial(&tb, opts, delay)?;
+            progress(&r);
+            runs.push(r);
+        }
+    }
+    Ok(report(opts, runs))
+}
+
+/// Summarises runs: the largest lossless delay and the calculator's agreement.
+pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
+    let frame_len = opts.frame_size as u64 - 4;
+    let mut delays: Vec<u32> = runs.iter().map(|r| r.delay_quanta).collect();
+    delays.sort_unstable();
+    delays.dedup();
+    let need = |d: u32| -> (u64, bool) {
+        let these: Vec<&RunOutcome> = runs.iter().filter(|r| r.delay_quanta == d).collect();
+        let needs: Vec<f64> = these
+            .iter()
+            .map(|r| r.prios.iter().map(|p| r.needed(p, opts.headroom_bytes, frame_len)).max().unwrap_or(0) as f64)
+            .collect();
+        (median(&needs) as u64, these.iter().all(|r| r.lossless()))
+    };
+    let largest_lossless = delays.iter().copied().filter(|&d| need(d).1).max();
+
+    let input = |response: Duration| CalcInput {
+        speed: opts.speed,
+        cable_m: 0.0,
+        max_frame: frame_len as u32,
+        response,
+        switch_delay: Duration::ZERO,
+        load: 0.5 / opts.prios.len() as f64,
+    };
+    // The testbed's own offset (its switch, veth and sender loop, minus what the model's
+    // fixed terms overcount) is fitted as the mean residual over the lossless delays;
+    // what is checked is that every delay then lands within one frame.
+    let residuals: Vec<f64> = delays
+        .iter()
+        .filter_map(|&d| {
+            let (n, lossless) = need(d);
+            let predicted = input(input(Duration::ZERO).quanta(d)).calculate().total_bytes as f64;
+            lossless.then_some(n as f64 - predicted)
+        })
+        .collect();
+    let offset = if residuals.is_empty() { 0.0 } else { residuals.iter().sum::<f64>() / residuals.len() as f64 };
+    let checks = delays
+        .iter()
+        .map(|&d| {
+            let (measured, lossless) = need(d);
+            let i = input(input(Duration::ZERO).quanta(d));
+            let predicted = (i.calculate().total_bytes as f64 + offset).round().max(0.0) as u64;
+            // Both sides are only known to a frame: a lossless run must land within one
+            // frame of the prediction, a run that dropped must be predicted to need at
+            // least the configured headroom less one frame.
+            let agrees = if lossless {
+                measured.abs_diff(predicted) <= frame_len
+            } else {
+                predicted + frame_len > opts.headroom_bytes
+            };
+            CalcCheck { delay_quanta: d, measured_bytes: measured, lossless, predicted_bytes: predicted, agrees }
+        })
+        .collect();
+    SweepReport {
+        speed: opts.speed.to_string(),
+        prios: opts.prios.clone(),
+        headroom_configured: opts.headroom_bytes,
+        xoff_bytes: opts.xoff_bytes,
+        shared_bytes: opts.shared_bytes,
+        frame_size: opts.frame_size,
+        runs,
+        largest_lossless_delay_quanta: largest_lossless,
+        testbed_offset_bytes: offset.round() as i64,
+        checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(delay: u32, watermark: u64, drops: u64) -> RunOutcome {
+        RunOutcome {
+            delay_quanta: delay,
+            prios: vec![PrioOutcome { prio: 3, drops, headroom_watermark: watermark, ..Default::default() }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn summary_finds_the_limit_and_checks_the_calculator() {
+        let opts = SweepOptions { headroom_bytes: 20_000, ..SweepOptions::default() };
+        // 1G, 50 % load: 1000 quanta add 32 000 wire bytes × 996/1020 buffered.
+        let per_quantum = 32.0 * 996.0 / 1020.0;
+        let base = 6_000.0;
+        let runs =
+            vec![run(0, base as u64, 0), run(300, (base + 300.0 * per_quantum) as u64 + 500, 0), run(1000, 20_000, 7)];
+        let r = report(&opts, runs);
+        assert_eq!(r.largest_lossless_delay_quanta, Some(300));
+        assert!(r.testbed_offset_bytes > 0);
+        assert_eq!(r.checks.len(), 3);
+        assert!(r.checks[0].agrees, "calibration point");
+        assert!(r.checks[1].agrees, "{:?}", r.checks[1]);
+        assert_eq!(r.checks[2].measured_bytes, 20_000 + 7 * 996);
+        assert!(r.checks[2].agrees, "the calculator predicts the overflow too: {:?}", r.checks[2]);
+    }
+}
