@@ -107,10 +107,14 @@ fn dut_response_time_is_measured_in_quanta_and_microseconds() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let (p50_us, p50_quanta) = (r["p50_us"].as_f64().unwrap(), r["p50_quanta"].as_f64().unwrap());
-    assert_eq!(r["count"], 7);
-    // Software switch on veth: microseconds, not the nanoseconds of an ASIC; and not stuck.
-    assert!(p50_us > 0.0 && p50_us < 1_000.0, "{r}");
-    // One quantum is 51.2 ns at 10G.
+    // The DUT's own account: every pause measured, in µs and in quanta (51.2 ns at 10G).
+    let dut = &r["dut"];
+    // (A pause counts when its priority was flowing; the smooth flow nearly always is.)
+    assert!(dut["count"].as_u64().unwrap() >= 4, "{r}");
+    let (p50_us, p50_quanta) = (dut["p50_us"].as_f64().unwrap(), r["dut_p50_quanta"].as_f64().unwrap());
+    assert!(p50_us < 1_000.0, "a software switch stops within microseconds, not milliseconds: {r}");
     assert!((p50_quanta - p50_us / 0.0512).abs() < 1.0, "{r}");
+    // Seen from the receiver: at least some trials place the stop, and it is not stuck.
+    assert!(r["external_count"].as_u64().unwrap() >= 1, "{r}");
+    assert!(r["external_p50_us"].as_f64().unwrap() < 1_000.0, "{r}");
 }

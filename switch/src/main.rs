@@ -9,7 +9,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use pfcswitch::control::{self, client, server::ControlServer, Request};
+use pfcswitch::control::server::{ControlServer, Routes};
+use pfcswitch::control::{self, client, Request};
 use pfcswitch::core::config::Config;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
@@ -84,6 +85,17 @@ enum CtlCommand {
     Fdb,
     /// Reset the buffer watermarks.
     ClearWatermarks,
+    /// Hand this port's frames to the slowpath: it stops sending and its upstream gets paused.
+    Block {
+        /// Port name (or interface).
+        port: String,
+    },
+    /// Release what the slowpath holds for this port and switch it normally again.
+    Unblock { port: String },
+    /// The DCFIT traffic map: ingress ports with traffic waiting on each egress.
+    TrafficMap,
+    /// PFC deadlocks this switch detected (JSON).
+    Deadlocks,
 }
 
 fn main() {
@@ -145,8 +157,10 @@ fn run(args: RunArgs) -> Result<()> {
 
     let waker = Waker::new()?;
     let (to_dataplane, commands) = crossbeam_channel::bounded(16);
-    let server = ControlServer::start(&socket, to_dataplane, waker.try_clone()?)?;
-    let mut dataplane = Dataplane::open(config, Options { force: args.force }, waker)?;
+    let (to_slowpath, slowpath_commands) = crossbeam_channel::bounded(16);
+    let routes = Routes { dataplane: to_dataplane, dataplane_waker: waker.try_clone()?, slowpath: to_slowpath };
+    let server = ControlServer::start(&socket, routes)?;
+    let mut dataplane = Dataplane::open(config, Options { force: args.force }, waker, slowpath_commands)?;
     tracing::info!(socket = %socket.display(), "switching; stop with Ctrl-C");
     let result = dataplane.run(&stop, &commands, &[signal_rx.as_raw_fd()]);
     drop(dataplane);
@@ -161,6 +175,10 @@ fn ctl(args: CtlArgs) -> Result<()> {
         CtlCommand::Stats => Request::Stats,
         CtlCommand::Fdb => Request::Fdb,
         CtlCommand::ClearWatermarks => Request::ClearWatermarks,
+        CtlCommand::Block { port } => Request::Block { port },
+        CtlCommand::Unblock { port } => Request::Unblock { port },
+        CtlCommand::TrafficMap => Request::TrafficMap,
+        CtlCommand::Deadlocks => Request::Deadlocks,
     };
     let result = client::request(&path, &request)?;
     if args.json {
@@ -173,6 +191,8 @@ fn ctl(args: CtlArgs) -> Result<()> {
             print!("{}", report::stats_table(&stats));
         }
         Request::Fdb => print!("{}", report::fdb_table(&result)),
+        Request::TrafficMap => print!("{}", report::traffic_map_table(&result)),
+        Request::Deadlocks => println!("{}", serde_json::to_string_pretty(&result)?),
         _ => println!("{}", result.as_str().unwrap_or(&result.to_string())),
     }
     Ok(())

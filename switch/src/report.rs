@@ -269,6 +269,31 @@ pub fn fdb_table(rows: &serde_json::Value) -> String {
     t.render()
 }
 
+/// The traffic map as a matrix: rows are ingress ports, columns egress ports; `*` when
+/// the pair waits at the slowpath, `q` when it waits in an egress queue.
+pub fn traffic_map_table(doc: &serde_json::Value) -> String {
+    let names: Vec<String> = doc["ports"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap_or("?").to_string()).collect())
+        .unwrap_or_default();
+    let cell = |m: &str, i: usize, e: usize| doc[m][i][e].as_bool() == Some(true);
+    let mut header = vec!["ingress \\ egress".to_string()];
+    header.extend(names.iter().cloned());
+    let mut t = Table::new(&header);
+    for (i, name) in names.iter().enumerate() {
+        let mut row = vec![name.clone()];
+        for e in 0..names.len() {
+            row.push(match (cell("at_slowpath", i, e), cell("waiting", i, e)) {
+                (true, _) => "*".into(),
+                (false, true) => "q".into(),
+                _ => ".".into(),
+            });
+        }
+        t.row(row);
+    }
+    t.render() + "(* waiting at the slowpath, q waiting in an egress queue)\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,5 +312,16 @@ mod tests {
         let text = stats_table(&s);
         assert!(text.contains("p0/3"), "{text}");
         assert!(!text.contains("p0/4"), "{text}");
+    }
+
+    #[test]
+    fn traffic_map_matrix() {
+        let doc = serde_json::json!({
+            "ports": ["a", "b"],
+            "waiting": [[false, true], [false, false]],
+            "at_slowpath": [[false, true], [false, false]],
+        });
+        let text = traffic_map_table(&doc);
+        assert!(text.lines().nth(1).unwrap().ends_with('*'), "{text}");
     }
 }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use pfcswitch::control::{self, client, Request};
-use pfcswitch::core::config::Config;
+use pfcswitch::core::config::{Config, StaticFdbEntry};
+use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
 
 use crate::testbed::{Finished, Proc, Testbed};
@@ -90,6 +91,50 @@ pub fn switch_config(tb: &Testbed, node: &str) -> Config {
     let mut c = Config::for_interfaces(&ifaces);
     c.name = format!("{}-{node}", tb.name());
     c
+}
+
+/// The config of switch `sw{index}` of a [`Topology::ring`](crate::testbed::Topology::ring):
+/// its own host on `host`, every other host clockwise (`cw`), nothing flooded (a ring
+/// would loop), lossless priority 3, every port at `speed`.
+pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Result<Config> {
+    let node = format!("sw{index}");
+    let mut c = switch_config(tb, &node);
+    for p in &mut c.ports {
+        p.speed = speed;
+        p.flood = false;
+    }
+    c.pfc.lossless = vec![3];
+    // Host ports hold a lot before pausing their host, ring ports little: when a stopped
+    // ring link resumes, the host traffic it held reaches the next switch first and makes
+    // it pause promptly, while the through traffic behind it still waits.
+    for p in &mut c.ports {
+        if p.iface == "host" {
+            p.xoff_bytes = Some(256 << 10);
+        }
+    }
+    for h in 1..=hosts {
+        let mac = tb.host_iface(&format!("h{h}"))?.mac;
+        let port = if h == index { "host" } else { "cw" };
+        c.fdb_entries.push(StaticFdbEntry { mac, port: port.into() });
+    }
+    Ok(c)
+}
+
+/// The config of switch `sw{index}` of a [`Topology::line`](crate::testbed::Topology::line)
+/// of `n` switches: h1 to the left, hN to the right.
+pub fn line_config(tb: &Testbed, index: usize, n: usize, speed: Speed) -> Result<Config> {
+    let node = format!("sw{index}");
+    let mut c = switch_config(tb, &node);
+    for p in &mut c.ports {
+        p.speed = speed;
+        p.flood = false;
+    }
+    c.pfc.lossless = vec![3];
+    let (first, last) = (tb.host_iface("h1")?.mac, tb.host_iface(&format!("h{n}"))?.mac);
+    let toward = |host_here: bool, side: &str| if host_here { "host".to_string() } else { side.to_string() };
+    c.fdb_entries.push(StaticFdbEntry { mac: first, port: toward(index == 1, "left") });
+    c.fdb_entries.push(StaticFdbEntry { mac: last, port: toward(index == n, "right") });
+    Ok(c)
 }
 
 /// Which CPUs a timing-sensitive run gives the switch and the host-side tools, so that a

@@ -19,6 +19,22 @@ pub enum Request {
     Fdb,
     /// Reset buffer watermarks to the current occupancy.
     ClearWatermarks,
+    /// Send frames for this port to the slowpath (a controlled way to make the switch
+    /// originate a pause).
+    Block { port: String },
+    /// Release what the slowpath holds for this port and switch it normally again.
+    Unblock { port: String },
+    /// The DCFIT traffic map: which ingress ports have traffic waiting on which egress.
+    TrafficMap,
+    /// PFC deadlocks this switch detected.
+    Deadlocks,
+}
+
+impl Request {
+    /// Requests the slowpath thread answers; the dataplane answers the others.
+    pub fn for_slowpath(&self) -> bool {
+        matches!(self, Request::Block { .. } | Request::Unblock { .. } | Request::Deadlocks)
+    }
 }
 
 /// The dataplane's answer: a JSON document, or an error message.

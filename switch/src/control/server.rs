@@ -26,9 +26,9 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Listens at `path`, forwarding requests to the dataplane through `to_dataplane`
-    /// and waking it with `waker`.
-    pub fn start(path: &Path, to_dataplane: Sender<ControlMsg>, waker: Waker) -> Result<ControlServer, ControlError> {
+    /// Listens at `path`, passing requests to the dataplane (through `routes.dataplane`,
+    /// waking it) or to the slowpath thread.
+    pub fn start(path: &Path, routes: Routes) -> Result<ControlServer, ControlError> {
         let io = |source| ControlError::Io { path: path.display().to_string(), source };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
@@ -46,7 +46,7 @@ impl ControlServer {
         let thread_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("control".into())
-            .spawn(move || serve(listener, to_dataplane, waker, thread_stop))
+            .spawn(move || serve(listener, routes, thread_stop))
             .map_err(io)?;
         Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
     }
@@ -62,11 +62,20 @@ impl Drop for ControlServer {
     }
 }
 
-fn serve(listener: UnixListener, to_dataplane: Sender<ControlMsg>, waker: Waker, stop: Arc<AtomicBool>) {
+/// Where requests go.
+#[derive(Debug)]
+pub struct Routes {
+    pub dataplane: Sender<ControlMsg>,
+    /// Wakes the dataplane out of its sleep.
+    pub dataplane_waker: Waker,
+    pub slowpath: Sender<ControlMsg>,
+}
+
+fn serve(listener: UnixListener, routes: Routes, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(e) = handle(stream, &to_dataplane, &waker) {
+                if let Err(e) = handle(stream, &routes) {
                     tracing::debug!("control connection: {e}");
                 }
             }
@@ -79,7 +88,7 @@ fn serve(listener: UnixListener, to_dataplane: Sender<ControlMsg>, waker: Waker,
     }
 }
 
-fn handle(stream: UnixStream, to_dataplane: &Sender<ControlMsg>, waker: &Waker) -> std::io::Result<()> {
+fn handle(stream: UnixStream, routes: &Routes) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut writer = stream.try_clone()?;
@@ -87,7 +96,7 @@ fn handle(stream: UnixStream, to_dataplane: &Sender<ControlMsg>, waker: &Waker) 
     let mut line = String::new();
     while reader.read_line(&mut line)? > 0 {
         let reply = match serde_json::from_str::<Request>(line.trim()) {
-            Ok(request) => ask(request, to_dataplane, waker),
+            Ok(request) => ask(request, routes),
             Err(e) => Err(format!("bad request {:?}: {e}", line.trim())),
         };
         let doc = match reply {
@@ -100,9 +109,13 @@ fn handle(stream: UnixStream, to_dataplane: &Sender<ControlMsg>, waker: &Waker) 
     Ok(())
 }
 
-fn ask(request: Request, to_dataplane: &Sender<ControlMsg>, waker: &Waker) -> super::Reply {
+fn ask(request: Request, routes: &Routes) -> super::Reply {
     let (reply, answer) = crossbeam_channel::bounded(1);
-    to_dataplane.send(ControlMsg { request, reply }).map_err(|_| "the dataplane has stopped".to_string())?;
-    waker.wake();
+    if request.for_slowpath() {
+        routes.slowpath.send(ControlMsg { request, reply }).map_err(|_| "the slowpath has stopped".to_string())?;
+    } else {
+        routes.dataplane.send(ControlMsg { request, reply }).map_err(|_| "the dataplane has stopped".to_string())?;
+        routes.dataplane_waker.wake();
+    }
     answer.recv_timeout(REPLY_TIMEOUT).map_err(|_| "the dataplane did not answer in time".to_string())?
 }

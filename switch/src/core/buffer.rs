@@ -46,6 +46,8 @@ pub struct SharedBuffer {
     xon: XonRule,
     /// Headroom size per ingress port.
     headroom: Vec<u64>,
+    /// Static XOFF overriding the rule, per ingress port.
+    xoff_override: Vec<Option<u64>>,
     groups: Vec<[Group; PRIORITIES]>,
 }
 
@@ -58,7 +60,25 @@ impl SharedBuffer {
             xoff,
             xon,
             headroom: headroom_per_port,
+            xoff_override: vec![None; ports],
             groups: vec![[Group::default(); PRIORITIES]; ports],
+        }
+    }
+
+    /// Gives `port` a static XOFF threshold of its own.
+    pub fn set_port_xoff(&mut self, port: usize, bytes: u64) {
+        self.xoff_override[port] = Some(bytes);
+    }
+
+    /// The XOFF threshold `port`'s groups are held to right now.
+    pub fn xoff_threshold_for(&self, port: usize) -> u64 {
+        self.xoff_override[port].unwrap_or_else(|| self.xoff_threshold())
+    }
+
+    pub fn xon_threshold_for(&self, port: usize) -> u64 {
+        match self.xon {
+            XonRule::Static(b) => b,
+            XonRule::BelowXoff(offset) => self.xoff_threshold_for(port).saturating_sub(offset),
         }
     }
 
@@ -95,7 +115,7 @@ impl SharedBuffer {
 
     /// Offers `len` bytes to a lossless group.
     pub fn admit_lossless(&mut self, port: usize, prio: usize, len: u64) -> Admission {
-        let threshold = self.xoff_threshold();
+        let threshold = self.xoff_threshold_for(port);
         let fits_pool = self.shared_used + len <= self.shared_total;
         let headroom_size = self.headroom[port];
         let g = &mut self.groups[port][prio];
@@ -138,7 +158,7 @@ impl SharedBuffer {
         let from_shared = (len - from_headroom).min(g.shared);
         g.shared -= from_shared;
         self.shared_used -= from_shared;
-        if g.xoff && g.occupancy() <= self.xon_threshold() {
+        if g.xoff && g.occupancy() <= self.xon_threshold_for(port) {
             self.groups[port][prio].xoff = false;
             return true;
         }
@@ -198,6 +218,16 @@ mod tests {
         // alpha × free = 5000: the group at 5000 cannot grow.
         assert_eq!(b.xoff_threshold(), 5000);
         assert!(b.admit_lossless(0, 3, 1000).crossed_xoff);
+    }
+
+    #[test]
+    fn a_port_can_have_its_own_xoff() {
+        let mut b = buffer(3000, 1000, 2000);
+        b.set_port_xoff(1, 1000);
+        assert!(b.admit_lossless(1, 3, 1000).admitted);
+        assert!(b.admit_lossless(1, 3, 1000).crossed_xoff, "port 1 pauses at 1000 bytes");
+        assert!(!b.admit_lossless(0, 3, 2000).crossed_xoff, "port 0 keeps the rule's 3000");
+        assert_eq!((b.xoff_threshold_for(1), b.xon_threshold_for(1)), (1000, 0));
     }
 
     #[test]

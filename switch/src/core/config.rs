@@ -31,8 +31,49 @@ pub struct Config {
     pub fdb: FdbConfig,
     #[serde(default)]
     pub dataplane: DataplaneConfig,
+    #[serde(default)]
+    pub dcfit: DcfitConfig,
     #[serde(rename = "port", default)]
     pub ports: Vec<PortConfig>,
+    /// Static forwarding entries: never learned over, never aged (rings and Clos
+    /// topologies need them instead of flooding).
+    #[serde(rename = "fdb_entry", default)]
+    pub fdb_entries: Vec<StaticFdbEntry>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFdbEntry {
+    pub mac: MacAddr,
+    /// The port's name (or interface).
+    pub port: String,
+}
+
+/// What the switch does when it finds a PFC deadlock.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeadlockResolution {
+    /// Record, log and count it.
+    #[default]
+    Report,
+    /// Also drop the lossless queue on the detecting port for `drop_ms`, like a PFC watchdog.
+    Drop,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DcfitConfig {
+    /// Carry checking messages in pause frames and detect cycles of pauses.
+    pub enabled: bool,
+    pub resolution: DeadlockResolution,
+    /// How long the detecting port's lossless queue is dropped with `resolution = "drop"`.
+    pub drop_ms: u64,
+}
+
+impl Default for DcfitConfig {
+    fn default() -> DcfitConfig {
+        DcfitConfig { enabled: true, resolution: DeadlockResolution::Report, drop_ms: 200 }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -64,6 +105,10 @@ pub struct PortConfig {
     /// Overrides `buffer.headroom_bytes` for this port's lossless priorities.
     #[serde(default)]
     pub headroom_bytes: Option<u64>,
+    /// A static XOFF threshold for this port's lossless priorities, overriding the
+    /// buffer's rule (per-port buffer profiles).
+    #[serde(default)]
+    pub xoff_bytes: Option<u64>,
     #[serde(default)]
     pub scheduler: Scheduler,
 }
@@ -299,7 +344,9 @@ impl Config {
             classify: ClassifyConfig::default(),
             fdb: FdbConfig::default(),
             dataplane: DataplaneConfig::default(),
+            dcfit: DcfitConfig::default(),
             ports: ifaces.iter().map(|i| PortConfig::new(i.as_ref())).collect(),
+            fdb_entries: Vec::new(),
         }
     }
 
@@ -317,6 +364,11 @@ impl Config {
     pub fn port_name(&self, index: usize) -> &str {
         let p = &self.ports[index];
         p.name.as_deref().unwrap_or(&p.iface)
+    }
+
+    /// The index of the port called `name` (its name, or its interface).
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        (0..self.ports.len()).find(|&i| self.port_name(i) == name || self.ports[i].iface == name)
     }
 
     pub fn lossless_mask(&self) -> u8 {
@@ -351,6 +403,11 @@ impl Config {
             }
             if !(p.cable_m.is_finite() && p.cable_m >= 0.0) {
                 return Err(invalid(field("cable_m"), "must be a length in metres, zero or more"));
+            }
+            if let (Some(xoff), XonRule::Static(xon)) = (p.xoff_bytes, self.buffer.xon_rule()) {
+                if xon > xoff {
+                    return Err(invalid(field("xoff_bytes"), format!("below the static XON ({xon})")));
+                }
             }
             if let Some(mac) = p.mac {
                 if mac.is_multicast() || mac.is_zero() {
@@ -436,6 +493,17 @@ impl Config {
         if self.fdb.max_entries == 0 {
             return Err(invalid("fdb.max_entries", "must be above zero"));
         }
+        for (i, e) in self.fdb_entries.iter().enumerate() {
+            if self.port_index(&e.port).is_none() {
+                return Err(invalid(format!("fdb_entry[{i}].port"), format!("no port called {:?}", e.port)));
+            }
+            if e.mac.is_multicast() || e.mac.is_zero() {
+                return Err(invalid(format!("fdb_entry[{i}].mac"), "must be a unicast, non-zero address"));
+            }
+        }
+        if self.dcfit.drop_ms == 0 || self.dcfit.drop_ms > 60_000 {
+            return Err(invalid("dcfit.drop_ms", "must be 1..60000"));
+        }
         Ok(())
     }
 }
@@ -459,6 +527,7 @@ impl PortConfig {
             flood: true,
             max_frame: DEFAULT_MAX_FRAME,
             headroom_bytes: None,
+            xoff_bytes: None,
             scheduler: Scheduler::default(),
         }
     }
@@ -498,6 +567,12 @@ mod tests {
             [classify]
             dscp = { 26 = 3, 46 = 5 }
             default_priority = 1
+            [dcfit]
+            resolution = "drop"
+            drop_ms = 50
+            [[fdb_entry]]
+            mac = "02:00:00:00:00:09"
+            port = "up"
             [[port]]
             name = "up"
             iface = "veth1"
@@ -516,6 +591,9 @@ mod tests {
         assert_eq!(c.ports[0].pause_mode, PauseMode::GlobalPause);
         assert_eq!(c.switch_id(), 11);
         assert_eq!(c.port_name(0), "up");
+        assert_eq!(c.port_index("veth1"), Some(0));
+        assert_eq!(c.dcfit.resolution, DeadlockResolution::Drop);
+        assert_eq!(c.fdb_entries[0].port, "up");
         // What we print we can read back.
         assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
     }
@@ -535,6 +613,11 @@ mod tests {
             ("[[port]]\niface = \"a\"\nmac = \"01:00:00:00:00:01\"\n", "port[0].mac"),
             ("[pfc]\nquanta = 0\n[[port]]\niface = \"a\"\n", "pfc.quanta"),
             ("[dataplane]\nring_size = 1000\n[[port]]\niface = \"a\"\n", "dataplane.ring_size"),
+            (
+                "[[port]]\niface = \"a\"\n[[fdb_entry]]\nmac = \"02:00:00:00:00:01\"\nport = \"b\"\n",
+                "fdb_entry[0].port",
+            ),
+            ("[dcfit]\nresolution = \"reboot\"\n[[port]]\niface = \"a\"\n", "resolution"),
         ];
         for (text, field) in cases {
             let err = Config::from_toml(text).unwrap_err().to_string();

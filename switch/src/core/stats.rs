@@ -26,6 +26,19 @@ pub enum DropReason {
     Lossy,
 }
 
+/// DCFIT checking messages on a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckCounters {
+    /// Received in pauses on this port.
+    pub received: u64,
+    /// Created in pauses sent on this port (a local cause).
+    pub originated: u64,
+    /// Passed on in pauses sent on this port (a downstream cause).
+    pub forwarded: u64,
+    /// This switch's own messages that came back on this port.
+    pub own_returned: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropCounters {
     pub runt: u64,
@@ -36,6 +49,8 @@ pub struct DropCounters {
     pub no_buffer: u64,
     pub lossless: u64,
     pub lossy: u64,
+    /// Dropped while breaking a deadlock on this (egress) port.
+    pub watchdog: u64,
 }
 
 impl DropCounters {
@@ -61,6 +76,7 @@ impl DropCounters {
             + self.no_buffer
             + self.lossless
             + self.lossy
+            + self.watchdog
     }
 }
 
@@ -141,6 +157,8 @@ pub struct PrioStats {
     pub egress_paused: bool,
     /// Total time egress has been paused, in µs.
     pub paused_us: u64,
+    /// Since when this port has been pausing its upstream (monotonic ns; 0 if not).
+    pub xoff_since_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,6 +206,11 @@ pub struct PortStats {
     pub speed: String,
     pub pause_mode: String,
     pub blocked: bool,
+    /// Frames for this egress held by the slowpath.
+    pub held_by_slowpath: u64,
+    /// A deadlock is being broken on this port (its lossless queue is dropped).
+    pub watchdog_active: bool,
+    pub checks: CheckCounters,
     #[serde(flatten)]
     pub counters: PortCounters,
     pub xdp: XdpClassCounters,
@@ -212,7 +235,20 @@ pub struct SwitchStats {
     /// From a received pause's expiry to the first frame of that priority sent after it
     /// (pauses that ended with frames waiting).
     pub resume_lateness: Percentiles,
+    /// From a received pause's arrival to the last frame of the paused priority handed
+    /// out after it (0 when none was): how long the switch took to stop.
+    pub pause_response: Percentiles,
+    pub deadlocks_detected: u64,
+    /// Events the slowpath channel refused (should stay 0).
+    pub slowpath_overflow: u64,
     pub ports: Vec<PortStats>,
+}
+
+impl PortStats {
+    /// Frames in this port's egress queues.
+    pub fn queues_total(&self) -> u64 {
+        self.priorities.iter().map(|p| u64::from(p.egress_queue_frames)).sum()
+    }
 }
 
 impl PrioStats {

@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use super::buffer::SharedBuffer;
+use super::checking::CheckingMessage;
 use super::classify::Classifier;
-use super::config::{Config, PauseMode, Scheduler};
+use super::config::{Config, DcfitConfig, DeadlockResolution, PauseMode, Scheduler};
+use super::dcfit::{self, CheckChoice, DeadlockTracker, PortChecks};
 use super::ether::{self, FrameHeader};
 use super::fdb::{Fdb, Learned, PortId};
 use super::histogram::Histogram;
@@ -17,9 +19,11 @@ use super::pause::EgressPause;
 use super::pfc::{self, MacControl, Pfc, PRIORITIES};
 use super::queue::{Fifo, FrameId, FrameTable, NO_PORT};
 use super::shaper::Shaper;
+use super::slowpath::{HeldFrame, Released, ToSlowpath};
 use super::speed::Speed;
-use super::stats::{DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats};
+use super::stats::{CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats};
 use super::time::Time;
+use super::traffic_map::TrafficMap;
 
 /// Frame buffers owned by the caller. Frames are identified by index.
 pub trait FramePool {
@@ -100,6 +104,8 @@ const DRR_QUANTUM: u32 = 1536;
 /// Shaper burst: how far ahead of the wire frames may be handed to the kernel.
 const SHAPER_BURST: Duration = Duration::from_micros(30);
 const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
+/// A priority counts as flowing when a pause arrives if it sent within this long before.
+const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
 struct Drr {
@@ -137,7 +143,16 @@ struct Port {
     pending: PendingPause,
     /// Per priority: when a received pause ends, until its next frame goes out.
     resume_due: [Option<Time>; PRIORITIES],
+    /// Per priority: since when this port has been pausing its upstream (XOFF).
+    xoff_since: [Time; PRIORITIES],
+    /// Per priority: when its last frame was handed out for transmission.
+    last_tx: [Time; PRIORITIES],
+    /// Per priority: frames for this egress the slowpath holds (or that are on their way).
+    at_slowpath: [u32; PRIORITIES],
+    /// Deadlock resolution: drop these priorities' frames for this egress until then.
+    watchdog: Option<(Time, u8)>,
     counters: PortCounters,
+    checks: CheckCounters,
     prio: [PrioCounters; PRIORITIES],
 }
 
@@ -157,6 +172,17 @@ pub struct Switch {
     next_aging: Time,
     reaction: Histogram,
     resume_lateness: Histogram,
+    pause_response: Histogram,
+    /// Ports whose frames go to the slowpath (the slowpath's decision, mirrored here).
+    blocked: u64,
+    map: TrafficMap,
+    dcfit: DcfitConfig,
+    port_checks: Vec<PortChecks>,
+    tracker: DeadlockTracker,
+    check_seq: u32,
+    deadlocks: u64,
+    /// Events for the slowpath, drained by the dataplane after every turn.
+    outbox: Vec<ToSlowpath>,
 }
 
 impl Switch {
@@ -195,24 +221,42 @@ impl Switch {
                     },
                     pending: PendingPause::default(),
                     resume_due: [None; PRIORITIES],
+                    xoff_since: [Time::ZERO; PRIORITIES],
+                    last_tx: [Time::ZERO; PRIORITIES],
+                    at_slowpath: [0; PRIORITIES],
+                    watchdog: None,
                     counters: PortCounters::default(),
+                    checks: CheckCounters::default(),
                     prio: Default::default(),
                 }
             })
             .collect();
         let headroom = config.ports.iter().map(|p| p.headroom_bytes.unwrap_or(config.buffer.headroom_bytes)).collect();
+        let mut fdb = Fdb::new(config.fdb.max_entries, Duration::from_secs(config.fdb.aging_s));
+        for e in &config.fdb_entries {
+            if let Some(port) = config.port_index(&e.port) {
+                fdb.add_static(e.mac, port);
+            }
+        }
+        let n = config.ports.len();
+        let mut buffer = SharedBuffer::new(
+            config.buffer.shared_bytes,
+            config.buffer.xoff_rule(),
+            config.buffer.xon_rule(),
+            headroom,
+        );
+        for (i, p) in config.ports.iter().enumerate() {
+            if let Some(xoff) = p.xoff_bytes {
+                buffer.set_port_xoff(i, xoff);
+            }
+        }
         Switch {
             name: config.name.clone(),
             switch_id: config.switch_id(),
             started: now,
             ports,
-            fdb: Fdb::new(config.fdb.max_entries, Duration::from_secs(config.fdb.aging_s)),
-            buffer: SharedBuffer::new(
-                config.buffer.shared_bytes,
-                config.buffer.xoff_rule(),
-                config.buffer.xon_rule(),
-                headroom,
-            ),
+            fdb,
+            buffer,
             frames: FrameTable::new(frame_capacity),
             classifier: Classifier::new(&config.classify),
             lossless: config.lossless_mask(),
@@ -221,6 +265,15 @@ impl Switch {
             next_aging: now + FDB_AGING_PERIOD,
             reaction: Histogram::default(),
             resume_lateness: Histogram::default(),
+            pause_response: Histogram::default(),
+            blocked: 0,
+            map: TrafficMap::new(n),
+            dcfit: config.dcfit.clone(),
+            port_checks: vec![PortChecks::default(); n],
+            tracker: DeadlockTracker::default(),
+            check_seq: 0,
+            deadlocks: 0,
+            outbox: Vec::with_capacity(n * 256 + 64),
         }
     }
 
@@ -338,14 +391,108 @@ impl Switch {
             }
             ok
         };
-        if admitted {
-            self.frames.set(id, len as u32, ingress as u16, prio, now);
-            self.ports[egress].queues[p].push(&mut self.frames, id);
+        if !admitted {
+            return;
         }
+        self.frames.set(id, len as u32, ingress as u16, prio, now);
+        let e = &self.ports[egress];
+        if e.watchdog.is_some_and(|(until, prios)| now < until && prios & (1 << p) != 0) {
+            // A deadlock is being broken on this queue: drop, as a PFC watchdog would.
+            self.discard(pool, egress, id);
+            return;
+        }
+        // Paused takes precedence over blocked: a paused priority queues as usual. But a
+        // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
+        let paused = e.pause.paused_mask(now) & (1 << p) != 0;
+        let to_slowpath = e.at_slowpath[p] > 0 || (self.blocked & (1 << egress) != 0 && !paused);
+        if to_slowpath {
+            self.ports[egress].at_slowpath[p] += 1;
+            self.map.handed_to_slowpath(ingress, egress);
+            let held = HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio };
+            self.outbox.push(ToSlowpath::Held(held));
+        } else {
+            self.ports[egress].queues[p].push(&mut self.frames, id);
+            self.map.queued(ingress, egress);
+        }
+    }
+
+    /// Drops an admitted frame bound for `egress` (deadlock resolution): its buffer is
+    /// released as if it had been sent.
+    fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, id: FrameId) {
+        let meta = *self.frames.get(id);
+        self.ports[egress].counters.drops.watchdog += 1;
+        if meta.ingress != NO_PORT {
+            let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
+            if self.buffer.release(ingress, group, u64::from(meta.len)) {
+                self.request_resume(ingress, group);
+            }
+        }
+        pool.free(id);
+    }
+
+    /// The slowpath blocked or unblocked `port`.
+    pub fn set_blocked(&mut self, port: PortId, blocked: bool) {
+        if blocked {
+            self.blocked |= 1 << port;
+        } else {
+            self.blocked &= !(1 << port);
+        }
+    }
+
+    pub fn is_blocked(&self, port: PortId) -> bool {
+        self.blocked & (1 << port) != 0
+    }
+
+    /// A frame the slowpath held comes back: it joins its egress queue (it was admitted
+    /// when it arrived and has stayed charged to its ingress group since), unless its queue
+    /// is being emptied to break a deadlock.
+    pub fn reinject<P: FramePool>(&mut self, now: Time, pool: &mut P, released: Released) {
+        let f = released.frame;
+        let (i, e, p) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
+        let port = &mut self.ports[e];
+        port.at_slowpath[p] = port.at_slowpath[p].saturating_sub(1);
+        self.map.returned_from_slowpath(i, e);
+        if port.watchdog.is_some_and(|(until, prios)| now < until && prios & (1 << p) != 0) {
+            self.discard(pool, e, f.id);
+            return;
+        }
+        self.frames.get_mut(f.id).last_of_pair = released.last_of_pair;
+        port.queues[p].push(&mut self.frames, f.id);
+        self.map.queued(i, e);
+    }
+
+    /// The slowpath asks to forward `msg` in the next pause frame sent on `port`.
+    pub fn forward_check(&mut self, port: PortId, msg: CheckingMessage) {
+        self.port_checks[port].to_forward = Some(msg);
+    }
+
+    /// Events for the slowpath since the last call.
+    pub fn drain_outbox(&mut self) -> std::vec::Drain<'_, ToSlowpath> {
+        self.outbox.drain(..)
+    }
+
+    /// Egress ports where `ingress`'s traffic waits (a row of the traffic map).
+    pub fn traffic_map_row(&self, ingress: PortId) -> u64 {
+        self.map.row(ingress)
+    }
+
+    pub fn traffic_map_slowpath_row(&self, ingress: PortId) -> u64 {
+        self.map.slowpath_row(ingress)
+    }
+
+    /// Priorities for which `port` is pausing its upstream.
+    pub fn xoff_mask(&self, port: PortId) -> u8 {
+        pfc::bits(self.lossless).filter(|&p| self.buffer.group(port, p).xoff).fold(0, |m, p| m | (1 << p))
+    }
+
+    /// Priorities the link partner has paused on `port`.
+    pub fn paused_mask(&self, now: Time, port: PortId) -> u8 {
+        self.ports[port].pause.paused_mask(now)
     }
 
     /// A lossless group of `port` crossed XOFF: the port must pause its link partner.
     fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
+        self.ports[port].xoff_since[prio] = now;
         let pending = &mut self.ports[port].pending;
         pending.pause |= 1 << prio;
         pending.resume &= !(1 << prio);
@@ -394,6 +541,14 @@ impl Switch {
                         continue;
                     }
                     let d = p.speed.quanta_duration(quanta);
+                    // How long after the pause arrived did this priority keep going out?
+                    // Only meaningful while it was flowing (a frame in the last millisecond).
+                    if quanta > 0
+                        && p.last_tx[prio] + RESPONSE_WINDOW >= now
+                        && p.pause.paused_mask(now) & (1 << prio) == 0
+                    {
+                        self.pause_response.record(p.last_tx[prio].saturating_since(now));
+                    }
                     p.pause.pause_priority(now, prio, d);
                     p.resume_due[prio] = Some(now + d);
                     if quanta == 0 {
@@ -402,14 +557,68 @@ impl Switch {
                         p.prio[prio].xoff_received += 1;
                     }
                 }
+                if self.dcfit.enabled {
+                    let resumes_all = pfc.classes().all(|(_, q)| q == 0);
+                    self.on_checking(now, port, pfc.checking, resumes_all);
+                }
             }
         }
+    }
+
+    /// A PFC frame on `port` (an egress, seen from the traffic it carries) brought `msg`.
+    fn on_checking(&mut self, now: Time, port: PortId, msg: Option<CheckingMessage>, resumes_all: bool) {
+        let Some(msg) = msg.filter(|_| !resumes_all) else {
+            self.port_checks[port].on_pause(None, resumes_all);
+            return;
+        };
+        self.ports[port].checks.received += 1;
+        if msg.origin_switch != self.switch_id {
+            self.port_checks[port].on_pause(Some(msg), false);
+            self.outbox.push(ToSlowpath::CheckStored { port: port as u16, msg });
+            return;
+        }
+        // Our own message came back around a cycle of pauses: a deadlock.
+        self.ports[port].checks.own_returned += 1;
+        self.port_checks[port].in_cycle = true;
+        let resolved = self.resolve(now, port);
+        match self.tracker.observe(now, port, msg) {
+            Ok(mut event) => {
+                self.deadlocks += 1;
+                event.resolved = resolved;
+                self.outbox.push(ToSlowpath::Deadlock(event));
+            }
+            Err(id) => self.outbox.push(ToSlowpath::Confirmed { id, at_ns: now.as_nanos() }),
+        }
+    }
+
+    /// With `resolution = "drop"`, empties the lossless queues the cycle stopped on `port`
+    /// for `drop_ms` (frames queued, held by the slowpath, or arriving), as a PFC
+    /// watchdog would. Re-armed each time the cycle is seen again after a window ended.
+    fn resolve(&mut self, now: Time, port: PortId) -> bool {
+        if self.dcfit.resolution != DeadlockResolution::Drop {
+            return false;
+        }
+        let p = &mut self.ports[port];
+        if p.watchdog.is_none_or(|(until, _)| now >= until) {
+            let prios = p.pause.paused_mask(now) & self.lossless;
+            p.watchdog = Some((now + Duration::from_millis(self.dcfit.drop_ms), prios));
+        }
+        true
+    }
+
+    /// Priorities a held frame for `port` may not be released on: paused by the link
+    /// partner, unless their queue is being emptied to break a deadlock.
+    pub fn stopped_mask(&self, now: Time, port: PortId) -> u8 {
+        let p = &self.ports[port];
+        let dropping = p.watchdog.filter(|(until, _)| now < *until).map_or(0, |(_, prios)| prios);
+        p.pause.paused_mask(now) & !dropping
     }
 
     /// Fills `out` with what `port` sends now: its pause frames first (they bypass the
     /// pause gate and the queues), then data as the shaper and the scheduler allow.
     /// The frames in `out` belong to the caller, who frees them once sent.
     pub fn transmit<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, out: &mut TxBatch) {
+        self.run_watchdog(now, pool, port);
         self.build_pause_frame(now, pool, port);
         let p = &mut self.ports[port];
         while out.has_room() {
@@ -430,15 +639,38 @@ impl Switch {
                 }
             }
             p.shaper.send(now, meta.len as usize);
+            p.last_tx[prio] = now;
             p.counters.tx_frames += 1;
             p.counters.tx_bytes += u64::from(meta.len);
             p.prio[prio].tx_frames += 1;
             out.push(TxFrame { id, len: meta.len, xoff_trigger: None });
             if meta.ingress != NO_PORT {
                 let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
+                self.map.dequeued(ingress, port);
+                if meta.last_of_pair {
+                    self.map.sent_last_of_pair(ingress, port);
+                }
                 if self.buffer.release(ingress, group, u64::from(meta.len)) {
                     self.request_resume(ingress, group);
                 }
+            }
+        }
+    }
+
+    /// While a deadlock is being broken on `port`, its stopped lossless queues are emptied.
+    fn run_watchdog<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
+        let Some((until, prios)) = self.ports[port].watchdog else { return };
+        if now >= until {
+            self.ports[port].watchdog = None;
+            return;
+        }
+        for prio in pfc::bits(prios) {
+            while let Some(id) = self.ports[port].queues[prio].pop(&mut self.frames) {
+                let ingress = self.frames.get(id).ingress;
+                if ingress != NO_PORT {
+                    self.map.dequeued(usize::from(ingress), port);
+                }
+                self.discard(pool, port, id);
             }
         }
     }
@@ -465,18 +697,23 @@ impl Switch {
         if pause | resume == 0 {
             return;
         }
-        let body = if p.mode == PauseMode::GlobalPause {
+        let global = p.mode == PauseMode::GlobalPause;
+        let Some(id) = pool.alloc() else {
+            p.counters.mac_control.send_deferred += 1;
+            return;
+        };
+        let body = if global {
             let any_xoff = pfc::bits(self.lossless).any(|prio| self.buffer.group(port, prio).xoff);
             MacControl::Pause { quanta: if any_xoff { self.quanta } else { 0 } }
         } else {
             let mut pfc = Pfc::pause(pause, self.quanta);
             pfc.enabled |= resume;
+            if self.dcfit.enabled && pause != 0 {
+                pfc.checking = self.checking_for(now, port, pause);
+            }
             MacControl::Pfc(pfc)
         };
-        let Some(id) = pool.alloc() else {
-            p.counters.mac_control.send_deferred += 1;
-            return;
-        };
+        let p = &mut self.ports[port];
         let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
         self.frames.set(id, len as u32, NO_PORT, 0, now);
         p.control.push(&mut self.frames, id);
@@ -497,6 +734,33 @@ impl Switch {
         }
         p.pending.pause = 0;
         p.pending.resume = 0;
+    }
+
+    /// The checking message a pause for `prios` sent on `port` carries (see
+    /// [`crate::core::dcfit`] for the rule).
+    fn checking_for(&mut self, now: Time, port: PortId, prios: u8) -> Option<CheckingMessage> {
+        let downstream_paused = (0..self.ports.len())
+            .filter(|&e| self.ports[e].pause.paused_mask(now) & prios != 0)
+            .fold(0u64, |m, e| m | (1 << e));
+        let choice = dcfit::choose(port, self.map.row(port), downstream_paused, &mut self.port_checks);
+        let counters = &mut self.ports[port].checks;
+        match choice {
+            CheckChoice::Forward(m) => {
+                counters.forwarded += 1;
+                Some(m)
+            }
+            CheckChoice::Originate => {
+                counters.originated += 1;
+                self.check_seq = self.check_seq.wrapping_add(1);
+                Some(CheckingMessage {
+                    origin_switch: self.switch_id,
+                    origin_port: port as u16,
+                    seq: self.check_seq,
+                    hops: 0,
+                })
+            }
+            CheckChoice::Plain => None,
+        }
     }
 
     /// The queue the scheduler serves next on `port`, skipping paused priorities.
@@ -599,6 +863,9 @@ impl Switch {
             free_frames: 0,
             pfc_reaction: self.reaction.percentiles(),
             resume_lateness: self.resume_lateness.percentiles(),
+            pause_response: self.pause_response.percentiles(),
+            deadlocks_detected: self.deadlocks,
+            slowpath_overflow: 0,
             ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
         }
     }
@@ -621,6 +888,7 @@ impl Switch {
                     egress_queue_bytes: p.queues[prio].bytes(),
                     egress_paused: paused & (1 << prio) != 0,
                     paused_us: p.pause.paused_time(now, prio).as_micros() as u64,
+                    xoff_since_ns: if g.xoff { p.xoff_since[prio].as_nanos() } else { 0 },
                 }
             })
             .collect();
@@ -630,7 +898,10 @@ impl Switch {
             mac: p.mac.to_string(),
             speed: p.speed.to_string(),
             pause_mode: format!("{:?}", p.mode).to_lowercase(),
-            blocked: false,
+            blocked: self.is_blocked(index),
+            held_by_slowpath: p.at_slowpath.iter().map(|&n| u64::from(n)).sum(),
+            watchdog_active: p.watchdog.is_some_and(|(until, _)| now < until),
+            checks: p.checks,
             counters: p.counters,
             xdp: Default::default(),
             socket: Default::default(),

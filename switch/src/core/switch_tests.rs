@@ -472,3 +472,265 @@ fn reaction_time_is_recorded_for_the_xoff_frame() {
     assert_eq!(r.stats().pfc_reaction.count, 1);
     assert_eq!(r.stats().pfc_reaction.p50_us, 7.0);
 }
+
+// --- Blocked ports, the slowpath and DCFIT ---
+
+use crate::core::checking::CheckingMessage;
+use crate::core::config::DeadlockResolution;
+use crate::core::slowpath::{SlowpathBuffer, ToSlowpath};
+
+impl Rig {
+    /// Held frames the switch handed to the slowpath since the last call, and other events.
+    fn outbox(&mut self) -> (Vec<crate::core::slowpath::HeldFrame>, Vec<ToSlowpath>) {
+        let mut held = Vec::new();
+        let mut other = Vec::new();
+        for ev in self.sw.drain_outbox() {
+            match ev {
+                ToSlowpath::Held(h) => held.push(h),
+                e => other.push(e),
+            }
+        }
+        (held, other)
+    }
+}
+
+fn numbered(src: u64, dst: u64, dscp: u8, n: u8) -> Vec<u8> {
+    let mut f = data(src, dst, dscp, 200);
+    f[199] = n;
+    f
+}
+
+fn pfc_with(enabled: u8, quanta: u16, msg: Option<CheckingMessage>) -> Vec<u8> {
+    let mut b = vec![0u8; 60];
+    let mut p = Pfc::pause(enabled, quanta);
+    p.checking = msg;
+    pfc::encode(&mut b, mac(2), &MacControl::Pfc(p));
+    b
+}
+
+#[test]
+fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_order() {
+    let (mut r, _) = congested(true);
+    r.sw.set_blocked(1, true);
+    for n in 0..60 {
+        r.rx(0, &numbered(1, 2, 3, n));
+    }
+    let (held, _) = r.outbox();
+    assert_eq!(held.len(), 60);
+    assert!(r.tx(1).is_empty(), "nothing leaves a blocked port");
+    // Held frames still count against their ingress: the switch paused its upstream.
+    let s = r.stats();
+    assert!(s.ports[0].priorities[3].xoff);
+    assert_eq!(s.ports[1].held_by_slowpath, 60);
+    assert!(s.ports[1].blocked);
+    assert_eq!(r.sw.traffic_map_row(0), 0b10, "the pair (p0, p1) is marked");
+    let sent = r.tx(0);
+    assert_eq!(pfc_of(&sent[0]).quanta[3], 65535);
+
+    // The slowpath unblocks and gives everything back.
+    let mut slow = SlowpathBuffer::new(2, 64);
+    for h in held {
+        slow.hold(h);
+    }
+    r.sw.set_blocked(1, false);
+    let mut out = Vec::new();
+    slow.release(|_| 0, &mut out);
+    for rel in out {
+        r.sw.reinject(r.now, &mut r.pool, rel);
+    }
+    let mut got = Vec::new();
+    for _ in 0..20 {
+        got.extend(r.tx(1).into_iter().map(|f| f[199]));
+        r.advance(Duration::from_micros(50));
+    }
+    assert_eq!(got, (0..60).collect::<Vec<u8>>(), "every held frame, in order, once");
+    assert_eq!(r.sw.traffic_map_row(0), 0, "the last frame of the pair cleared the map");
+    assert!(!r.stats().ports[0].priorities[3].xoff, "the upstream was resumed");
+}
+
+#[test]
+fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
+    let mut r = Rig::new(Rig::ports(2));
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    r.sw.set_blocked(1, true);
+    // Priority 3 paused at p1: queued as usual, not handed to the slowpath.
+    r.rx(1, &pfc_frame(1 << 3, 65535));
+    r.rx(0, &numbered(1, 2, 3, 1));
+    assert!(r.outbox().0.is_empty());
+    // Priority 4 is not paused: the slowpath takes it.
+    r.rx(0, &numbered(1, 2, 4, 2));
+    assert_eq!(r.outbox().0.len(), 1);
+    // Priority 4 gets paused while the slowpath still holds frame 2: frame 3 must wait
+    // behind it at the slowpath rather than jump the queue.
+    r.rx(1, &pfc_frame(1 << 4, 65535));
+    r.rx(0, &numbered(1, 2, 4, 3));
+    let (held, _) = r.outbox();
+    assert_eq!(held.len(), 1, "queued behind the held frame of its (egress, priority)");
+}
+
+#[test]
+fn foreign_checking_messages_are_stored_and_reported_and_a_resume_clears_them() {
+    let mut r = Rig::new(Rig::ports(2));
+    let msg = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0 };
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(msg)));
+    let (_, events) = r.outbox();
+    assert_eq!(events, vec![ToSlowpath::CheckStored { port: 1, msg }]);
+    assert_eq!(r.stats().ports[1].checks.received, 1);
+    r.rx(1, &pfc_with(1 << 3, 0, None));
+    // With the message cleared, a pause caused downstream has nothing to forward.
+    assert!(r.outbox().1.is_empty());
+}
+
+fn my_id(r: &Rig) -> u32 {
+    r.stats().switch_id
+}
+
+#[test]
+fn a_local_cause_originates_and_a_downstream_cause_forwards() {
+    // Congestion at p1's line rate: a local cause, so the pause to p0 originates a message.
+    let (mut r, frame) = congested(true);
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    let sent = r.tx(0);
+    let m = pfc_of(&sent[0]).checking.expect("a checking message");
+    assert_eq!((m.origin_switch, m.origin_port, m.hops), (my_id(&r), 0, 0));
+    // Each pause frame originates afresh.
+    r.advance(Duration::from_micros(1700));
+    let again = pfc_of(&r.tx(0)[0]).checking.unwrap();
+    assert_eq!(again.seq, m.seq + 1);
+
+    // Now p1 is paused by its downstream, which sent its own message: p0's pause forwards it.
+    let (mut r, frame) = congested(true);
+    let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2 };
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(theirs)));
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    let fwd = pfc_of(&r.tx(0)[0]).checking.unwrap();
+    assert_eq!(fwd, CheckingMessage { hops: 3, ..theirs });
+    let c = r.stats().ports[0].checks;
+    assert_eq!((c.forwarded, c.originated), (1, 0));
+}
+
+#[test]
+fn the_slowpath_can_queue_a_message_for_the_next_pause() {
+    let (mut r, frame) = congested(true);
+    let m = CheckingMessage { origin_switch: 9, origin_port: 9, seq: 9, hops: 4 };
+    r.sw.forward_check(0, m);
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(m));
+}
+
+fn deadlocked(resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
+    let mut c = Rig::ports(2);
+    c.buffer.xoff_bytes = Some(10_000);
+    c.buffer.xon_offset_bytes = Some(4_000);
+    c.dcfit.resolution = resolution;
+    c.dcfit.drop_ms = 50;
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    // p1 is paused downstream; traffic from p0 piles up behind it and p0 pauses upstream.
+    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    for _ in 0..11 {
+        r.rx(0, &data(1, 2, 3, 1000));
+    }
+    r.tx(0);
+    r.outbox();
+    let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2 };
+    (r, own)
+}
+
+#[test]
+fn an_own_message_coming_back_is_a_deadlock_once_per_cycle() {
+    let (mut r, own) = deadlocked(DeadlockResolution::Report);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    let (_, events) = r.outbox();
+    let ToSlowpath::Deadlock(ev) = &events[0] else { panic!("{events:?}") };
+    assert_eq!((ev.origin_port, ev.return_port, ev.path_length, ev.resolved), (0, 1, 3, false));
+    assert_eq!(r.stats().deadlocks_detected, 1);
+    // It keeps coming back while the cycle lasts: confirmations, not new deadlocks.
+    r.advance(Duration::from_millis(2));
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    assert!(matches!(r.outbox().1[0], ToSlowpath::Confirmed { id: 1, .. }));
+    // Own messages are not stored, so never forwarded: the next pause originates anew.
+    r.advance(Duration::from_millis(2));
+    let m = pfc_of(&r.tx(0)[0]).checking.unwrap();
+    assert_eq!((m.origin_switch, m.hops), (my_id(&r), 0));
+    assert_eq!(r.stats().ports[1].queues_total(), 11, "report only: nothing dropped");
+}
+
+#[test]
+fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
+    let (mut r, own) = deadlocked(DeadlockResolution::Drop);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    let (_, events) = r.outbox();
+    let ToSlowpath::Deadlock(ev) = &events[0] else { panic!("{events:?}") };
+    assert!(ev.resolved);
+    let to_p0 = r.tx(1);
+    assert!(to_p0.is_empty(), "nothing was sent: the paused queue was dropped");
+    let s = r.stats();
+    assert_eq!(s.ports[1].counters.drops.watchdog, 11);
+    assert!(s.ports[1].watchdog_active);
+    assert!(!s.ports[0].priorities[3].xoff, "p0's group drained");
+    let resume = r.tx(0);
+    assert_eq!(pfc_of(&resume[0]).quanta[3], 0, "the upstream is resumed");
+    // Frames arriving while the watchdog runs are dropped too; afterwards, normal again.
+    r.rx(0, &data(1, 2, 3, 1000));
+    assert_eq!(r.stats().ports[1].counters.drops.watchdog, 12);
+    r.advance(Duration::from_millis(60));
+    r.rx(1, &pfc_with(1 << 3, 0, None));
+    r.rx(0, &data(1, 2, 3, 1000));
+    assert_eq!(r.tx(1).len(), 1);
+    assert!(!r.stats().ports[1].watchdog_active);
+}
+
+#[test]
+fn static_fdb_entries_are_used_and_never_learned_over() {
+    let mut c = Rig::ports(3);
+    c.fdb_entries.push(crate::core::config::StaticFdbEntry { mac: mac(2), port: "p2".into() });
+    let mut r = Rig::new(c);
+    r.rx(0, &data(1, 2, 0, 64));
+    assert!(r.tx(1).is_empty(), "not flooded: the static entry says p2");
+    assert_eq!(r.tx(2).len(), 1);
+    // A frame from mac 2 on p1 does not move it.
+    r.rx(1, &data(2, 1, 0, 64));
+    r.tx(0);
+    r.rx(0, &data(1, 2, 0, 64));
+    assert_eq!(r.tx(2).len(), 1);
+}
+
+#[test]
+fn drop_resolution_also_empties_what_the_slowpath_holds() {
+    let (mut r, own) = deadlocked(DeadlockResolution::Drop);
+    // Blocked, then paused downstream: these frames wait at the slowpath.
+    r.sw.set_blocked(1, true);
+    r.rx(1, &pfc_with(1 << 3, 0, None));
+    for _ in 0..3 {
+        r.rx(0, &data(1, 2, 3, 1000));
+    }
+    let (held, _) = r.outbox();
+    assert_eq!(held.len(), 3);
+    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    assert_eq!(r.sw.stopped_mask(r.now, 1), 1 << 3, "paused: the slowpath keeps them");
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    assert_eq!(r.sw.stopped_mask(r.now, 1), 0, "being dropped: the slowpath may give them back");
+    let mut slow = SlowpathBuffer::new(2, 8);
+    for h in held {
+        slow.hold(h);
+    }
+    r.sw.set_blocked(1, false);
+    let mut out = Vec::new();
+    slow.release(|e| r.sw.stopped_mask(r.now, e), &mut out);
+    for rel in out {
+        r.sw.reinject(r.now, &mut r.pool, rel);
+    }
+    // The 11 frames queued before the block are emptied when p1 next transmits.
+    assert!(r.tx(1).is_empty());
+    assert_eq!(r.stats().ports[1].counters.drops.watchdog, 3 + 11);
+    assert_eq!(r.stats().ports[1].held_by_slowpath, 0);
+}

@@ -2,22 +2,26 @@
 //! shared UMEM, the XDP classifier, and a single polling loop that moves frames between
 //! the rings and the engine in batches.
 
+pub mod slowpath;
 pub mod sys;
 pub mod xdp;
 pub mod xsk;
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::json;
 
 use crate::control::{ControlMsg, Reply, Request};
 use crate::core::config::Config;
+use crate::core::slowpath::{ToDataplane, ToSlowpath};
 use crate::core::stats::{SocketCounters, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::time::Time;
+use slowpath::{SharedView, Slowpath, SlowpathParts};
 use sys::{SysError, Waker};
 use xdp::{Classifier, XdpError};
 use xsk::{usable_frame_bytes, UmemPool, XskError, XskPort};
@@ -56,7 +60,8 @@ pub struct Options {
 }
 
 pub struct Dataplane {
-    // Field order is drop order: detach XDP, then close sockets, then free the UMEM.
+    // Field order is drop order: stop the slowpath, detach XDP, close sockets, free the UMEM.
+    _slowpath: Slowpath,
     classifiers: Vec<Classifier>,
     ports: Vec<XskPort>,
     pool: UmemPool,
@@ -68,6 +73,11 @@ pub struct Dataplane {
     tx_busy: Vec<u64>,
     /// Some port's kernel tx queue made no progress this turn.
     tx_blocked: bool,
+    to_slowpath: Sender<ToSlowpath>,
+    from_slowpath: Receiver<ToDataplane>,
+    view: Arc<SharedView>,
+    /// Events the slowpath channel refused (it is sized never to be full).
+    slowpath_overflow: u64,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -100,8 +110,14 @@ fn frame_size_for(config: &Config, mtus: &[(String, u32)]) -> Result<u32, XskErr
 impl Dataplane {
     /// Opens every port: checks privileges and interfaces, loads and attaches the XDP
     /// classifier, binds the AF_XDP sockets. Anything opened is closed again on error.
-    /// `waker` is the handle other threads use to interrupt the loop's sleep.
-    pub fn open(mut config: Config, options: Options, waker: Waker) -> Result<Dataplane, DataplaneError> {
+    /// `waker` is the handle other threads use to interrupt the loop's sleep;
+    /// `slowpath_control` carries the control requests the slowpath thread answers.
+    pub fn open(
+        mut config: Config,
+        options: Options,
+        waker: Waker,
+        slowpath_control: Receiver<ControlMsg>,
+    ) -> Result<Dataplane, DataplaneError> {
         sys::check_privileges()?;
         let mut infos = Vec::new();
         for port in &config.ports {
@@ -149,7 +165,23 @@ impl Dataplane {
             "dataplane ready"
         );
         let tx_busy = vec![0; ports.len()];
+        // Every held frame is a UMEM frame: a channel this deep never refuses one.
+        let (to_slowpath, slowpath_events) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
+        let (slowpath_out, from_slowpath) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
+        let view = Arc::new(SharedView::new(ports.len()));
+        let slowpath = Slowpath::start(SlowpathParts {
+            switch_name: config.name.clone(),
+            port_names: (0..config.ports.len()).map(|i| config.port_name(i).to_string()).collect(),
+            max_frames: pool.capacity() as usize,
+            from_dataplane: slowpath_events,
+            to_dataplane: slowpath_out,
+            waker: waker.try_clone()?,
+            control: slowpath_control,
+            view: view.clone(),
+        })
+        .map_err(|source| SysError::Os { what: "starting the slowpath thread", source })?;
         let mut dp = Dataplane {
+            _slowpath: slowpath,
             classifiers,
             ports,
             pool,
@@ -159,6 +191,10 @@ impl Dataplane {
             waker,
             tx_busy,
             tx_blocked: false,
+            to_slowpath,
+            from_slowpath,
+            view,
+            slowpath_overflow: 0,
         };
         for port in &mut dp.ports {
             port.refill(&mut dp.pool, POOL_RESERVE);
@@ -227,7 +263,7 @@ impl Dataplane {
     /// One pass over every port: completions, rx, timers, tx. Returns frames moved.
     fn turn(&mut self, now: Time, receive: bool) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
-        let mut work = 0;
+        let mut work = self.apply_slowpath_messages(now);
         let Dataplane { ports, pool, switch, .. } = self;
         for (i, port) in ports.iter_mut().enumerate() {
             port.reclaim(pool);
@@ -238,12 +274,42 @@ impl Dataplane {
         self.switch.on_timer(now);
         self.tx_blocked = false;
         for i in 0..self.ports.len() {
-            work += self.transmit(now, i)?;
+            // A fresh reading: what goes out is timed when it goes out, not when the turn began.
+            work += self.transmit(sys::now(), i)?;
         }
         for port in &mut self.ports {
             port.refill(&mut self.pool, POOL_RESERVE);
         }
+        self.publish_for_slowpath(now);
         Ok(work)
+    }
+
+    /// Applies what the slowpath sent down: block state, released frames, forwards.
+    fn apply_slowpath_messages(&mut self, now: Time) -> usize {
+        let mut n = 0;
+        while let Ok(msg) = self.from_slowpath.try_recv() {
+            match msg {
+                ToDataplane::SetBlocked { port, blocked } => self.switch.set_blocked(usize::from(port), blocked),
+                ToDataplane::Release(r) => self.switch.reinject(now, &mut self.pool, r),
+                ToDataplane::Forward { port, msg } => self.switch.forward_check(usize::from(port), msg),
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Hands the engine's events to the slowpath and publishes what it reads of our state.
+    fn publish_for_slowpath(&mut self, now: Time) {
+        for ev in self.switch.drain_outbox() {
+            if self.to_slowpath.try_send(ev).is_err() {
+                self.slowpath_overflow += 1;
+            }
+        }
+        for (i, v) in self.view.map.iter().enumerate() {
+            v.store(self.switch.traffic_map_row(i), Ordering::Relaxed);
+            self.view.xoff[i].store(self.switch.xoff_mask(i), Ordering::Relaxed);
+            self.view.paused[i].store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
+        }
     }
 
     fn transmit(&mut self, now: Time, i: usize) -> Result<usize, DataplaneError> {
@@ -312,6 +378,18 @@ impl Dataplane {
                 self.switch.clear_watermarks();
                 Ok(json!("watermarks cleared"))
             }
+            Request::TrafficMap => {
+                let n = self.ports.len();
+                let rows = |row: &dyn Fn(usize) -> u64| -> Vec<Vec<bool>> {
+                    (0..n).map(|i| (0..n).map(|e| row(i) & (1 << e) != 0).collect()).collect()
+                };
+                Ok(json!({
+                    "ports": (0..n).map(|i| self.config.port_name(i)).collect::<Vec<_>>(),
+                    "waiting": rows(&|i| self.switch.traffic_map_row(i)),
+                    "at_slowpath": rows(&|i| self.switch.traffic_map_slowpath_row(i)),
+                }))
+            }
+            other => Err(format!("the dataplane does not handle {other:?}")),
         }
     }
 
@@ -319,6 +397,7 @@ impl Dataplane {
     pub fn stats(&self, now: Time) -> SwitchStats {
         let mut s = self.switch.stats(now);
         s.free_frames = self.pool.free_count() as u64;
+        s.slowpath_overflow = self.slowpath_overflow;
         for (((p, c), x), busy) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports).zip(&self.tx_busy) {
             p.xdp = c.class_counters();
             if let Some(st) = x.statistics() {

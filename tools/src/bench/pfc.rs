@@ -124,6 +124,19 @@ pub fn probe_switch(
     rate: &str,
     smooth: bool,
 ) -> Result<(Vec<ProbeTrial>, Percentiles)> {
+    let (trials, late, _) = probe_switch_stats(speed, quanta, repeats, batch, rate, smooth)?;
+    Ok((trials, late))
+}
+
+/// [`probe_switch`], also returning the DUT's statistics at the end.
+fn probe_switch_stats(
+    speed: Speed,
+    quanta: &[u16],
+    repeats: usize,
+    batch: usize,
+    rate: &str,
+    smooth: bool,
+) -> Result<(Vec<ProbeTrial>, Percentiles, pfcswitch::core::stats::SwitchStats)> {
     let tb = star("bench-pause", 2)?;
     let cpus = if smooth { harness::CpuPlan::split() } else { harness::CpuPlan::default() };
     let mut config = harness::switch_config(&tb, "sw1");
@@ -166,13 +179,13 @@ pub fn probe_switch(
     )?;
     let finished = probe.wait(Duration::from_secs(300));
     let _ = gen.stop();
-    let late = sw.stats()?.resume_lateness;
+    let stats = sw.stats()?;
     sw.stop();
     if !finished.success() {
         bail!("pause probe at {speed} failed: {}", finished.stderr.trim());
     }
     let trials = serde_json::from_str(finished.stdout.trim()).context("reading the pause probe's report")?;
-    Ok((trials, late))
+    Ok((trials, stats.resume_lateness, stats))
 }
 
 fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationRow>> {
@@ -201,33 +214,48 @@ fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationR
         .collect())
 }
 
-/// How long the DUT takes from a pause to stopping the priority, seen from outside.
+/// How long the DUT takes from a pause to stopping the priority: its own account (from
+/// the pause's arrival stamp to the last frame of the priority it handed out after it),
+/// and what a receiver behind it sees (veth transit both ways included).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ResponseTime {
     pub speed: String,
-    pub count: usize,
-    pub p50_us: f64,
-    pub max_us: f64,
-    pub p50_quanta: f64,
-    pub max_quanta: f64,
+    /// The DUT's own measurement.
+    pub dut: Percentiles,
+    pub dut_p50_quanta: f64,
+    pub dut_max_quanta: f64,
+    /// Seen from the receiver: trials where the stop could be placed.
+    pub external_count: usize,
+    pub external_trials: usize,
+    pub external_p50_us: f64,
+    pub external_max_us: f64,
+    pub external_p50_quanta: f64,
     pub samples_us: Vec<f64>,
 }
 
 pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
-    // A dense flow: the stop can only be placed to within one inter-arrival interval.
-    let (trials, _) = probe_switch(speed, &[u16::MAX], repeats, 8, "200k", true)?;
-    let samples: Vec<f64> = trials.iter().map(|t| t.response_us).collect();
+    // A dense, smooth flow: the stop can only be placed to within one interval.
+    let (trials, _, dut) = probe_switch_with_response(speed, repeats)?;
+    let samples: Vec<f64> = trials.iter().filter_map(|t| t.response_us).collect();
     let quantum_us = pfcswitch::core::speed::BITS_PER_QUANTUM as f64 / speed.bps() as f64 * 1e6;
     let (p50, max) = (median(&samples), samples.iter().copied().fold(0.0, f64::max));
     Ok(ResponseTime {
         speed: speed.to_string(),
-        count: samples.len(),
-        p50_us: p50,
-        max_us: max,
-        p50_quanta: p50 / quantum_us,
-        max_quanta: max / quantum_us,
+        dut_p50_quanta: dut.p50_us / quantum_us,
+        dut_max_quanta: dut.max_us / quantum_us,
+        dut,
+        external_count: samples.len(),
+        external_trials: trials.len(),
+        external_p50_us: p50,
+        external_max_us: max,
+        external_p50_quanta: p50 / quantum_us,
         samples_us: samples,
     })
+}
+
+fn probe_switch_with_response(speed: Speed, repeats: usize) -> Result<(Vec<ProbeTrial>, Percentiles, Percentiles)> {
+    let (trials, _, stats) = probe_switch_stats(speed, &[u16::MAX], repeats, 8, "200k", true)?;
+    Ok((trials, stats.resume_lateness, stats.pause_response))
 }
 
 pub fn run(args: &PfcArgs) -> Result<()> {

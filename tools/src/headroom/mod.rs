@@ -121,9 +121,14 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {
             println!(
-                "DUT response time at {} ({} pauses): from sending a pause until the DUT stopped the priority, \
-                 p50 {:.1} µs = {:.0} quanta, max {:.1} µs = {:.0} quanta (veth transit both ways included)",
-                args.speed, r.count, r.p50_us, r.p50_quanta, r.max_us, r.max_quanta
+                "DUT response time at {} ({} pauses), from a pause's arrival to the priority's last frame out: \
+                 p50 {:.2} µs = {:.0} quanta, max {:.2} µs = {:.0} quanta (the DUT's own account)",
+                args.speed, r.dut.count, r.dut.p50_us, r.dut_p50_quanta, r.dut.max_us, r.dut_max_quanta
+            );
+            println!(
+                "seen from a receiver behind it (veth transit both ways included; {} of {} trials placeable): \
+                 p50 {:.1} µs = {:.0} quanta, max {:.1} µs",
+                r.external_count, r.external_trials, r.external_p50_us, r.external_p50_quanta, r.external_max_us
             );
         }
         return Ok(());

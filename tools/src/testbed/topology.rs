@@ -194,6 +194,54 @@ impl Topology {
         Ok(out)
     }
 
+    /// Switches sw1..swN in a ring (sw_i:cw — sw_{i+1}:ccw), host h_i on sw_i:host.
+    pub fn ring(n: usize) -> Topology {
+        let mut t = Topology::default();
+        for i in 1..=n {
+            t.hosts.push(Node { name: format!("h{i}") });
+            t.switches.push(Node { name: format!("sw{i}") });
+            t.links.push(Link {
+                a: Endpoint::Short(format!("h{i}:eth0")),
+                b: Endpoint::Short(format!("sw{i}:host")),
+                mtu: None,
+            });
+        }
+        for i in 1..=n {
+            let next = i % n + 1;
+            t.links.push(Link {
+                a: Endpoint::Short(format!("sw{i}:cw")),
+                b: Endpoint::Short(format!("sw{next}:ccw")),
+                mtu: None,
+            });
+        }
+        t
+    }
+
+    /// Switches sw1..swN in a line (sw_i:right — sw_{i+1}:left), host h1 on sw1:host and
+    /// host hN on swN:host.
+    pub fn line(n: usize) -> Topology {
+        let mut t = Topology::default();
+        t.hosts.push(Node { name: "h1".into() });
+        t.hosts.push(Node { name: format!("h{n}") });
+        for i in 1..=n {
+            t.switches.push(Node { name: format!("sw{i}") });
+        }
+        t.links.push(Link { a: Endpoint::Short("h1:eth0".into()), b: Endpoint::Short("sw1:host".into()), mtu: None });
+        t.links.push(Link {
+            a: Endpoint::Short(format!("h{n}:eth0")),
+            b: Endpoint::Short(format!("sw{n}:host")),
+            mtu: None,
+        });
+        for i in 1..n {
+            t.links.push(Link {
+                a: Endpoint::Short(format!("sw{i}:right")),
+                b: Endpoint::Short(format!("sw{}:left", i + 1)),
+                mtu: None,
+            });
+        }
+        t
+    }
+
     /// Hosts h1..hN around one switch sw1: host h_i's eth0 (10.0.0.i/24) on port p_i.
     pub fn star(hosts: usize) -> Topology {
         let mut t = Topology { switches: vec![Node { name: "sw1".into() }], ..Topology::default() };
@@ -259,6 +307,12 @@ mod tests {
             let err = Topology::from_toml(text).unwrap_err().to_string();
             assert!(err.contains(field), "{text:?}: {err}");
         }
+        let ring = Topology::ring(3).interfaces().unwrap();
+        assert_eq!(ring.len(), 12);
+        let cw = ring.iter().find(|i| i.node == "sw3" && i.name == "cw").unwrap();
+        assert_eq!((cw.peer_node.as_str(), cw.peer_iface.as_str()), ("sw1", "ccw"));
+        let line = Topology::line(3).interfaces().unwrap();
+        assert_eq!(line.len(), 8);
         let star = Topology::star(3).interfaces().unwrap();
         assert_eq!(star.len(), 6);
         assert_eq!(

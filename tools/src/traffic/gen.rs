@@ -70,6 +70,8 @@ pub struct GenReport {
     pub paused_us: [u64; PRIORITIES],
     /// The configured pause response delay, ns.
     pub response_delay_ns: u64,
+    /// Test frames this host received while sending (from other generators), per flow.
+    pub received: Vec<super::rxstats::FlowReport>,
     pub received_other: u64,
 }
 
@@ -120,6 +122,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     let finished = |f: &FlowState| count.is_some_and(|c| f.next_seq >= c);
     let mut rr = 0usize;
     let mut received_other = 0u64;
+    let mut rx_stats = super::rxstats::RxStats::default();
     loop {
         let now = sys::now();
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) || flows.iter().all(finished) {
@@ -138,6 +141,8 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                         // The response delay counts from the pause's arrival.
                         responder.on_frame(pool.arrival(id).unwrap_or(now).min(now), &cf);
                     }
+                } else if let Some(stamp) = super::flow::read_stamp(bytes) {
+                    rx_stats.record(pool.arrival(id).unwrap_or(now), &stamp, bytes.len());
                 } else {
                     received_other += 1;
                 }
@@ -232,6 +237,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         pauses: responder.counts,
         paused_us,
         response_delay_ns: responder.delay().as_nanos() as u64,
+        received: rx_stats.report(None),
         received_other,
     })
 }

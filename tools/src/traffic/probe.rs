@@ -42,8 +42,9 @@ pub struct ProbeTrial {
     pub interval_us: f64,
     /// How long after the pause was sent the flow stopped: the switch stopped between the
     /// last frame before the gap (or the pause, if later) and the next frame due one
-    /// interval after it; this is the middle of that span (veth transit included).
-    pub response_us: f64,
+    /// interval after it; this is the middle of that span (veth transit included). None
+    /// when the flow already had a gap when the pause was sent (nothing to place).
+    pub response_us: Option<f64>,
 }
 
 struct Receiver {
@@ -145,9 +146,10 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
                 measured_us: gap.saturating_sub(interval / 2).as_secs_f64() * 1e6,
                 interval_us: interval.as_secs_f64() * 1e6,
                 response_us: {
-                    let earliest = last_before.max(t0);
-                    let latest = last_before + interval;
-                    (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6
+                    let (earliest, latest) = (last_before.max(t0), last_before + interval);
+                    (latest > t0).then(|| {
+                        (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6
+                    })
                 },
             });
         }

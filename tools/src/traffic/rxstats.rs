@@ -46,6 +46,9 @@ pub struct FlowReport {
     pub pps: f64,
     /// The longest time between two frames of the flow (e.g. while it was paused), µs.
     pub largest_gap_us: f64,
+    /// First and last arrival (monotonic clock, ns): comparable across namespaces.
+    pub first_ns: u64,
+    pub last_ns: u64,
     /// One-way latency (sender and sink share CLOCK_MONOTONIC).
     pub latency: Percentiles,
 }
@@ -131,6 +134,8 @@ impl RxStats {
                     dscp: f.dscp,
                     pps: if secs > 0.0 { (f.received.saturating_sub(1)) as f64 / secs } else { 0.0 },
                     largest_gap_us: f.largest_gap.as_secs_f64() * 1e6,
+                    first_ns: f.first.map_or(0, Time::as_nanos),
+                    last_ns: f.last.map_or(0, Time::as_nanos),
                     latency: f.latency.percentiles(),
                 }
             })

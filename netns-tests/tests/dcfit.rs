@@ -1,0 +1,264 @@
+//! Blocked ports, the slowpath, and DCFIT deadlock detection on real namespaces.
+
+use std::time::Duration;
+
+use netns_tests::*;
+use pfcswitch::control::Request;
+use pfcswitch::core::config::DeadlockResolution;
+use pfcswitch::core::speed::Speed;
+use pfcswitch::dataplane::sys;
+use pfctools::traffic::gen::GenReport;
+
+fn ctl(sw: &SwitchProc, req: Request) -> serde_json::Value {
+    sw.request(&req).unwrap_or_else(|e| panic!("{} {req:?}: {e}", sw.name))
+}
+
+#[test]
+fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_order() {
+    let _serial = serial();
+    let tb = star("block", 2);
+    let mut config = switch_config(&tb, "sw1");
+    config.buffer.xoff_bytes = Some(64 << 10);
+    config.buffer.headroom_bytes = 256 << 10;
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1.5"]).unwrap();
+    let dst = mac_of(&tb, "h2");
+    let gen = start_gen(
+        &tb,
+        "h1",
+        "gen",
+        &["--dst-mac", &dst, "--dscp", "3", "--size", "500", "--rate", "20k", "--duration", "2"],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    ctl(&sw, Request::Block { port: "p2".into() });
+    std::thread::sleep(Duration::from_millis(500));
+    let blocked = sw.stats().unwrap();
+    let map = ctl(&sw, Request::TrafficMap);
+    ctl(&sw, Request::Unblock { port: "p2".into() });
+    let g = gen.finish(GEN_TIMEOUT).unwrap();
+    let rx = sink.finish(SINK_TIMEOUT).unwrap();
+
+    // While blocked: frames went to the slowpath, counted against p1's buffer, which
+    // paused the sender.
+    assert!(blocked.ports[1].blocked);
+    assert!(blocked.ports[1].held_by_slowpath > 100, "{}", blocked.ports[1].held_by_slowpath);
+    assert!(blocked.ports[0].priorities[3].xoff, "the switch pauses its upstream");
+    assert!(g.pauses.xoff[3] > 0, "the sender was paused: {:?}", g.pauses);
+    assert_eq!(map["at_slowpath"][0][1], true, "traffic map marks (p1, p2): {map}");
+    // After unblocking: everything, in order, once.
+    let f = &rx.flows[0];
+    assert_eq!((f.received, f.lost, f.reordered, f.duplicates), (g.sent, 0, 0, 0), "{f:?}");
+    let after = sw.stats().unwrap();
+    assert_eq!((after.ports[1].blocked, after.ports[1].held_by_slowpath), (false, 0));
+    assert_eq!(after.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
+    assert_eq!(ctl(&sw, Request::TrafficMap)["waiting"][0][1], false);
+    assert!(sw.stop().success());
+}
+
+/// Three switches in a ring, host h_i on sw_i, each host sending to the host two hops
+/// clockwise: sw_{i+1} forwards h_i's frames from its `ccw` port to its `cw` port, so the
+/// ring's buffers depend on each other in a cycle.
+struct Ring {
+    tb: Testbed,
+    switches: Vec<SwitchProc>,
+}
+
+fn ring(tag: &str, resolution: DeadlockResolution) -> Ring {
+    let tb = Testbed::up(&unique_name(tag), Topology::ring(3)).unwrap();
+    let switches = (1..=3)
+        .map(|i| {
+            // At 1G the frames a resumed ring port releases take milliseconds on the wire,
+            // so the next switch's pause arrives while through traffic still waits, even
+            // when two cores are shared by six busy processes.
+            let mut c = harness::ring_config(&tb, i, 3, Speed::gbps(1)).unwrap();
+            c.buffer.xoff_bytes = Some(32 << 10);
+            // A low XON: once the cycle holds frames, they alone keep every ring port paused.
+            c.buffer.xon_bytes = Some(8 << 10);
+            c.buffer.headroom_bytes = 512 << 10;
+            // Six busy processes share two cores here: refresh pauses well before they
+            // lapse, or a late refresh lets a deadlock dissolve by accident.
+            c.pfc.refresh_us = Some(500);
+            c.dcfit.resolution = resolution;
+            c.dcfit.drop_ms = 100;
+            SwitchProc::start(&tb, &format!("sw{i}"), &c, &[]).unwrap()
+        })
+        .collect();
+    Ring { tb, switches }
+}
+
+impl Ring {
+    /// Every host sends to the host two hops clockwise for `secs` seconds.
+    fn traffic(&self, secs: &str) -> Vec<GenProc> {
+        (1..=3)
+            .map(|i| {
+                let dst = mac_of(&self.tb, &format!("h{}", (i + 1) % 3 + 1));
+                let args = [
+                    "--dst-mac",
+                    dst.as_str(),
+                    "--dscp",
+                    "3",
+                    "--size",
+                    "1000",
+                    "--rate",
+                    "20k",
+                    "--duration",
+                    secs,
+                    "--speed",
+                    "1G",
+                ];
+                start_gen(&self.tb, &format!("h{i}"), &format!("gen{i}"), &args).unwrap()
+            })
+            .collect()
+    }
+
+    /// Blocks sw2's clockwise port for `hold`, returning when it was unblocked.
+    ///
+    /// While it is blocked, sw2 holds h1's through traffic and h2's traffic, and pauses
+    /// sw1, which pauses sw3. On the unblock sw2 releases h2's frames first; at sw3 they
+    /// are through traffic for the paused `cw` port, so sw3 pauses sw2 while sw2's through
+    /// frames still wait: every ring ingress holds frames for a paused ring egress — a
+    /// deadlock that outlives its cause.
+    fn block_briefly(&self, hold: Duration) -> u64 {
+        ctl(&self.switches[1], Request::Block { port: "cw".into() });
+        std::thread::sleep(hold);
+        ctl(&self.switches[1], Request::Unblock { port: "cw".into() });
+        sys::now().as_nanos()
+    }
+
+    fn deadlocks(&self) -> Vec<serde_json::Value> {
+        self.switches.iter().map(|s| ctl(s, Request::Deadlocks)).collect()
+    }
+}
+
+use pfctools::harness::GenProc;
+
+fn finish(gens: Vec<GenProc>) -> Vec<GenReport> {
+    gens.into_iter().map(|g| g.finish(GEN_TIMEOUT).unwrap()).collect()
+}
+
+#[test]
+fn a_ring_deadlocks_after_a_brief_block_and_dcfit_names_the_cycle() {
+    let _serial = serial();
+    let r = ring("ring", DeadlockResolution::Report);
+    let gens = r.traffic("2");
+    std::thread::sleep(Duration::from_millis(400));
+    let unblocked = r.block_briefly(Duration::from_millis(500));
+    let reports = finish(gens);
+    std::thread::sleep(Duration::from_millis(300));
+
+    // A real deadlock: a few frames move right after the unblock, then nothing.
+    for (i, g) in reports.iter().enumerate() {
+        for f in &g.received {
+            assert!(
+                f.last_ns < unblocked + 50_000_000,
+                "h{} still received flow {} {:.1} ms after the unblock: {f:?}",
+                i + 1,
+                f.flow,
+                (f.last_ns as f64 - unblocked as f64) / 1e6
+            );
+        }
+    }
+    for sw in &r.switches {
+        let s = sw.stats().unwrap();
+        let cw = s.ports.iter().find(|p| p.name == "cw").unwrap();
+        let ccw = s.ports.iter().find(|p| p.name == "ccw").unwrap();
+        assert!(cw.priorities[3].egress_paused, "{}: cw is paused by the next switch", sw.name);
+        assert!(ccw.priorities[3].xoff, "{}: it pauses the previous switch", sw.name);
+        assert!(cw.queues_total() + cw.held_by_slowpath > 0, "{}: frames are stuck", sw.name);
+    }
+
+    // DCFIT found it on at least one switch — usually sw2, whose blocked port started it —
+    // naming the ports on the cycle: its message left through the ring port it paused
+    // (ccw) and came back on the ring port the cycle stopped (cw), three pauses around.
+    let all = r.deadlocks();
+    let found: Vec<&serde_json::Value> = all.iter().flat_map(|d| d["deadlocks"].as_array().unwrap().iter()).collect();
+    assert!(!found.is_empty(), "no switch reported the deadlock: {all:?}");
+    for d in &found {
+        assert_eq!((d["origin_port_name"].as_str(), d["return_port_name"].as_str()), (Some("ccw"), Some("cw")), "{d}");
+        assert_eq!(d["path_length"], 3, "{d}");
+        assert_eq!(d["resolved"], false);
+    }
+    // The switches that did not detect it passed messages on from their cw to their ccw port.
+    let detector = found[0]["switch"].as_str().unwrap();
+    for sw in all.iter().filter(|d| d["switch"] != detector) {
+        let fwd = sw["recent_forwards"].as_array().unwrap();
+        assert!(fwd.iter().any(|f| f["from_port"] == "cw" && f["to_port"] == "ccw"), "{sw}");
+    }
+    let detected: u64 = r.switches.iter().map(|s| s.stats().unwrap().deadlocks_detected).sum();
+    assert!(detected >= 1);
+    for sw in r.switches {
+        assert!(sw.stop().success());
+    }
+}
+
+#[test]
+fn with_resolution_on_the_ring_recovers_and_traffic_resumes() {
+    let _serial = serial();
+    let r = ring("ringfix", DeadlockResolution::Drop);
+    let gens = r.traffic("2.5");
+    std::thread::sleep(Duration::from_millis(400));
+    let unblocked = r.block_briefly(Duration::from_millis(500));
+    let reports = finish(gens);
+    for (i, g) in reports.iter().enumerate() {
+        let f = g.received.first().unwrap_or_else(|| panic!("h{} received nothing", i + 1));
+        assert!(f.last_ns > unblocked + 500_000_000, "h{}: flow {} never resumed after the unblock", i + 1, f.flow);
+    }
+    let all = r.deadlocks();
+    let resolved: Vec<&serde_json::Value> =
+        all.iter().flat_map(|d| d["deadlocks"].as_array().unwrap().iter()).filter(|d| d["resolved"] == true).collect();
+    assert!(!resolved.is_empty(), "{all:?}");
+    let dropped: u64 = r
+        .switches
+        .iter()
+        .map(|s| s.stats().unwrap().ports.iter().map(|p| p.counters.drops.watchdog).sum::<u64>())
+        .sum();
+    assert!(dropped > 0, "breaking the cycle drops the stopped lossless queue");
+    for sw in r.switches {
+        assert!(sw.stop().success());
+    }
+}
+
+#[test]
+fn a_line_of_pauses_without_a_cycle_reports_nothing() {
+    let _serial = serial();
+    let tb = Testbed::up(&unique_name("line"), Topology::line(3)).unwrap();
+    let switches: Vec<SwitchProc> = (1..=3)
+        .map(|i| {
+            let mut c = harness::line_config(&tb, i, 3, Speed::gbps(10)).unwrap();
+            c.buffer.xoff_bytes = Some(64 << 10);
+            c.buffer.headroom_bytes = 256 << 10;
+            SwitchProc::start(&tb, &format!("sw{i}"), &c, &[]).unwrap()
+        })
+        .collect();
+    let dst = mac_of(&tb, "h3");
+    let gen = start_gen(
+        &tb,
+        "h1",
+        "gen",
+        &["--dst-mac", &dst, "--dscp", "3", "--size", "1000", "--rate", "20k", "--duration", "1.5"],
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // sw3 stops delivering to h3: the pause spreads back along the line to h1.
+    ctl(&switches[2], Request::Block { port: "host".into() });
+    std::thread::sleep(Duration::from_millis(500));
+    let during: Vec<_> = switches.iter().map(|s| s.stats().unwrap()).collect();
+    ctl(&switches[2], Request::Unblock { port: "host".into() });
+    let g = gen.finish(GEN_TIMEOUT).unwrap();
+    assert!(g.pauses.xoff[3] > 0, "the pause reached the sender");
+    // The checking messages did travel: sw3 created them, sw2 and sw1 passed them on.
+    let port =
+        |s: &pfcswitch::core::stats::SwitchStats, name: &str| s.ports.iter().find(|p| p.name == name).unwrap().clone();
+    assert!(port(&during[2], "left").checks.originated > 0);
+    assert!(port(&during[1], "left").checks.forwarded > 0);
+    assert!(port(&during[0], "host").checks.forwarded > 0);
+    for sw in &switches {
+        let d = ctl(sw, Request::Deadlocks);
+        assert!(d["deadlocks"].as_array().unwrap().is_empty(), "{}: {d}", sw.name);
+        assert_eq!(sw.stats().unwrap().deadlocks_detected, 0);
+    }
+    for sw in switches {
+        assert!(sw.stop().success());
+    }
+}

@@ -1,0 +1,136 @@
+//! The DCFIT traffic map: which ingress ports have traffic waiting for which egress ports.
+//!
+//! An N×N bitmap over (ingress, egress). A pair is marked while frames of it wait:
+//!
+//! - at the slowpath (a blocked egress): marked just before a frame is handed over; the
+//!   slowpath gives its last frame of the pair back with a "last frame of this pair" bit,
+//!   and sending that frame out clears the mark. Several frames keep it marked. (A frame
+//!   handed over after the last one was given back keeps the mark too: the mark is only
+//!   cleared when no frame of the pair is still at the slowpath.)
+//! - in the egress queues (typically behind a received pause): marked while any frame of
+//!   the pair is queued. Without this, a deadlock whose frames all sit in paused queues —
+//!   the usual kind, once the port that started it is unblocked — would leave the map
+//!   empty and checking messages could not follow the cycle.
+
+/// Ports are bits of a u64 row.
+pub const MAX_PORTS: usize = 64;
+
+#[derive(Clone, Debug)]
+pub struct TrafficMap {
+    n: usize,
+    slowpath_bits: Vec<u64>,
+    /// Frames of (i, e) at the slowpath, index i * n + e.
+    at_slowpath: Vec<u32>,
+    /// Frames of (i, e) in e's egress queues.
+    queued: Vec<u32>,
+    queued_bits: Vec<u64>,
+}
+
+impl TrafficMap {
+    pub fn new(ports: usize) -> TrafficMap {
+        assert!(ports <= MAX_PORTS, "at most {MAX_PORTS} ports");
+        TrafficMap {
+            n: ports,
+            slowpath_bits: vec![0; ports],
+            at_slowpath: vec![0; ports * ports],
+            queued: vec![0; ports * ports],
+            queued_bits: vec![0; ports],
+        }
+    }
+
+    /// A frame of (i, e) is about to be handed to the slowpath.
+    pub fn handed_to_slowpath(&mut self, i: usize, e: usize) {
+        self.slowpath_bits[i] |= 1 << e;
+        self.at_slowpath[i * self.n + e] += 1;
+    }
+
+    /// The slowpath gave a frame of (i, e) back.
+    pub fn returned_from_slowpath(&mut self, i: usize, e: usize) {
+        let c = &mut self.at_slowpath[i * self.n + e];
+        *c = c.saturating_sub(1);
+    }
+
+    /// A frame the slowpath marked as the last of (i, e) was sent out.
+    pub fn sent_last_of_pair(&mut self, i: usize, e: usize) {
+        if self.at_slowpath[i * self.n + e] == 0 {
+            self.slowpath_bits[i] &= !(1 << e);
+        }
+    }
+
+    pub fn queued(&mut self, i: usize, e: usize) {
+        let c = &mut self.queued[i * self.n + e];
+        *c += 1;
+        if *c == 1 {
+            self.queued_bits[i] |= 1 << e;
+        }
+    }
+
+    pub fn dequeued(&mut self, i: usize, e: usize) {
+        let c = &mut self.queued[i * self.n + e];
+        *c = c.saturating_sub(1);
+        if *c == 0 {
+            self.queued_bits[i] &= !(1 << e);
+        }
+    }
+
+    /// Egress ports ingress `i` has traffic waiting for.
+    pub fn row(&self, i: usize) -> u64 {
+        self.slowpath_bits[i] | self.queued_bits[i]
+    }
+
+    /// The slowpath part of the row alone.
+    pub fn slowpath_row(&self, i: usize) -> u64 {
+        self.slowpath_bits[i]
+    }
+
+    pub fn ports(&self) -> usize {
+        self.n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slowpath_marks_until_the_last_frame_leaves() {
+        let mut m = TrafficMap::new(3);
+        m.handed_to_slowpath(0, 2);
+        m.handed_to_slowpath(0, 2);
+        assert_eq!(m.row(0), 0b100);
+        m.returned_from_slowpath(0, 2);
+        m.returned_from_slowpath(0, 2);
+        // Back from the slowpath but still queued: marked.
+        m.queued(0, 2);
+        m.queued(0, 2);
+        m.dequeued(0, 2);
+        assert_eq!(m.row(0), 0b100, "the first frame was not the last of the pair");
+        m.dequeued(0, 2);
+        m.sent_last_of_pair(0, 2);
+        assert_eq!(m.row(0), 0, "sending the last frame clears the pair");
+    }
+
+    #[test]
+    fn a_frame_handed_over_later_keeps_the_pair_marked() {
+        let mut m = TrafficMap::new(2);
+        m.handed_to_slowpath(1, 0);
+        m.returned_from_slowpath(1, 0);
+        m.handed_to_slowpath(1, 0);
+        m.sent_last_of_pair(1, 0);
+        assert_eq!(m.slowpath_row(1), 0b01, "one frame of the pair is still at the slowpath");
+        m.returned_from_slowpath(1, 0);
+        m.sent_last_of_pair(1, 0);
+        assert_eq!(m.slowpath_row(1), 0);
+    }
+
+    #[test]
+    fn queued_frames_mark_their_pair() {
+        let mut m = TrafficMap::new(4);
+        m.queued(3, 1);
+        m.queued(2, 1);
+        assert_eq!((m.row(3), m.row(2), m.row(0)), (0b10, 0b10, 0));
+        m.dequeued(3, 1);
+        assert_eq!(m.row(3), 0);
+        assert_eq!(m.ports(), 4);
+    }
+}
