@@ -26,6 +26,16 @@ pub enum DropReason {
     Lossy,
 }
 
+/// One stretch of a port pausing its upstream for a priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XoffEpisode {
+    pub prio: u8,
+    /// Monotonic clock, ns.
+    pub start_ns: u64,
+    /// 0 while it lasts.
+    pub end_ns: u64,
+}
+
 /// DCFIT checking messages on a port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckCounters {
@@ -37,6 +47,9 @@ pub struct CheckCounters {
     pub forwarded: u64,
     /// This switch's own messages that came back on this port.
     pub own_returned: u64,
+    /// Own messages that came back after the port they left through had stopped pausing
+    /// its upstream: no standing cycle, not a deadlock.
+    pub stale_returns: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,6 +224,8 @@ pub struct PortStats {
     /// A deadlock is being broken on this port (its lossless queue is dropped).
     pub watchdog_active: bool,
     pub checks: CheckCounters,
+    /// The latest times this port paused its upstream (oldest first).
+    pub xoff_episodes: Vec<XoffEpisode>,
     #[serde(flatten)]
     pub counters: PortCounters,
     pub xdp: XdpClassCounters,

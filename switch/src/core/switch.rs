@@ -21,7 +21,9 @@ use super::queue::{Fifo, FrameId, FrameTable, NO_PORT};
 use super::shaper::Shaper;
 use super::slowpath::{HeldFrame, Released, ToSlowpath};
 use super::speed::Speed;
-use super::stats::{CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats};
+use super::stats::{
+    CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats, XoffEpisode,
+};
 use super::time::Time;
 use super::traffic_map::TrafficMap;
 
@@ -104,6 +106,8 @@ const DRR_QUANTUM: u32 = 1536;
 /// Shaper burst: how far ahead of the wire frames may be handed to the kernel.
 const SHAPER_BURST: Duration = Duration::from_micros(30);
 const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
+/// XOFF episodes remembered per port.
+const EPISODES: usize = 64;
 /// A priority counts as flowing when a pause arrives if it sent within this long before.
 const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 
@@ -147,6 +151,12 @@ struct Port {
     xoff_since: [Time; PRIORITIES],
     /// Per priority: when its last frame was handed out for transmission.
     last_tx: [Time; PRIORITIES],
+    /// The latest XOFF episodes, a ring of fixed size (oldest overwritten).
+    episodes: [XoffEpisode; EPISODES],
+    /// The first checking message originated on this port since it last stopped pausing
+    /// its upstream: an own message older than that no longer proves a standing cycle.
+    episode_first_seq: Option<u32>,
+    next_episode: usize,
     /// Per priority: frames for this egress the slowpath holds (or that are on their way).
     at_slowpath: [u32; PRIORITIES],
     /// Deadlock resolution: drop these priorities' frames for this egress until then.
@@ -183,6 +193,8 @@ pub struct Switch {
     deadlocks: u64,
     /// Events for the slowpath, drained by the dataplane after every turn.
     outbox: Vec<ToSlowpath>,
+    /// The latest time the switch was given (for events timed where no time is passed).
+    clock: Time,
 }
 
 impl Switch {
@@ -223,6 +235,9 @@ impl Switch {
                     resume_due: [None; PRIORITIES],
                     xoff_since: [Time::ZERO; PRIORITIES],
                     last_tx: [Time::ZERO; PRIORITIES],
+                    episodes: [XoffEpisode::default(); EPISODES],
+                    episode_first_seq: None,
+                    next_episode: 0,
                     at_slowpath: [0; PRIORITIES],
                     watchdog: None,
                     counters: PortCounters::default(),
@@ -274,6 +289,7 @@ impl Switch {
             check_seq: 0,
             deadlocks: 0,
             outbox: Vec::with_capacity(n * 256 + 64),
+            clock: now,
         }
     }
 
@@ -296,6 +312,7 @@ impl Switch {
     /// Takes ownership of frame `id`, received on `port`: it is queued for transmission
     /// or given back to the pool.
     pub fn receive<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, id: FrameId) {
+        self.clock = self.clock.max(now);
         // Pauses and XOFF reactions count from when the frame arrived, not from when the
         // loop got to it (it may have been asleep).
         let arrived = pool.arrival(id).filter(|&t| t <= now).unwrap_or(now);
@@ -461,6 +478,14 @@ impl Switch {
         self.map.queued(i, e);
     }
 
+    /// Records that a message with `seq` was originated on `port` (as pause frames do;
+    /// for tests that stage a cycle without sending the pause that started it).
+    #[cfg(test)]
+    pub(crate) fn note_originated(&mut self, port: PortId, seq: u32) {
+        self.check_seq = self.check_seq.max(seq);
+        self.ports[port].episode_first_seq.get_or_insert(seq);
+    }
+
     /// The slowpath asks to forward `msg` in the next pause frame sent on `port`.
     pub fn forward_check(&mut self, port: PortId, msg: CheckingMessage) {
         self.port_checks[port].to_forward = Some(msg);
@@ -492,7 +517,10 @@ impl Switch {
 
     /// A lossless group of `port` crossed XOFF: the port must pause its link partner.
     fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
-        self.ports[port].xoff_since[prio] = now;
+        let p = &mut self.ports[port];
+        p.xoff_since[prio] = now;
+        p.episodes[p.next_episode % EPISODES] = XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 };
+        p.next_episode += 1;
         let pending = &mut self.ports[port].pending;
         pending.pause |= 1 << prio;
         pending.resume &= !(1 << prio);
@@ -500,6 +528,14 @@ impl Switch {
     }
 
     fn request_resume(&mut self, port: PortId, prio: usize) {
+        let now = self.clock;
+        let p = &mut self.ports[port];
+        if let Some(e) = p.episodes.iter_mut().find(|e| e.prio == prio as u8 && e.start_ns != 0 && e.end_ns == 0) {
+            e.end_ns = now.as_nanos().max(e.start_ns);
+        }
+        if !pfc::bits(self.lossless).any(|q| self.buffer.group(port, q).xoff) {
+            p.episode_first_seq = None;
+        }
         let pending = &mut self.ports[port].pending;
         pending.resume |= 1 << prio;
         pending.pause &= !(1 << prio);
@@ -577,8 +613,18 @@ impl Switch {
             self.outbox.push(ToSlowpath::CheckStored { port: port as u16, msg });
             return;
         }
-        // Our own message came back around a cycle of pauses: a deadlock.
+        // Our own message came back. It proves a standing cycle of pauses only if the port
+        // it left through has kept pausing its upstream ever since (temporal consistency):
+        // otherwise the chain it travelled was broken behind it.
         self.ports[port].checks.own_returned += 1;
+        let origin = usize::from(msg.origin_port);
+        let standing = origin < self.ports.len()
+            && self.xoff_mask(origin) != 0
+            && self.ports[origin].episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2);
+        if !standing {
+            self.ports[port].checks.stale_returns += 1;
+            return;
+        }
         self.port_checks[port].in_cycle = true;
         let resolved = self.resolve(now, port);
         match self.tracker.observe(now, port, msg) {
@@ -618,6 +664,7 @@ impl Switch {
     /// pause gate and the queues), then data as the shaper and the scheduler allow.
     /// The frames in `out` belong to the caller, who frees them once sent.
     pub fn transmit<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, out: &mut TxBatch) {
+        self.clock = self.clock.max(now);
         self.run_watchdog(now, pool, port);
         self.build_pause_frame(now, pool, port);
         let p = &mut self.ports[port];
@@ -752,6 +799,7 @@ impl Switch {
             CheckChoice::Originate => {
                 counters.originated += 1;
                 self.check_seq = self.check_seq.wrapping_add(1);
+                self.ports[port].episode_first_seq.get_or_insert(self.check_seq);
                 Some(CheckingMessage {
                     origin_switch: self.switch_id,
                     origin_port: port as u16,
@@ -902,6 +950,10 @@ impl Switch {
             held_by_slowpath: p.at_slowpath.iter().map(|&n| u64::from(n)).sum(),
             watchdog_active: p.watchdog.is_some_and(|(until, _)| now < until),
             checks: p.checks,
+            xoff_episodes: {
+                let n = p.next_episode.min(EPISODES);
+                (0..n).map(|k| p.episodes[(p.next_episode - n + k) % EPISODES]).collect()
+            },
             counters: p.counters,
             xdp: Default::default(),
             socket: Default::default(),

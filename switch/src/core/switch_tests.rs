@@ -641,8 +641,28 @@ fn deadlocked(resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
     }
     r.tx(0);
     r.outbox();
+    // The pause just sent to p0 originated no message (its cause is downstream), so make
+    // one as the switch would have when the chain started: seq 1 in p0's XOFF episode.
+    r.sw.note_originated(0, 1);
     let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2 };
     (r, own)
+}
+
+#[test]
+fn an_own_message_from_a_broken_chain_is_stale_not_a_deadlock() {
+    let (mut r, own) = deadlocked(DeadlockResolution::Report);
+    // p0 stops pausing its upstream: drain p1's queue.
+    r.rx(1, &pfc_with(1 << 3, 0, None));
+    for _ in 0..10 {
+        r.tx(1);
+        r.advance(Duration::from_micros(20));
+    }
+    assert!(!r.stats().ports[0].priorities[3].xoff);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    assert!(r.outbox().1.is_empty(), "no deadlock event");
+    let c = r.stats().ports[1].checks;
+    assert_eq!((c.own_returned, c.stale_returns), (1, 1));
+    assert_eq!(r.stats().deadlocks_detected, 0);
 }
 
 #[test]

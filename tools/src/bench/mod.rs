@@ -1,6 +1,7 @@
 //! Benchmarks and the demo: each builds identical netns testbeds, runs the real
 //! binaries, and prints its figures (ratios measured side by side in one run).
 
+pub mod dcfit;
 pub mod demo;
 pub mod forward;
 pub mod pfc;
@@ -15,12 +16,15 @@ pub enum BenchCommand {
     Forward(forward::ForwardArgs),
     /// PFC reaction time under congestion, and pause durations obeyed at 1G–100G.
     Pfc(pfc::PfcArgs),
+    /// DCFIT deadlock detection time on a three-switch ring.
+    Dcfit(dcfit::DcfitArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Forward(args) => forward::run(&args),
         BenchCommand::Pfc(args) => pfc::run(&args),
+        BenchCommand::Dcfit(args) => dcfit::run(&args),
     }
 }
 

@@ -1,0 +1,192 @@
+//! `bench dcfit`: how soon DCFIT reports a PFC deadlock after the cycle of pauses closes,
+//! on the three-switch ring, against SONiC's PFC watchdog default of 200 ms.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use serde::Serialize;
+
+use pfcswitch::control::Request;
+use pfcswitch::core::speed::Speed;
+use pfcswitch::core::stats::SwitchStats;
+use pfcswitch::report::Table;
+
+use super::median;
+use crate::harness::{self, SwitchProc};
+use crate::testbed::{unique_name, Testbed, Topology};
+
+/// SONiC's PFC watchdog detection time by default.
+pub const SONIC_WATCHDOG_MS: f64 = 200.0;
+
+#[derive(Args, Clone, Debug)]
+pub struct DcfitArgs {
+    /// Deadlocks to time (at 10G a blocked port does not always close the cycle: up to
+    /// three times as many attempts are made).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Speed of every port.
+    #[arg(long, default_value = "10G")]
+    pub speed: Speed,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DcfitRun {
+    /// The switch that reported first.
+    pub detector: String,
+    /// From the last ring pause of the cycle starting to the deadlock event, µs.
+    pub detection_us: f64,
+    pub path_length: u64,
+}
+
+/// When the cycle closed as of `t`: every switch's ring ingress (`ccw`) was pausing its
+/// upstream at `t`; the cycle closed when the last of those pauses started.
+fn cycle_closed_at(stats: &[SwitchStats], t: u64) -> Option<u64> {
+    let mut closed = 0;
+    for s in stats {
+        let ccw = s.ports.iter().find(|p| p.name == "ccw")?;
+        let start = ccw
+            .xoff_episodes
+            .iter()
+            .filter(|e| e.prio == 3 && e.start_ns <= t && (e.end_ns == 0 || e.end_ns >= t))
+            .map(|e| e.start_ns)
+            .max()?;
+        closed = closed.max(start);
+    }
+    Some(closed)
+}
+
+fn one_run(speed: Speed) -> Result<DcfitRun> {
+    let tb = Testbed::up(&unique_name("bench-dcfit"), Topology::ring(3))?;
+    let mut switches = Vec::new();
+    for i in 1..=3 {
+        let mut c = harness::ring_config(&tb, i, 3, speed)?;
+        c.buffer.xoff_bytes = Some(32 << 10);
+        c.buffer.xon_bytes = Some(8 << 10);
+        c.buffer.headroom_bytes = 512 << 10;
+        switches.push(SwitchProc::start(&tb, &format!("sw{i}"), &c, &[])?);
+    }
+    let speed_s = speed.to_string();
+    let mut gens = Vec::new();
+    for i in 1..=3 {
+        let dst = tb.host_iface(&format!("h{}", (i + 1) % 3 + 1))?.mac.to_string();
+        let args = [
+            "--dst-mac",
+            dst.as_str(),
+            "--dscp",
+            "3",
+            "--size",
+            "1000",
+            "--rate",
+            "20k",
+            "--duration",
+            "1.5",
+            "--speed",
+            &speed_s,
+        ];
+        gens.push(harness::start_gen(&tb, &format!("h{i}"), &format!("gen{i}"), &args)?);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    switches[1].request(&Request::Block { port: "cw".into() })?;
+    std::thread::sleep(Duration::from_millis(300));
+    switches[1].request(&Request::Unblock { port: "cw".into() })?;
+    std::thread::sleep(Duration::from_millis(300));
+    let stats: Vec<SwitchStats> = switches.iter().map(|s| s.stats()).collect::<Result<_>>()?;
+    let mut first: Option<(u64, String, u64)> = None;
+    for s in &switches {
+        let doc = s.request(&Request::Deadlocks)?;
+        for d in doc["deadlocks"].as_array().into_iter().flatten() {
+            let t = d["detected_ns"].as_u64().unwrap_or(u64::MAX);
+            if first.as_ref().is_none_or(|f| t < f.0) {
+                first = Some((t, s.name.clone(), d["path_length"].as_u64().unwrap_or(0)));
+            }
+        }
+    }
+    for g in gens {
+        let _ = g.finish(Duration::from_secs(30));
+    }
+    for s in switches {
+        s.stop();
+    }
+    let Some((t, detector, path_length)) = first else { bail!("no deadlock formed and was reported in this run") };
+    let Some(closed) = cycle_closed_at(&stats, t) else {
+        bail!("{detector} reported a deadlock at {t} ns when not every ring port was paused")
+    };
+    Ok(DcfitRun { detector, detection_us: (t - closed) as f64 / 1e3, path_length })
+}
+
+pub fn run(args: &DcfitArgs) -> Result<()> {
+    let mut runs = Vec::new();
+    let mut failures = Vec::new();
+    for k in 0..args.runs * 3 {
+        if runs.len() == args.runs {
+            break;
+        }
+        match one_run(args.speed) {
+            Ok(r) => {
+                eprintln!("  run {k}: {} reported after {:.0} µs", r.detector, r.detection_us);
+                runs.push(r);
+            }
+            Err(e) => {
+                eprintln!("  run {k}: {e}");
+                failures.push(e.to_string());
+            }
+        }
+    }
+    let times: Vec<f64> = runs.iter().map(|r| r.detection_us).collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "runs": runs, "failures": failures }))?);
+        return Ok(());
+    }
+    println!(
+        "bench dcfit: three-switch ring at {}, deadlock driven by a 300 ms block; detection time from the cycle \
+         closing (the last ring pause starting) to the deadlock event",
+        args.speed
+    );
+    let mut t = Table::new(&["run", "detected by", "detection µs", "path length"]);
+    for (k, r) in runs.iter().enumerate() {
+        t.row(vec![k.to_string(), r.detector.clone(), format!("{:.0}", r.detection_us), r.path_length.to_string()]);
+    }
+    print!("{}", t.render());
+    if !times.is_empty() {
+        let max = times.iter().copied().fold(0.0, f64::max);
+        println!(
+            "median {:.2} ms, max {:.2} ms over {} deadlocks; SONiC's PFC watchdog detects after {} ms by default \
+             ({:.0}× slower than the median)",
+            median(&times) / 1e3,
+            max / 1e3,
+            times.len(),
+            SONIC_WATCHDOG_MS,
+            SONIC_WATCHDOG_MS * 1e3 / median(&times).max(1.0)
+        );
+    }
+    if !failures.is_empty() {
+        println!("{} attempts formed no deadlock (the cycle did not close): {:?}", failures.len(), failures);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfcswitch::core::stats::{PortStats, XoffEpisode};
+
+    fn switch(starts: &[(u64, u64)]) -> SwitchStats {
+        let ccw = PortStats {
+            name: "ccw".into(),
+            xoff_episodes: starts.iter().map(|&(s, e)| XoffEpisode { prio: 3, start_ns: s, end_ns: e }).collect(),
+            ..Default::default()
+        };
+        SwitchStats { ports: vec![ccw], ..Default::default() }
+    }
+
+    #[test]
+    fn the_cycle_closes_with_the_last_pause_still_active() {
+        let stats = [switch(&[(100, 0)]), switch(&[(50, 80), (300, 0)]), switch(&[(200, 0)])];
+        assert_eq!(cycle_closed_at(&stats, 400), Some(300));
+        // At 250 the second switch was not pausing: no cycle.
+        assert_eq!(cycle_closed_at(&stats, 250), None);
+    }
+}
