@@ -109,7 +109,7 @@ pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Re
     // it pause promptly, while the through traffic behind it still waits.
     for p in &mut c.ports {
         if p.iface == "host" {
-            p.xoff_bytes = Some(256 << 10);
+            p.xoff_bytes = Some(512 << 10);
         }
     }
     for h in 1..=hosts {
@@ -135,6 +135,114 @@ pub fn line_config(tb: &Testbed, index: usize, n: usize, speed: Speed) -> Result
     c.fdb_entries.push(StaticFdbEntry { mac: first, port: toward(index == 1, "left") });
     c.fdb_entries.push(StaticFdbEntry { mac: last, port: toward(index == n, "right") });
     Ok(c)
+}
+
+/// How to set up a [`RingLab`].
+#[derive(Clone, Debug)]
+pub struct RingOptions {
+    pub speed: Speed,
+    pub resolution: pfcswitch::core::config::DeadlockResolution,
+    pub drop_ms: u64,
+    /// Pause refresh interval (default: half the pause at the port's speed).
+    pub refresh_us: Option<u64>,
+    /// Frames per second each host sends (default 10k of 1000 bytes: each ring link carries
+    /// two flows, 16 % of 1G; at twice that, three switches and three senders sharing two
+    /// cores now and then stall long enough to pause the whole ring without any block).
+    pub rate: u64,
+}
+
+impl Default for RingOptions {
+    fn default() -> RingOptions {
+        RingOptions {
+            speed: Speed::gbps(1),
+            resolution: pfcswitch::core::config::DeadlockResolution::Report,
+            drop_ms: 100,
+            refresh_us: None,
+            rate: 10_000,
+        }
+    }
+}
+
+/// Three switches in a ring ([`Topology::ring`](crate::testbed::Topology::ring)), host h_i
+/// on sw_i, each host sending lossless traffic to the host two hops clockwise: sw_{i+1}
+/// forwards h_i's frames from its `ccw` port to its `cw` port, so the ring's buffers depend
+/// on each other in a cycle — the classic setting of a PFC deadlock.
+pub struct RingLab {
+    pub tb: Testbed,
+    pub switches: Vec<SwitchProc>,
+    speed: Speed,
+    rate: u64,
+}
+
+impl RingLab {
+    pub fn start(tag: &str, opts: &RingOptions) -> Result<RingLab> {
+        let tb = Testbed::up(&crate::testbed::unique_name(tag), crate::testbed::Topology::ring(3))?;
+        let mut switches = Vec::new();
+        for i in 1..=3 {
+            let mut c = ring_config(&tb, i, 3, opts.speed)?;
+            // Above a whole rx batch of backlog (64 frames), which a switch that lost its
+            // core for a moment admits before it sends anything: a lower XOFF would pause
+            // the ring spuriously, and spurious pauses can deadlock it on their own.
+            c.buffer.xoff_bytes = Some(128 << 10);
+            // A low XON: once the cycle holds frames, they alone keep every ring port paused.
+            c.buffer.xon_bytes = Some(8 << 10);
+            c.buffer.headroom_bytes = 1 << 20;
+            c.buffer.shared_bytes = 16 << 20;
+            c.pfc.refresh_us = opts.refresh_us;
+            // Three switches and three senders share the machine: a switch that spins
+            // while idle steals the cores the others need, and a switch that loses its core
+            // comes back to a burst — enough congestion to deadlock a ring by itself.
+            c.dataplane.busy_poll_us = 0;
+            c.dcfit.resolution = opts.resolution;
+            c.dcfit.drop_ms = opts.drop_ms;
+            switches.push(SwitchProc::start(&tb, &format!("sw{i}"), &c, &[])?);
+        }
+        Ok(RingLab { tb, switches, speed: opts.speed, rate: opts.rate })
+    }
+
+    /// Every host sends 1000-byte frames at the lab's rate on priority 3 for `secs` seconds.
+    pub fn traffic(&self, secs: f64) -> Result<Vec<GenProc>> {
+        let (speed, secs, rate) = (self.speed.to_string(), secs.to_string(), self.rate.to_string());
+        (1..=3)
+            .map(|i| {
+                let dst = self.tb.host_iface(&format!("h{}", (i + 1) % 3 + 1))?.mac.to_string();
+                let args = [
+                    "--dst-mac",
+                    dst.as_str(),
+                    "--dscp",
+                    "3",
+                    "--size",
+                    "1000",
+                    "--rate",
+                    &rate,
+                    "--duration",
+                    &secs,
+                    "--speed",
+                    &speed,
+                ];
+                start_gen(&self.tb, &format!("h{i}"), &format!("gen{i}"), &args)
+            })
+            .collect()
+    }
+
+    /// Blocks sw2's clockwise port for `hold`; returns when it was unblocked (ns).
+    ///
+    /// While it is blocked, sw2 holds h1's through traffic and h2's traffic, and pauses
+    /// sw1, which pauses sw3. On the unblock sw2 releases h2's frames first; at sw3 they
+    /// are through traffic for its paused `cw` port, so sw3 pauses sw2 while sw2's through
+    /// frames still wait: every ring ingress holds frames for a paused ring egress — a
+    /// deadlock that outlives its cause.
+    pub fn block_briefly(&self, hold: Duration) -> Result<u64> {
+        self.switches[1].request(&Request::Block { port: "cw".into() })?;
+        std::thread::sleep(hold);
+        self.switches[1].request(&Request::Unblock { port: "cw".into() })?;
+        Ok(pfcswitch::dataplane::sys::now().as_nanos())
+    }
+
+    /// Each switch's `ctl deadlocks` document.
+    pub fn deadlocks(&self) -> Result<Vec<serde_json::Value>> {
+        self.switches.iter().map(|s| s.request(&Request::Deadlocks)).collect()
+    }
 }
 
 /// Which CPUs a timing-sensitive run gives the switch and the host-side tools, so that a

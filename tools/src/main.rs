@@ -84,6 +84,8 @@ enum Command {
     },
     /// Build a small testbed, run a switch, send traffic, print counters, tear down.
     Demo(bench::demo::DemoArgs),
+    /// Drive a three-switch ring into a PFC deadlock with a brief block and show DCFIT's report.
+    DeadlockLab(bench::lab::LabArgs),
 }
 
 #[derive(Subcommand)]
@@ -174,6 +176,7 @@ fn dispatch(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Demo(args) => bench::demo::run(&args),
+        Command::DeadlockLab(args) => bench::lab::run(&args),
         Command::LeaveStaleXdp { iface } => {
             let info = pfcswitch::dataplane::sys::interface(&iface)?;
             let c = pfcswitch::dataplane::xdp::Classifier::load(&iface, info.ifindex, false)?;

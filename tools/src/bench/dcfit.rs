@@ -13,8 +13,7 @@ use pfcswitch::core::stats::SwitchStats;
 use pfcswitch::report::Table;
 
 use super::median;
-use crate::harness::{self, SwitchProc};
-use crate::testbed::{unique_name, Testbed, Topology};
+use crate::harness::{RingLab, RingOptions};
 
 /// SONiC's PFC watchdog detection time by default.
 pub const SONIC_WATCHDOG_MS: f64 = 200.0;
@@ -59,43 +58,15 @@ fn cycle_closed_at(stats: &[SwitchStats], t: u64) -> Option<u64> {
 }
 
 fn one_run(speed: Speed) -> Result<DcfitRun> {
-    let tb = Testbed::up(&unique_name("bench-dcfit"), Topology::ring(3))?;
-    let mut switches = Vec::new();
-    for i in 1..=3 {
-        let mut c = harness::ring_config(&tb, i, 3, speed)?;
-        c.buffer.xoff_bytes = Some(32 << 10);
-        c.buffer.xon_bytes = Some(8 << 10);
-        c.buffer.headroom_bytes = 512 << 10;
-        switches.push(SwitchProc::start(&tb, &format!("sw{i}"), &c, &[])?);
-    }
-    let speed_s = speed.to_string();
-    let mut gens = Vec::new();
-    for i in 1..=3 {
-        let dst = tb.host_iface(&format!("h{}", (i + 1) % 3 + 1))?.mac.to_string();
-        let args = [
-            "--dst-mac",
-            dst.as_str(),
-            "--dscp",
-            "3",
-            "--size",
-            "1000",
-            "--rate",
-            "20k",
-            "--duration",
-            "1.5",
-            "--speed",
-            &speed_s,
-        ];
-        gens.push(harness::start_gen(&tb, &format!("h{i}"), &format!("gen{i}"), &args)?);
-    }
+    let lab = RingLab::start("bench-dcfit", &RingOptions { speed, ..RingOptions::default() })?;
+    let gens = lab.traffic(1.5)?;
     std::thread::sleep(Duration::from_millis(300));
-    switches[1].request(&Request::Block { port: "cw".into() })?;
+    lab.block_briefly(Duration::from_millis(300))?;
     std::thread::sleep(Duration::from_millis(300));
-    switches[1].request(&Request::Unblock { port: "cw".into() })?;
-    std::thread::sleep(Duration::from_millis(300));
+    let switches = &lab.switches;
     let stats: Vec<SwitchStats> = switches.iter().map(|s| s.stats()).collect::<Result<_>>()?;
     let mut first: Option<(u64, String, u64)> = None;
-    for s in &switches {
+    for s in switches {
         let doc = s.request(&Request::Deadlocks)?;
         for d in doc["deadlocks"].as_array().into_iter().flatten() {
             let t = d["detected_ns"].as_u64().unwrap_or(u64::MAX);
@@ -107,7 +78,7 @@ fn one_run(speed: Speed) -> Result<DcfitRun> {
     for g in gens {
         let _ = g.finish(Duration::from_secs(30));
     }
-    for s in switches {
+    for s in lab.switches {
         s.stop();
     }
     let Some((t, detector, path_length)) = first else { bail!("no deadlock formed and was reported in this run") };

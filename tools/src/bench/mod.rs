@@ -4,6 +4,7 @@
 pub mod dcfit;
 pub mod demo;
 pub mod forward;
+pub mod lab;
 pub mod pfc;
 pub mod report;
 
