@@ -66,7 +66,7 @@ fn headroom_test_plan_on_priorities_3_and_4() {
 }
 
 #[test]
-fn calculator_figures_are_confirmed_by_the_sweep_within_one_frame() {
+fn calculator_figures_are_confirmed_by_the_sweep_within_two_frames() {
     let _serial = serial();
     let opts = SweepOptions {
         delays: vec![0, 400, 800, 1200],

@@ -108,6 +108,11 @@ impl RunOutcome {
     }
 }
 
+/// How far, in maximum frames, a measured need may lie from the calculator's: one frame
+/// because the need is measured in whole frames, and one for timing: on a small VM the
+/// DUT's pause reaction varies by ~16 µs (p99), a frame's worth of arrivals at 1G.
+pub const TOLERANCE_FRAMES: u64 = 2;
+
 /// The calculator against the sweep, for one delay.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalcCheck {
@@ -116,9 +121,9 @@ pub struct CalcCheck {
     pub measured_bytes: u64,
     pub lossless: bool,
     pub predicted_bytes: u64,
-    /// Lossless runs: measured within one maximum frame of the prediction. Runs that
-    /// dropped: the calculator also said the configured headroom was (within a frame)
-    /// too small.
+    /// Lossless runs: measured within [`TOLERANCE_FRAMES`] maximum frames of the
+    /// prediction. Runs that dropped: the calculator also said the configured headroom was
+    /// (within as much) too small.
     pub agrees: bool,
 }
 
@@ -154,6 +159,10 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
     config.buffer.xon_offset_bytes = Some(opts.xoff_bytes / 4);
     config.buffer.headroom_bytes = opts.headroom_bytes;
     config.buffer.shared_bytes = opts.shared_bytes;
+    // The background must all arrive, but a userspace DUT sharing two cores with a sender,
+    // a storm and a sink now and then loses its core for a few ms: half of the shared pool
+    // for the lossy queue (about 30 ms at 1G) keeps that from dropping background frames.
+    config.buffer.lossy_queue_bytes = config.buffer.lossy_queue_bytes.max(opts.shared_bytes / 2);
     let sw = SwitchProc::start(tb, "sw1", &config, &[]).context("starting the DUT")?;
     let speed = opts.speed.to_string();
     let (settle, traffic) = (opts.settle.as_secs_f64(), opts.traffic.as_secs_f64());
@@ -282,7 +291,7 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
     };
     // The testbed's own offset (its switch, veth and sender loop, minus what the model's
     // fixed terms overcount) is fitted as the mean residual over the lossless delays;
-    // what is checked is that every delay then lands within one frame.
+    // what is checked is that every delay then lands within the tolerance.
     let residuals: Vec<f64> = delays
         .iter()
         .filter_map(|&d| {
@@ -298,13 +307,11 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
             let (measured, lossless) = need(d);
             let i = input(input(Duration::ZERO).quanta(d));
             let predicted = (i.calculate().total_bytes as f64 + offset).round().max(0.0) as u64;
-            // Both sides are only known to a frame: a lossless run must land within one
-            // frame of the prediction, a run that dropped must be predicted to need at
-            // least the configured headroom less one frame.
+            let tolerance = TOLERANCE_FRAMES * frame_len;
             let agrees = if lossless {
-                measured.abs_diff(predicted) <= frame_len
+                measured.abs_diff(predicted) <= tolerance
             } else {
-                predicted + frame_len > opts.headroom_bytes
+                predicted + tolerance > opts.headroom_bytes
             };
             CalcCheck { delay_quanta: d, measured_bytes: measured, lossless, predicted_bytes: predicted, agrees }
         })
@@ -351,5 +358,17 @@ mod tests {
         assert!(r.checks[1].agrees, "{:?}", r.checks[1]);
         assert_eq!(r.checks[2].measured_bytes, 20_000 + 7 * 996);
         assert!(r.checks[2].agrees, "the calculator predicts the overflow too: {:?}", r.checks[2]);
+    }
+
+    #[test]
+    fn a_need_three_frames_off_the_calculator_disagrees() {
+        let opts = SweepOptions { headroom_bytes: 200_000, ..SweepOptions::default() };
+        let per_quantum = 32.0 * 996.0 / 1020.0;
+        let at = |d: u32, off: f64| run(d, (6_000.0 + d as f64 * per_quantum + off) as u64, 0);
+        // The offset is fitted over all three; the middle one sits ~3 frames above the line.
+        let r = report(&opts, vec![at(0, 0.0), at(500, 4_500.0), at(1000, 0.0)]);
+        assert!(!r.checks[1].agrees, "{:?} (offset {})", r.checks[1], r.testbed_offset_bytes);
+        let r = report(&opts, vec![at(0, 0.0), at(500, 1_500.0), at(1000, 0.0)]);
+        assert!(r.checks.iter().all(|c| c.agrees), "{:?}", r.checks);
     }
 }
