@@ -1,0 +1,174 @@
+//! The `tagger` binary: compute, verify, topology, and its errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tagger::system::{read_tables, SwitchTables};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("tagger-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tagger(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tagger")).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn compute(topology: &str, routes: &str, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["compute", "--topology", topology, "--routes", routes, "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    tagger(&args)
+}
+
+#[test]
+fn compute_writes_verified_tables_that_verify_accepts_and_a_tampered_one_fails() {
+    let dir = TempDir::new("compute");
+    let out = compute("fattree:k=4", "updown:bounces=1", &dir.0, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("greedy: 2 lossless tags (brute force: 9)"), "{text}");
+    assert!(text.contains("verified:"), "{text}");
+    assert!(text.contains("hosts stamp tag 2; tag 2 → priority 2, tag 1 → priority 1"), "{text}");
+    let tables = read_tables(&dir.0).unwrap();
+    assert_eq!(tables.len(), 20);
+    assert!(dir.0.join("summary.txt").is_file());
+    let verify = |dir: &Path| {
+        tagger(&[
+            "verify",
+            "--topology",
+            "fattree:k=4",
+            "--routes",
+            "updown:bounces=1",
+            "--tables",
+            dir.to_str().unwrap(),
+        ])
+    };
+    let ok = verify(&dir.0);
+    assert!(ok.status.success(), "{}{}", stdout(&ok), stderr(&ok));
+    assert!(stdout(&ok).starts_with("OK: 2 lossless tags"), "{}", stdout(&ok));
+
+    // One edge switch now sends a packet back up with a higher tag.
+    let (file, mut tab): (String, SwitchTables) = tables.into_iter().find(|(_, t)| t.switch == "edge0-0").unwrap();
+    let rule = tab.rewrite.iter_mut().find(|r| r.tag == 1).unwrap();
+    rule.new_tag = 2;
+    std::fs::write(&file, toml::to_string(&tab).unwrap()).unwrap();
+    let bad = verify(&dir.0);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stdout(&bad).contains("FAILED: the tag rises from 1 to 2"), "{}", stdout(&bad));
+    assert!(stdout(&bad).contains("edge0-0"), "{}", stdout(&bad));
+}
+
+#[test]
+fn json_tables_with_chosen_priorities() {
+    let dir = TempDir::new("json");
+    let dot = dir.0.join("tagged.dot");
+    let out = compute(
+        "ring:n=5",
+        "shortest",
+        &dir.0,
+        &["--format", "json", "--priorities", "3,4", "--dot", dot.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let graph = std::fs::read_to_string(&dot).unwrap();
+    assert!(graph.starts_with("digraph tagged") && graph.contains("cluster_tag2") && graph.contains("style=dashed"));
+    let tables = read_tables(&dir.0).unwrap();
+    assert!(tables.iter().all(|(f, _)| f.ends_with(".json")));
+    assert!(tables.iter().flat_map(|(_, t)| &t.ingress).all(|e| e.priority == 3 || e.priority == 4));
+    let ok = tagger(&["verify", "--topology", "ring:n=5", "--routes", "shortest", "--tables", dir.0.to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", stdout(&ok));
+}
+
+#[test]
+fn a_topology_file_and_a_routes_file() {
+    let dir = TempDir::new("files");
+    let topo = tagger(&["topology", "ring:n=4"]);
+    assert!(topo.status.success());
+    let topo_file = dir.0.join("ring.toml");
+    std::fs::write(&topo_file, topo.stdout).unwrap();
+    // Two routes that chase each other around half the ring each way.
+    let routes_file = dir.0.join("routes.toml");
+    std::fs::write(
+        &routes_file,
+        r#"
+        [[route]]
+        path = ["h-s0-0", "s0", "s1", "s2", "h-s2-0"]
+        [[route]]
+        path = ["h-s2-0", "s2", "s3", "s0", "h-s0-0"]
+        [[route]]
+        path = ["h-s1-0", "s1", "s2", "s3", "h-s3-0"]
+        [[route]]
+        path = ["h-s3-0", "s3", "s0", "s1", "h-s1-0"]
+        "#,
+    )
+    .unwrap();
+    let out_dir = dir.0.join("tables");
+    let routes = format!("file:{}", routes_file.display());
+    let out = compute(topo_file.to_str().unwrap(), &routes, &out_dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // A cycle of four dependencies around the ring: one tag is not enough.
+    assert!(stdout(&out).contains("greedy: 2 lossless tags (brute force: 3)"), "{}", stdout(&out));
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = TempDir::new("errors");
+    let cases: [(&[&str], &str); 6] = [
+        (&["compute", "--topology", "fattree:k=3", "--routes", "updown", "--out", "x"], "k must be even"),
+        (&["compute", "--topology", "nosuch/topo.toml", "--routes", "updown", "--out", "x"], "no such file"),
+        (&["compute", "--topology", "ring:n=4", "--routes", "diagonal", "--out", "x"], "expected updown"),
+        (
+            &["compute", "--topology", "ring:n=4", "--routes", "file:/nonexistent.toml", "--out", "x"],
+            "/nonexistent.toml",
+        ),
+        (
+            &["compute", "--topology", "ring:n=6", "--routes", "shortest", "--out", "x", "--priorities", "3"],
+            "2 lossless tags need 2 lossless priorities",
+        ),
+        (
+            &["verify", "--topology", "ring:n=4", "--routes", "shortest", "--tables", dir.0.to_str().unwrap()],
+            "no table files",
+        ),
+    ];
+    for (args, msg) in cases {
+        let o = tagger(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn eval_quick_runs_every_small_case_in_its_own_process() {
+    let o = tagger(&["eval", "--quick", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<tagger::eval::Outcome> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows.len(), tagger::eval::CASES.iter().filter(|c| !c.big).count());
+    for r in &rows {
+        assert!(r.verified, "{r:?}");
+        assert!(r.greedy_tags <= r.brute_tags && r.greedy_peak_mib > 0.0, "{r:?}");
+    }
+    let tags = |name: &str| rows.iter().find(|r| r.name == name).unwrap().greedy_tags;
+    assert_eq!(tags("fat-tree k=4, up-down"), 1);
+    assert_eq!(tags("fat-tree k=8, 3 bounces"), 4);
+    assert_eq!(tags("leaf-spine 4×8, 2 bounces"), 3);
+}
