@@ -93,17 +93,23 @@ pub fn switch_config(tb: &Testbed, node: &str) -> Config {
     c
 }
 
-/// The config of switch `sw{index}` of a [`Topology::ring`](crate::testbed::Topology::ring):
-/// its own host on `host`, every other host clockwise (`cw`), nothing flooded (a ring
-/// would loop), lossless priority 3, every port at `speed`.
-pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Result<Config> {
-    let node = format!("sw{index}");
-    let mut c = switch_config(tb, &node);
+/// Switch `sw{index}` with every port at `speed`, nothing flooded (the topology would
+/// loop; static FDB entries do the forwarding) and lossless priority 3.
+fn static_config(tb: &Testbed, index: usize, speed: Speed) -> Config {
+    let mut c = switch_config(tb, &format!("sw{index}"));
     for p in &mut c.ports {
         p.speed = speed;
         p.flood = false;
     }
     c.pfc.lossless = vec![3];
+    c
+}
+
+/// The config of switch `sw{index}` of a [`Topology::ring`](crate::testbed::Topology::ring):
+/// its own host on `host`, every other host clockwise (`cw`), nothing flooded (a ring
+/// would loop), lossless priority 3, every port at `speed`.
+pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Result<Config> {
+    let mut c = static_config(tb, index, speed);
     // Host ports hold a lot before pausing their host, ring ports little: when a stopped
     // ring link resumes, the host traffic it held reaches the next switch first and makes
     // it pause promptly, while the through traffic behind it still waits.
@@ -123,13 +129,7 @@ pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Re
 /// The config of switch `sw{index}` of a [`Topology::line`](crate::testbed::Topology::line)
 /// of `n` switches: h1 to the left, hN to the right.
 pub fn line_config(tb: &Testbed, index: usize, n: usize, speed: Speed) -> Result<Config> {
-    let node = format!("sw{index}");
-    let mut c = switch_config(tb, &node);
-    for p in &mut c.ports {
-        p.speed = speed;
-        p.flood = false;
-    }
-    c.pfc.lossless = vec![3];
+    let mut c = static_config(tb, index, speed);
     let (first, last) = (tb.host_iface("h1")?.mac, tb.host_iface(&format!("h{n}"))?.mac);
     let toward = |host_here: bool, side: &str| if host_here { "host".to_string() } else { side.to_string() };
     c.fdb_entries.push(StaticFdbEntry { mac: first, port: toward(index == 1, "left") });
