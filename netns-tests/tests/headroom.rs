@@ -2,6 +2,8 @@
 //! from the tx side with a sender response delay) with both outcomes, for priorities 3, 4
 //! and 3+4; the calculator against the sweep; the DUT's response time.
 
+use std::time::Duration;
+
 use netns_tests::*;
 use pfctools::headroom::sweep::{self, SweepOptions};
 
@@ -66,12 +68,18 @@ fn headroom_test_plan_on_priorities_3_and_4() {
 }
 
 #[test]
-fn calculator_figures_are_confirmed_by_the_sweep_within_two_frames() {
+fn calculator_figures_are_confirmed_by_the_sweep_within_one_frame() {
     let _serial = serial();
     let opts = SweepOptions {
         delays: vec![0, 400, 800, 1200],
         headroom_bytes: 96 << 10,
-        repeats: 3,
+        // A single run's need varies by about two frames on a small VM (the DUT's reaction,
+        // veth, the sender sharing a core): averaged over the middle seven of nine runs it
+        // is steady to well within a frame. The need is set within a millisecond of the
+        // traffic starting, so short runs do.
+        repeats: 9,
+        settle: Duration::from_millis(150),
+        traffic: Duration::from_millis(150),
         ..SweepOptions::default()
     };
     let report = sweep::run(&opts, &|_| {}).unwrap();
