@@ -284,16 +284,6 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
     let mut delays: Vec<u32> = runs.iter().map(|r| r.delay_quanta).collect();
     delays.sort_unstable();
     delays.dedup();
-    let need = |d: u32| -> (u64, bool) {
-        let these: Vec<&RunOutcome> = runs.iter().filter(|r| r.delay_quanta == d).collect();
-        let needs: Vec<f64> = these
-            .iter()
-            .map(|r| r.prios.iter().map(|p| r.needed(p, opts.headroom_bytes, frame_len)).max().unwrap_or(0) as f64)
-            .collect();
-        (trimmed_mean(&needs).round() as u64, these.iter().all(|r| r.lossless()))
-    };
-    let largest_lossless = delays.iter().copied().filter(|&d| need(d).1).max();
-
     let input = |response: Duration| CalcInput {
         speed: opts.speed,
         cable_m: 0.0,
@@ -302,34 +292,58 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
         switch_delay: Duration::ZERO,
         load: 0.5 / opts.prios.len() as f64,
     };
+    /// One delay's runs, summarised once.
+    struct Delay {
+        quanta: u32,
+        measured: u64,
+        lossless: bool,
+        calculated: f64,
+    }
+    let per_delay: Vec<Delay> = delays
+        .iter()
+        .map(|&d| {
+            let these: Vec<&RunOutcome> = runs.iter().filter(|r| r.delay_quanta == d).collect();
+            let needs: Vec<f64> = these
+                .iter()
+                .map(|r| r.prios.iter().map(|p| r.needed(p, opts.headroom_bytes, frame_len)).max().unwrap_or(0) as f64)
+                .collect();
+            let calculated = input(input(Duration::ZERO).quanta(d)).calculate().total_bytes as f64;
+            Delay {
+                quanta: d,
+                measured: trimmed_mean(&needs).round() as u64,
+                lossless: these.iter().all(|r| r.lossless()),
+                calculated,
+            }
+        })
+        .collect();
+    let largest_lossless = per_delay.iter().filter(|e| e.lossless).map(|e| e.quanta).max();
+
     // The testbed's own offset (its switch, veth and sender loop, minus what the model's
     // fixed terms overcount) is fitted as the median residual over the lossless delays,
     // so that one noisy delay does not move it for the others; what is checked is that
     // every delay then lands within one frame.
-    let residuals: Vec<f64> = delays
-        .iter()
-        .filter_map(|&d| {
-            let (n, lossless) = need(d);
-            let predicted = input(input(Duration::ZERO).quanta(d)).calculate().total_bytes as f64;
-            lossless.then_some(n as f64 - predicted)
-        })
-        .collect();
+    let residuals: Vec<f64> =
+        per_delay.iter().filter(|e| e.lossless).map(|e| e.measured as f64 - e.calculated).collect();
     let offset = median(&residuals);
-    let checks = delays
+    let checks = per_delay
         .iter()
-        .map(|&d| {
-            let (measured, lossless) = need(d);
-            let i = input(input(Duration::ZERO).quanta(d));
-            let predicted = (i.calculate().total_bytes as f64 + offset).round().max(0.0) as u64;
+        .map(|e| {
+            let predicted = (e.calculated + offset).round().max(0.0) as u64;
             // Both sides are only known to a frame: a lossless run must land within one
             // frame of the prediction, a run that dropped must be predicted to need at
             // least the configured headroom less one frame.
-            let agrees = if lossless {
-                measured.abs_diff(predicted) <= frame_len
+            let agrees = if e.lossless {
+                e.measured.abs_diff(predicted) <= frame_len
             } else {
                 predicted + frame_len > opts.headroom_bytes
             };
-            CalcCheck { delay_quanta: d, measured_bytes: measured, lossless, predicted_bytes: predicted, agrees }
+            CalcCheck {
+                delay_quanta: e.quanta,
+                measured_bytes: e.measured,
+                lossless: e.lossless,
+                predicted_bytes: predicted,
+                agrees,
+            }
         })
         .collect();
     SweepReport {
