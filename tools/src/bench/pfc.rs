@@ -112,24 +112,12 @@ pub fn quanta_for_speed(speed: Speed) -> Vec<u16> {
 }
 
 /// Runs the pause probe against a fresh DUT at `speed` (a steady flow of `rate` frames/s
-/// on priority 3): the probe's trials, and the DUT's own view of how late it resumed.
+/// on priority 3): the probe's trials, the DUT's own view of how late it resumed, and
+/// the DUT's statistics at the end.
 /// `smooth` sends the flow from a spinning sender with the DUT on a CPU of its own, so
 /// that the flow has no bursts (needed to place the moment the DUT stopped); otherwise
 /// the sender sleeps between small bursts and leaves the CPUs to the DUT and the probe.
 pub fn probe_switch(
-    speed: Speed,
-    quanta: &[u16],
-    repeats: usize,
-    batch: usize,
-    rate: &str,
-    smooth: bool,
-) -> Result<(Vec<ProbeTrial>, Percentiles)> {
-    let (trials, late, _) = probe_switch_stats(speed, quanta, repeats, batch, rate, smooth)?;
-    Ok((trials, late))
-}
-
-/// [`probe_switch`], also returning the DUT's statistics at the end.
-fn probe_switch_stats(
     speed: Speed,
     quanta: &[u16],
     repeats: usize,
@@ -190,7 +178,7 @@ fn probe_switch_stats(
 
 fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationRow>> {
     let quanta = quanta_for_speed(speed);
-    let (trials, late) = probe_switch(speed, &quanta, repeats, batch, "50k", false)?;
+    let (trials, late, _) = probe_switch(speed, &quanta, repeats, batch, "50k", false)?;
     Ok(quanta
         .iter()
         .map(|&q| {
@@ -254,7 +242,7 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
 }
 
 fn probe_switch_with_response(speed: Speed, repeats: usize) -> Result<(Vec<ProbeTrial>, Percentiles, Percentiles)> {
-    let (trials, _, stats) = probe_switch_stats(speed, &[u16::MAX], repeats, 8, "200k", true)?;
+    let (trials, _, stats) = probe_switch(speed, &[u16::MAX], repeats, 8, "200k", true)?;
     Ok((trials, stats.resume_lateness, stats.pause_response))
 }
 
