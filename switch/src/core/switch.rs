@@ -149,6 +149,8 @@ struct Port {
     resume_due: [Option<Time>; PRIORITIES],
     /// Per priority: since when this port has been pausing its upstream (XOFF).
     xoff_since: [Time; PRIORITIES],
+    /// Per priority: when the latest frame arrived while this port was pausing its upstream.
+    last_rx_in_xoff: [Time; PRIORITIES],
     /// Per priority: when its last frame was handed out for transmission.
     last_tx: [Time; PRIORITIES],
     /// The latest XOFF episodes, a ring of fixed size (oldest overwritten).
@@ -234,6 +236,7 @@ impl Switch {
                     pending: PendingPause::default(),
                     resume_due: [None; PRIORITIES],
                     xoff_since: [Time::ZERO; PRIORITIES],
+                    last_rx_in_xoff: [Time::ZERO; PRIORITIES],
                     last_tx: [Time::ZERO; PRIORITIES],
                     episodes: [XoffEpisode::default(); EPISODES],
                     episode_first_seq: None,
@@ -393,6 +396,9 @@ impl Switch {
             let a = self.buffer.admit_lossless(ingress, p, bytes);
             if a.crossed_xoff {
                 self.request_pause(now, ingress, p);
+            }
+            if self.buffer.group(ingress, p).xoff {
+                self.ports[ingress].last_rx_in_xoff[p] = now;
             }
             if !a.admitted {
                 self.ports[ingress].prio[p].lossless_drops += 1;
@@ -937,6 +943,8 @@ impl Switch {
                     egress_paused: paused & (1 << prio) != 0,
                     paused_us: p.pause.paused_time(now, prio).as_micros() as u64,
                     xoff_since_ns: if g.xoff { p.xoff_since[prio].as_nanos() } else { 0 },
+                    upstream_response_us: p.last_rx_in_xoff[prio].saturating_since(p.xoff_since[prio]).as_secs_f64()
+                        * 1e6,
                 }
             })
             .collect();
