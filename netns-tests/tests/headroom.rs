@@ -42,7 +42,13 @@ fn test_plan(prios: &[u8]) {
     }
     let (enough, exceeded) = (&report.runs[0], &report.runs[1]);
     for p in &enough.prios {
-        assert_eq!(p.drops, 0, "headroom enough for an immediate response: {p:?}");
+        assert_eq!(
+            p.drops,
+            0,
+            "headroom enough for an immediate response: {p:?}; testbed added {:.0} µs, {} disturbed run(s) repeated",
+            enough.overhead_us,
+            report.disturbed.len()
+        );
         assert!(p.headroom_watermark < opts.headroom_bytes);
     }
     for p in &exceeded.prios {

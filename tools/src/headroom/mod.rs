@@ -66,6 +66,14 @@ pub struct HeadroomArgs {
     /// Sweep: runs per delay (response-time: pauses sent).
     #[arg(long, default_value_t = 1)]
     pub repeats: usize,
+    /// Sweep: a run in which the testbed added more than this to the sender's delay (test
+    /// frames kept arriving after XOFF for longer than delay + this) was disturbed by the
+    /// host and is repeated; 0 keeps every run.
+    #[arg(long, default_value_t = 250.0)]
+    pub max_overhead_us: f64,
+    /// Sweep: how many times a disturbed run is repeated.
+    #[arg(long, default_value_t = 2)]
+    pub retries: usize,
     /// Sweep: write a chart of the sweep (SVG).
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -87,8 +95,11 @@ impl HeadroomArgs {
         i
     }
 
-    pub fn sweep_options(&self) -> SweepOptions {
-        SweepOptions {
+    pub fn sweep_options(&self) -> Result<SweepOptions> {
+        if !(self.max_overhead_us >= 0.0 && self.max_overhead_us.is_finite()) {
+            bail!("--max-overhead-us must be a finite number of µs, 0 or more");
+        }
+        Ok(SweepOptions {
             speed: self.speed,
             prios: self.prios.clone(),
             delays: self.delays.clone(),
@@ -96,8 +107,10 @@ impl HeadroomArgs {
             xoff_bytes: self.xoff_bytes,
             frame_size: self.frame_size,
             repeats: self.repeats,
+            max_overhead: Duration::from_secs_f64(self.max_overhead_us / 1e6),
+            retries: self.retries,
             ..SweepOptions::default()
-        }
+        })
     }
 }
 
@@ -133,17 +146,19 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let opts = args.sweep_options();
+    let opts = args.sweep_options()?;
     eprintln!(
         "headroom sweep at {}: priorities {:?}, headroom {} B, XOFF {} B, {} B frames, delays {:?} quanta",
         opts.speed, opts.prios, opts.headroom_bytes, opts.xoff_bytes, opts.frame_size, opts.delays
     );
     let report = sweep::run(&opts, &|r| {
         eprintln!(
-            "  delay {:>6} quanta: drops {:>4}, headroom used {:>7} B",
+            "  delay {:>6} quanta: drops {:>4}, headroom used {:>7} B, testbed added {:>6.0} µs{}",
             r.delay_quanta,
             r.prios.iter().map(|p| p.drops).sum::<u64>(),
-            r.prios.iter().map(|p| p.headroom_watermark).max().unwrap_or(0)
+            r.prios.iter().map(|p| p.headroom_watermark).max().unwrap_or(0),
+            r.overhead_us,
+            if r.disturbed { " (disturbed by the host)" } else { "" }
         )
     })?;
     if let Some(path) = &args.plot {
@@ -171,6 +186,7 @@ pub fn text(r: &SweepReport) -> String {
         "held B",
         "lossless drops",
         "headroom used B",
+        "testbed µs",
         "bg sent",
         "bg rx",
         "storm ok",
@@ -186,6 +202,11 @@ pub fn text(r: &SweepReport) -> String {
                 p.held_bytes.to_string(),
                 p.drops.to_string(),
                 p.headroom_watermark.to_string(),
+                format!(
+                    "{:.0}{}",
+                    p.upstream_response_us - run.delay_us,
+                    if run.disturbed { " DISTURBED" } else { "" }
+                ),
                 run.background_sent.to_string(),
                 run.background_received.to_string(),
                 if run.storm_continuous { "yes" } else { "GAP" }.to_string(),
@@ -197,6 +218,16 @@ pub fn text(r: &SweepReport) -> String {
         r.speed, r.prios, r.shared_bytes, r.xoff_bytes, r.headroom_configured
     );
     out += &t.render();
+    out += "(testbed µs: how much longer than the sender's delay test frames kept arriving after XOFF: the DUT's \
+            reaction, veth and the sender's loop)\n";
+    if !r.disturbed.is_empty() {
+        out += &format!(
+            "{} run(s) in which the testbed added more than {:.0} µs (the host took the DUT's or the sender's CPU) \
+             were repeated; the JSON lists them under \"disturbed\"\n",
+            r.disturbed.len(),
+            r.max_overhead_us
+        );
+    }
     let mut c = Table::new(&["delay q", "needed B", "calculated B", "difference B", "lossless", "agrees"]);
     for k in &r.checks {
         c.row(vec![
