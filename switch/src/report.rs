@@ -189,7 +189,7 @@ pub fn stats_table(s: &SwitchStats) -> String {
         "watermark",
         "headroom B",
         "hr watermark",
-        "upstream resp µs",
+        "upstream resp max µs",
         "queue",
         "paused µs",
         "lossless drop",
@@ -216,7 +216,7 @@ pub fn stats_table(s: &SwitchStats) -> String {
                 n(q.ingress_watermark),
                 n(q.headroom_bytes),
                 n(q.headroom_watermark),
-                format!("{:.1}", q.upstream_response_us),
+                format!("{:.1}", q.upstream_response_max_us),
                 n(u64::from(q.egress_queue_frames)),
                 format!("{}{}", q.paused_us, if q.egress_paused { "*" } else { "" }),
                 n(c.lossless_drops),
@@ -227,8 +227,8 @@ pub fn stats_table(s: &SwitchStats) -> String {
     if !prios.is_empty() {
         out += "\n";
         out += &prios.render();
-        out += "(L lossless, XOFF: pausing the upstream, upstream resp: how long frames kept arriving after \
-                the latest XOFF, *: paused by the link partner now)\n";
+        out += "(L lossless, XOFF: pausing the upstream, upstream resp: the longest frames kept arriving \
+                after an XOFF, *: paused by the link partner now)\n";
     }
 
     let mut xdp = Table::new(&["xdp classes", "pause", "pfc", "mac ctl", "vlan", "ipv4", "ipv6", "other", "runt"]);

@@ -172,10 +172,10 @@ pub struct PrioStats {
     pub paused_us: u64,
     /// Since when this port has been pausing its upstream (monotonic ns; 0 if not).
     pub xoff_since_ns: u64,
-    /// How long frames of this priority kept arriving after its latest XOFF, µs: the link
+    /// The longest frames of this priority kept arriving after an XOFF, µs: the link
     /// partner's pause response seen from here (the wire, its reaction and what it had in
     /// flight). It is what the headroom must absorb, in time.
-    pub upstream_response_us: f64,
+    pub upstream_response_max_us: f64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -149,8 +149,8 @@ struct Port {
     resume_due: [Option<Time>; PRIORITIES],
     /// Per priority: since when this port has been pausing its upstream (XOFF).
     xoff_since: [Time; PRIORITIES],
-    /// Per priority: when the latest frame arrived while this port was pausing its upstream.
-    last_rx_in_xoff: [Time; PRIORITIES],
+    /// Per priority: the longest a frame arrived after its XOFF episode began.
+    upstream_response: [Duration; PRIORITIES],
     /// Per priority: when its last frame was handed out for transmission.
     last_tx: [Time; PRIORITIES],
     /// The latest XOFF episodes, a ring of fixed size (oldest overwritten).
@@ -236,7 +236,7 @@ impl Switch {
                     pending: PendingPause::default(),
                     resume_due: [None; PRIORITIES],
                     xoff_since: [Time::ZERO; PRIORITIES],
-                    last_rx_in_xoff: [Time::ZERO; PRIORITIES],
+                    upstream_response: [Duration::ZERO; PRIORITIES],
                     last_tx: [Time::ZERO; PRIORITIES],
                     episodes: [XoffEpisode::default(); EPISODES],
                     episode_first_seq: None,
@@ -398,7 +398,9 @@ impl Switch {
                 self.request_pause(now, ingress, p);
             }
             if self.buffer.group(ingress, p).xoff {
-                self.ports[ingress].last_rx_in_xoff[p] = now;
+                let port = &mut self.ports[ingress];
+                let after = now.saturating_since(port.xoff_since[p]);
+                port.upstream_response[p] = port.upstream_response[p].max(after);
             }
             if !a.admitted {
                 self.ports[ingress].prio[p].lossless_drops += 1;
@@ -943,8 +945,7 @@ impl Switch {
                     egress_paused: paused & (1 << prio) != 0,
                     paused_us: p.pause.paused_time(now, prio).as_micros() as u64,
                     xoff_since_ns: if g.xoff { p.xoff_since[prio].as_nanos() } else { 0 },
-                    upstream_response_us: p.last_rx_in_xoff[prio].saturating_since(p.xoff_since[prio]).as_secs_f64()
-                        * 1e6,
+                    upstream_response_max_us: p.upstream_response[prio].as_secs_f64() * 1e6,
                 }
             })
             .collect();

@@ -459,24 +459,37 @@ fn drr_shares_by_weight_and_strict_goes_first() {
 }
 
 #[test]
-fn upstream_response_is_how_long_frames_kept_arriving_after_xoff() {
+fn upstream_response_is_the_longest_frames_kept_arriving_after_xoff() {
     let (mut r, frame) = congested(true);
+    let upstream = |r: &Rig| r.stats().ports[0].priorities[3].upstream_response_max_us;
     for _ in 0..11 {
         r.rx(0, &frame);
     }
     let xoff_at = r.now;
-    assert_eq!(r.stats().ports[0].priorities[3].upstream_response_us, 0.0, "just crossed");
+    assert_eq!(upstream(&r), 0.0, "just crossed");
     // The partner keeps sending for 40 µs (the last frame dropped beyond headroom still counts).
     for us in [10, 25, 40] {
         r.now = xoff_at + Duration::from_micros(us);
         r.rx(0, &frame);
     }
-    // A frame of another priority, or after the fact, does not move it.
+    // A frame of another priority does not move it.
     r.now = xoff_at + Duration::from_micros(90);
     r.rx(0, &data(1, 2, 0, 1000));
-    let g = r.stats().ports[0].priorities[3];
-    assert!(g.xoff);
-    assert_eq!(g.upstream_response_us, 40.0);
+    assert!(r.stats().ports[0].priorities[3].xoff);
+    assert_eq!(upstream(&r), 40.0);
+    // Drained to XON, then a second episode with a quicker partner: the longest stays.
+    while r.stats().ports[0].priorities[3].xoff {
+        r.tx(1);
+        r.tx(0);
+        r.advance(Duration::from_micros(10));
+    }
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    assert!(r.stats().ports[0].priorities[3].xoff);
+    r.advance(Duration::from_micros(5));
+    r.rx(0, &frame);
+    assert_eq!(upstream(&r), 40.0);
 }
 
 #[test]

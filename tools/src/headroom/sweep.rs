@@ -247,7 +247,7 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
                 headroom_watermark: q.headroom_watermark,
                 held_bytes: q.ingress_watermark,
                 xoff_sent: q.counters.xoff_sent,
-                upstream_response_us: q.upstream_response_us,
+                upstream_response_us: q.upstream_response_max_us,
             }
         })
         .collect();
