@@ -154,6 +154,7 @@ pub struct SweepReport {
     pub shared_bytes: u64,
     pub frame_size: usize,
     pub runs: Vec<RunOutcome>,
+    /// The testbed's allowance, µs: a run it added more to was disturbed.
     pub max_overhead_us: f64,
     /// Disturbed runs that were set aside and repeated (see [`SweepOptions::max_overhead`]).
     pub disturbed: Vec<RunOutcome>,
