@@ -68,7 +68,7 @@ pub struct HeadroomArgs {
     pub repeats: usize,
     /// Sweep: a run in which the testbed added more than this to the sender's delay (test
     /// frames kept arriving after XOFF for longer than delay + this) was disturbed by the
-    /// host and is repeated; 0 keeps every run.
+    /// host and is repeated, as is a run whose storm had a gap; 0 keeps every run.
     #[arg(long, default_value_t = 250.0)]
     pub max_overhead_us: f64,
     /// Sweep: how many times a disturbed run is repeated.
@@ -222,8 +222,8 @@ pub fn text(r: &SweepReport) -> String {
             reaction, veth and the sender's loop)\n";
     if !r.disturbed.is_empty() {
         out += &format!(
-            "{} run(s) in which the testbed added more than {:.0} µs (the host took the DUT's or the sender's CPU) \
-             were repeated; the JSON lists them under \"disturbed\"\n",
+            "{} run(s) in which the testbed added more than {:.0} µs or the storm had a gap (the host took a \
+             program's CPU) were repeated; the JSON lists them under \"disturbed\"\n",
             r.disturbed.len(),
             r.max_overhead_us
         );
