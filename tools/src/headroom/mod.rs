@@ -66,10 +66,11 @@ pub struct HeadroomArgs {
     /// Sweep: runs per delay (response-time: pauses sent).
     #[arg(long, default_value_t = 1)]
     pub repeats: usize,
-    /// Sweep: a run in which the testbed added more than this to the sender's delay (test
-    /// frames kept arriving after XOFF for longer than delay + this) was disturbed by the
-    /// host and is repeated, as is a run whose storm had a gap; 0 keeps every run.
-    #[arg(long, default_value_t = 250.0)]
+    /// Sweep: a run in which test frames kept arriving after XOFF for longer than the
+    /// sender's delay + this, or stopped more than this (and a frame interval) short of
+    /// it, was disturbed by the host and is repeated, as is a run whose storm had a gap;
+    /// 0 keeps every run.
+    #[arg(long, default_value_t = 150.0)]
     pub max_overhead_us: f64,
     /// Sweep: how many times a disturbed run is repeated.
     #[arg(long, default_value_t = 2)]
@@ -222,8 +223,9 @@ pub fn text(r: &SweepReport) -> String {
             reaction, veth and the sender's loop)\n";
     if !r.disturbed.is_empty() {
         out += &format!(
-            "{} run(s) in which the testbed added more than {:.0} µs or the storm had a gap (the host took a \
-             program's CPU) were repeated; the JSON lists them under \"disturbed\"\n",
+            "{} run(s) in which test frames arrived for more than {:.0} µs longer or shorter than the sender's \
+             delay, or the storm had a gap (the host took a program's CPU), were repeated; the JSON lists them \
+             under \"disturbed\"\n",
             r.disturbed.len(),
             r.max_overhead_us
         );
