@@ -230,10 +230,12 @@ pub fn text(r: &SweepReport) -> String {
             r.max_overhead_us
         );
     }
-    let mut c = Table::new(&["delay q", "needed B", "calculated B", "difference B", "lossless", "agrees"]);
+    let mut c =
+        Table::new(&["delay q", "response µs", "needed B", "calculated B", "difference B", "lossless", "agrees"]);
     for k in &r.checks {
         c.row(vec![
             k.delay_quanta.to_string(),
+            format!("{:.1}", k.response_us),
             if k.lossless { k.measured_bytes.to_string() } else { format!("> {}", k.measured_bytes) },
             k.predicted_bytes.to_string(),
             format!("{:+}", k.measured_bytes as i64 - k.predicted_bytes as i64),
@@ -242,8 +244,9 @@ pub fn text(r: &SweepReport) -> String {
         ]);
     }
     out += &format!(
-        "\nheadroom needed against the calculator (plus this testbed's offset of {:+} B, fitted over the lossless \
-         delays; agreement: within one {} B frame, or both over the configured headroom):\n",
+        "\nheadroom needed against the calculator, given the response the DUT measured (the sender's delay and \
+         the testbed's) and an offset of {:+} B for the frames around the pause, fitted over the lossless delays; \
+         agreement: within one {} B frame, or both over the configured headroom:\n",
         r.testbed_offset_bytes,
         r.frame_size - 4
     );

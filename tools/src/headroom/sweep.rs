@@ -120,6 +120,13 @@ impl RunOutcome {
         self.prios.iter().all(|p| p.drops == 0)
     }
 
+    /// The upstream's response, µs: the longest among the priorities the DUT paused; the
+    /// configured delay when none was measured.
+    pub fn response_us(&self) -> f64 {
+        let measured = self.prios.iter().filter(|p| p.xoff_sent > 0).map(|p| p.upstream_response_us);
+        measured.reduce(f64::max).unwrap_or(self.delay_us)
+    }
+
     /// Headroom this run needed for `p`: the watermark when nothing was dropped, else at
     /// least the configured headroom plus what was dropped.
     pub fn needed(&self, p: &PrioOutcome, configured: u64, frame_len: u64) -> u64 {
@@ -139,6 +146,9 @@ pub struct CalcCheck {
     /// lowest and the highest.
     pub measured_bytes: u64,
     pub lossless: bool,
+    /// The upstream's response the DUT measured (the sender's delay and what the testbed
+    /// adds), averaged like the need, µs: the calculator's response-time input.
+    pub response_us: f64,
     pub predicted_bytes: u64,
     /// Lossless runs: measured within one maximum frame of the prediction. Runs that
     /// dropped: the calculator also said the configured headroom was (within a frame)
@@ -161,8 +171,8 @@ pub struct SweepReport {
     pub disturbed: Vec<RunOutcome>,
     /// The largest delay with no lossless drop in any repeat.
     pub largest_lossless_delay_quanta: Option<u32>,
-    /// This testbed's offset from the calculator (its switch, veth and sender loop),
-    /// fitted over the lossless delays and added to every prediction.
+    /// What the calculator's fixed terms (the frames in flight around the pause) miss on
+    /// this testbed, fitted over the lossless delays and added to every prediction.
     pub testbed_offset_bytes: i64,
     pub checks: Vec<CalcCheck>,
 }
@@ -370,6 +380,7 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
         quanta: u32,
         measured: u64,
         lossless: bool,
+        response_us: f64,
         calculated: f64,
     }
     let per_delay: Vec<Delay> = delays
@@ -380,21 +391,25 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
                 .iter()
                 .map(|r| r.prios.iter().map(|p| r.needed(p, opts.headroom_bytes, frame_len)).max().unwrap_or(0) as f64)
                 .collect();
-            let calculated = input(input(Duration::ZERO).quanta(d)).calculate().total_bytes as f64;
+            // The calculator is given the response as it was: the sender's delay plus what
+            // this testbed adds, which drifts by tens of µs (a frame or two) between runs.
+            let responses: Vec<f64> = these.iter().map(|r| r.response_us()).collect();
+            let response_us = trimmed_mean(&responses);
+            let calculated = input(Duration::from_secs_f64(response_us.max(0.0) / 1e6)).calculate().total_bytes as f64;
             Delay {
                 quanta: d,
                 measured: trimmed_mean(&needs).round() as u64,
                 lossless: these.iter().all(|r| r.lossless()),
+                response_us,
                 calculated,
             }
         })
         .collect();
     let largest_lossless = per_delay.iter().filter(|e| e.lossless).map(|e| e.quanta).max();
 
-    // The testbed's own offset (its switch, veth and sender loop, minus what the model's
-    // fixed terms overcount) is fitted as the median residual over the lossless delays,
-    // so that one noisy delay does not move it for the others; what is checked is that
-    // every delay then lands within one frame.
+    // What the model's fixed terms miss here is fitted as the median residual over the
+    // lossless delays, so that one noisy delay does not move it for the others; what is
+    // checked is that every delay then lands within one frame.
     let residuals: Vec<f64> =
         per_delay.iter().filter(|e| e.lossless).map(|e| e.measured as f64 - e.calculated).collect();
     let offset = median(&residuals);
@@ -414,6 +429,7 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
                 delay_quanta: e.quanta,
                 measured_bytes: e.measured,
                 lossless: e.lossless,
+                response_us: e.response_us,
                 predicted_bytes: predicted,
                 agrees,
             }
@@ -439,12 +455,39 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
 mod tests {
     use super::*;
 
+    /// A run at 1G (a quantum is 0.512 µs) whose response the DUT did not measure.
     fn run(delay: u32, watermark: u64, drops: u64) -> RunOutcome {
         RunOutcome {
             delay_quanta: delay,
+            delay_us: f64::from(delay) * 0.512,
             prios: vec![PrioOutcome { prio: 3, drops, headroom_watermark: watermark, ..Default::default() }],
             ..Default::default()
         }
+    }
+
+    /// The same with the response the DUT measured: `extra_us` more than the delay.
+    fn measured(delay: u32, watermark: u64, extra_us: f64) -> RunOutcome {
+        let mut r = run(delay, watermark, 0);
+        r.prios[0].xoff_sent = 1;
+        r.prios[0].upstream_response_us = r.delay_us + extra_us;
+        r
+    }
+
+    #[test]
+    fn the_calculator_is_given_the_response_the_dut_measured() {
+        let opts = SweepOptions { headroom_bytes: 200_000, ..SweepOptions::default() };
+        // 1G at 50 % load buffers 996 B per 16.3 µs: a testbed that adds 16 µs more at one
+        // delay needs a frame more there, and the calculator follows it.
+        let per_us = 0.5 * 1e9 / 8.0 / 1e6 * 996.0 / 1020.0;
+        let at = |d: u32, extra: f64| measured(d, (6_000.0 + (f64::from(d) * 0.512 + extra) * per_us) as u64, extra);
+        let r = report(&opts, vec![at(0, 20.0), at(500, 20.0), at(1000, 36.0)]);
+        assert_eq!(r.checks[2].response_us, 512.0 + 36.0);
+        for c in &r.checks {
+            let off = c.measured_bytes.abs_diff(c.predicted_bytes);
+            assert!(off < 100, "the residual is the model's, not the testbed's drift: {c:?}");
+        }
+        // Without a measurement the configured delay stands in for the response.
+        assert_eq!(report(&opts, vec![run(1000, 40_000, 0)]).checks[0].response_us, 512.0);
     }
 
     #[test]
