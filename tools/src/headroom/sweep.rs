@@ -86,6 +86,14 @@ pub struct PrioOutcome {
     pub upstream_response_us: f64,
 }
 
+impl PrioOutcome {
+    /// The upstream response, µs, when there was one to measure: only a priority the DUT
+    /// paused has one.
+    pub fn measured_response_us(&self) -> Option<f64> {
+        (self.xoff_sent > 0).then_some(self.upstream_response_us)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunOutcome {
     pub delay_quanta: u32,
@@ -108,10 +116,11 @@ pub struct RunOutcome {
     /// pause frame handed to the kernel, µs.
     pub dut_reaction_max_us: f64,
     /// What the testbed added to the configured delay, µs: the longest upstream response
-    /// among the priorities, less the delay.
+    /// among the paused priorities, less the delay (0 when every one was shorter).
     pub overhead_us: f64,
-    /// The host disturbed the run: the overhead exceeded the allowance, or the storm
-    /// generator lost its CPU long enough to let the paused priorities resume.
+    /// The host disturbed the run: test frames arrived for longer or shorter than the
+    /// sender's delay by more than the allowance (see [`SweepOptions::max_overhead`]), or
+    /// the storm generator lost its CPU long enough to let the paused priorities resume.
     pub disturbed: bool,
 }
 
@@ -123,8 +132,7 @@ impl RunOutcome {
     /// The upstream's response, µs: the longest among the priorities the DUT paused; the
     /// configured delay when none was measured.
     pub fn response_us(&self) -> f64 {
-        let measured = self.prios.iter().filter(|p| p.xoff_sent > 0).map(|p| p.upstream_response_us);
-        measured.reduce(f64::max).unwrap_or(self.delay_us)
+        self.prios.iter().filter_map(PrioOutcome::measured_response_us).reduce(f64::max).unwrap_or(self.delay_us)
     }
 
     /// Headroom this run needed for `p`: the watermark when nothing was dropped, else at
@@ -165,7 +173,8 @@ pub struct SweepReport {
     pub shared_bytes: u64,
     pub frame_size: usize,
     pub runs: Vec<RunOutcome>,
-    /// The testbed's allowance, µs: a run it added more to was disturbed.
+    /// The testbed's allowance either side of the sender's delay, µs (see
+    /// [`SweepOptions::max_overhead`]).
     pub max_overhead_us: f64,
     /// Disturbed runs that were set aside and repeated (see [`SweepOptions::max_overhead`]).
     pub disturbed: Vec<RunOutcome>,
@@ -265,9 +274,7 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
         .collect();
     let bg = gen.flows.last().expect("background flow");
     let delay_us = opts.speed.bit_times(u64::from(delay) * 512).as_secs_f64() * 1e6;
-    // Only a priority the DUT paused has an upstream response to measure.
-    let overheads_us: Vec<f64> =
-        prios.iter().filter(|p| p.xoff_sent > 0).map(|p| p.upstream_response_us - delay_us).collect();
+    let overheads_us: Vec<f64> = prios.iter().filter_map(|p| Some(p.measured_response_us()? - delay_us)).collect();
     let frame_interval = opts.speed.wire_time(opts.frame_size.saturating_sub(4)).mul_f64(100.0 / test_load);
     Ok(RunOutcome {
         delay_quanta: delay,
