@@ -2,7 +2,7 @@
 
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -11,9 +11,10 @@ use clap::{Args, Parser, Subcommand};
 
 use pfcswitch::control::server::{ControlServer, Routes};
 use pfcswitch::control::{self, client, Request};
-use pfcswitch::core::config::Config;
+use pfcswitch::core::config::{Config, TaggerConfig};
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
+use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{sys::Waker, Dataplane, Options};
 use pfcswitch::report;
 
@@ -33,10 +34,13 @@ enum Command {
     Run(RunArgs),
     /// Query or command a running switch through its control socket.
     Ctl(CtlArgs),
-    /// Validate a config file and print it with every default filled in.
+    /// Validate a config file (and its Tagger table) and print it with every default filled in.
     CheckConfig {
         /// The TOML config file.
         file: PathBuf,
+        /// Accept a Tagger table written for another switch.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -54,7 +58,12 @@ struct RunArgs {
     /// Line rate of every port given with --iface (e.g. 1G, 10G).
     #[arg(long)]
     speed: Option<Speed>,
-    /// Replace an XDP program already attached to an interface.
+    /// Apply this Tagger table (one switch's file as `tagger compute` writes it; its port
+    /// N is the N-th interface). Same as `[tagger] table` in the config.
+    #[arg(long)]
+    tagger_table: Option<PathBuf>,
+    /// Replace an XDP program already attached to an interface, and accept a Tagger
+    /// table written for another switch.
     #[arg(long)]
     force: bool,
     /// Control socket path (default /run/pfcswitch/NAME.sock).
@@ -104,7 +113,7 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Ctl(args) => ctl(args),
-        Command::CheckConfig { file } => check_config(&file),
+        Command::CheckConfig { file, force } => check_config(&file, force),
     };
     if let Err(e) = result {
         eprintln!("pfcswitch: {e:#}");
@@ -121,9 +130,24 @@ fn init_logging(level: Option<&str>) {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
-fn load_config(path: &PathBuf) -> Result<Config> {
+fn load_config(path: &Path) -> Result<Config> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Config::from_toml(&text).with_context(|| format!("in {}", path.display()))
+}
+
+/// Reads and checks the Tagger table the configuration names, and makes its priorities
+/// the lossless ones. A relative path is taken from the config file's directory.
+fn load_tags(config: &mut Config, config_file: Option<&Path>, force: bool) -> Result<Option<TagTable>> {
+    let Some(t) = &config.tagger else { return Ok(None) };
+    let mut path = PathBuf::from(&t.table);
+    if let Some(dir) = config_file.and_then(Path::parent).filter(|_| path.is_relative()) {
+        path = dir.join(path);
+    }
+    let source = path.display().to_string();
+    let tables = tagger::system::read_table(&path)?;
+    let table = TagTable::apply(config, &tables, &source, force)
+        .with_context(|| format!("Tagger table {source} (tagger.table)"))?;
+    Ok(Some(table))
 }
 
 fn run(args: RunArgs) -> Result<()> {
@@ -143,7 +167,20 @@ fn run(args: RunArgs) -> Result<()> {
             p.speed = speed;
         }
     }
+    if let Some(table) = &args.tagger_table {
+        let switch = config.tagger.take().and_then(|t| t.switch);
+        config.tagger = Some(TaggerConfig { table: table.display().to_string(), switch });
+    }
     config.validate()?;
+    let tags = load_tags(&mut config, args.config.as_deref().filter(|_| args.tagger_table.is_none()), args.force)?;
+    if let Some(t) = &tags {
+        tracing::info!(
+            table = %t.source,
+            rules = t.ingress_rules + t.rewrite_rules,
+            lossless = ?t.lossless_priorities(),
+            "applying the Tagger table"
+        );
+    }
     pfcswitch::dataplane::sys::check_privileges()?;
     let socket = args.socket.unwrap_or_else(|| control::socket_path(&config.name));
 
@@ -160,7 +197,7 @@ fn run(args: RunArgs) -> Result<()> {
     let (to_slowpath, slowpath_commands) = crossbeam_channel::bounded(16);
     let routes = Routes { dataplane: to_dataplane, dataplane_waker: waker.try_clone()?, slowpath: to_slowpath };
     let server = ControlServer::start(&socket, routes)?;
-    let mut dataplane = Dataplane::open(config, Options { force: args.force }, waker, slowpath_commands)?;
+    let mut dataplane = Dataplane::open(config, Options { force: args.force, tags }, waker, slowpath_commands)?;
     tracing::info!(socket = %socket.display(), "switching; stop with Ctrl-C");
     let result = dataplane.run(&stop, &commands, &[signal_rx.as_raw_fd()]);
     drop(dataplane);
@@ -198,8 +235,26 @@ fn ctl(args: CtlArgs) -> Result<()> {
     Ok(())
 }
 
-fn check_config(file: &PathBuf) -> Result<()> {
-    let config = load_config(file)?;
+fn check_config(file: &Path, force: bool) -> Result<()> {
+    let mut config = load_config(file)?;
+    let tags = load_tags(&mut config, Some(file), force)?;
+    if config.pfc.lossless.is_none() {
+        config.pfc.lossless = Some(config.lossless_priorities().to_vec());
+    }
     print!("{}", config.to_toml());
+    if let Some(t) = tags {
+        println!(
+            "# Tagger table {} for {}: {} ingress and {} rewrite rules; lossless priorities {:?}; hosts stamp tag {}; \
+             anything else leaves with tag {} at priority {}",
+            t.source,
+            t.switch,
+            t.ingress_rules,
+            t.rewrite_rules,
+            t.lossless_priorities(),
+            t.initial_tag,
+            t.default_tag,
+            t.default_priority
+        );
+    }
     Ok(())
 }

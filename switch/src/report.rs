@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::core::stats::{PrioStats, SwitchStats};
+use crate::core::stats::{PrioStats, SwitchStats, TaggerStats};
 
 /// Left-aligned first column, right-aligned numbers, widths from the content.
 pub struct Table {
@@ -248,6 +248,9 @@ pub fn stats_table(s: &SwitchStats) -> String {
     }
     out += "\n";
     out += &xdp.render();
+    if let Some(t) = &s.tagger {
+        out += &tagger_table(t);
+    }
     let r = &s.pfc_reaction;
     if r.count > 0 {
         let _ = writeln!(
@@ -255,6 +258,40 @@ pub fn stats_table(s: &SwitchStats) -> String {
             "\nPFC reaction (XOFF-crossing frame read → pause handed to the kernel): {} pauses, p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
             r.count, r.p50_us, r.p99_us, r.max_us
         );
+    }
+    out
+}
+
+/// The Tagger table in use and its counters per (ingress port, tag).
+pub fn tagger_table(t: &TaggerStats) -> String {
+    let mut out = format!(
+        "\nTagger table {} (for {}): {} rules ({} ingress, {} rewrite); lossless priorities {:?}; hosts stamp tag {}; \
+         unplanned frames leave with tag {} at priority {}\n",
+        t.source,
+        t.table_switch,
+        t.rules,
+        t.ingress_rules,
+        t.rewrite_rules,
+        t.lossless,
+        t.initial_tag,
+        t.default_tag,
+        t.default_priority
+    );
+    let mut rows =
+        Table::new(&["port/tag", "classified", "rewritten", "default (no ingress rule)", "default (no rewrite rule)"]);
+    for r in &t.tags {
+        let c = &r.counters;
+        let tag = r.tag.map_or("not IP".to_string(), |t| t.to_string());
+        rows.row(vec![
+            format!("{}/{tag}", r.port),
+            n(c.classified),
+            n(c.rewritten),
+            n(c.default_ingress),
+            n(c.default_egress),
+        ]);
+    }
+    if !rows.is_empty() {
+        out += &rows.render();
     }
     out
 }

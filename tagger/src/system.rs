@@ -13,6 +13,7 @@
 //! algorithm = "greedy"
 //! lossless_tags = 2
 //! initial_tag = 2
+//! priorities = [1, 2]      # the priority (lossless queue) of tag 1, tag 2, ...
 //!
 //! [default]
 //! tag = 0
@@ -98,6 +99,8 @@ pub struct TagSystem {
     pub tags: u8,
     pub initial_tag: u8,
     pub lossy_priority: u8,
+    /// The priority of tag 1, 2, ... (the same at every switch).
+    pub priorities: Vec<u8>,
     /// Ingress (port, tag) → priority.
     pub queue: FxHashMap<(PortId, u8), u8>,
     pub rewrite: Rules,
@@ -128,6 +131,7 @@ impl TagSystem {
             tags: tagging.tags,
             initial_tag: tagging.tags,
             lossy_priority,
+            priorities: (1..=tagging.tags).map(prio).collect(),
             queue,
             rewrite: tagging.rules.clone(),
         }
@@ -143,6 +147,7 @@ impl TagSystem {
                 algorithm: self.algorithm.clone(),
                 lossless_tags: self.tags,
                 initial_tag: self.initial_tag,
+                priorities: self.priorities.clone(),
                 default: DefaultRule { tag: LOSSY_TAG, priority: self.lossy_priority },
                 ingress: Vec::new(),
                 rewrite: Vec::new(),
@@ -176,6 +181,7 @@ impl TagSystem {
             tags: first.lossless_tags,
             initial_tag: first.initial_tag,
             lossy_priority: first.default.priority,
+            priorities: first.priorities.clone(),
             queue: FxHashMap::default(),
             rewrite: FxHashMap::default(),
         };
@@ -185,6 +191,12 @@ impl TagSystem {
                 return Err(bad(format!(
                     "lossless_tags {} / initial_tag {} differ from the other tables' {} / {}",
                     tab.lossless_tags, tab.initial_tag, sys.tags, sys.initial_tag
+                )));
+            }
+            if tab.priorities != sys.priorities {
+                return Err(bad(format!(
+                    "tag priorities {:?} differ from the other tables' {:?}",
+                    tab.priorities, sys.priorities
                 )));
             }
             if tab.default.tag != LOSSY_TAG {
@@ -220,6 +232,10 @@ pub struct SwitchTables {
     pub algorithm: String,
     pub lossless_tags: u8,
     pub initial_tag: u8,
+    /// The priority of tag 1, 2, ...: what a switch needs to queue a packet under the tag
+    /// it leaves with (files from before this field derive it from the ingress rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priorities: Vec<u8>,
     pub default: DefaultRule,
     #[serde(default)]
     pub ingress: Vec<IngressEntry>,
@@ -277,6 +293,22 @@ pub fn write_tables(dir: &Path, tables: &[SwitchTables], format: Format) -> Resu
     Ok(())
 }
 
+/// Reads one switch's tables: JSON if the file ends in `.json` or starts with `{`, else TOML.
+pub fn read_table(path: &Path) -> Result<SwitchTables, SystemError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| SystemError::Io(format!("{name}: {e}")))?;
+    parse_table(&name, &text, path.extension().is_some_and(|e| e == "json"))
+}
+
+fn parse_table(name: &str, text: &str, json: bool) -> Result<SwitchTables, SystemError> {
+    let bad = |problem: String| SystemError::Table { file: name.to_string(), problem };
+    if json || text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| bad(e.to_string()))
+    } else {
+        toml::from_str(text).map_err(|e| bad(e.to_string()))
+    }
+}
+
 /// Reads every `*.toml` and `*.json` in `dir` as a switch's tables, by file name.
 pub fn read_tables(dir: &Path) -> Result<Vec<(String, SwitchTables)>, SystemError> {
     let io = |e: std::io::Error| SystemError::Io(format!("{}: {e}", dir.display()));
@@ -290,12 +322,7 @@ pub fn read_tables(dir: &Path) -> Result<Vec<(String, SwitchTables)>, SystemErro
         };
         let name = path.display().to_string();
         let text = std::fs::read_to_string(&path).map_err(|e| SystemError::Io(format!("{name}: {e}")))?;
-        let tab: SwitchTables = if json {
-            serde_json::from_str(&text)
-                .map_err(|e| SystemError::Table { file: name.clone(), problem: e.to_string() })?
-        } else {
-            toml::from_str(&text).map_err(|e| SystemError::Table { file: name.clone(), problem: e.to_string() })?
-        };
+        let tab = parse_table(&name, &text, json)?;
         files.insert(name, tab);
     }
     if files.is_empty() {

@@ -101,7 +101,7 @@ fn static_config(tb: &Testbed, index: usize, speed: Speed) -> Config {
         p.speed = speed;
         p.flood = false;
     }
-    c.pfc.lossless = vec![3];
+    c.pfc.lossless = Some(vec![3]);
     c
 }
 

@@ -33,12 +33,27 @@ pub struct Config {
     pub dataplane: DataplaneConfig,
     #[serde(default)]
     pub dcfit: DcfitConfig,
+    /// A Tagger table to apply (deadlock prevention); see [`crate::core::tagging`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tagger: Option<TaggerConfig>,
     #[serde(rename = "port", default)]
     pub ports: Vec<PortConfig>,
     /// Static forwarding entries: never learned over, never aged (rings and Clos
     /// topologies need them instead of flooding).
     #[serde(rename = "fdb_entry", default)]
     pub fdb_entries: Vec<StaticFdbEntry>,
+}
+
+/// `[tagger]`: the tag table this switch applies.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TaggerConfig {
+    /// One switch's file exactly as `tagger compute` writes it (TOML or JSON).
+    pub table: String,
+    /// The switch name the table must have been written for; this switch's `name` when
+    /// absent (a testbed's switches carry a prefix the topology file does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -186,6 +201,7 @@ pub enum XonRule {
 }
 
 pub const DEFAULT_XOFF_BYTES: u64 = 96 << 10;
+pub const DEFAULT_LOSSLESS: [u8; 2] = [3, 4];
 pub const DEFAULT_XON_OFFSET_BYTES: u64 = 16 << 10;
 
 impl BufferConfig {
@@ -210,7 +226,9 @@ impl BufferConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct PfcConfig {
     /// Priorities that are lossless: they send and obey PFC. The others are lossy.
-    pub lossless: Vec<u8>,
+    /// Default: 3 and 4, or with a Tagger table the priorities its rules use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lossless: Option<Vec<u8>>,
     /// Quanta carried by the pauses this switch sends.
     pub quanta: u16,
     /// How often a pause is repeated while the queue stays above XON; half the pause time
@@ -220,7 +238,7 @@ pub struct PfcConfig {
 
 impl Default for PfcConfig {
     fn default() -> PfcConfig {
-        PfcConfig { lossless: vec![3, 4], quanta: 65535, refresh_us: None }
+        PfcConfig { lossless: None, quanta: 65535, refresh_us: None }
     }
 }
 
@@ -345,6 +363,7 @@ impl Config {
             fdb: FdbConfig::default(),
             dataplane: DataplaneConfig::default(),
             dcfit: DcfitConfig::default(),
+            tagger: None,
             ports: ifaces.iter().map(|i| PortConfig::new(i.as_ref())).collect(),
             fdb_entries: Vec::new(),
         }
@@ -371,8 +390,13 @@ impl Config {
         (0..self.ports.len()).find(|&i| self.port_name(i) == name || self.ports[i].iface == name)
     }
 
+    /// The lossless priorities: as configured, or 3 and 4.
+    pub fn lossless_priorities(&self) -> &[u8] {
+        self.pfc.lossless.as_deref().unwrap_or(&DEFAULT_LOSSLESS)
+    }
+
     pub fn lossless_mask(&self) -> u8 {
-        self.pfc.lossless.iter().fold(0u8, |m, &p| m | (1 << p))
+        self.lossless_priorities().iter().fold(0u8, |m, &p| m | (1 << p))
     }
 
     /// The DCFIT switch id: configured, or a stable hash of the name.
@@ -451,7 +475,7 @@ impl Config {
         if b.shared_bytes == 0 {
             return Err(invalid("buffer.shared_bytes", "must be above zero"));
         }
-        for (i, &p) in self.pfc.lossless.iter().enumerate() {
+        for (i, &p) in self.lossless_priorities().iter().enumerate() {
             if usize::from(p) >= PRIORITIES {
                 return Err(invalid(format!("pfc.lossless[{i}]"), format!("priority {p} is not 0..7")));
             }
@@ -503,6 +527,11 @@ impl Config {
         }
         if self.dcfit.drop_ms == 0 || self.dcfit.drop_ms > 60_000 {
             return Err(invalid("dcfit.drop_ms", "must be 1..60000"));
+        }
+        if let Some(t) = &self.tagger {
+            if t.table.is_empty() {
+                return Err(invalid("tagger.table", "must name a table file"));
+            }
         }
         Ok(())
     }

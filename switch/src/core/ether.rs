@@ -16,8 +16,24 @@ pub struct FrameHeader {
     pub ethertype: u16,
     /// PCP of the outermost VLAN tag, when tagged.
     pub pcp: Option<u8>,
-    /// DSCP of an IPv4/IPv6 header directly behind the Ethernet header (untagged only).
+    /// DSCP of an IPv4/IPv6 header behind the Ethernet header and at most two VLAN tags.
     pub dscp: Option<u8>,
+    /// Where that IP header is, for rewriting its DSCP in place.
+    pub ip: Option<IpAt>,
+}
+
+/// The position and version of a frame's IP header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpAt {
+    pub offset: u16,
+    pub v6: bool,
+}
+
+/// VLAN tags looked through to find an IP header (802.1Q, and 802.1ad Q-in-Q).
+const MAX_VLAN_TAGS: usize = 2;
+
+fn is_vlan_tpid(t: EtherType) -> bool {
+    matches!(t, EtherType::VLAN_TAGGED_FRAME | EtherType::PROVIDER_BRIDGING | EtherType::VLAN_DOUBLE_TAGGED_FRAME)
 }
 
 /// Parses the header of `frame`; `None` for a runt shorter than an Ethernet header.
@@ -27,23 +43,83 @@ pub struct FrameHeader {
 pub fn parse_header(frame: &[u8]) -> Option<FrameHeader> {
     let eth = Ethernet2HeaderSlice::from_slice(frame).ok()?;
     let ethertype = eth.ether_type();
-    let rest = &frame[ETH_HEADER_LEN..];
-    let (pcp, dscp) = match ethertype {
-        EtherType::VLAN_TAGGED_FRAME | EtherType::PROVIDER_BRIDGING | EtherType::VLAN_DOUBLE_TAGGED_FRAME => {
-            let pcp = SingleVlanHeaderSlice::from_slice(rest).ok().map(|v| v.priority_code_point().value());
-            (pcp, None)
+    let mut pcp = None;
+    let (mut inner, mut offset) = (ethertype, ETH_HEADER_LEN);
+    for _ in 0..MAX_VLAN_TAGS {
+        if !is_vlan_tpid(inner) {
+            break;
         }
-        EtherType::IPV4 | EtherType::IPV6 => (None, ip_dscp(rest)),
-        _ => (None, None),
+        let Ok(tag) = SingleVlanHeaderSlice::from_slice(&frame[offset..]) else { break };
+        pcp.get_or_insert(tag.priority_code_point().value());
+        inner = tag.ether_type();
+        offset += VLAN_TAG_LEN;
+    }
+    let ip = match inner {
+        EtherType::IPV4 | EtherType::IPV6 if !is_vlan_tpid(inner) => {
+            ip_dscp(&frame[offset..]).map(|(dscp, v6)| (dscp, IpAt { offset: offset as u16, v6 }))
+        }
+        _ => None,
     };
-    Some(FrameHeader { dst: MacAddr(eth.destination()), src: MacAddr(eth.source()), ethertype: ethertype.0, pcp, dscp })
+    Some(FrameHeader {
+        dst: MacAddr(eth.destination()),
+        src: MacAddr(eth.source()),
+        ethertype: ethertype.0,
+        pcp,
+        dscp: ip.map(|(d, _)| d),
+        ip: ip.map(|(_, at)| at),
+    })
 }
 
-fn ip_dscp(ip: &[u8]) -> Option<u8> {
+fn ip_dscp(ip: &[u8]) -> Option<(u8, bool)> {
     // Lax: a wrong total length must not change the frame's priority.
     match LaxIpSlice::from_slice(ip).ok()?.0 {
-        LaxIpSlice::Ipv4(v4) => Some(v4.header().dcp().value()),
-        LaxIpSlice::Ipv6(v6) => Some(v6.header().traffic_class() >> 2),
+        LaxIpSlice::Ipv4(v4) => Some((v4.header().dcp().value(), false)),
+        LaxIpSlice::Ipv6(v6) => Some((v6.header().traffic_class() >> 2, true)),
+    }
+}
+
+/// Sets the DSCP of the IP header at `at` to `dscp` (0..63), keeping the ECN bits.
+///
+/// IPv4 (RFC 791 §3.1): the TOS byte is byte 1, the header checksum bytes 10–11; the
+/// checksum is updated incrementally (RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m')) over the
+/// 16-bit word holding version/IHL and TOS, so options and the rest of the header are
+/// never re-read. IPv6 (RFC 8200 §3): the traffic class spans the low nibble of byte 0
+/// and the high nibble of byte 1; there is no header checksum. Returns whether the frame
+/// changed; does nothing if the header does not fit in `frame`.
+pub fn set_dscp(frame: &mut [u8], at: IpAt, dscp: u8) -> bool {
+    let o = usize::from(at.offset);
+    if at.v6 {
+        let Some(h) = frame.get_mut(o..o + 2) else { return false };
+        let tc = (h[0] & 0x0f) << 4 | h[1] >> 4;
+        let new = dscp << 2 | (tc & 0x03);
+        if new == tc {
+            return false;
+        }
+        h[0] = (h[0] & 0xf0) | new >> 4;
+        h[1] = (h[1] & 0x0f) | (new & 0x0f) << 4;
+        return true;
+    }
+    let Some(h) = frame.get_mut(o..o + 12) else { return false };
+    let new_tos = dscp << 2 | (h[1] & 0x03);
+    if new_tos == h[1] {
+        return false;
+    }
+    let old_word = u16::from_be_bytes([h[0], h[1]]);
+    h[1] = new_tos;
+    let new_word = u16::from_be_bytes([h[0], h[1]]);
+    let hc = u16::from_be_bytes([h[10], h[11]]);
+    let sum = u32::from(!hc) + u32::from(!old_word) + u32::from(new_word);
+    let folded = (sum & 0xffff) + (sum >> 16);
+    let folded = (folded & 0xffff) + (folded >> 16);
+    h[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    true
+}
+
+/// Sets the PCP of the outermost VLAN tag (IEEE 802.1Q §9.6: the top three bits of the
+/// TCI, right behind the TPID). The caller knows the frame is tagged.
+pub fn set_pcp(frame: &mut [u8], pcp: u8) {
+    if let Some(tci) = frame.get_mut(ETH_HEADER_LEN) {
+        *tci = (*tci & 0x1f) | (pcp & 0x07) << 5;
     }
 }
 
@@ -82,14 +158,111 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn reads_pcp_when_tagged_and_dscp_when_not() {
+    fn reads_pcp_when_tagged_and_dscp_behind_the_tags() {
         let a = MacAddr::local(1);
         let b = MacAddr::local(2);
         let untagged = parse_header(&udp_frame(a, b, 26, None, b"x")).unwrap();
         assert_eq!((untagged.src, untagged.dst, untagged.pcp, untagged.dscp), (a, b, None, Some(26)));
         assert_eq!(untagged.ethertype, 0x0800);
+        assert_eq!(untagged.ip, Some(IpAt { offset: 14, v6: false }));
         let tagged = parse_header(&udp_frame(a, b, 26, Some((100, 5)), b"x")).unwrap();
-        assert_eq!((tagged.pcp, tagged.dscp, tagged.ethertype), (Some(5), None, 0x8100));
+        assert_eq!((tagged.pcp, tagged.dscp, tagged.ethertype), (Some(5), Some(26), 0x8100));
+        assert_eq!(tagged.ip, Some(IpAt { offset: 18, v6: false }));
+        // Q-in-Q: the outer tag's PCP, the IP header behind both tags.
+        let mut qinq = udp_frame(a, b, 26, Some((100, 5)), b"x");
+        qinq.splice(12..12, [0x88, 0xa8, 0x40, 0x07]);
+        let h = parse_header(&qinq).unwrap();
+        assert_eq!((h.pcp, h.dscp, h.ip), (Some(2), Some(26), Some(IpAt { offset: 22, v6: false })));
+        // ARP behind a tag has no DSCP.
+        let mut arp = udp_frame(a, b, 26, Some((100, 5)), b"x");
+        arp[16..18].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(parse_header(&arp).unwrap().ip, None);
+    }
+
+    fn ipv4_checksum_ok(frame: &[u8], at: IpAt) -> bool {
+        let h = etherparse::Ipv4HeaderSlice::from_slice(&frame[usize::from(at.offset)..]).unwrap().to_header();
+        h.header_checksum == h.calc_header_checksum()
+    }
+
+    #[test]
+    fn set_dscp_keeps_ecn_and_the_ipv4_checksum_valid() {
+        let mut f = udp_frame(MacAddr::local(1), MacAddr::local(2), 2, None, b"payload");
+        f[15] |= 0x03; // ECN CE, with the checksum to match
+        let mut ip = etherparse::Ipv4HeaderSlice::from_slice(&f[14..]).unwrap().to_header();
+        ip.header_checksum = ip.calc_header_checksum();
+        f[24..26].copy_from_slice(&ip.header_checksum.to_be_bytes());
+        let at = parse_header(&f).unwrap().ip.unwrap();
+        assert!(set_dscp(&mut f, at, 1));
+        assert_eq!(f[15], 1 << 2 | 0x03);
+        assert!(ipv4_checksum_ok(&f, at));
+        assert_eq!(parse_header(&f).unwrap().dscp, Some(1));
+        assert!(!set_dscp(&mut f, at, 1), "the same DSCP changes nothing");
+    }
+
+    #[test]
+    fn set_dscp_on_ipv6_rewrites_the_traffic_class_only() {
+        let mut out = Vec::new();
+        let mut ip = etherparse::Ipv6Header {
+            traffic_class: 2 << 2 | 1,
+            flow_label: etherparse::Ipv6FlowLabel::try_new(0xabcde).unwrap(),
+            hop_limit: 64,
+            ..Default::default()
+        };
+        ip.next_header = etherparse::IpNumber::UDP;
+        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ip(etherparse::IpHeaders::Ipv6(ip, Default::default()))
+            .udp(1, 2)
+            .write(&mut out, b"x")
+            .unwrap();
+        let h = parse_header(&out).unwrap();
+        assert_eq!((h.dscp, h.ip), (Some(2), Some(IpAt { offset: 14, v6: true })));
+        assert!(set_dscp(&mut out, h.ip.unwrap(), 45));
+        let v6 = etherparse::Ipv6HeaderSlice::from_slice(&out[14..]).unwrap();
+        assert_eq!(v6.traffic_class(), 45 << 2 | 1);
+        assert_eq!(v6.flow_label().value(), 0xabcde);
+        assert_eq!(v6.version(), 6);
+    }
+
+    #[test]
+    fn set_pcp_rewrites_the_outer_tag_only() {
+        let mut f = udp_frame(MacAddr::local(1), MacAddr::local(2), 0, Some((0xabc, 3)), b"x");
+        f[14] |= 0x10; // DEI
+        set_pcp(&mut f, 4);
+        let tag = SingleVlanHeaderSlice::from_slice(&f[14..]).unwrap();
+        assert_eq!(tag.priority_code_point().value(), 4);
+        assert!(tag.drop_eligible_indicator());
+        assert_eq!(tag.vlan_identifier().value(), 0xabc);
+    }
+
+    proptest::proptest! {
+        /// The incremental update gives the checksum a from-scratch computation gives, for
+        /// any header (options, flags, addresses, TTL) and any old and new DSCP and ECN.
+        #[test]
+        fn incremental_checksum_matches_a_fresh_one(
+            dscp in 0u8..64, ecn in 0u8..4, new_dscp in 0u8..64, ttl: u8, id: u16,
+            src: [u8; 4], dst: [u8; 4], options in proptest::collection::vec(proptest::num::u8::ANY, 0..=10),
+            len in 0usize..1400, df: bool,
+        ) {
+            let mut ip = etherparse::Ipv4Header::new(len as u16, ttl, etherparse::IpNumber::UDP, src, dst).unwrap();
+            ip.dscp = etherparse::Ipv4Dscp::try_new(dscp).unwrap();
+            ip.ecn = etherparse::Ipv4Ecn::try_new(ecn).unwrap();
+            ip.identification = id;
+            ip.dont_fragment = df;
+            let mut opt = options.clone();
+            opt.resize(options.len().div_ceil(4) * 4, 0);
+            ip.options = etherparse::Ipv4Options::try_from(&opt[..]).unwrap();
+            ip.header_checksum = ip.calc_header_checksum();
+            let mut f = vec![0u8; 14];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            ip.write(&mut f).unwrap();
+            f.resize(f.len() + len, 0);
+            let at = parse_header(&f).unwrap().ip.unwrap();
+            set_dscp(&mut f, at, new_dscp);
+            let back = etherparse::Ipv4HeaderSlice::from_slice(&f[14..]).unwrap().to_header();
+            proptest::prop_assert_eq!(back.dscp.value(), new_dscp);
+            proptest::prop_assert_eq!(back.ecn.value(), ecn);
+            proptest::prop_assert_eq!(back.header_checksum, back.calc_header_checksum());
+        }
     }
 
     #[test]
@@ -106,5 +279,9 @@ pub(crate) mod tests {
         let mut t = vec![0u8; 14];
         t[12..14].copy_from_slice(&[0x81, 0x00]);
         assert_eq!(parse_header(&t).unwrap().pcp, None);
+        // A header that claims more than the frame holds is left alone.
+        let mut short = udp_frame(MacAddr::local(1), MacAddr::local(2), 4, None, b"");
+        assert!(!set_dscp(&mut short, IpAt { offset: 60, v6: false }, 1));
+        assert!(!set_dscp(&mut short, IpAt { offset: 60, v6: true }, 1));
     }
 }

@@ -18,5 +18,6 @@ pub mod slowpath;
 pub mod speed;
 pub mod stats;
 pub mod switch;
+pub mod tagging;
 pub mod time;
 pub mod traffic_map;

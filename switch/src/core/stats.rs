@@ -261,6 +261,70 @@ pub struct SwitchStats {
     /// Events the slowpath channel refused (should stay 0).
     pub slowpath_overflow: u64,
     pub ports: Vec<PortStats>,
+    /// The Tagger table this switch applies, and what it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tagger: Option<TaggerStats>,
+}
+
+/// What a Tagger table did to the frames of one (ingress port, arriving tag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagCounters {
+    /// Matched an ingress rule: queued as lossless under its priority.
+    pub classified: u64,
+    /// Left with another tag than they came with, by a rewrite rule.
+    pub rewritten: u64,
+    /// Matched no ingress rule (or carried no tag): the default tag, lossy.
+    pub default_ingress: u64,
+    /// Lossless, but the hop out had no rewrite rule: the default tag, lossy.
+    pub default_egress: u64,
+}
+
+impl TagCounters {
+    pub fn to_default(&self) -> u64 {
+        self.default_ingress + self.default_egress
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == TagCounters::default()
+    }
+}
+
+/// Counters of one (ingress port, tag); `tag` is absent for frames without an IP header.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagRow {
+    pub port: String,
+    pub tag: Option<u8>,
+    #[serde(flatten)]
+    pub counters: TagCounters,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaggerStats {
+    /// The switch the table was written for.
+    pub table_switch: String,
+    /// The table's file.
+    pub source: String,
+    pub rules: usize,
+    pub ingress_rules: usize,
+    pub rewrite_rules: usize,
+    pub lossless: Vec<u8>,
+    pub initial_tag: u8,
+    pub default_tag: u8,
+    pub default_priority: u8,
+    /// Every (port, tag) with a non-zero counter.
+    pub tags: Vec<TagRow>,
+}
+
+impl TaggerStats {
+    /// The sum over every (port, tag).
+    pub fn totals(&self) -> TagCounters {
+        self.tags.iter().fold(TagCounters::default(), |a, r| TagCounters {
+            classified: a.classified + r.counters.classified,
+            rewritten: a.rewritten + r.counters.rewritten,
+            default_ingress: a.default_ingress + r.counters.default_ingress,
+            default_egress: a.default_egress + r.counters.default_egress,
+        })
+    }
 }
 
 impl PortStats {

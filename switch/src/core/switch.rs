@@ -11,7 +11,7 @@ use super::checking::CheckingMessage;
 use super::classify::Classifier;
 use super::config::{Config, DcfitConfig, DeadlockResolution, PauseMode, Scheduler};
 use super::dcfit::{self, CheckChoice, DeadlockTracker, PortChecks};
-use super::ether::{self, FrameHeader};
+use super::ether::{self, FrameHeader, IpAt};
 use super::fdb::{Fdb, Learned, PortId};
 use super::histogram::Histogram;
 use super::mac::MacAddr;
@@ -22,8 +22,10 @@ use super::shaper::Shaper;
 use super::slowpath::{HeldFrame, Released, ToSlowpath};
 use super::speed::Speed;
 use super::stats::{
-    CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats, XoffEpisode,
+    CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats, TagCounters, TagRow,
+    TaggerStats, XoffEpisode,
 };
+use super::tagging::{TagTable, TAGS};
 use super::time::Time;
 use super::traffic_map::TrafficMap;
 
@@ -37,6 +39,8 @@ pub trait FramePool {
     fn bytes(&self, id: FrameId) -> &[u8];
     /// Sets the frame's length and returns its contents for writing.
     fn write(&mut self, id: FrameId, len: usize) -> &mut [u8];
+    /// The frame's contents for rewriting in place (its length unchanged).
+    fn bytes_mut(&mut self, id: FrameId) -> &mut [u8];
     /// Copies the contents of `from` into `to`.
     fn copy(&mut self, from: FrameId, to: FrameId);
     /// When a received frame arrived, if the receive path stamped it; else the switch
@@ -100,6 +104,41 @@ impl Default for TxBatch {
         TxBatch::new()
     }
 }
+
+/// How a received frame was classified: the priority it is charged to at ingress and,
+/// under a Tagger table, its tag.
+#[derive(Clone, Copy, Debug)]
+struct Class {
+    prio: u8,
+    tag: Tagged,
+    ip: Option<IpAt>,
+    vlan: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tagged {
+    /// No table: the priority is the frame's, unchanged on every egress.
+    Off,
+    /// Matched the ingress rule for this tag: lossless while the egress has a rewrite rule.
+    Lossless(u8),
+    /// Matched no rule (or has no IP header): the table's default, lossy.
+    Default,
+}
+
+/// Where a classified frame goes on one egress: the ingress group it is charged to, the
+/// egress queue it waits in, and the tag it leaves with (when it is rewritten).
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    group: u8,
+    queue: u8,
+    tag: Option<u8>,
+    /// The tag comes from a rewrite rule (not the default).
+    by_rule: bool,
+}
+
+/// Tag counters per (ingress port, tag); the slot after the last tag is for frames
+/// without an IP header.
+const TAG_SLOTS: usize = TAGS + 1;
 
 /// DRR quantum per unit of weight.
 const DRR_QUANTUM: u32 = 1536;
@@ -178,6 +217,8 @@ pub struct Switch {
     buffer: SharedBuffer,
     frames: FrameTable,
     classifier: Classifier,
+    tags: Option<TagTable>,
+    tag_counters: Vec<TagCounters>,
     lossless: u8,
     quanta: u16,
     lossy_queue_bytes: u64,
@@ -201,8 +242,9 @@ pub struct Switch {
 
 impl Switch {
     /// A switch for `config` (validated, with every port's MAC filled in) holding frames
-    /// with ids below `frame_capacity`.
-    pub fn new(config: &Config, frame_capacity: u32, now: Time) -> Switch {
+    /// with ids below `frame_capacity`, applying `tags` if given (compiled for this config
+    /// by [`TagTable::apply`], which makes its priorities the lossless ones).
+    pub fn new(config: &Config, tags: Option<TagTable>, frame_capacity: u32, now: Time) -> Switch {
         let quanta = config.pfc.quanta;
         let ports = config
             .ports
@@ -277,7 +319,9 @@ impl Switch {
             buffer,
             frames: FrameTable::new(frame_capacity),
             classifier: Classifier::new(&config.classify),
-            lossless: config.lossless_mask(),
+            lossless: tags.as_ref().map_or(config.lossless_mask(), TagTable::lossless_mask),
+            tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },
+            tags,
             quanta,
             lossy_queue_bytes: config.buffer.lossy_queue_bytes,
             next_aging: now + FDB_AGING_PERIOD,
@@ -343,17 +387,71 @@ impl Switch {
         if !header.src.is_zero() && self.fdb.learn(header.src, port, now) == Learned::Moved {
             p.counters.fdb_moves += 1;
         }
-        let prio = self.classifier.priority(&header);
-        self.ports[port].prio[usize::from(prio)].rx_frames += 1;
+        let class = self.classify(port, &header);
+        self.ports[port].prio[usize::from(class.prio)].rx_frames += 1;
         let destination = if header.dst.is_multicast() { None } else { self.fdb.lookup(header.dst, now) };
         match destination {
             Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),
-            Some(egress) => self.enqueue(arrived, pool, port, egress, id, len, prio),
-            None => self.flood(arrived, pool, port, id, len, prio),
+            Some(egress) => self.enqueue(arrived, pool, port, egress, id, len, class),
+            None => self.flood(arrived, pool, port, id, len, class),
         }
     }
 
-    fn flood<P: FramePool>(&mut self, now: Time, pool: &mut P, ingress: PortId, id: FrameId, len: usize, prio: u8) {
+    /// The priority a frame is charged to at ingress: its PCP or mapped DSCP, or under a
+    /// Tagger table the priority of its tag's ingress rule (else the table's default).
+    fn classify(&mut self, port: PortId, h: &FrameHeader) -> Class {
+        let (ip, vlan) = (h.ip, h.pcp.is_some());
+        let Some(table) = &self.tags else {
+            return Class { prio: self.classifier.priority(h), tag: Tagged::Off, ip, vlan };
+        };
+        let slot = port * TAG_SLOTS + h.dscp.map_or(TAGS, usize::from);
+        match h.dscp.and_then(|tag| Some((tag, table.ingress(port, tag)?))) {
+            Some((tag, prio)) => {
+                self.tag_counters[slot].classified += 1;
+                Class { prio, tag: Tagged::Lossless(tag), ip, vlan }
+            }
+            None => {
+                self.tag_counters[slot].default_ingress += 1;
+                Class { prio: table.default_priority, tag: Tagged::Default, ip, vlan }
+            }
+        }
+    }
+
+    /// Where a frame of `class` from `ingress` waits on `egress`, and the tag it leaves with.
+    fn place(&mut self, ingress: PortId, egress: PortId, class: Class) -> Placement {
+        let Some(table) = &self.tags else {
+            return Placement { group: class.prio, queue: class.prio, tag: None, by_rule: false };
+        };
+        let (prio, tag) = (table.default_priority, table.default_tag);
+        let default = Placement { group: prio, queue: prio, tag: Some(tag), by_rule: false };
+        match class.tag {
+            Tagged::Off | Tagged::Default => default,
+            Tagged::Lossless(tag) => match table.rewrite(ingress, tag, egress) {
+                Some(next) => {
+                    Placement { group: class.prio, queue: table.priority_of(next), tag: Some(next), by_rule: true }
+                }
+                None => {
+                    self.tag_counters[ingress * TAG_SLOTS + usize::from(tag)].default_egress += 1;
+                    default
+                }
+            },
+        }
+    }
+
+    /// Writes the tag (DSCP) and, in a VLAN-tagged frame, the egress priority (PCP).
+    fn rewrite<P: FramePool>(&mut self, pool: &mut P, ingress: PortId, id: FrameId, class: Class, at: Placement) {
+        let Some(tag) = at.tag else { return };
+        let frame = pool.bytes_mut(id);
+        if class.vlan {
+            ether::set_pcp(frame, at.queue);
+        }
+        let changed = class.ip.is_some_and(|ip| ether::set_dscp(frame, ip, tag));
+        if let (true, true, Tagged::Lossless(from)) = (changed, at.by_rule, class.tag) {
+            self.tag_counters[ingress * TAG_SLOTS + usize::from(from)].rewritten += 1;
+        }
+    }
+
+    fn flood<P: FramePool>(&mut self, now: Time, pool: &mut P, ingress: PortId, id: FrameId, len: usize, class: Class) {
         let targets: u64 =
             self.ports.iter().enumerate().filter(|(i, p)| *i != ingress && p.flood).fold(0, |m, (i, _)| m | (1 << i));
         if targets == 0 {
@@ -363,10 +461,10 @@ impl Switch {
         let last = 63 - targets.leading_zeros() as usize;
         for egress in (0..self.ports.len()).filter(|e| targets & (1 << e) != 0) {
             if egress == last {
-                self.enqueue(now, pool, ingress, egress, id, len, prio);
+                self.enqueue(now, pool, ingress, egress, id, len, class);
             } else if let Some(copy) = pool.alloc() {
                 pool.copy(id, copy);
-                self.enqueue(now, pool, ingress, egress, copy, len, prio);
+                self.enqueue(now, pool, ingress, egress, copy, len, class);
             } else {
                 self.ports[ingress].counters.drops.count(DropReason::NoBuffer);
             }
@@ -388,9 +486,10 @@ impl Switch {
         egress: PortId,
         id: FrameId,
         len: usize,
-        prio: u8,
+        class: Class,
     ) {
-        let p = usize::from(prio);
+        let at = self.place(ingress, egress, class);
+        let (p, q) = (usize::from(at.group), usize::from(at.queue));
         let bytes = len as u64;
         let admitted = if self.is_lossless(p) {
             let a = self.buffer.admit_lossless(ingress, p, bytes);
@@ -408,7 +507,7 @@ impl Switch {
             }
             a.admitted
         } else {
-            let queued = self.ports[egress].queues[p].bytes();
+            let queued = self.ports[egress].queues[q].bytes();
             let ok = self.buffer.admit_lossy(ingress, p, bytes, queued, self.lossy_queue_bytes);
             if !ok {
                 self.ports[ingress].prio[p].lossy_drops += 1;
@@ -419,24 +518,26 @@ impl Switch {
         if !admitted {
             return;
         }
-        self.frames.set(id, len as u32, ingress as u16, prio, now);
+        self.rewrite(pool, ingress, id, class, at);
+        self.frames.set(id, len as u32, ingress as u16, at.group, now);
         let e = &self.ports[egress];
-        if e.watchdog.is_some_and(|(until, prios)| now < until && prios & (1 << p) != 0) {
+        if e.watchdog.is_some_and(|(until, prios)| now < until && prios & (1 << q) != 0) {
             // A deadlock is being broken on this queue: drop, as a PFC watchdog would.
             self.discard(pool, egress, id);
             return;
         }
         // Paused takes precedence over blocked: a paused priority queues as usual. But a
         // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
-        let paused = e.pause.paused_mask(now) & (1 << p) != 0;
-        let to_slowpath = e.at_slowpath[p] > 0 || (self.blocked & (1 << egress) != 0 && !paused);
+        let paused = e.pause.paused_mask(now) & (1 << q) != 0;
+        let to_slowpath = e.at_slowpath[q] > 0 || (self.blocked & (1 << egress) != 0 && !paused);
         if to_slowpath {
-            self.ports[egress].at_slowpath[p] += 1;
+            self.ports[egress].at_slowpath[q] += 1;
             self.map.handed_to_slowpath(ingress, egress);
-            let held = HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio };
+            let held =
+                HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio: at.queue };
             self.outbox.push(ToSlowpath::Held(held));
         } else {
-            self.ports[egress].queues[p].push(&mut self.frames, id);
+            self.ports[egress].queues[q].push(&mut self.frames, id);
             self.map.queued(ingress, egress);
         }
     }
@@ -923,6 +1024,33 @@ impl Switch {
             deadlocks_detected: self.deadlocks,
             slowpath_overflow: 0,
             ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
+            tagger: self.tags.as_ref().map(|t| self.tagger_stats(t)),
+        }
+    }
+
+    fn tagger_stats(&self, t: &TagTable) -> TaggerStats {
+        let tags = self
+            .tag_counters
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.is_zero())
+            .map(|(k, c)| TagRow {
+                port: self.ports[k / TAG_SLOTS].name.clone(),
+                tag: u8::try_from(k % TAG_SLOTS).ok().filter(|&tag| usize::from(tag) < TAGS),
+                counters: *c,
+            })
+            .collect();
+        TaggerStats {
+            table_switch: t.switch.clone(),
+            source: t.source.clone(),
+            rules: t.ingress_rules + t.rewrite_rules,
+            ingress_rules: t.ingress_rules,
+            rewrite_rules: t.rewrite_rules,
+            lossless: t.lossless_priorities(),
+            initial_tag: t.initial_tag,
+            default_tag: t.default_tag,
+            default_priority: t.default_priority,
+            tags,
         }
     }
 

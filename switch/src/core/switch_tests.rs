@@ -2,6 +2,8 @@ use super::*;
 use crate::core::config::{Config, PauseMode, Scheduler};
 use crate::core::ether::tests::udp_frame;
 use crate::core::pfc::ControlFrame;
+use crate::core::stats::{TagCounters, TaggerStats};
+use crate::core::tagging::TagTable;
 
 /// Frames as plain vectors.
 pub(crate) struct VecPool {
@@ -41,6 +43,9 @@ impl FramePool for VecPool {
         f.resize(len, 0);
         f
     }
+    fn bytes_mut(&mut self, id: FrameId) -> &mut [u8] {
+        &mut self.frames[id.0 as usize]
+    }
     fn copy(&mut self, from: FrameId, to: FrameId) {
         let data = self.frames[from.0 as usize].clone();
         self.frames[to.0 as usize] = data;
@@ -63,7 +68,16 @@ pub(crate) fn mac(n: u64) -> MacAddr {
 impl Rig {
     pub(crate) fn new(config: Config) -> Rig {
         let now = Time::from_millis(1000);
-        Rig { sw: Switch::new(&config, POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+        Rig { sw: Switch::new(&config, None, POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+    }
+
+    /// A switch applying the Tagger table in `text` (see [`crate::core::tagging::tests::TABLE`]).
+    pub(crate) fn tagged(mut config: Config, text: &str) -> Rig {
+        config.name = "sw1".into();
+        let tables = crate::core::tagging::tests::tables(text);
+        let table = TagTable::apply(&mut config, &tables, "sw1.toml", false).unwrap();
+        let now = Time::from_millis(1000);
+        Rig { sw: Switch::new(&config, Some(table), POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
     }
 
     pub(crate) fn ports(n: usize) -> Config {
@@ -200,7 +214,7 @@ fn congested(lossless: bool) -> (Rig, Vec<u8>) {
     c.buffer.headroom_bytes = 5_000;
     c.buffer.lossy_queue_bytes = 12_000;
     if !lossless {
-        c.pfc.lossless = vec![4];
+        c.pfc.lossless = Some(vec![4]);
     }
     let mut r = Rig::new(c);
     // Teach the switch where host 2 is.
@@ -434,7 +448,7 @@ fn shaper_paces_egress_at_the_port_speed() {
 #[test]
 fn drr_shares_by_weight_and_strict_goes_first() {
     let mut c = Rig::ports(2);
-    c.pfc.lossless = vec![];
+    c.pfc.lossless = Some(vec![]);
     c.classify.dscp = [("1", 1), ("2", 2), ("5", 5)].iter().map(|(d, p)| (d.to_string(), *p)).collect();
     c.ports[1].scheduler = Scheduler::Drr { weights: [1, 1, 3, 1, 1, 0, 1, 1] };
     c.buffer.lossy_queue_bytes = 1 << 20;
@@ -787,4 +801,183 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     assert!(r.tx(1).is_empty());
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 3 + 11);
     assert_eq!(r.stats().ports[1].held_by_slowpath, 0);
+}
+
+mod tagger {
+    use super::*;
+    use crate::core::ether::{parse_header, IpAt};
+    use crate::core::tagging::tests::TABLE;
+
+    /// The table's switch with host 2 learned on port 2 (index 1) and host 3 on port 3.
+    fn rig() -> Rig {
+        let mut r = Rig::tagged(Rig::ports(3), TABLE);
+        r.rx(1, &data(2, 99, 0, 64));
+        r.rx(2, &data(3, 99, 0, 64));
+        for p in 0..3 {
+            r.tx(p);
+        }
+        r
+    }
+
+    fn checksum_ok(f: &[u8], at: IpAt) -> bool {
+        let h = etherparse::Ipv4HeaderSlice::from_slice(&f[usize::from(at.offset)..]).unwrap().to_header();
+        h.header_checksum == h.calc_header_checksum()
+    }
+
+    fn tags(r: &Rig) -> TaggerStats {
+        r.stats().tagger.expect("the switch reports its table")
+    }
+
+    fn row(r: &Rig, port: &str, tag: Option<u8>) -> TagCounters {
+        tags(r).tags.iter().find(|t| t.port == port && t.tag == tag).map(|t| t.counters).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_tagged_frame_is_charged_to_its_tags_priority_and_leaves_with_the_rewritten_tag() {
+        let mut r = rig();
+        r.rx(0, &data(1, 2, 2, 200));
+        let out = r.tx(1);
+        assert_eq!(out.len(), 1);
+        let h = parse_header(&out[0]).unwrap();
+        assert_eq!(h.dscp, Some(1), "rewritten by (ingress 1, tag 2, egress 2) → 1");
+        assert!(checksum_ok(&out[0], h.ip.unwrap()));
+        let s = r.stats();
+        assert_eq!(s.ports[0].priorities[4].counters.rx_frames, 1, "charged to tag 2's priority at ingress");
+        assert_eq!(s.ports[1].priorities[3].counters.tx_frames, 1, "queued under tag 1's priority at egress");
+        let c = row(&r, "p0", Some(2));
+        assert_eq!((c.classified, c.rewritten, c.to_default()), (1, 1, 0));
+        // A rule that keeps the tag leaves the frame as it was.
+        let original = data(1, 3, 2, 200);
+        r.rx(0, &original);
+        assert_eq!(r.tx(2), vec![original]);
+        assert_eq!(row(&r, "p0", Some(2)).rewritten, 1);
+        assert_eq!(s.tagger.as_ref().map(|t| (t.rules, t.lossless.clone())), Some((5, vec![3, 4])));
+    }
+
+    #[test]
+    fn the_egress_queue_obeys_pauses_of_the_new_tags_priority_only() {
+        let mut r = rig();
+        r.rx(1, &pfc_frame(1 << 4, 65535));
+        r.rx(0, &data(1, 2, 2, 200));
+        assert_eq!(r.tx(1).len(), 1, "a pause of the old tag's priority does not stop it");
+        r.rx(1, &pfc_frame(1 << 3, 65535));
+        r.rx(0, &data(1, 2, 2, 200));
+        assert!(r.tx(1).is_empty(), "a pause of the new tag's priority does");
+        r.rx(1, &pfc_frame(1 << 3, 0));
+        assert_eq!(r.tx(1).len(), 1);
+    }
+
+    #[test]
+    fn the_ingress_group_of_the_arriving_tag_pauses_the_upstream() {
+        let mut c = Rig::ports(3);
+        c.buffer.xoff_bytes = Some(2_000);
+        c.buffer.xon_offset_bytes = Some(1_000);
+        let mut r = Rig::tagged(c, TABLE);
+        r.rx(1, &data(2, 99, 0, 64));
+        r.tx(0);
+        r.rx(1, &pfc_frame(1 << 3, 65535));
+        for _ in 0..3 {
+            r.rx(0, &data(1, 2, 2, 1000));
+        }
+        let sent = r.tx(0);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(pfc_of(&sent[0]).enabled, 1 << 4, "the upstream sent tag 2: its priority is paused");
+    }
+
+    #[test]
+    fn a_tag_without_an_ingress_rule_goes_lossy_with_the_default_tag() {
+        let mut r = rig();
+        let lossy_sent = r.stats().ports[1].priorities[0].counters.tx_frames;
+        r.rx(0, &data(1, 2, 5, 200));
+        let out = r.tx(1);
+        let h = parse_header(&out[0]).unwrap();
+        assert_eq!(h.dscp, Some(0));
+        assert!(checksum_ok(&out[0], h.ip.unwrap()));
+        let s = r.stats();
+        assert_eq!(s.ports[0].priorities[0].counters.rx_frames, 1);
+        assert_eq!(s.ports[1].priorities[0].counters.tx_frames, lossy_sent + 1);
+        assert_eq!(row(&r, "p0", Some(5)).default_ingress, 1);
+        // Tag 1 has a rule on port 2, not on port 1.
+        r.rx(0, &data(1, 2, 1, 200));
+        assert_eq!(parse_header(&r.tx(1)[0]).unwrap().dscp, Some(0));
+        assert_eq!(row(&r, "p0", Some(1)).default_ingress, 1);
+    }
+
+    #[test]
+    fn a_lossless_frame_on_a_hop_without_a_rewrite_rule_never_stays_lossless() {
+        let mut r = rig();
+        r.rx(0, &data(1, 9, 0, 64));
+        for p in 0..3 {
+            r.tx(p);
+        }
+        // Port 2's tag 1 has a rule to port 3 only: to port 1 it falls to the default.
+        r.rx(1, &data(2, 1, 1, 200));
+        let waiting = r.stats();
+        let group = |prio: usize| waiting.ports[1].priorities[prio].ingress_bytes;
+        assert_eq!((group(3), group(0)), (0, 200), "charged to the lossy default, not to tag 1's priority");
+        let lossy_sent = waiting.ports[0].priorities[0].counters.tx_frames;
+        let out = r.tx(0);
+        assert_eq!(parse_header(&out[0]).unwrap().dscp, Some(0));
+        assert_eq!(r.stats().ports[0].priorities[0].counters.tx_frames, lossy_sent + 1, "and queued as lossy");
+        let c = row(&r, "p1", Some(1));
+        assert_eq!((c.classified, c.default_egress, c.rewritten), (1, 1, 0));
+    }
+
+    #[test]
+    fn flooded_copies_each_carry_their_own_egress_tag() {
+        let mut r = Rig::tagged(Rig::ports(3), TABLE);
+        r.rx(0, &data(1, 7, 2, 200));
+        let (to2, to3) = (r.tx(1), r.tx(2));
+        assert_eq!(parse_header(&to2[0]).unwrap().dscp, Some(1));
+        assert_eq!(parse_header(&to3[0]).unwrap().dscp, Some(2));
+        assert_eq!(r.pool.free_count(), POOL as usize);
+    }
+
+    #[test]
+    fn a_vlan_tagged_frame_gets_the_egress_priority_in_its_pcp() {
+        let mut r = rig();
+        let f = udp_frame(mac(1), mac(2), 2, Some((100, 0)), &[0; 100]);
+        r.rx(0, &f);
+        let out = r.tx(1);
+        let h = parse_header(&out[0]).unwrap();
+        assert_eq!((h.pcp, h.dscp), (Some(3), Some(1)));
+        assert!(checksum_ok(&out[0], h.ip.unwrap()));
+        assert_eq!(u16::from_be_bytes([out[0][14], out[0][15]]) & 0x0fff, 100, "VLAN id kept");
+        // Off the table: the default priority.
+        r.rx(0, &udp_frame(mac(1), mac(2), 9, Some((100, 4)), &[0; 100]));
+        let h = parse_header(&r.tx(1)[0]).unwrap();
+        assert_eq!((h.pcp, h.dscp), (Some(0), Some(0)));
+    }
+
+    #[test]
+    fn ipv6_frames_are_tagged_in_the_traffic_class() {
+        let mut r = rig();
+        let mut f = Vec::new();
+        let ip = etherparse::Ipv6Header {
+            traffic_class: 2 << 2 | 2,
+            next_header: etherparse::IpNumber::UDP,
+            hop_limit: 64,
+            ..Default::default()
+        };
+        etherparse::PacketBuilder::ethernet2(mac(1).0, mac(2).0)
+            .ip(etherparse::IpHeaders::Ipv6(ip, Default::default()))
+            .udp(1, 2)
+            .write(&mut f, &[0; 100])
+            .unwrap();
+        r.rx(0, &f);
+        let out = r.tx(1);
+        let v6 = etherparse::Ipv6HeaderSlice::from_slice(&out[0][14..]).unwrap();
+        assert_eq!(v6.traffic_class(), 1 << 2 | 2, "tag 1, ECN kept");
+    }
+
+    #[test]
+    fn frames_without_an_ip_header_take_the_default_priority() {
+        let mut r = rig();
+        let mut arp = data(1, 2, 0, 64);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        r.rx(0, &arp);
+        assert_eq!(r.tx(1), vec![arp], "passed on unchanged");
+        assert_eq!(row(&r, "p0", None).default_ingress, 1);
+        assert_eq!(r.stats().ports[0].priorities[0].counters.rx_frames, 1);
+    }
 }

@@ -20,6 +20,7 @@ use crate::core::config::Config;
 use crate::core::slowpath::{ToDataplane, ToSlowpath};
 use crate::core::stats::{SocketCounters, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
+use crate::core::tagging::TagTable;
 use crate::core::time::Time;
 use slowpath::{SharedView, Slowpath, SlowpathParts};
 use sys::{SysError, Waker};
@@ -53,10 +54,12 @@ pub enum DataplaneError {
 }
 
 /// Start-up options that are not part of the switch configuration.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// Replace XDP programs already attached to the interfaces.
     pub force: bool,
+    /// The Tagger table to apply, compiled for this configuration.
+    pub tags: Option<TagTable>,
 }
 
 pub struct Dataplane {
@@ -156,7 +159,7 @@ impl Dataplane {
         for c in &mut classifiers {
             c.attach(options.force)?;
         }
-        let switch = Switch::new(&config, pool.capacity(), sys::now());
+        let switch = Switch::new(&config, options.tags, pool.capacity(), sys::now());
         tracing::info!(
             name = %config.name,
             ports = config.ports.len(),

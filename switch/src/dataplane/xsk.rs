@@ -197,6 +197,15 @@ impl FramePool for UmemPool {
         unsafe { std::slice::from_raw_parts_mut(ptr, n) }
     }
 
+    fn bytes_mut(&mut self, id: FrameId) -> &mut [u8] {
+        // SAFETY: as in `bytes`; the frame is ours while we hold its id.
+        let mut data = unsafe { self.umem.data_mut(&mut self.current[id.0 as usize]) };
+        let slice = data.contents_mut();
+        let (ptr, n) = (slice.as_mut_ptr(), slice.len());
+        // SAFETY: as in `write`: the UMEM outlives the borrow of `self`, which is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(ptr, n) }
+    }
+
     fn arrival(&self, id: FrameId) -> Option<Time> {
         match self.arrival_ns[id.0 as usize] {
             0 => None,

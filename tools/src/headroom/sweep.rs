@@ -195,7 +195,7 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
     for p in &mut config.ports {
         p.speed = opts.speed;
     }
-    config.pfc.lossless = opts.prios.clone();
+    config.pfc.lossless = Some(opts.prios.clone());
     config.classify.dscp = opts.prios.iter().map(|p| (p.to_string(), *p)).collect();
     config.buffer.xoff_bytes = Some(opts.xoff_bytes);
     config.buffer.xon_offset_bytes = Some(opts.xoff_bytes / 4);
