@@ -38,7 +38,8 @@ enum Cmd {
         out: PathBuf,
         #[arg(long, value_enum, default_value = "toml")]
         format: OutFormat,
-        /// The priority (lossless queue) of tag 1, 2, ...: default tag t at priority t.
+        /// The priority (lossless queue) of tag 1, 2, ...: default tag t at priority t,
+        /// skipping --lossy-priority (tag t at t + 1 from there on).
         #[arg(long, value_delimiter = ',')]
         priorities: Option<Vec<u8>>,
         #[arg(long, default_value_t = 0)]
@@ -99,7 +100,7 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
         Cmd::Compute { topology, routes, algorithm, out, format, priorities, lossy_priority, dot } => {
-            let mut prio = Priorities { lossy: lossy_priority, ..Priorities::default() };
+            let mut prio = Priorities::with_lossy(lossy_priority);
             if let Some(p) = priorities {
                 prio.lossless = p;
             }

@@ -71,6 +71,11 @@ impl Default for Priorities {
 }
 
 impl Priorities {
+    /// Tag t at priority t, skipping the lossy priority (and taking 0 last when it is free).
+    pub fn with_lossy(lossy: u8) -> Priorities {
+        Priorities { lossless: (1..=7).chain([0]).filter(|&p| p != lossy).collect(), lossy }
+    }
+
     fn check(&self, tags: u8) -> Result<(), SystemError> {
         let mut sorted = self.lossless.clone();
         sorted.sort_unstable();

@@ -172,3 +172,62 @@ fn eval_quick_runs_every_small_case_in_its_own_process() {
     assert_eq!(tags("fat-tree k=8, 3 bounces"), 4);
     assert_eq!(tags("leaf-spine 4×8, 2 bounces"), 3);
 }
+
+/// A 3-leaf, 2-spine leaf-spine whose leaf0 has lost both uplinks (its host reaches nobody).
+fn cut_off_leaf(dir: &Path) -> PathBuf {
+    let text = "[[switch]]\nname = \"spine0\"\nlayer = 1\n[[switch]]\nname = \"spine1\"\nlayer = 1\n\
+                [[switch]]\nname = \"leaf0\"\nlayer = 0\n[[switch]]\nname = \"leaf1\"\nlayer = 0\n\
+                [[switch]]\nname = \"leaf2\"\nlayer = 0\n\
+                [[host]]\nname = \"h0\"\n[[host]]\nname = \"h1\"\n[[host]]\nname = \"h2\"\n\
+                [[link]]\na = \"h0\"\nb = \"leaf0\"\n[[link]]\na = \"h1\"\nb = \"leaf1\"\n[[link]]\na = \"h2\"\nb = \"leaf2\"\n\
+                [[link]]\na = \"leaf1\"\nb = \"spine0\"\n[[link]]\na = \"leaf1\"\nb = \"spine1\"\n\
+                [[link]]\na = \"leaf2\"\nb = \"spine0\"\n[[link]]\na = \"leaf2\"\nb = \"spine1\"\n";
+    let path = dir.join("cut.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn updown_routes_that_can_reach_no_host_are_dropped_not_a_verification_failure() {
+    let dir = TempDir::new("cut-leaf");
+    let topo = cut_off_leaf(&dir.0);
+    for routes in ["updown", "updown:bounces=1", "shortest"] {
+        let out_dir = dir.0.join(routes.replace(':', "-"));
+        let out = compute(topo.to_str().unwrap(), routes, &out_dir, &[]);
+        assert!(out.status.success(), "{routes}: {}{}", stdout(&out), stderr(&out));
+        let tables = read_tables(&out_dir).unwrap();
+        let leaf0 = tables.iter().find(|(_, t)| t.switch == "leaf0").unwrap();
+        assert!(leaf0.1.ingress.is_empty(), "{routes}: no route starts at leaf0's host: {:?}", leaf0.1);
+        let leaf1 = tables.iter().find(|(_, t)| t.switch == "leaf1").unwrap();
+        assert!(!leaf1.1.ingress.is_empty(), "{routes}: h1 still reaches h2");
+    }
+}
+
+#[test]
+fn a_topology_without_routes_says_so() {
+    let dir = TempDir::new("no-routes");
+    let lone = dir.0.join("lone.toml");
+    std::fs::write(
+        &lone,
+        "[[switch]]\nname = \"a\"\nlayer = 0\n[[host]]\nname = \"h\"\n[[link]]\na = \"h\"\nb = \"a\"\n",
+    )
+    .unwrap();
+    for routes in ["updown", "shortest"] {
+        let out = compute(lone.to_str().unwrap(), routes, &dir.0.join("out"), &[]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("no routes: no {routes} route leads from one host to another")), "{err}");
+        assert!(!err.contains("a bug"), "{err}");
+    }
+}
+
+#[test]
+fn a_lossy_priority_alone_moves_the_tags_past_it() {
+    let dir = TempDir::new("lossy-prio");
+    let out = compute("fattree:k=4", "updown:bounces=1", &dir.0, &["--lossy-priority", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("tag 2 → priority 3, tag 1 → priority 2; anything unmatched: tag 0, priority 1"), "{text}");
+    let (_, t) = read_tables(&dir.0).unwrap().remove(0);
+    assert_eq!((t.priorities, t.default.priority), (vec![2, 3], 1));
+}

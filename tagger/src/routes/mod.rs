@@ -54,6 +54,8 @@ pub enum RouteError {
     BadRoute { route: usize, problem: String },
     #[error("no routes: no switch has a host")]
     NoHosts,
+    #[error("no routes: {0} leads from one host to another")]
+    NoRoutes(String),
     #[error("the route model would have {0} states, more than 2^32")]
     TooManyStates(u64),
 }
@@ -112,12 +114,115 @@ impl RouteSpec {
         if !(0..t.switches.len() as u32).any(|s| t.has_hosts(s)) {
             return Err(RouteError::NoHosts);
         }
-        Ok(match self {
+        let model: Box<dyn RouteModel + 't> = match self {
             RouteSpec::UpDown { bounces } => Box::new(updown::UpDown::new(t, *bounces)?),
             RouteSpec::Shortest => Box::new(shortest::Shortest::new(t)?),
             RouteSpec::KShortest { k } => Box::new(explicit::Explicit::k_shortest(t, *k as usize)?),
             RouteSpec::File(path) => Box::new(explicit::Explicit::read(t, path)?),
-        })
+        };
+        let pruned = Pruned::new(model);
+        if pruned.live_starts == 0 {
+            return Err(RouteError::NoRoutes(format!("no {self} route")));
+        }
+        Ok(Box::new(pruned))
+    }
+}
+
+/// A route model without the states from which no host can be reached. A walk the rule
+/// allows but that can never deliver (up-down into a leaf that lost its uplinks, a host
+/// alone on its switch) is no route: nothing is sent along it, so it needs no tag.
+pub struct Pruned<'t> {
+    inner: Box<dyn RouteModel + 't>,
+    live: Vec<u64>,
+    live_starts: usize,
+}
+
+impl<'t> Pruned<'t> {
+    pub fn new(inner: Box<dyn RouteModel + 't>) -> Pruned<'t> {
+        let n = inner.num_states();
+        let bit = |set: &[u64], s: State| set[s as usize / 64] & (1 << (s % 64)) != 0;
+        let set = |set: &mut [u64], s: State| set[s as usize / 64] |= 1 << (s % 64);
+        let (mut live, mut done, mut open) =
+            (vec![0u64; n.div_ceil(64)], vec![0u64; n.div_ceil(64)], vec![0u64; n.div_ceil(64)]);
+        let (mut starts, mut succ, mut deliver) = (Vec::new(), Vec::new(), Vec::new());
+        inner.starts(&mut starts);
+        // Depth first, deciding each state after its successors (post-order). A successor
+        // still open closes a cycle: its state counts as live, so that pruning never hides
+        // endless routes from the algorithms that report them.
+        let mut stack: Vec<(State, bool)> = Vec::new();
+        for &s0 in &starts {
+            if bit(&done, s0) || bit(&open, s0) {
+                continue;
+            }
+            stack.push((s0, false));
+            while let Some((s, expanded)) = stack.pop() {
+                succ.clear();
+                inner.successors(s, &mut succ);
+                if !expanded {
+                    if bit(&done, s) || bit(&open, s) {
+                        continue;
+                    }
+                    set(&mut open, s);
+                    stack.push((s, true));
+                    stack.extend(succ.iter().filter(|&&s2| !bit(&done, s2) && !bit(&open, s2)).map(|&s2| (s2, false)));
+                    continue;
+                }
+                deliver.clear();
+                inner.deliveries(s, &mut deliver);
+                let alive = !deliver.is_empty() || succ.iter().any(|&s2| bit(&live, s2) || bit(&open, s2));
+                if alive {
+                    set(&mut live, s);
+                }
+                open[s as usize / 64] &= !(1 << (s % 64));
+                set(&mut done, s);
+            }
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        let live_starts = starts.iter().filter(|&&s| bit(&live, s)).count();
+        Pruned { inner, live, live_starts }
+    }
+
+    fn is_live(&self, s: State) -> bool {
+        self.live[s as usize / 64] & (1 << (s % 64)) != 0
+    }
+
+    /// Drops the states from `out[from..]` that lead to no host.
+    fn keep_live(&self, out: &mut Vec<State>, from: usize) {
+        let mut k = from;
+        for i in from..out.len() {
+            if self.is_live(out[i]) {
+                out[k] = out[i];
+                k += 1;
+            }
+        }
+        out.truncate(k);
+    }
+}
+
+impl RouteModel for Pruned<'_> {
+    fn num_states(&self) -> usize {
+        self.inner.num_states()
+    }
+
+    fn port(&self, s: State) -> PortId {
+        self.inner.port(s)
+    }
+
+    fn starts(&self, out: &mut Vec<State>) {
+        let from = out.len();
+        self.inner.starts(out);
+        self.keep_live(out, from);
+    }
+
+    fn successors(&self, s: State, out: &mut Vec<State>) {
+        let from = out.len();
+        self.inner.successors(s, out);
+        self.keep_live(out, from);
+    }
+
+    fn deliveries(&self, s: State, out: &mut Vec<PortId>) {
+        self.inner.deliveries(s, out)
     }
 }
 
