@@ -614,6 +614,27 @@ impl Switch {
         self.map.slowpath_row(ingress)
     }
 
+    /// The egress queues (a priority mask) at `egress` that frames of `ingress` charged to
+    /// `groups` wait in: the same priorities, or under a Tagger table their new tags'.
+    fn egress_queues(&self, ingress: PortId, groups: u8, egress: PortId) -> u8 {
+        self.tags.as_ref().map_or(groups, |t| t.egress_queues(ingress, groups, egress))
+    }
+
+    /// Egress ports on which traffic of `ingress` waits in a queue the link partner has
+    /// paused, while `ingress` pauses its own upstream for that traffic: a checking message
+    /// that arrives on one of them travels on upstream through `ingress`.
+    pub fn blocked_by_pauses(&self, now: Time, ingress: PortId) -> u64 {
+        let groups = self.xoff_mask(ingress);
+        if groups == 0 {
+            return 0;
+        }
+        let row = self.map.row(ingress);
+        (0..self.ports.len())
+            .filter(|&e| row & (1 << e) != 0)
+            .filter(|&e| self.ports[e].pause.paused_mask(now) & self.egress_queues(ingress, groups, e) != 0)
+            .fold(0, |m, e| m | (1 << e))
+    }
+
     /// Priorities for which `port` is pausing its upstream.
     pub fn xoff_mask(&self, port: PortId) -> u8 {
         pfc::bits(self.lossless).filter(|&p| self.buffer.group(port, p).xoff).fold(0, |m, p| m | (1 << p))
@@ -896,7 +917,7 @@ impl Switch {
     /// [`crate::core::dcfit`] for the rule).
     fn checking_for(&mut self, now: Time, port: PortId, prios: u8) -> Option<CheckingMessage> {
         let downstream_paused = (0..self.ports.len())
-            .filter(|&e| self.ports[e].pause.paused_mask(now) & prios != 0)
+            .filter(|&e| self.ports[e].pause.paused_mask(now) & self.egress_queues(port, prios, e) != 0)
             .fold(0u64, |m, e| m | (1 << e));
         let choice = dcfit::choose(port, self.map.row(port), downstream_paused, &mut self.port_checks);
         let counters = &mut self.ports[port].checks;

@@ -970,6 +970,38 @@ mod tagger {
         assert_eq!(v6.traffic_class(), 1 << 2 | 2, "tag 1, ECN kept");
     }
 
+    /// Port 1 (index 0) congested with tag-2 frames (priority 4) that leave port 2 with
+    /// tag 1 (priority 3), while port 2's partner pauses `paused` with its own message.
+    fn congested_toward_a_pause(paused: u8) -> (Rig, CheckingMessage) {
+        let mut c = Rig::ports(3);
+        c.buffer.xoff_bytes = Some(2_000);
+        c.buffer.xon_offset_bytes = Some(1_000);
+        let mut r = Rig::tagged(c, TABLE);
+        r.rx(1, &data(2, 99, 0, 64));
+        r.tx(0);
+        r.tx(2);
+        let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2 };
+        r.rx(1, &pfc_with(paused, 65535, Some(theirs)));
+        for _ in 0..3 {
+            r.rx(0, &data(1, 2, 2, 1000));
+        }
+        (r, theirs)
+    }
+
+    #[test]
+    fn dcfit_follows_a_pause_only_through_the_queue_the_traffic_waits_in() {
+        // Paused on the arriving tag's priority, which these frames no longer use at
+        // port 2: the congestion at port 1 has a local cause, and its pause originates.
+        let (mut r, _) = congested_toward_a_pause(1 << 4);
+        let m = pfc_of(&r.tx(0)[0]).checking.expect("a checking message");
+        assert_eq!((m.origin_switch, m.hops), (my_id(&r), 0));
+        assert_eq!(r.sw.blocked_by_pauses(r.now, 0), 0);
+        // Paused on the new tag's priority, the one they wait in: the pause is passed on.
+        let (mut r, theirs) = congested_toward_a_pause(1 << 3);
+        assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(CheckingMessage { hops: 3, ..theirs }));
+        assert_eq!(r.sw.blocked_by_pauses(r.now, 0), 0b10);
+    }
+
     #[test]
     fn frames_without_an_ip_header_take_the_default_priority() {
         let mut r = rig();

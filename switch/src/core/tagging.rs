@@ -88,6 +88,8 @@ pub struct TagTable {
     rewrite: Vec<u8>,
     /// Tag → priority.
     tag_priority: [u8; TAGS],
+    /// Priority → tag (one tag per queue).
+    priority_tag: [u8; PRIORITIES],
     lossless: u8,
 }
 
@@ -124,6 +126,7 @@ impl TagTable {
             ingress: vec![NO_RULE; ports * TAGS],
             rewrite: vec![NO_RULE; ports * TAGS * ports],
             tag_priority: [NO_RULE; TAGS],
+            priority_tag: [NO_RULE; PRIORITIES],
             lossless: 0,
         };
         if tables.ingress.is_empty() {
@@ -166,6 +169,7 @@ impl TagTable {
                 None => prio_tag[usize::from(priority)] = Some((tg, rule.clone())),
             }
             *slot = priority;
+            t.priority_tag[usize::from(priority)] = tg;
             tag_source[usize::from(tg)].get_or_insert(rule);
             t.lossless |= 1 << priority;
             Ok(())
@@ -267,6 +271,19 @@ impl TagTable {
     /// The priority `tag` is queued under (valid for every tag a rewrite produces).
     pub fn priority_of(&self, tag: u8) -> u8 {
         self.tag_priority[usize::from(tag) % TAGS]
+    }
+
+    /// The tag lossless priority `prio` carries.
+    pub fn tag_of(&self, prio: usize) -> Option<u8> {
+        self.priority_tag.get(prio).copied().filter(|&t| t != NO_RULE)
+    }
+
+    /// The egress queues (a priority mask) at `egress` that frames of `ingress` charged to
+    /// the priorities in `groups` wait in: those of the tags they leave with.
+    pub fn egress_queues(&self, ingress: usize, groups: u8, egress: usize) -> u8 {
+        super::pfc::bits(groups)
+            .filter_map(|p| self.rewrite(ingress, self.tag_of(p)?, egress))
+            .fold(0, |m, tag| m | 1 << self.priority_of(tag))
     }
 
     pub fn lossless_mask(&self) -> u8 {

@@ -303,15 +303,16 @@ impl Dataplane {
 
     /// Hands the engine's events to the slowpath and publishes what it reads of our state.
     fn publish_for_slowpath(&mut self, now: Time) {
+        // The state first: the slowpath judges a checking message by the pauses that
+        // came with it.
+        for (i, v) in self.view.blocked.iter().enumerate() {
+            v.store(self.switch.blocked_by_pauses(now, i), Ordering::Relaxed);
+            self.view.paused[i].store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
+        }
         for ev in self.switch.drain_outbox() {
             if self.to_slowpath.try_send(ev).is_err() {
                 self.slowpath_overflow += 1;
             }
-        }
-        for (i, v) in self.view.map.iter().enumerate() {
-            v.store(self.switch.traffic_map_row(i), Ordering::Relaxed);
-            self.view.xoff[i].store(self.switch.xoff_mask(i), Ordering::Relaxed);
-            self.view.paused[i].store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
         }
     }
 

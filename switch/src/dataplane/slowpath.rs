@@ -28,18 +28,16 @@ const RECHECK: Duration = Duration::from_millis(1);
 pub struct SharedView {
     /// Per port: priorities its link partner has paused.
     pub paused: Vec<AtomicU8>,
-    /// Per port: priorities for which it pauses its upstream.
-    pub xoff: Vec<AtomicU8>,
-    /// Per ingress port: the traffic map row.
-    pub map: Vec<AtomicU64>,
+    /// Per ingress port: egress ports where its traffic waits in a paused queue while it
+    /// pauses its upstream ([`Switch::blocked_by_pauses`](crate::core::switch::Switch::blocked_by_pauses)).
+    pub blocked: Vec<AtomicU64>,
 }
 
 impl SharedView {
     pub fn new(ports: usize) -> SharedView {
         SharedView {
             paused: (0..ports).map(|_| AtomicU8::new(0)).collect(),
-            xoff: (0..ports).map(|_| AtomicU8::new(0)).collect(),
-            map: (0..ports).map(|_| AtomicU64::new(0)).collect(),
+            blocked: (0..ports).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -180,13 +178,13 @@ impl State {
         }
     }
 
-    /// A pause on egress `port` brought `msg`: every ingress port with traffic waiting on
-    /// `port`, whose upstream this switch is pausing, forwards it on its next pause.
+    /// A pause on egress `port` brought `msg`: every ingress port whose traffic waits in a
+    /// queue paused there, and whose upstream this switch is pausing, forwards it on its
+    /// next pause.
     fn forward_upstream(&mut self, port: usize, msg: CheckingMessage) {
         let view = &self.parts.view;
         for i in 0..self.parts.port_names.len() {
-            let waits = view.map[i].load(Ordering::Relaxed) & (1 << port) != 0;
-            if i != port && waits && view.xoff[i].load(Ordering::Relaxed) != 0 {
+            if i != port && view.blocked[i].load(Ordering::Relaxed) & (1 << port) != 0 {
                 let forwarded = msg.forwarded();
                 self.send(ToDataplane::Forward { port: i as u16, msg: forwarded });
                 if self.forwards.len() == FORWARD_LOG {
