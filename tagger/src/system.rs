@@ -252,6 +252,12 @@ impl SwitchTables {
     pub fn entries(&self) -> usize {
         self.ingress.len() + self.rewrite.len()
     }
+
+    /// The priority `tag` is queued under: from `priorities`, else from an ingress rule.
+    pub fn priority_of(&self, tag: u8) -> Option<u8> {
+        let listed = usize::from(tag).checked_sub(1).and_then(|i| self.priorities.get(i)).copied();
+        listed.or_else(|| self.ingress.iter().find(|e| e.tag == tag).map(|e| e.priority))
+    }
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]

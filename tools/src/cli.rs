@@ -55,6 +55,14 @@ pub struct GenArgs {
     /// Seconds to send for.
     #[arg(long, short, value_parser = parse_secs)]
     pub duration: Option<Duration>,
+    /// Seconds to wait (receiving) before sending, so that the other hosts of a test are
+    /// ready to receive.
+    #[arg(long, value_parser = parse_secs, default_value = "0")]
+    pub start_delay: Duration,
+    /// Seconds to go on receiving after the last frame is sent (frames from other hosts
+    /// still on their way are then counted).
+    #[arg(long, value_parser = parse_secs, default_value = "0")]
+    pub linger: Duration,
     /// Frame size on the wire, FCS included (64..9216).
     #[arg(long, short, default_value_t = 64)]
     pub size: usize,
@@ -67,6 +75,13 @@ pub struct GenArgs {
     /// DSCP of the frames; repeat to give flows different DSCPs.
     #[arg(long)]
     pub dscp: Vec<u8>,
+    /// Stamp the `initial_tag` of this Tagger table (a switch's file from `tagger
+    /// compute`) as the DSCP, and send on that tag's priority.
+    #[arg(long, conflicts_with_all = ["dscp", "initial_tag"])]
+    pub tagger_table: Option<PathBuf>,
+    /// Stamp this Tagger tag as the DSCP (the priority: --prio, else the tag itself).
+    #[arg(long, conflicts_with = "dscp")]
+    pub initial_tag: Option<u8>,
     /// Tag frames with this VLAN id.
     #[arg(long)]
     pub vlan: Option<u16>,
@@ -101,7 +116,7 @@ pub struct GenArgs {
     /// Do not receive at all (no XDP program on the interface; pauses go unseen).
     #[arg(long)]
     pub tx_only: bool,
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 32768)]
     pub umem_frames: u32,
     /// Replace an XDP program already on the interface.
     #[arg(long)]
@@ -128,7 +143,18 @@ impl GenArgs {
         if self.flows == 0 {
             bail!("--flows must be at least 1");
         }
-        let dscps = if self.dscp.is_empty() { vec![0] } else { self.dscp.clone() };
+        let (dscps, tag_prio) = match (&self.tagger_table, self.initial_tag) {
+            (Some(path), _) => {
+                let t = tagger::system::read_table(path)?;
+                (vec![t.initial_tag], t.priority_of(t.initial_tag).or(Some(t.initial_tag)))
+            }
+            (None, Some(tag)) => (vec![tag], Some(tag)),
+            (None, None) if self.dscp.is_empty() => (vec![0], None),
+            (None, None) => (self.dscp.clone(), None),
+        };
+        if let Some(&d) = dscps.iter().find(|&&d| d > 63) {
+            bail!("DSCP (or tag) {d} does not fit in six bits (0..63)");
+        }
         let src_mac = self.src_mac.or(iface_mac).unwrap_or(MacAddr::local(1));
         if !self.flow_load.is_empty() && self.flow_load.len() != usize::from(self.flows) {
             bail!("--flow-load needs one value per flow ({} flows)", self.flows);
@@ -143,7 +169,8 @@ impl GenArgs {
             .map(|k| {
                 let dscp = dscps[usize::from(k) % dscps.len()];
                 let vlan = self.vlan.map(|v| (v, self.pcp));
-                let prio = self.prio.unwrap_or(if vlan.is_some() { self.pcp } else { default_priority(dscp) });
+                let prio =
+                    self.prio.or(tag_prio).unwrap_or(if vlan.is_some() { self.pcp } else { default_priority(dscp) });
                 let spec = FlowSpec {
                     id: self.flow_base + k,
                     src_mac,
@@ -166,6 +193,8 @@ impl GenArgs {
             flows,
             count: self.count,
             duration: self.duration,
+            linger: self.linger,
+            start_delay: self.start_delay,
             honour_pfc: !self.ignore_pfc,
             pause_delay_quanta: self.pause_delay_quanta,
             speed: self.speed,
@@ -203,7 +232,7 @@ pub struct SinkArgs {
     /// Write the MAC control frames received to this pcap file.
     #[arg(long)]
     pub capture: Option<PathBuf>,
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 32768)]
     pub umem_frames: u32,
     #[arg(long)]
     pub force: bool,

@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use pfcswitch::control::{self, client, Request};
-use pfcswitch::core::config::{Config, StaticFdbEntry};
+use pfcswitch::core::config::{Config, StaticFdbEntry, TaggerConfig};
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
 
-use crate::testbed::{Finished, Proc, Testbed};
+use crate::tagging::{self, TestbedTables};
+use crate::testbed::{Finished, Proc, Testbed, Topology};
 use crate::traffic::gen::GenReport;
 use crate::traffic::sink::{SinkReport, READY_LINE};
 
@@ -149,6 +150,28 @@ pub struct RingOptions {
     /// two flows, 16 % of 1G; at twice that, three switches and three senders sharing two
     /// cores now and then stall long enough to pause the whole ring without any block).
     pub rate: u64,
+    /// Apply Tagger's tables for the ring's routes (tags 1 and 2 on priorities 3 and 4).
+    pub tagger: bool,
+}
+
+/// The lossless priorities of Tagger's tags 1, 2, ... in the labs.
+pub const TAGGER_PRIORITIES: [u8; 2] = [3, 4];
+
+/// The routes of a [`RingLab`] with `n` switches: host h_i to the host two switches
+/// clockwise, through sw_i, sw_{i+1} and sw_{i+2}.
+pub fn ring_routes(n: usize) -> Vec<Vec<String>> {
+    (1..=n)
+        .map(|i| {
+            let at = |k: usize| (i - 1 + k) % n + 1;
+            vec![
+                format!("h{i}"),
+                format!("sw{i}"),
+                format!("sw{}", at(1)),
+                format!("sw{}", at(2)),
+                format!("h{}", at(2)),
+            ]
+        })
+        .collect()
 }
 
 impl Default for RingOptions {
@@ -159,6 +182,7 @@ impl Default for RingOptions {
             drop_ms: 100,
             refresh_us: None,
             rate: 10_000,
+            tagger: false,
         }
     }
 }
@@ -170,13 +194,21 @@ impl Default for RingOptions {
 pub struct RingLab {
     pub tb: Testbed,
     pub switches: Vec<SwitchProc>,
+    /// Tagger's tables, when the lab applies them.
+    pub tables: Option<TestbedTables>,
     speed: Speed,
     rate: u64,
 }
 
 impl RingLab {
     pub fn start(tag: &str, opts: &RingOptions) -> Result<RingLab> {
-        let tb = Testbed::up(&crate::testbed::unique_name(tag), crate::testbed::Topology::ring(3))?;
+        let tb = Testbed::up(&crate::testbed::unique_name(tag), Topology::ring(3))?;
+        let tables = if opts.tagger {
+            let routes = tagging::routes_file(&ring_routes(3));
+            Some(tagging::compute(&Topology::ring(3), &routes, &TAGGER_PRIORITIES, &tb.work_dir().join("tagger"))?)
+        } else {
+            None
+        };
         let mut switches = Vec::new();
         for i in 1..=3 {
             let mut c = ring_config(&tb, i, 3, opts.speed)?;
@@ -195,22 +227,47 @@ impl RingLab {
             c.dataplane.busy_poll_us = 0;
             c.dcfit.resolution = opts.resolution;
             c.dcfit.drop_ms = opts.drop_ms;
+            if let Some(t) = &tables {
+                // The table makes its priorities the lossless ones.
+                c.pfc.lossless = None;
+                let table = t.path(&format!("sw{i}")).display().to_string();
+                c.tagger = Some(TaggerConfig { table, switch: Some(format!("sw{i}")) });
+            }
             switches.push(SwitchProc::start(&tb, &format!("sw{i}"), &c, &[])?);
         }
-        Ok(RingLab { tb, switches, speed: opts.speed, rate: opts.rate })
+        Ok(RingLab { tb, switches, tables, speed: opts.speed, rate: opts.rate })
     }
 
-    /// Every host sends 1000-byte frames at the lab's rate on priority 3 for `secs` seconds.
+    /// How long the senders wait, receiving, before they send.
+    pub const START_DELAY: Duration = Duration::from_millis(300);
+
+    /// The host h_i sends to (two switches clockwise).
+    pub fn destination(i: usize) -> usize {
+        (i + 1) % 3 + 1
+    }
+
+    /// Every host sends 1000-byte frames at the lab's rate for `secs` seconds, on priority 3
+    /// (or with Tagger's initial tag), then goes on receiving for half a second. Returns
+    /// when they start sending: each first waits until every host can receive.
     pub fn traffic(&self, secs: f64) -> Result<Vec<GenProc>> {
         let (speed, secs, rate) = (self.speed.to_string(), secs.to_string(), self.rate.to_string());
-        (1..=3)
+        let delay = Self::START_DELAY.as_secs_f64().to_string();
+        let gens = (1..=3)
             .map(|i| {
-                let dst = self.tb.host_iface(&format!("h{}", (i + 1) % 3 + 1))?.mac.to_string();
+                let dst = self.tb.host_iface(&format!("h{}", RingLab::destination(i)))?.mac.to_string();
+                let marking = match &self.tables {
+                    Some(t) => ["--tagger-table".to_string(), t.path(&format!("sw{i}")).display().to_string()],
+                    None => ["--dscp".to_string(), "3".to_string()],
+                };
                 let args = [
                     "--dst-mac",
                     dst.as_str(),
-                    "--dscp",
-                    "3",
+                    &marking[0],
+                    &marking[1],
+                    "--start-delay",
+                    &delay,
+                    "--linger",
+                    "0.5",
                     "--size",
                     "1000",
                     "--rate",
@@ -222,7 +279,9 @@ impl RingLab {
                 ];
                 start_gen(&self.tb, &format!("h{i}"), &format!("gen{i}"), &args)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        std::thread::sleep(Self::START_DELAY);
+        Ok(gens)
     }
 
     /// Blocks sw2's clockwise port for `hold`; returns when it was unblocked (ns).

@@ -8,5 +8,6 @@ pub mod harness;
 pub mod headroom;
 pub mod pcap;
 pub mod storm;
+pub mod tagging;
 pub mod testbed;
 pub mod traffic;

@@ -299,22 +299,28 @@ impl XskPort {
     /// Gives frames from the pool to the kernel for receiving, keeping `reserve` frames
     /// back for frames the switch builds itself.
     pub fn refill(&mut self, pool: &mut UmemPool, reserve: usize) {
-        let spare = pool.free_count().saturating_sub(reserve);
-        let want = (self.fill.nb_free(self.scratch.len() as u32) as usize).min(spare).min(self.scratch.len());
-        if want == 0 {
-            return;
-        }
-        for slot in self.scratch.iter_mut().take(want) {
-            let id = pool.alloc().expect("counted above");
-            *slot = pool.fill_desc(id);
-        }
-        // SAFETY: the frames are ours (just taken from the pool) and belong to this UMEM.
-        // Space was checked with nb_free, and produce is all-or-nothing.
-        let n = unsafe { self.fill.produce(&self.scratch[..want]) };
-        if n == 0 {
-            for d in &self.scratch[..want] {
-                let id = pool.id_of(d);
-                pool.free(id);
+        // In scratch-sized steps until the ring is full: a ring topped up by one step per
+        // turn holds only what the last few turns gave it, and a burst that arrives while
+        // the process is off the CPU finds it empty.
+        loop {
+            let spare = pool.free_count().saturating_sub(reserve);
+            let want = (self.fill.nb_free(self.scratch.len() as u32) as usize).min(spare).min(self.scratch.len());
+            if want == 0 {
+                return;
+            }
+            for slot in self.scratch.iter_mut().take(want) {
+                let id = pool.alloc().expect("counted above");
+                *slot = pool.fill_desc(id);
+            }
+            // SAFETY: the frames are ours (just taken from the pool) and belong to this UMEM.
+            // Space was checked with nb_free, and produce is all-or-nothing.
+            let n = unsafe { self.fill.produce(&self.scratch[..want]) };
+            if n == 0 {
+                for d in &self.scratch[..want] {
+                    let id = pool.id_of(d);
+                    pool.free(id);
+                }
+                return;
             }
         }
     }

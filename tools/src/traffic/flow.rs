@@ -134,13 +134,18 @@ pub struct Stamp {
     pub pcp: Option<u8>,
     pub vlan: Option<u16>,
     pub dscp: u8,
+    /// The IPv4 header checksum is right (a switch that rewrote the DSCP kept it so).
+    pub ip_checksum_ok: bool,
 }
 
 /// Reads the stamp of a test frame; `None` for any other frame.
 pub fn read_stamp(frame: &[u8]) -> Option<Stamp> {
     let p = SlicedPacket::from_ethernet(frame).ok()?;
-    let dscp = match &p.net {
-        Some(etherparse::NetSlice::Ipv4(v4)) => v4.header().dcp().value(),
+    let (dscp, ip_checksum_ok) = match &p.net {
+        Some(etherparse::NetSlice::Ipv4(v4)) => {
+            let h = v4.header();
+            (h.dcp().value(), h.to_header().calc_header_checksum() == h.header_checksum())
+        }
         _ => return None,
     };
     let udp = match &p.transport {
@@ -165,6 +170,7 @@ pub fn read_stamp(frame: &[u8]) -> Option<Stamp> {
         pcp,
         vlan,
         dscp,
+        ip_checksum_ok,
     })
 }
 

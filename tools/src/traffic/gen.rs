@@ -34,6 +34,12 @@ pub struct GenOptions {
     /// Frames per flow.
     pub count: Option<u64>,
     pub duration: Option<Duration>,
+    /// Receive (and obey pauses) this long before the first frame is sent: other hosts
+    /// of a test started at about the same time have then opened their sockets.
+    pub start_delay: Duration,
+    /// After the last frame is sent, keep receiving (and obeying pauses) this long, so
+    /// that frames still on their way from other hosts are counted.
+    pub linger: Duration,
     /// Receive and obey PFC (else received pauses are only counted, if receiving at all).
     pub honour_pfc: bool,
     /// Keep sending this many quanta after a pause arrives.
@@ -73,6 +79,9 @@ pub struct GenReport {
     /// Test frames this host received while sending (from other generators), per flow.
     pub received: Vec<super::rxstats::FlowReport>,
     pub received_other: u64,
+    /// Frames the kernel could not deliver to this host's socket (rx ring full).
+    #[serde(default)]
+    pub socket_dropped: u64,
 }
 
 /// A flow while it is being sent.
@@ -97,7 +106,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     sys::tighten_timer_slack();
     let mut responder = PauseResponder::new(opts.speed, opts.pause_delay_quanta, opts.honour_pfc);
     let mut capture = opts.capture.as_ref().map(crate::pcap::PcapWriter::create).transpose()?;
-    let start = sys::now();
+    let start = sys::now() + opts.start_delay;
     let mut flows = Vec::with_capacity(opts.flows.len());
     for f in &opts.flows {
         // A paced sender is a NIC at that rate: after a stall (or a resume) it may catch up
@@ -123,15 +132,22 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     let mut rr = 0usize;
     let mut received_other = 0u64;
     let mut rx_stats = super::rxstats::RxStats::default();
+    let mut sending_ended: Option<Time> = None;
     loop {
         let now = sys::now();
-        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) || flows.iter().all(finished) {
+        let sending = now >= start && !(end.is_some_and(|e| now >= e) || flows.iter().all(finished));
+        let ended = now >= start && !sending;
+        if stop.load(Ordering::Relaxed) || (ended && *sending_ended.get_or_insert(now) + opts.linger <= now) {
             break;
         }
         host.port.reclaim(&mut host.pool);
-        if host.receives() {
+        // Drain the rx ring (within reason): frames from other hosts arrive in bursts.
+        for _ in 0..RX_BATCHES_PER_TURN {
+            if !host.receives() {
+                break;
+            }
             let HostPort { port, pool, .. } = &mut host;
-            port.receive(pool, BATCH, |pool, id| {
+            let n = port.receive(pool, BATCH, |pool, id| {
                 let bytes = pool.bytes(id);
                 if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
                     if let Some(w) = capture.as_mut() {
@@ -149,11 +165,14 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                 pool.free(id);
             });
             port.refill(pool, BATCH * 2);
+            if n < BATCH {
+                break;
+            }
         }
         let paused = responder.paused_mask(now);
         let mut room = host.port.tx_room(BATCH).min(host.pool.free_count().saturating_sub(BATCH));
         for f in flows.iter_mut() {
-            let may_send = !finished(f) && paused & (1 << f.prio) == 0;
+            let may_send = sending && !finished(f) && paused & (1 << f.prio) == 0;
             f.due = if may_send { f.pacer.due(now, room as u64) } else { 0 };
         }
         ids.clear();
@@ -205,7 +224,9 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                 break;
             }
         }
-        if ids.is_empty() {
+        if !sending {
+            std::thread::sleep(Duration::from_micros(200));
+        } else if ids.is_empty() {
             if opts.spin {
                 std::hint::spin_loop();
             } else {
@@ -219,6 +240,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         }
     }
     host.flush(Duration::from_secs(1));
+    let socket_dropped = host.port.statistics().map(|s| s.rx_dropped() + s.rx_ring_full()).unwrap_or(0);
     if let Some(w) = capture.as_mut() {
         w.flush()?;
     }
@@ -239,8 +261,12 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         response_delay_ns: responder.delay().as_nanos() as u64,
         received: rx_stats.report(None),
         received_other,
+        socket_dropped,
     })
 }
+
+/// Receive batches a loop turn may take before it sends again.
+const RX_BATCHES_PER_TURN: usize = 8;
 
 /// Catch-up allowance of a paced sender; it wakes about twice per window at high rates.
 const PACING_WINDOW: Duration = Duration::from_micros(200);

@@ -25,6 +25,7 @@ struct FlowRx {
     pcp: Option<u8>,
     vlan: Option<u16>,
     dscp: u8,
+    bad_ip_checksum: u64,
 }
 
 /// One flow's results.
@@ -41,7 +42,11 @@ pub struct FlowReport {
     pub highest_seq: Option<u32>,
     pub pcp: Option<u8>,
     pub vlan: Option<u16>,
+    /// The DSCP of the latest frame.
     pub dscp: u8,
+    /// Frames whose IPv4 header checksum was wrong.
+    #[serde(default)]
+    pub bad_ip_checksum: u64,
     /// Receive rate between the first and last frame.
     pub pps: f64,
     /// The longest time between two frames of the flow (e.g. while it was paused), µs.
@@ -91,6 +96,7 @@ impl RxStats {
         f.pcp = stamp.pcp;
         f.vlan = stamp.vlan;
         f.dscp = stamp.dscp;
+        f.bad_ip_checksum += u64::from(!stamp.ip_checksum_ok);
     }
 
     /// Reserves room for `frames` sequence numbers per flow, so recording does not grow.
@@ -132,6 +138,7 @@ impl RxStats {
                     pcp: f.pcp,
                     vlan: f.vlan,
                     dscp: f.dscp,
+                    bad_ip_checksum: f.bad_ip_checksum,
                     pps: if secs > 0.0 { (f.received.saturating_sub(1)) as f64 / secs } else { 0.0 },
                     largest_gap_us: f.largest_gap.as_secs_f64() * 1e6,
                     first_ns: f.first.map_or(0, Time::as_nanos),
@@ -148,7 +155,7 @@ mod tests {
     use super::*;
 
     fn stamp(seq: u32) -> Stamp {
-        Stamp { flow: 1, seq, tx_ns: 0, pcp: None, vlan: None, dscp: 0 }
+        Stamp { flow: 1, seq, tx_ns: 0, pcp: None, vlan: None, dscp: 0, ip_checksum_ok: true }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use pfcswitch::dataplane::sys;
 use pfcswitch::dataplane::xdp::Classifier;
 use pfcswitch::dataplane::xsk::{UmemPool, XskPort};
 
-pub const RING_SIZE: u32 = 4096;
+pub const RING_SIZE: u32 = 8192;
 pub const BATCH: usize = 64;
 
 pub struct HostPort {
@@ -31,10 +31,12 @@ impl HostPort {
         let mut pool = UmemPool::new(frames, frame_size, RING_SIZE)?;
         let mut port = XskPort::bind(&pool, iface, 0, RING_SIZE, BATCH)?;
         let classifier = if receive {
+            // Buffers first: a frame that arrives once the program is attached and finds
+            // the fill ring empty is dropped.
+            port.refill(&mut pool, frames as usize / 2);
             let mut c = Classifier::load(iface, info.ifindex, false)?;
             c.bind_socket(0, port.fd())?;
             c.attach(force).with_context(|| format!("attaching the receive program to {iface}"))?;
-            port.refill(&mut pool, frames as usize / 2);
             Some(c)
         } else {
             None
