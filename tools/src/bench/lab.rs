@@ -196,7 +196,7 @@ fn stop(lab: RingLab) {
 }
 
 /// Sends, blocks (unless `block` is false), and gathers what happened.
-fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
+pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
     let say = |s: &str| {
         if !quiet {
             println!("{s}");
