@@ -163,3 +163,38 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
         assert!(with.rewrites.values().sum::<u64>() > 0, "a demoted hop rewrites tags: {why}");
     }
 }
+
+/// The three commands a user runs, through the real binaries: the lab's files, `tagger
+/// compute` on them, and each switch's configuration checked with its table.
+#[test]
+fn lab_files_through_tagger_compute_give_tables_every_ring_switch_accepts() {
+    let dir = std::env::temp_dir().join(format!("pfcs-tagger-pipeline-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |exe: &str, args: &[&str]| {
+        let out = std::process::Command::new(harness::bin(exe).unwrap()).args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{exe} {args:?}: {text}");
+        text
+    };
+    let d = dir.display().to_string();
+    run("pfctools", &["deadlock-lab", "--export", &d]);
+    let (topo, routes, tables) = (format!("{d}/testbed.toml"), format!("file:{d}/routes.toml"), format!("{d}/tables"));
+    let out =
+        run("tagger", &["compute", "--topology", &topo, "--routes", &routes, "--priorities", "3,4", "--out", &tables]);
+    assert!(out.contains("greedy: 2 lossless tags"), "{out}");
+    // The switches' ports in the testbed's order: sw_i has host, then its links in file order.
+    let ports = [("sw1", ["host", "cw", "ccw"]), ("sw2", ["host", "ccw", "cw"]), ("sw3", ["host", "ccw", "cw"])];
+    for (sw, ifaces) in ports {
+        let config = format!(
+            "name = \"{sw}\"\n[tagger]\ntable = \"tables/{sw}.toml\"\n{}",
+            ifaces.iter().map(|i| format!("[[port]]\niface = \"{i}\"\n")).collect::<String>()
+        );
+        let path = dir.join(format!("{sw}.toml"));
+        std::fs::write(&path, config).unwrap();
+        let out = run("pfcswitch", &["check-config", &path.display().to_string()]);
+        assert!(out.contains("lossless = [\n    3,\n    4,\n]") || out.contains("lossless = [3, 4]"), "{out}");
+        assert!(out.contains(&format!("# Tagger table {d}/tables/{sw}.toml for {sw}")), "{out}");
+        assert!(out.contains("hosts stamp tag 2"), "{out}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
