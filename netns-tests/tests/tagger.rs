@@ -149,9 +149,15 @@ fn ring(tagger: bool) -> lab::LabRun {
 #[test]
 fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
     let _serial = serial();
-    let without = ring(false);
-    assert!(without.deadlock_formed && without.deadlocks >= 1, "the control must deadlock: {without:?}");
-    assert_eq!(without.delivered_after_unblock, 0);
+    // The control shows the ring can deadlock: now and then a run forms no standing cycle
+    // (the senders' timing), so it gets up to three attempts.
+    let mut controls = Vec::new();
+    while controls.len() < 3 && !controls.last().is_some_and(|r: &lab::LabRun| r.deadlock_formed) {
+        controls.push(ring(false));
+    }
+    let without = controls.last().unwrap();
+    assert!(without.deadlock_formed && without.deadlocks >= 1, "the control never deadlocked: {controls:?}");
+    assert!(without.lossless_lost > 0 && !without.kept_flowing, "{without:?}");
     for attempt in 1..=3 {
         let with = ring(true);
         let why = format!("attempt {attempt}: {with:?}");

@@ -745,12 +745,14 @@ impl Switch {
         }
         // Our own message came back. It proves a standing cycle of pauses only if the port
         // it left through has kept pausing its upstream ever since (temporal consistency):
-        // otherwise the chain it travelled was broken behind it.
+        // otherwise the chain it travelled was broken behind it. And only if that port's
+        // traffic waits in a queue paused here: a message that came back through another
+        // priority's pauses closed no cycle of buffers.
         self.ports[port].checks.own_returned += 1;
         let origin = usize::from(msg.origin_port);
         let standing = origin < self.ports.len()
-            && self.xoff_mask(origin) != 0
-            && self.ports[origin].episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2);
+            && self.ports[origin].episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2)
+            && self.blocked_by_pauses(now, origin) & (1 << port) != 0;
         if !standing {
             self.ports[port].checks.stale_returns += 1;
             return;

@@ -1003,6 +1003,20 @@ mod tagger {
     }
 
     #[test]
+    fn an_own_message_back_through_another_prioritys_pauses_is_no_deadlock() {
+        let (mut r, _) = congested_toward_a_pause(1 << 4);
+        let mine = pfc_of(&r.tx(0)[0]).checking.expect("originated");
+        let back = CheckingMessage { hops: 3, ..mine };
+        // Back in a pause of priority 4 on port 2: port 1's frames wait in queue 3 there.
+        r.rx(1, &pfc_with(1 << 4, 65535, Some(back)));
+        let s = r.stats();
+        assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
+        // Back in a pause of priority 3, the queue they wait in: a cycle of buffers.
+        r.rx(1, &pfc_with(1 << 3, 65535, Some(back)));
+        assert_eq!(r.stats().deadlocks_detected, 1);
+    }
+
+    #[test]
     fn frames_without_an_ip_header_take_the_default_priority() {
         let mut r = rig();
         let mut arp = data(1, 2, 0, 64);

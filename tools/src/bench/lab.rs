@@ -436,8 +436,9 @@ fn export(dir: &std::path::Path) -> Result<()> {
     );
     println!("  pfctools testbed up {} --name ring", topo.display());
     println!(
-        "  # in each switch's namespace: pfcswitch run --config swN.toml, with [tagger] table = \"{}/swN.toml\"",
-        dir.join("tables").display()
+        "  # then in each switch's namespace: pfcswitch run --config {}/swN.toml, whose [tagger] table = \"tables/swN.toml\"",
+        dir.display()
     );
+    println!("  # (a relative table path is read from the config file's directory)");
     Ok(())
 }
