@@ -355,6 +355,39 @@ mod tests {
     }
 
     #[test]
+    fn the_tagger_section_names_the_table_and_counts_per_port_and_tag() {
+        use crate::core::stats::{TagCounters, TagRow};
+        let t = TaggerStats {
+            table_switch: "sw1".into(),
+            source: "tables/sw1.toml".into(),
+            rules: 5,
+            ingress_rules: 2,
+            rewrite_rules: 3,
+            lossless: vec![3, 4],
+            initial_tag: 2,
+            default_tag: 0,
+            default_priority: 0,
+            tags: vec![
+                TagRow {
+                    port: "ccw".into(),
+                    tag: Some(2),
+                    counters: TagCounters { classified: 10, rewritten: 7, default_ingress: 0, default_egress: 1 },
+                },
+                TagRow {
+                    port: "host".into(),
+                    tag: None,
+                    counters: TagCounters { default_ingress: 2, ..Default::default() },
+                },
+            ],
+        };
+        let text = tagger_table(&t);
+        assert!(text.contains("Tagger table tables/sw1.toml (for sw1): 5 rules (2 ingress, 3 rewrite)"), "{text}");
+        let row = text.lines().find(|l| l.starts_with("ccw/2")).expect(&text);
+        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["ccw/2", "10", "7", "0", "1"]);
+        assert!(text.contains("host/not IP"), "{text}");
+    }
+
+    #[test]
     fn traffic_map_matrix() {
         let doc = serde_json::json!({
             "ports": ["a", "b"],

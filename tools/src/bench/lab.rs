@@ -158,7 +158,14 @@ pub fn run(args: &LabArgs) -> Result<()> {
     let quiet = args.json;
     if !quiet {
         println!("ring: sw1 → sw2 → sw3 → sw1 (cw ports to the next switch's ccw), host h_i on sw_i's host port");
-        let marking = if args.tagger { "Tagger's initial tag (DSCP 2, priority 4)" } else { "lossless priority 3" };
+        let marking = match lab.tables.as_ref().and_then(|t| t.tables.first()) {
+            Some(t) => format!(
+                "Tagger's initial tag (DSCP {}, priority {})",
+                t.initial_tag,
+                t.priority_of(t.initial_tag).map_or("?".into(), |p| p.to_string())
+            ),
+            None => "lossless priority 3".into(),
+        };
         println!("traffic: h1 → h3, h2 → h1, h3 → h2, {marking}, {} frames/s each, all clockwise", args.rate);
         if let Some(t) = &lab.tables {
             println!("Tagger tables computed for these routes in {}", t.dir.join("tables").display());
