@@ -116,7 +116,7 @@ pub struct GenArgs {
     /// Do not receive at all (no XDP program on the interface; pauses go unseen).
     #[arg(long)]
     pub tx_only: bool,
-    #[arg(long, default_value_t = 32768)]
+    #[arg(long, default_value_t = 16384)]
     pub umem_frames: u32,
     /// Replace an XDP program already on the interface.
     #[arg(long)]
@@ -232,7 +232,7 @@ pub struct SinkArgs {
     /// Write the MAC control frames received to this pcap file.
     #[arg(long)]
     pub capture: Option<PathBuf>,
-    #[arg(long, default_value_t = 32768)]
+    #[arg(long, default_value_t = 16384)]
     pub umem_frames: u32,
     #[arg(long)]
     pub force: bool,

@@ -8,7 +8,7 @@ use pfcswitch::dataplane::sys;
 use pfcswitch::dataplane::xdp::Classifier;
 use pfcswitch::dataplane::xsk::{UmemPool, XskPort};
 
-pub const RING_SIZE: u32 = 8192;
+pub const RING_SIZE: u32 = 4096;
 pub const BATCH: usize = 64;
 
 pub struct HostPort {
