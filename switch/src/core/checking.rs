@@ -8,14 +8,16 @@
 //! 34  magic "DCFT" (0x44434654)   38  version (1)   39  flags (reserved, 0)
 //! 40  origin switch id (u32)      44  origin port (u16)
 //! 46  sequence number (u32)       50  hops travelled so far (u16)
-//! 52  reserved, zero up to byte 60
+//! 52  priorities (bit mask) whose pauses the message follows; 0: every priority the
+//!     frame pauses (as version 1 senders before this field wrote it)
+//! 53  reserved, zero up to byte 60
 //! ```
 
 /// Marks the padding as a checking message: "DCFT".
 pub const MAGIC: u32 = 0x4443_4654;
 pub const VERSION: u8 = 1;
 /// Bytes a checking message takes in the padding.
-pub const ENCODED_LEN: usize = 18;
+pub const ENCODED_LEN: usize = 19;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CheckingMessage {
@@ -27,6 +29,11 @@ pub struct CheckingMessage {
     pub seq: u32,
     /// How many pause hops the message has crossed; the cycle length when it comes home.
     pub hops: u16,
+    /// The priorities whose pauses the message follows on this hop: a cycle of pauses
+    /// is one of buffers only where each hop's traffic waits in a queue the next pause
+    /// stops, and under Tagger's tables that is not always the same priority.
+    #[serde(default)]
+    pub prios: u8,
 }
 
 impl CheckingMessage {
@@ -40,7 +47,13 @@ impl CheckingMessage {
         if u32_at(0) != MAGIC || padding[4] != VERSION {
             return None;
         }
-        Some(CheckingMessage { origin_switch: u32_at(6), origin_port: u16_at(10), seq: u32_at(12), hops: u16_at(16) })
+        Some(CheckingMessage {
+            origin_switch: u32_at(6),
+            origin_port: u16_at(10),
+            seq: u32_at(12),
+            hops: u16_at(16),
+            prios: padding[18],
+        })
     }
 
     /// Writes the message at the start of `padding` (at least [`ENCODED_LEN`] bytes).
@@ -52,6 +65,7 @@ impl CheckingMessage {
         padding[10..12].copy_from_slice(&self.origin_port.to_be_bytes());
         padding[12..16].copy_from_slice(&self.seq.to_be_bytes());
         padding[16..18].copy_from_slice(&self.hops.to_be_bytes());
+        padding[18] = self.prios;
     }
 }
 
@@ -63,7 +77,7 @@ mod tests {
 
     #[test]
     fn rides_in_pfc_padding_and_the_frame_stays_plain_pfc() {
-        let msg = CheckingMessage { origin_switch: 7, origin_port: 2, seq: 41, hops: 3 };
+        let msg = CheckingMessage { origin_switch: 7, origin_port: 2, seq: 41, hops: 3, prios: 1 << 3 };
         let mut with = Pfc::pause(1 << 3, 1000);
         with.checking = Some(msg);
         let mut b = [0u8; 60];
@@ -85,7 +99,7 @@ mod tests {
         assert_eq!(CheckingMessage::decode(&[0u8; 26]), None);
         assert_eq!(CheckingMessage::decode(&b"DCFT"[..]), None);
         let mut p = [0u8; 26];
-        CheckingMessage { origin_switch: 1, origin_port: 1, seq: 1, hops: 0 }.encode(&mut p);
+        CheckingMessage { origin_switch: 1, origin_port: 1, seq: 1, hops: 0, prios: 0 }.encode(&mut p);
         p[4] = 2;
         assert_eq!(CheckingMessage::decode(&p), None, "unknown version");
     }

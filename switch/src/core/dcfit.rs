@@ -1,12 +1,20 @@
 //! DCFIT deadlock detection: checking messages ride in the pause frames; a switch that
 //! gets its own message back has found a cycle of pauses — a PFC deadlock.
 //!
+//! # Priorities
+//! A message follows pauses of some priorities (`prios`): a cycle of pauses is a cycle of
+//! buffers only where, at every hop, the traffic of the paused ingress group waits in a
+//! queue the next pause stops. Without a Tagger table that queue has the group's own
+//! priority; under a table it has the priority of the tag the traffic leaves with. A
+//! chain that hops from one priority's dependency to another's unrelated one closes no
+//! cycle, and must not look as if it did.
+//!
 //! # Storing
 //! A port that receives a pause carrying a checking message stores it: one per port, a
 //! newer one replaces the older, a resume on that port (a frame resuming every class it
-//! names) clears it. The slowpath then looks up the traffic map for the ingress ports with
-//! traffic waiting on that port, and asks each one whose upstream this switch is pausing
-//! to forward the message on its next pause frame.
+//! names) clears it. The switch then passes it upstream: every ingress port that pauses
+//! its upstream for traffic waiting in one of the message's queues on that port forwards
+//! it on its next pause frame, following the groups that wait there.
 //!
 //! # Forward or originate
 //! Every pause frame the switch sends on ingress port `i` (an XOFF or a refresh) is built
@@ -14,13 +22,14 @@
 //!
 //! 1. A message the slowpath queued for `i` is forwarded (hop count + 1).
 //! 2. Otherwise, look at where `i`'s waiting traffic waits: the egress ports in `i`'s
-//!    row of the traffic map. If none of them is itself paused by its downstream, nothing
-//!    downstream is holding this traffic back: the cause is local (congestion at a port's
-//!    line rate, a blocked port) and this switch **originates** a new message (its id,
-//!    port `i`, the next sequence number).
+//!    row of the traffic map. If at none of them a queue this traffic waits in is paused
+//!    by the downstream, nothing downstream is holding it back: the cause is local
+//!    (congestion at a port's line rate, a blocked port) and this switch **originates** a
+//!    new message (its id, port `i`, the next sequence number, the paused priorities).
 //! 3. If some are paused downstream, the pause is a consequence of theirs: forward the
-//!    message stored on one of them. If they have none yet, send a plain pause — the
-//!    downstream switch's message arrives with its next pause and is forwarded then.
+//!    message stored on one of them that follows those queues. If they have none yet,
+//!    send a plain pause — the downstream switch's message arrives with its next pause
+//!    and is forwarded then.
 //! 4. One exception: if the downstream pause is on a port where this switch's own message
 //!    already came back (a cycle it detected), it originates again, so the cycle keeps
 //!    being confirmed while it lasts.
@@ -72,37 +81,44 @@ impl PortChecks {
     }
 }
 
-/// The rule above. `waiting_on`: egress ports where ingress `i`'s traffic waits;
-/// `downstream_paused`: egress ports paused by their downstream for the priorities at
-/// stake; `ports`: every port's state (`ports[i]` is the ingress).
-pub fn choose(i: usize, waiting_on: u64, downstream_paused: u64, ports: &mut [PortChecks]) -> CheckChoice {
+/// An egress port that holds back traffic of the pausing ingress: of the ingress groups
+/// being paused, those whose traffic waits there in a queue the downstream has paused
+/// (`groups`), and those paused queues (`queues`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cause {
+    pub port: usize,
+    pub groups: u8,
+    pub queues: u8,
+}
+
+/// The rule above for a pause sent on ingress `i`. `causes`: the egress ports holding its
+/// traffic back; `ports`: every port's state (`ports[i]` is the ingress).
+pub fn choose(i: usize, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
     if let Some(m) = ports[i].to_forward.take() {
         return CheckChoice::Forward(m);
     }
-    let causes = waiting_on & downstream_paused;
-    if causes == 0 {
+    if causes.is_empty() {
         return CheckChoice::Originate;
     }
     let mut stored = None;
-    for (e, p) in ports.iter().enumerate() {
-        if causes & (1 << e) == 0 {
-            continue;
-        }
+    for c in causes {
+        let p = &ports[c.port];
         if p.in_cycle {
             return CheckChoice::Originate;
         }
-        stored = stored.or(p.stored);
+        stored = stored.or(p.stored.filter(|m| m.prios & c.queues != 0).map(|m| m.forwarded(c.groups)));
     }
     match stored {
-        Some(m) => CheckChoice::Forward(m.forwarded()),
+        Some(m) => CheckChoice::Forward(m),
         None => CheckChoice::Plain,
     }
 }
 
 impl CheckingMessage {
-    /// The message as the next hop upstream sees it.
-    pub fn forwarded(self) -> CheckingMessage {
-        CheckingMessage { hops: self.hops.saturating_add(1), ..self }
+    /// The message as the next hop upstream sees it: one hop more, following the pauses
+    /// of `groups` there.
+    pub fn forwarded(self, groups: u8) -> CheckingMessage {
+        CheckingMessage { hops: self.hops.saturating_add(1), prios: groups, ..self }
     }
 }
 
@@ -164,7 +180,7 @@ mod tests {
     use super::*;
 
     fn msg(origin: u32, port: u16, seq: u32) -> CheckingMessage {
-        CheckingMessage { origin_switch: origin, origin_port: port, seq, hops: 0 }
+        CheckingMessage { origin_switch: origin, origin_port: port, seq, hops: 0, prios: 1 << 3 }
     }
 
     #[test]
@@ -182,24 +198,36 @@ mod tests {
     #[test]
     fn local_causes_originate_downstream_causes_forward() {
         let mut ports = [PortChecks::default(); 3];
-        // Ingress 0's traffic waits on egress 2, which is not paused: congestion or a
-        // blocked port here. Originate.
-        assert_eq!(choose(0, 0b100, 0, &mut ports), CheckChoice::Originate);
+        let at2 = [Cause { port: 2, groups: 1 << 3, queues: 1 << 3 }];
+        // Nothing holds ingress 0's traffic back downstream (its egress is not paused, or
+        // not in the queues it waits in): congestion or a blocked port here. Originate.
+        assert_eq!(choose(0, &[], &mut ports), CheckChoice::Originate);
         // Egress 2 is paused downstream but no message came with it yet: plain pause.
-        assert_eq!(choose(0, 0b100, 0b100, &mut ports), CheckChoice::Plain);
+        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Plain);
         // With a stored message there: forward it, one hop further.
         ports[2].stored = Some(msg(7, 1, 9));
         let expected = CheckingMessage { hops: 1, ..msg(7, 1, 9) };
-        assert_eq!(choose(0, 0b100, 0b100, &mut ports), CheckChoice::Forward(expected));
-        // Traffic waiting on a paused and on an unpaused egress: the paused one holds it.
-        assert_eq!(choose(0, 0b110, 0b100, &mut ports), CheckChoice::Forward(expected));
-        // What the slowpath queued wins, once.
+        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Forward(expected));
+        // What the switch queued for this port wins, once.
         ports[0].to_forward = Some(msg(3, 3, 3));
-        assert_eq!(choose(0, 0b100, 0b100, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
-        assert_eq!(choose(0, 0b100, 0b100, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
+        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Forward(expected));
         // A detected cycle keeps originating.
         ports[2].in_cycle = true;
-        assert_eq!(choose(0, 0b100, 0b100, &mut ports), CheckChoice::Originate);
+        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Originate);
+    }
+
+    #[test]
+    fn a_message_is_forwarded_only_along_the_queues_it_follows() {
+        let mut ports = [PortChecks::default(); 3];
+        // The stored message follows priority 3's pauses; the traffic waits in queue 4.
+        ports[2].stored = Some(msg(7, 1, 9));
+        let in4 = [Cause { port: 2, groups: 1 << 4, queues: 1 << 4 }];
+        assert_eq!(choose(0, &in4, &mut ports), CheckChoice::Plain);
+        // Group 4 waits in queue 3 (a Tagger rewrite): the message goes on, following group 4.
+        let in3 = [Cause { port: 2, groups: 1 << 4, queues: 1 << 3 }];
+        let expected = CheckingMessage { hops: 1, prios: 1 << 4, ..msg(7, 1, 9) };
+        assert_eq!(choose(0, &in3, &mut ports), CheckChoice::Forward(expected));
     }
 
     #[test]

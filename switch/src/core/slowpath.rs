@@ -170,8 +170,9 @@ mod tests {
 pub enum ToSlowpath {
     /// A frame for a blocked egress, to hold.
     Held(HeldFrame),
-    /// A pause on `port` brought a checking message from another switch.
-    CheckStored { port: u16, msg: super::checking::CheckingMessage },
+    /// A pause on egress `from` brought another switch's checking message, which ingress
+    /// `to` passes upstream on its next pause (for the slowpath's record of forwards).
+    CheckForwarded { from: u16, to: u16, msg: super::checking::CheckingMessage },
     /// This switch's own checking message came back: a new deadlock.
     Deadlock(super::dcfit::DeadlockEvent),
     /// An own message came back again over a known cycle.
@@ -181,14 +182,6 @@ pub enum ToSlowpath {
 /// What the slowpath tells the dataplane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToDataplane {
-    SetBlocked {
-        port: u16,
-        blocked: bool,
-    },
+    SetBlocked { port: u16, blocked: bool },
     Release(Released),
-    /// Put this message in the next pause frame sent on `port`.
-    Forward {
-        port: u16,
-        msg: super::checking::CheckingMessage,
-    },
 }

@@ -10,7 +10,7 @@ use super::buffer::SharedBuffer;
 use super::checking::CheckingMessage;
 use super::classify::Classifier;
 use super::config::{Config, DcfitConfig, DeadlockResolution, PauseMode, Scheduler};
-use super::dcfit::{self, CheckChoice, DeadlockTracker, PortChecks};
+use super::dcfit::{self, Cause, CheckChoice, DeadlockTracker, PortChecks};
 use super::ether::{self, FrameHeader, IpAt};
 use super::fdb::{Fdb, Learned, PortId};
 use super::histogram::Histogram;
@@ -595,11 +595,6 @@ impl Switch {
         self.ports[port].episode_first_seq.get_or_insert(seq);
     }
 
-    /// The slowpath asks to forward `msg` in the next pause frame sent on `port`.
-    pub fn forward_check(&mut self, port: PortId, msg: CheckingMessage) {
-        self.port_checks[port].to_forward = Some(msg);
-    }
-
     /// Events for the slowpath since the last call.
     pub fn drain_outbox(&mut self) -> std::vec::Drain<'_, ToSlowpath> {
         self.outbox.drain(..)
@@ -620,19 +615,16 @@ impl Switch {
         self.tags.as_ref().map_or(groups, |t| t.egress_queues(ingress, groups, egress))
     }
 
-    /// Egress ports on which traffic of `ingress` waits in a queue the link partner has
-    /// paused, while `ingress` pauses its own upstream for that traffic: a checking message
-    /// that arrives on one of them travels on upstream through `ingress`.
-    pub fn blocked_by_pauses(&self, now: Time, ingress: PortId) -> u64 {
-        let groups = self.xoff_mask(ingress);
-        if groups == 0 {
+    /// Of `groups` (priorities `ingress` pauses its upstream for), those whose traffic
+    /// waits at `egress` in one of `queues` (a priority mask): DCFIT follows a pause only
+    /// through the queue the paused traffic actually waits in.
+    fn groups_waiting_in(&self, ingress: PortId, groups: u8, egress: PortId, queues: u8) -> u8 {
+        if ingress == egress || self.map.row(ingress) & (1 << egress) == 0 {
             return 0;
         }
-        let row = self.map.row(ingress);
-        (0..self.ports.len())
-            .filter(|&e| row & (1 << e) != 0)
-            .filter(|&e| self.ports[e].pause.paused_mask(now) & self.egress_queues(ingress, groups, e) != 0)
-            .fold(0, |m, e| m | (1 << e))
+        pfc::bits(groups)
+            .filter(|&g| self.egress_queues(ingress, 1 << g, egress) & queues != 0)
+            .fold(0, |m, g| m | 1 << g)
     }
 
     /// Priorities for which `port` is pausing its upstream.
@@ -724,23 +716,38 @@ impl Switch {
                     }
                 }
                 if self.dcfit.enabled {
-                    let resumes_all = pfc.classes().all(|(_, q)| q == 0);
-                    self.on_checking(now, port, pfc.checking, resumes_all);
+                    let paused = pfc.classes().filter(|&(_, q)| q > 0).fold(0u8, |m, (p, _)| m | 1 << p);
+                    self.on_checking(now, port, pfc.checking, paused & lossless);
                 }
             }
         }
     }
 
     /// A PFC frame on `port` (an egress, seen from the traffic it carries) brought `msg`.
-    fn on_checking(&mut self, now: Time, port: PortId, msg: Option<CheckingMessage>, resumes_all: bool) {
-        let Some(msg) = msg.filter(|_| !resumes_all) else {
+    /// `paused`: the lossless priorities the frame pauses (none: it resumes them all).
+    fn on_checking(&mut self, now: Time, port: PortId, msg: Option<CheckingMessage>, paused: u8) {
+        let resumes_all = paused == 0;
+        let Some(mut msg) = msg.filter(|_| !resumes_all) else {
             self.port_checks[port].on_pause(None, resumes_all);
             return;
         };
+        if msg.prios == 0 {
+            // From a sender that does not name priorities: all those its pause stops.
+            msg.prios = paused;
+        }
         self.ports[port].checks.received += 1;
         if msg.origin_switch != self.switch_id {
             self.port_checks[port].on_pause(Some(msg), false);
-            self.outbox.push(ToSlowpath::CheckStored { port: port as u16, msg });
+            // Passed on upstream by every ingress whose paused traffic waits here in one of
+            // the queues this message follows, on its next pause.
+            for i in 0..self.ports.len() {
+                let groups = self.groups_waiting_in(i, self.xoff_mask(i), port, msg.prios);
+                if groups != 0 {
+                    let forwarded = msg.forwarded(groups);
+                    self.port_checks[i].to_forward = Some(forwarded);
+                    self.outbox.push(ToSlowpath::CheckForwarded { from: port as u16, to: i as u16, msg: forwarded });
+                }
+            }
             return;
         }
         // Our own message came back. It proves a standing cycle of pauses only if the port
@@ -752,7 +759,7 @@ impl Switch {
         let origin = usize::from(msg.origin_port);
         let standing = origin < self.ports.len()
             && self.ports[origin].episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2)
-            && self.blocked_by_pauses(now, origin) & (1 << port) != 0;
+            && self.groups_waiting_in(origin, self.xoff_mask(origin), port, msg.prios) != 0;
         if !standing {
             self.ports[port].checks.stale_returns += 1;
             return;
@@ -918,10 +925,17 @@ impl Switch {
     /// The checking message a pause for `prios` sent on `port` carries (see
     /// [`crate::core::dcfit`] for the rule).
     fn checking_for(&mut self, now: Time, port: PortId, prios: u8) -> Option<CheckingMessage> {
-        let downstream_paused = (0..self.ports.len())
-            .filter(|&e| self.ports[e].pause.paused_mask(now) & self.egress_queues(port, prios, e) != 0)
-            .fold(0u64, |m, e| m | (1 << e));
-        let choice = dcfit::choose(port, self.map.row(port), downstream_paused, &mut self.port_checks);
+        let mut causes = [Cause::default(); 64];
+        let mut n = 0;
+        for e in 0..self.ports.len() {
+            let paused = self.ports[e].pause.paused_mask(now);
+            let groups = self.groups_waiting_in(port, prios, e, paused);
+            if groups != 0 {
+                causes[n] = Cause { port: e, groups, queues: paused & self.egress_queues(port, groups, e) };
+                n += 1;
+            }
+        }
+        let choice = dcfit::choose(port, &causes[..n], &mut self.port_checks);
         let counters = &mut self.ports[port].checks;
         match choice {
             CheckChoice::Forward(m) => {
@@ -937,6 +951,7 @@ impl Switch {
                     origin_port: port as u16,
                     seq: self.check_seq,
                     hops: 0,
+                    prios,
                 })
             }
             CheckChoice::Plain => None,

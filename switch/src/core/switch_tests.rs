@@ -618,16 +618,43 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
 }
 
 #[test]
-fn foreign_checking_messages_are_stored_and_reported_and_a_resume_clears_them() {
-    let mut r = Rig::new(Rig::ports(2));
-    let msg = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0 };
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(msg)));
-    let (_, events) = r.outbox();
-    assert_eq!(events, vec![ToSlowpath::CheckStored { port: 1, msg }]);
+fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_behind_it() {
+    let (mut r, frame) = congested(true);
+    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    assert_eq!(pfc_of(&r.tx(0)[0]).checking, None, "caused downstream, and no message there yet");
+    r.outbox();
+    // A sender that names no priorities: the message follows those its pause stops.
+    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: 0 };
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(theirs)));
+    let passed = CheckingMessage { hops: 1, prios: 1 << 3, ..theirs };
+    assert_eq!(r.outbox().1, vec![ToSlowpath::CheckForwarded { from: 1, to: 0, msg: passed }]);
     assert_eq!(r.stats().ports[1].checks.received, 1);
+    r.advance(Duration::from_micros(1700));
+    assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(passed), "in p0's next pause");
+    // A resume clears what p1 stored: the next pause caused there has nothing to forward.
     r.rx(1, &pfc_with(1 << 3, 0, None));
-    // With the message cleared, a pause caused downstream has nothing to forward.
+    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.advance(Duration::from_micros(1700));
+    assert_eq!(pfc_of(&r.tx(0)[0]).checking, None);
+}
+
+#[test]
+fn a_message_about_another_priority_is_not_passed_on() {
+    let (mut r, frame) = congested(true);
+    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    r.outbox();
+    // p0's traffic waits in queue 3 at p1; this message follows priority 4's pauses.
+    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: 1 << 4 };
+    r.rx(1, &pfc_with((1 << 3) | (1 << 4), 65535, Some(theirs)));
     assert!(r.outbox().1.is_empty());
+    r.advance(Duration::from_micros(1700));
+    assert_eq!(pfc_of(&r.tx(0)[0]).checking, None);
 }
 
 fn my_id(r: &Rig) -> u32 {
@@ -643,7 +670,7 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
     }
     let sent = r.tx(0);
     let m = pfc_of(&sent[0]).checking.expect("a checking message");
-    assert_eq!((m.origin_switch, m.origin_port, m.hops), (my_id(&r), 0, 0));
+    assert_eq!((m.origin_switch, m.origin_port, m.hops, m.prios), (my_id(&r), 0, 0, 1 << 3));
     // Each pause frame originates afresh.
     r.advance(Duration::from_micros(1700));
     let again = pfc_of(&r.tx(0)[0]).checking.unwrap();
@@ -651,7 +678,7 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
 
     // Now p1 is paused by its downstream, which sent its own message: p0's pause forwards it.
     let (mut r, frame) = congested(true);
-    let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2 };
+    let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2, prios: 1 << 3 };
     r.rx(1, &pfc_with(1 << 3, 65535, Some(theirs)));
     for _ in 0..11 {
         r.rx(0, &frame);
@@ -660,17 +687,6 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
     assert_eq!(fwd, CheckingMessage { hops: 3, ..theirs });
     let c = r.stats().ports[0].checks;
     assert_eq!((c.forwarded, c.originated), (1, 0));
-}
-
-#[test]
-fn the_slowpath_can_queue_a_message_for_the_next_pause() {
-    let (mut r, frame) = congested(true);
-    let m = CheckingMessage { origin_switch: 9, origin_port: 9, seq: 9, hops: 4 };
-    r.sw.forward_check(0, m);
-    for _ in 0..11 {
-        r.rx(0, &frame);
-    }
-    assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(m));
 }
 
 fn deadlocked(resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
@@ -692,7 +708,7 @@ fn deadlocked(resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
     // The pause just sent to p0 originated no message (its cause is downstream), so make
     // one as the switch would have when the chain started: seq 1 in p0's XOFF episode.
     r.sw.note_originated(0, 1);
-    let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2 };
+    let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2, prios: 1 << 3 };
     (r, own)
 }
 
@@ -869,16 +885,8 @@ mod tagger {
 
     #[test]
     fn the_ingress_group_of_the_arriving_tag_pauses_the_upstream() {
-        let mut c = Rig::ports(3);
-        c.buffer.xoff_bytes = Some(2_000);
-        c.buffer.xon_offset_bytes = Some(1_000);
-        let mut r = Rig::tagged(c, TABLE);
-        r.rx(1, &data(2, 99, 0, 64));
-        r.tx(0);
-        r.rx(1, &pfc_frame(1 << 3, 65535));
-        for _ in 0..3 {
-            r.rx(0, &data(1, 2, 2, 1000));
-        }
+        // The frames wait in priority 3's queue, paused; they are charged to priority 4.
+        let (mut r, _) = congested_toward_a_pause(1 << 3);
         let sent = r.tx(0);
         assert_eq!(sent.len(), 1);
         assert_eq!(pfc_of(&sent[0]).enabled, 1 << 4, "the upstream sent tag 2: its priority is paused");
@@ -980,7 +988,7 @@ mod tagger {
         r.rx(1, &data(2, 99, 0, 64));
         r.tx(0);
         r.tx(2);
-        let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2 };
+        let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2, prios: paused };
         r.rx(1, &pfc_with(paused, 65535, Some(theirs)));
         for _ in 0..3 {
             r.rx(0, &data(1, 2, 2, 1000));
@@ -995,24 +1003,25 @@ mod tagger {
         let (mut r, _) = congested_toward_a_pause(1 << 4);
         let m = pfc_of(&r.tx(0)[0]).checking.expect("a checking message");
         assert_eq!((m.origin_switch, m.hops), (my_id(&r), 0));
-        assert_eq!(r.sw.blocked_by_pauses(r.now, 0), 0);
+        let waiting = |r: &Rig| r.sw.groups_waiting_in(0, r.sw.xoff_mask(0), 1, r.sw.paused_mask(r.now, 1));
+        assert_eq!(waiting(&r), 0);
         // Paused on the new tag's priority, the one they wait in: the pause is passed on.
         let (mut r, theirs) = congested_toward_a_pause(1 << 3);
-        assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(CheckingMessage { hops: 3, ..theirs }));
-        assert_eq!(r.sw.blocked_by_pauses(r.now, 0), 0b10);
+        assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(CheckingMessage { hops: 3, prios: 1 << 4, ..theirs }));
+        assert_eq!(waiting(&r), 1 << 4, "group 4 waits in the paused queue 3");
     }
 
     #[test]
     fn an_own_message_back_through_another_prioritys_pauses_is_no_deadlock() {
         let (mut r, _) = congested_toward_a_pause(1 << 4);
         let mine = pfc_of(&r.tx(0)[0]).checking.expect("originated");
-        let back = CheckingMessage { hops: 3, ..mine };
-        // Back in a pause of priority 4 on port 2: port 1's frames wait in queue 3 there.
-        r.rx(1, &pfc_with(1 << 4, 65535, Some(back)));
+        assert_eq!(mine.prios, 1 << 4, "it follows the pause of tag 2's priority");
+        // Back, following priority 4's pauses, on port 2: port 1's frames wait in queue 3.
+        r.rx(1, &pfc_with(1 << 4, 65535, Some(CheckingMessage { hops: 3, ..mine })));
         let s = r.stats();
         assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
-        // Back in a pause of priority 3, the queue they wait in: a cycle of buffers.
-        r.rx(1, &pfc_with(1 << 3, 65535, Some(back)));
+        // Back following priority 3's pauses, the queue they wait in: a cycle of buffers.
+        r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 3, prios: 1 << 3, ..mine })));
         assert_eq!(r.stats().deadlocks_detected, 1);
     }
 

@@ -294,7 +294,6 @@ impl Dataplane {
             match msg {
                 ToDataplane::SetBlocked { port, blocked } => self.switch.set_blocked(usize::from(port), blocked),
                 ToDataplane::Release(r) => self.switch.reinject(now, &mut self.pool, r),
-                ToDataplane::Forward { port, msg } => self.switch.forward_check(usize::from(port), msg),
             }
             n += 1;
         }
@@ -303,11 +302,8 @@ impl Dataplane {
 
     /// Hands the engine's events to the slowpath and publishes what it reads of our state.
     fn publish_for_slowpath(&mut self, now: Time) {
-        // The state first: the slowpath judges a checking message by the pauses that
-        // came with it.
-        for (i, v) in self.view.blocked.iter().enumerate() {
-            v.store(self.switch.blocked_by_pauses(now, i), Ordering::Relaxed);
-            self.view.paused[i].store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
+        for (i, v) in self.view.paused.iter().enumerate() {
+            v.store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
         }
         for ev in self.switch.drain_outbox() {
             if self.to_slowpath.try_send(ev).is_err() {

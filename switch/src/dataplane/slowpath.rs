@@ -1,11 +1,12 @@
-//! The CPU slowpath thread: holds the frames of blocked ports, releases them, forwards
-//! DCFIT checking messages along the traffic map, and keeps the deadlock log.
+//! The CPU slowpath thread: holds the frames of blocked ports, releases them, and keeps
+//! the deadlock log and the record of DCFIT forwards (the engine decides those the moment
+//! a message arrives, against the exact state of its queues).
 //!
-//! It talks to the dataplane over two crossbeam channels (frames and events up, releases,
-//! block state and forwards down) and reads what it needs of the dataplane's state from
-//! a [`SharedView`] of atomics the dataplane publishes every turn: no locks on either side.
+//! It talks to the dataplane over two crossbeam channels (frames and events up, releases
+//! and block state down) and reads which priorities are paused from a [`SharedView`] of
+//! atomics the dataplane publishes every turn: no locks on either side.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -28,17 +29,11 @@ const RECHECK: Duration = Duration::from_millis(1);
 pub struct SharedView {
     /// Per port: priorities its link partner has paused.
     pub paused: Vec<AtomicU8>,
-    /// Per ingress port: egress ports where its traffic waits in a paused queue while it
-    /// pauses its upstream ([`Switch::blocked_by_pauses`](crate::core::switch::Switch::blocked_by_pauses)).
-    pub blocked: Vec<AtomicU64>,
 }
 
 impl SharedView {
     pub fn new(ports: usize) -> SharedView {
-        SharedView {
-            paused: (0..ports).map(|_| AtomicU8::new(0)).collect(),
-            blocked: (0..ports).map(|_| AtomicU64::new(0)).collect(),
-        }
+        SharedView { paused: (0..ports).map(|_| AtomicU8::new(0)).collect() }
     }
 }
 
@@ -151,7 +146,9 @@ impl State {
     fn on_event(&mut self, ev: ToSlowpath) {
         match ev {
             ToSlowpath::Held(frame) => self.buffer.hold(frame),
-            ToSlowpath::CheckStored { port, msg } => self.forward_upstream(usize::from(port), msg),
+            ToSlowpath::CheckForwarded { from, to, msg } => {
+                self.record_forward(usize::from(from), usize::from(to), msg)
+            }
             ToSlowpath::Deadlock(event) => {
                 let name = |p: usize| self.parts.port_names.get(p).cloned().unwrap_or_else(|| p.to_string());
                 tracing::warn!(
@@ -178,26 +175,13 @@ impl State {
         }
     }
 
-    /// A pause on egress `port` brought `msg`: every ingress port whose traffic waits in a
-    /// queue paused there, and whose upstream this switch is pausing, forwards it on its
-    /// next pause.
-    fn forward_upstream(&mut self, port: usize, msg: CheckingMessage) {
-        let view = &self.parts.view;
-        for i in 0..self.parts.port_names.len() {
-            if i != port && view.blocked[i].load(Ordering::Relaxed) & (1 << port) != 0 {
-                let forwarded = msg.forwarded();
-                self.send(ToDataplane::Forward { port: i as u16, msg: forwarded });
-                if self.forwards.len() == FORWARD_LOG {
-                    self.forwards.remove(0);
-                }
-                self.forwards.push(ForwardRecord {
-                    message: forwarded,
-                    from_port: self.parts.port_names[port].clone(),
-                    to_port: self.parts.port_names[i].clone(),
-                });
-            }
+    /// Remembers a forward the switch made, for `ctl deadlocks`.
+    fn record_forward(&mut self, from: usize, to: usize, message: CheckingMessage) {
+        if self.forwards.len() == FORWARD_LOG {
+            self.forwards.remove(0);
         }
-        self.parts.waker.wake();
+        let name = |p: usize| self.parts.port_names.get(p).cloned().unwrap_or_else(|| p.to_string());
+        self.forwards.push(ForwardRecord { message, from_port: name(from), to_port: name(to) });
     }
 
     /// Gives back what may go now, in order.
