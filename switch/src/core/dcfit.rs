@@ -20,7 +20,9 @@
 //! Every pause frame the switch sends on ingress port `i` (an XOFF or a refresh) is built
 //! with one of: a forwarded message, a new message, or none. The rule:
 //!
-//! 1. A message the slowpath queued for `i` is forwarded (hop count + 1).
+//! 0. If `i`'s last own message came back around a cycle that still drained (see
+//!    below), a new message is originated to look again.
+//! 1. A message passed upstream to `i` is forwarded (hop count + 1).
 //! 2. Otherwise, look at where `i`'s waiting traffic waits: the egress ports in `i`'s
 //!    row of the traffic map. If at none of them a queue this traffic waits in is paused
 //!    by the downstream, nothing downstream is holding it back: the cause is local
@@ -39,6 +41,15 @@
 //! local causes and forwarding everywhere else means a message travels upstream from the
 //! trigger along the chain. In a line it leaves the network at a host and is never seen
 //! again; in a cycle it comes back to the switch that created it.
+//!
+//! # A cycle of pauses that drains
+//! A message coming back proves that every hop paused the next at the moment it passed,
+//! not that the cycle is stuck: three switches in a ring, each congested at its line
+//! rate, pause each other in a circle while their buffers still drain into their hosts.
+//! The origin tells the two apart by what it can see itself: in a deadlock no frame of
+//! the paused traffic leaves the switch. If some left after the message was sent, it is
+//! congestion, and the next pause on that port sends a fresh message; once a deadlock
+//! has formed, that one comes back to a switch where nothing moved.
 
 use std::time::Duration;
 
@@ -67,6 +78,9 @@ pub struct PortChecks {
     pub to_forward: Option<CheckingMessage>,
     /// This switch's own message came back on this port.
     pub in_cycle: bool,
+    /// An own message sent on this port came back around a cycle whose traffic still
+    /// moved: the next pause here originates a fresh one to look again.
+    pub retry: bool,
 }
 
 impl PortChecks {
@@ -94,6 +108,9 @@ pub struct Cause {
 /// The rule above for a pause sent on ingress `i`. `causes`: the egress ports holding its
 /// traffic back; `ports`: every port's state (`ports[i]` is the ingress).
 pub fn choose(i: usize, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
+    if std::mem::take(&mut ports[i].retry) {
+        return CheckChoice::Originate;
+    }
     if let Some(m) = ports[i].to_forward.take() {
         return CheckChoice::Forward(m);
     }

@@ -50,6 +50,9 @@ pub struct CheckCounters {
     /// Own messages that came back after the port they left through had stopped pausing
     /// its upstream: no standing cycle, not a deadlock.
     pub stale_returns: u64,
+    /// Own messages that came back around a cycle of pauses whose traffic still moved
+    /// (congestion that drains, not a deadlock); the origin tries again with a new one.
+    pub draining_returns: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -147,6 +147,8 @@ const SHAPER_BURST: Duration = Duration::from_micros(30);
 const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
 /// XOFF episodes remembered per port.
 const EPISODES: usize = 64;
+/// Own checking messages remembered per port: more than are in flight around a cycle.
+const ORIGINATED: usize = 16;
 /// A priority counts as flowing when a pause arrives if it sent within this long before.
 const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 
@@ -197,6 +199,12 @@ struct Port {
     /// The first checking message originated on this port since it last stopped pausing
     /// its upstream: an own message older than that no longer proves a standing cycle.
     episode_first_seq: Option<u32>,
+    /// The latest messages originated on this port and when (a ring, oldest overwritten):
+    /// a returning message is judged against what moved since it left.
+    originated: [Option<(u32, Time)>; ORIGINATED],
+    next_originated: usize,
+    /// Per ingress group: when a frame charged to it last left the switch.
+    departed: [Option<Time>; PRIORITIES],
     next_episode: usize,
     /// Per priority: frames for this egress the slowpath holds (or that are on their way).
     at_slowpath: [u32; PRIORITIES],
@@ -282,6 +290,9 @@ impl Switch {
                     last_tx: [Time::ZERO; PRIORITIES],
                     episodes: [XoffEpisode::default(); EPISODES],
                     episode_first_seq: None,
+                    originated: [None; ORIGINATED],
+                    next_originated: 0,
+                    departed: [None; PRIORITIES],
                     next_episode: 0,
                     at_slowpath: [0; PRIORITIES],
                     watchdog: None,
@@ -592,7 +603,14 @@ impl Switch {
     #[cfg(test)]
     pub(crate) fn note_originated(&mut self, port: PortId, seq: u32) {
         self.check_seq = self.check_seq.max(seq);
-        self.ports[port].episode_first_seq.get_or_insert(seq);
+        self.remember_originated(port, seq);
+    }
+
+    fn remember_originated(&mut self, port: PortId, seq: u32) {
+        let p = &mut self.ports[port];
+        p.episode_first_seq.get_or_insert(seq);
+        p.originated[p.next_originated] = Some((seq, self.clock));
+        p.next_originated = (p.next_originated + 1) % ORIGINATED;
     }
 
     /// Events for the slowpath since the last call.
@@ -657,6 +675,7 @@ impl Switch {
         }
         if !pfc::bits(self.lossless).any(|q| self.buffer.group(port, q).xoff) {
             p.episode_first_seq = None;
+            self.port_checks[port].retry = false;
         }
         let pending = &mut self.ports[port].pending;
         pending.resume |= 1 << prio;
@@ -758,10 +777,29 @@ impl Switch {
         self.ports[port].checks.own_returned += 1;
         let origin = usize::from(msg.origin_port);
         let standing = origin < self.ports.len()
-            && self.ports[origin].episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2)
-            && self.groups_waiting_in(origin, self.xoff_mask(origin), port, msg.prios) != 0;
-        if !standing {
+            && self.ports[origin].episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2);
+        let waiting =
+            if standing { self.groups_waiting_in(origin, self.xoff_mask(origin), port, msg.prios) } else { 0 };
+        if waiting == 0 {
             self.ports[port].checks.stale_returns += 1;
+            return;
+        }
+        // A cycle of pauses is a deadlock only if nothing in it moves. Around a ring at
+        // line rate every hop pauses the next now and then while all of them still drain
+        // (into their hosts), and a message can come all the way round such a cycle.
+        // So: if traffic of the waiting groups left this switch since the message did,
+        // the cycle drains; the port sends a fresh message with its next pause, and in a
+        // deadlock that one finds everything still.
+        let o = &self.ports[origin];
+        let still = o
+            .originated
+            .iter()
+            .flatten()
+            .find(|(seq, _)| *seq == msg.seq)
+            .is_some_and(|&(_, sent)| pfc::bits(waiting).any(|g| o.departed[g].is_none_or(|left| left < sent)));
+        if !still {
+            self.ports[port].checks.draining_returns += 1;
+            self.port_checks[origin].retry = true;
             return;
         }
         self.port_checks[port].in_cycle = true;
@@ -832,6 +870,7 @@ impl Switch {
             out.push(TxFrame { id, len: meta.len, xoff_trigger: None });
             if meta.ingress != NO_PORT {
                 let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
+                self.ports[ingress].departed[group] = Some(now);
                 self.map.dequeued(ingress, port);
                 if meta.last_of_pair {
                     self.map.sent_last_of_pair(ingress, port);
@@ -945,7 +984,7 @@ impl Switch {
             CheckChoice::Originate => {
                 counters.originated += 1;
                 self.check_seq = self.check_seq.wrapping_add(1);
-                self.ports[port].episode_first_seq.get_or_insert(self.check_seq);
+                self.remember_originated(port, self.check_seq);
                 Some(CheckingMessage {
                     origin_switch: self.switch_id,
                     origin_port: port as u16,

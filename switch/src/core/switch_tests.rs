@@ -749,6 +749,31 @@ fn an_own_message_coming_back_is_a_deadlock_once_per_cycle() {
 }
 
 #[test]
+fn an_own_message_back_while_the_paused_traffic_still_moves_is_congestion_and_the_switch_looks_again() {
+    let (mut r, own) = deadlocked(DeadlockResolution::Report);
+    // p1's partner lets one frame through and pauses again: p0 still pauses its upstream,
+    // but its traffic moved after the message left.
+    r.rx(1, &pfc_with(1 << 3, 0, None));
+    r.advance(Duration::from_micros(1));
+    assert_eq!(r.tx_limited(1, 1).len(), 1);
+    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    assert!(r.stats().ports[0].priorities[3].xoff);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    assert!(r.outbox().1.is_empty(), "no deadlock event");
+    let c = r.stats().ports[1].checks;
+    assert_eq!((c.own_returned, c.stale_returns, c.draining_returns), (1, 0, 1));
+    // p0's next pause carries a fresh message though its cause is downstream...
+    r.advance(Duration::from_millis(2));
+    let fresh = pfc_of(&r.tx(0)[0]).checking.expect("a fresh message");
+    assert_eq!((fresh.origin_switch, fresh.origin_port, fresh.hops), (my_id(&r), 0, 0));
+    assert!(fresh.seq > own.seq);
+    // ...and when it comes back with nothing moved since, that is the deadlock.
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 2, ..fresh })));
+    assert!(matches!(r.outbox().1[..], [ToSlowpath::Deadlock(_)]));
+    assert_eq!(r.stats().deadlocks_detected, 1);
+}
+
+#[test]
 fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
     let (mut r, own) = deadlocked(DeadlockResolution::Drop);
     r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
