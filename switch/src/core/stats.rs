@@ -205,6 +205,33 @@ pub struct XdpClassCounters {
     pub runt: u64,
 }
 
+/// Gaps in the dataplane loop's polling it did not choose (filled in by the dataplane):
+/// a switch that loses its CPU for 10 ms receives 10 ms of traffic at once, too late to
+/// pause it. Tests read these to tell the machine's stalls from the switch's faults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallStats {
+    /// Gaps between polls of at least 1 ms that the loop did not choose.
+    pub stalls: u64,
+    /// The longest such gap, µs.
+    pub longest_us: u64,
+    /// The latest stalls, oldest first.
+    pub recent: Vec<Stall>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stall {
+    /// When the loop polled again (monotonic clock, ns).
+    pub ended_ns: u64,
+    pub us: u64,
+}
+
+impl StallStats {
+    /// The longest of the recent stalls that ended after `since_ns`.
+    pub fn longest_since(&self, since_ns: u64) -> Option<Stall> {
+        self.recent.iter().filter(|s| s.ended_ns > since_ns).max_by_key(|s| s.us).copied()
+    }
+}
+
 /// Kernel-side AF_XDP socket statistics (filled in by the dataplane).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocketCounters {
@@ -263,6 +290,8 @@ pub struct SwitchStats {
     pub deadlocks_detected: u64,
     /// Events the slowpath channel refused (should stay 0).
     pub slowpath_overflow: u64,
+    #[serde(default)]
+    pub stalls: StallStats,
     pub ports: Vec<PortStats>,
     /// The Tagger table this switch applies, and what it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

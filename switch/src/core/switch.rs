@@ -1100,6 +1100,7 @@ impl Switch {
             pause_response: self.pause_response.percentiles(),
             deadlocks_detected: self.deadlocks,
             slowpath_overflow: 0,
+            stalls: Default::default(),
             ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
             tagger: self.tags.as_ref().map(|t| self.tagger_stats(t)),
         }

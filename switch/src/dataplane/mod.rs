@@ -3,6 +3,7 @@
 //! the rings and the engine in batches.
 
 pub mod slowpath;
+pub mod stall;
 pub mod sys;
 pub mod xdp;
 pub mod xsk;
@@ -30,7 +31,7 @@ use xsk::{usable_frame_bytes, UmemPool, XskError, XskPort};
 /// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
 const POOL_RESERVE: usize = 256;
 /// Longest sleep, so that a stuck wake-up source cannot stall the loop.
-const MAX_SLEEP: Duration = Duration::from_millis(50);
+const MAX_SLEEP: Duration = Duration::from_millis(2);
 /// How much earlier than a deadline a timed sleep is set to end (on a VM they wake
 /// 25–40 µs late, at p99 up to 75 µs).
 const SLEEP_MARGIN: Duration = Duration::from_micros(100);
@@ -81,6 +82,7 @@ pub struct Dataplane {
     view: Arc<SharedView>,
     /// Events the slowpath channel refused (it is sized never to be full).
     slowpath_overflow: u64,
+    stalls: stall::StallMeter,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -198,6 +200,7 @@ impl Dataplane {
             from_slowpath,
             view,
             slowpath_overflow: 0,
+            stalls: stall::StallMeter::default(),
         };
         for port in &mut dp.ports {
             port.refill(&mut dp.pool, POOL_RESERVE);
@@ -229,6 +232,7 @@ impl Dataplane {
         let mut idle_since = sys::now();
         while !stop.load(Ordering::Relaxed) {
             let now = sys::now();
+            self.stalls.poll(now);
             let mut work = self.turn(now, true)?;
             while let Ok(msg) = commands.try_recv() {
                 let reply = self.handle(now, &msg.request);
@@ -257,6 +261,7 @@ impl Dataplane {
                 continue;
             }
             let timeout = (until_wake - SLEEP_MARGIN).min(MAX_SLEEP);
+            self.stalls.sleeping(now + timeout);
             sys::wait_readable(&mut pollfds, timeout)?;
             self.waker.drain();
         }
@@ -398,6 +403,7 @@ impl Dataplane {
         let mut s = self.switch.stats(now);
         s.free_frames = self.pool.free_count() as u64;
         s.slowpath_overflow = self.slowpath_overflow;
+        s.stalls = self.stalls.stats();
         for (((p, c), x), busy) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports).zip(&self.tx_busy) {
             p.xdp = c.class_counters();
             if let Some(st) = x.statistics() {
