@@ -71,6 +71,33 @@ fn ring(tag: &str, resolution: DeadlockResolution) -> RingLab {
     RingLab::start(tag, &opts).unwrap()
 }
 
+/// Each switch's ring ports at this moment, for a failure message: who pauses whom,
+/// what waits, what moved, what DCFIT saw.
+fn ring_state(r: &RingLab) -> String {
+    let mut out = String::new();
+    for sw in &r.switches {
+        let Ok(s) = sw.stats() else { continue };
+        out += &format!("\n{}: stalls {:?}", s.name, s.stalls);
+        for p in s.ports.iter().filter(|p| p.name != "host") {
+            let q = &p.priorities[3];
+            out += &format!(
+                "\n{} {}: xoff {} egress_paused {} queued {} held {} tx {} rx {} drops {:?} checks {:?}",
+                s.name,
+                p.name,
+                q.xoff,
+                q.egress_paused,
+                p.queues_total(),
+                p.held_by_slowpath,
+                p.counters.tx_frames,
+                p.counters.rx_frames,
+                p.counters.drops,
+                p.checks
+            );
+        }
+    }
+    out
+}
+
 fn finish(gens: Vec<GenProc>) -> Vec<GenReport> {
     gens.into_iter().map(|g| g.finish(GEN_TIMEOUT).unwrap()).collect()
 }
@@ -132,29 +159,65 @@ fn a_ring_deadlocks_after_a_brief_block_and_dcfit_names_the_cycle() {
 
 /// The control for the test above: the same ring and traffic without the block keeps
 /// flowing, and DCFIT, though the ring may pause now and then, reports nothing.
+///
+/// A switch that loses its CPU for longer than [`RingLab::stall_budget`] blocks the ring
+/// as the test above does, and can deadlock it for real; such a run says nothing about
+/// the switch, so it is repeated (up to three attempts), and a failure without one fails.
 #[test]
 fn without_the_block_the_same_ring_keeps_flowing_and_reports_nothing() {
     let _serial = serial();
-    let r = ring("ringctl", DeadlockResolution::Report);
-    let started = pfcswitch::dataplane::sys::now().as_nanos();
+    let mut stalled = Vec::new();
+    while stalled.len() < 3 {
+        let r = ring("ringctl", DeadlockResolution::Report);
+        let started = pfcswitch::dataplane::sys::now().as_nanos();
+        let outcome = control_run(&r, started);
+        if let Err(failure) = &outcome {
+            match r.longest_stall_since(started).unwrap() {
+                Some((sw, s)) if Duration::from_micros(s.us) >= r.stall_budget() => {
+                    let why =
+                        format!("{sw} lost its CPU for {:.1} ms (budget {:?})", s.us as f64 / 1e3, r.stall_budget());
+                    eprintln!("repeating the run: {why}; it failed with: {failure}");
+                    stalled.push(why);
+                }
+                longest => panic!("{failure}\nlongest stall: {longest:?}"),
+            }
+        }
+        for sw in r.switches {
+            assert!(sw.stop().success());
+        }
+        if outcome.is_ok() {
+            return;
+        }
+    }
+    panic!("the machine stalled a switch in every attempt: {stalled:?}");
+}
+
+/// One run of the control; `Err` says what went wrong, with the ring's state.
+fn control_run(r: &RingLab, started: u64) -> Result<(), String> {
     let reports = finish(r.traffic(1.5).unwrap());
     for (i, g) in reports.iter().enumerate() {
-        let f = g.received.first().unwrap_or_else(|| panic!("h{} received nothing", i + 1));
-        assert!(f.last_ns > started + 1_200_000_000, "h{}: flow {} stopped early: {f:?}", i + 1, f.flow);
+        let f = g.received.first().ok_or_else(|| format!("h{} received nothing{}", i + 1, ring_state(r)))?;
+        if f.last_ns <= started + 1_200_000_000 {
+            return Err(format!("h{}: flow {} stopped early: {f:?}{}", i + 1, f.flow, ring_state(r)));
+        }
         // (Frames that arrived before the receiving generator started count as lost there:
         // the switches' own counters say whether the ring lost any.)
-        assert_eq!((f.reordered, f.duplicates), (0, 0), "h{}: {f:?}", i + 1);
+        if (f.reordered, f.duplicates) != (0, 0) {
+            return Err(format!("h{}: reordered or duplicated: {f:?}", i + 1));
+        }
     }
     for sw in &r.switches {
         let drops: u64 = sw.stats().unwrap().ports.iter().map(|p| p.counters.drops.total()).sum();
-        assert_eq!(drops, 0, "{} dropped lossless frames", sw.name);
+        if drops != 0 {
+            return Err(format!("{} dropped {drops} lossless frames{}", sw.name, ring_state(r)));
+        }
     }
     for d in r.deadlocks().unwrap() {
-        assert!(d["deadlocks"].as_array().unwrap().is_empty(), "{d}");
+        if !d["deadlocks"].as_array().unwrap().is_empty() {
+            return Err(format!("{d}{}", ring_state(r)));
+        }
     }
-    for sw in r.switches {
-        assert!(sw.stop().success());
-    }
+    Ok(())
 }
 
 #[test]

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use pfcswitch::control::{self, client, Request};
 use pfcswitch::core::config::{Config, StaticFdbEntry, TaggerConfig};
 use pfcswitch::core::speed::Speed;
-use pfcswitch::core::stats::SwitchStats;
+use pfcswitch::core::stats::{Stall, SwitchStats};
 
 use crate::tagging::{self, TestbedTables};
 use crate::testbed::{Finished, Proc, Testbed, Topology};
@@ -154,6 +154,11 @@ pub struct RingOptions {
     pub tagger: bool,
 }
 
+/// The ring ports' XOFF threshold.
+const RING_XOFF: u64 = 128 << 10;
+/// The ring ports' headroom above XOFF.
+const RING_HEADROOM: u64 = 1 << 20;
+
 /// The lossless priorities of Tagger's tags 1, 2, ... in the labs.
 pub const TAGGER_PRIORITIES: [u8; 2] = [3, 4];
 
@@ -215,10 +220,10 @@ impl RingLab {
             // Above a whole rx batch of backlog (64 frames), which a switch that lost its
             // core for a moment admits before it sends anything: a lower XOFF would pause
             // the ring spuriously, and spurious pauses can deadlock it on their own.
-            c.buffer.xoff_bytes = Some(128 << 10);
+            c.buffer.xoff_bytes = Some(RING_XOFF);
             // A low XON: once the cycle holds frames, they alone keep every ring port paused.
             c.buffer.xon_bytes = Some(8 << 10);
-            c.buffer.headroom_bytes = 1 << 20;
+            c.buffer.headroom_bytes = RING_HEADROOM;
             c.buffer.shared_bytes = 16 << 20;
             c.pfc.refresh_us = opts.refresh_us;
             // Three switches and three senders share the machine: a switch that spins
@@ -301,6 +306,40 @@ impl RingLab {
     /// Each switch's `ctl deadlocks` document.
     pub fn deadlocks(&self) -> Result<Vec<serde_json::Value>> {
         self.switches.iter().map(|s| s.request(&Request::Deadlocks)).collect()
+    }
+
+    /// How long a ring port takes to receive `bytes` of the lab's traffic (two flows
+    /// enter each one).
+    fn time_to_receive(&self, bytes: u64) -> Duration {
+        Duration::from_secs_f64(bytes as f64 / (2.0 * self.rate as f64 * 1000.0))
+    }
+
+    /// The longest a switch may lose its CPU before the traffic waiting for it when it
+    /// runs again crosses XOFF at a ring port: a stall that long pauses the ring as the
+    /// block does, and may deadlock it by itself. A run with such a stall shows the
+    /// machine, not the switch: tests repeat it.
+    pub fn stall_budget(&self) -> Duration {
+        self.time_to_receive(RING_XOFF)
+    }
+
+    /// The longest a switch may lose its CPU before what waits for it fills a ring port's
+    /// headroom too: after a longer stall even a lossless ring drops.
+    pub fn headroom_budget(&self) -> Duration {
+        self.time_to_receive(RING_XOFF + RING_HEADROOM)
+    }
+
+    /// The longest stall of any switch's loop that ended after `since_ns` (monotonic
+    /// clock), with the switch's name.
+    pub fn longest_stall_since(&self, since_ns: u64) -> Result<Option<(String, Stall)>> {
+        let mut longest: Option<(String, Stall)> = None;
+        for sw in &self.switches {
+            if let Some(s) = sw.stats()?.stalls.longest_since(since_ns) {
+                if longest.as_ref().is_none_or(|(_, l)| s.us > l.us) {
+                    longest = Some((sw.name.clone(), s));
+                }
+            }
+        }
+        Ok(longest)
     }
 }
 
