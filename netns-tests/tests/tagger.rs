@@ -158,15 +158,29 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
     let without = controls.last().unwrap();
     assert!(without.deadlock_formed && without.deadlocks >= 1, "the control never deadlocked: {controls:?}");
     assert!(without.lossless_lost > 0 && !without.kept_flowing, "{without:?}");
-    for attempt in 1..=3 {
+    // Three runs with the tables, each lossless. A run in which a switch lost its CPU for
+    // longer than a ring port's headroom covers may drop (the machine, not the switch): it
+    // is repeated, up to three times.
+    let (mut lossless, mut stalled) = (0, 0);
+    for attempt in 1..=6 {
         let with = ring(true);
         let why = format!("attempt {attempt}: {with:?}");
         assert!(!with.deadlock_formed, "{why}");
         assert_eq!(with.deadlocks, 0, "{why}");
         assert!(with.kept_flowing && with.delivered_after_unblock > 0, "{why}");
-        assert_eq!((with.lossless_lost, with.lossless_drops), (0, 0), "every lossless frame arrives: {why}");
         assert!(with.hosts.iter().all(|h| h.sent > 0 && h.received > 0), "{why}");
         assert!(with.rewrites.values().sum::<u64>() > 0, "a demoted hop rewrites tags: {why}");
+        if (with.lossless_lost, with.lossless_drops) == (0, 0) {
+            lossless += 1;
+        } else if with.machine_stalled && stalled < 3 {
+            eprintln!("repeating: a switch stalled for {:.1} ms and the ring dropped: {why}", with.longest_stall_ms);
+            stalled += 1;
+        } else {
+            panic!("every lossless frame arrives: {why}");
+        }
+        if lossless == 3 {
+            return;
+        }
     }
 }
 

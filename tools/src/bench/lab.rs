@@ -84,6 +84,11 @@ pub struct LabRun {
     pub switches: Vec<SwitchFigures>,
     /// The switches' `ctl deadlocks` entries.
     pub dcfit_events: Vec<serde_json::Value>,
+    /// The longest any switch's loop was kept from running during the run, ms.
+    pub longest_stall_ms: f64,
+    /// That stall was long enough for the traffic waiting meanwhile to fill a ring port's
+    /// XOFF and headroom: lossless drops in this run show the machine, not the switch.
+    pub machine_stalled: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -123,6 +128,8 @@ pub struct Summary {
     pub deadlocks: u64,
     pub lossless_lost: u64,
     pub delivered_after_unblock: u64,
+    /// Runs in which a switch stalled past the ring's headroom budget.
+    pub machine_stalled: usize,
     pub runs: Vec<LabRun>,
 }
 
@@ -134,6 +141,7 @@ impl Summary {
             deadlocks: runs.iter().map(|r| r.deadlocks).sum(),
             lossless_lost: runs.iter().map(|r| r.lossless_lost).sum(),
             delivered_after_unblock: runs.iter().map(|r| r.delivered_after_unblock).sum(),
+            machine_stalled: runs.iter().filter(|r| r.machine_stalled).count(),
             runs,
         }
     }
@@ -209,6 +217,7 @@ pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
             println!("{s}");
         }
     };
+    let started = pfcswitch::dataplane::sys::now().as_nanos();
     let gens = lab.traffic(TRAFFIC_S)?;
     std::thread::sleep(BLOCK_AFTER);
     let unblocked = if block {
@@ -255,7 +264,10 @@ pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
     for doc in lab.deadlocks()? {
         dcfit_events.extend(doc["deadlocks"].as_array().into_iter().flatten().cloned());
     }
+    let stall = lab.longest_stall_since(started)?.map_or(Duration::ZERO, |(_, s)| Duration::from_micros(s.us));
     Ok(LabRun {
+        longest_stall_ms: stall.as_secs_f64() * 1e3,
+        machine_stalled: stall >= lab.headroom_budget(),
         tagger: lab.tables.is_some(),
         blocked: block,
         deadlocks: at_end.iter().map(|s| s.deadlocks_detected).sum(),
@@ -355,6 +367,15 @@ fn print_run(r: &LabRun) {
         if r.kept_flowing { "yes" } else { "no" },
         if r.tagger { format!("; rewrites: {}", rewrites.join(", ")) } else { String::new() }
     );
+    println!(
+        "longest stall of a switch's loop: {:.1} ms{}",
+        r.longest_stall_ms,
+        if r.machine_stalled {
+            " (long enough to overflow a ring port's headroom: the machine, not the switch)"
+        } else {
+            ""
+        }
+    );
 }
 
 fn keep(lab: &RingLab) -> Result<()> {
@@ -414,6 +435,7 @@ pub fn comparison_table(c: &Comparison) -> String {
         "DCFIT detections",
         "lossless frames lost",
         "frames delivered after the unblock",
+        "runs the machine stalled",
     ]);
     for (name, s) in [("without tables", &c.without_tagger), ("with Tagger's tables", &c.with_tagger)] {
         t.row(vec![
@@ -423,6 +445,7 @@ pub fn comparison_table(c: &Comparison) -> String {
             s.deadlocks.to_string(),
             s.lossless_lost.to_string(),
             s.delivered_after_unblock.to_string(),
+            s.machine_stalled.to_string(),
         ]);
     }
     t.render()
