@@ -7,7 +7,9 @@
 //! queue the next pause stops. Without a Tagger table that queue has the group's own
 //! priority; under a table it has the priority of the tag the traffic leaves with. A
 //! chain that hops from one priority's dependency to another's unrelated one closes no
-//! cycle, and must not look as if it did.
+//! cycle, and must not look as if it did. For the same reason the origin remembers which
+//! of its groups each message left for: one that comes back through the pauses of
+//! another group of the same port closed no cycle either.
 //!
 //! # Storing
 //! A port that receives a pause carrying a checking message stores it: one per port, a

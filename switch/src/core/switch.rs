@@ -149,6 +149,14 @@ const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
 const EPISODES: usize = 64;
 /// Own checking messages remembered per port: more than are in flight around a cycle.
 const ORIGINATED: usize = 16;
+
+/// A checking message this switch originated: when, and for which paused groups.
+#[derive(Clone, Copy, Debug)]
+struct Originated {
+    seq: u32,
+    at: Time,
+    groups: u8,
+}
 /// A priority counts as flowing when a pause arrives if it sent within this long before.
 const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 
@@ -199,9 +207,9 @@ struct Port {
     /// The first checking message originated on this port since it last stopped pausing
     /// its upstream: an own message older than that no longer proves a standing cycle.
     episode_first_seq: Option<u32>,
-    /// The latest messages originated on this port and when (a ring, oldest overwritten):
-    /// a returning message is judged against what moved since it left.
-    originated: [Option<(u32, Time)>; ORIGINATED],
+    /// The latest messages originated on this port (a ring, oldest overwritten): a
+    /// returning message is judged by the groups it left for and what moved since.
+    originated: [Option<Originated>; ORIGINATED],
     next_originated: usize,
     /// Per ingress group: when a frame charged to it last left the switch.
     departed: [Option<Time>; PRIORITIES],
@@ -601,15 +609,15 @@ impl Switch {
     /// Records that a message with `seq` was originated on `port` (as pause frames do;
     /// for tests that stage a cycle without sending the pause that started it).
     #[cfg(test)]
-    pub(crate) fn note_originated(&mut self, port: PortId, seq: u32) {
+    pub(crate) fn note_originated(&mut self, port: PortId, seq: u32, groups: u8) {
         self.check_seq = self.check_seq.max(seq);
-        self.remember_originated(port, seq);
+        self.remember_originated(port, seq, groups);
     }
 
-    fn remember_originated(&mut self, port: PortId, seq: u32) {
+    fn remember_originated(&mut self, port: PortId, seq: u32, groups: u8) {
         let p = &mut self.ports[port];
         p.episode_first_seq.get_or_insert(seq);
-        p.originated[p.next_originated] = Some((seq, self.clock));
+        p.originated[p.next_originated] = Some(Originated { seq, at: self.clock, groups });
         p.next_originated = (p.next_originated + 1) % ORIGINATED;
     }
 
@@ -771,19 +779,22 @@ impl Switch {
         }
         // Our own message came back. It proves a standing cycle of pauses only if the port
         // it left through has kept pausing its upstream ever since (temporal consistency):
-        // otherwise the chain it travelled was broken behind it. And only if that port's
-        // traffic waits in a queue paused here: a message that came back through another
-        // priority's pauses closed no cycle of buffers.
+        // otherwise the chain it travelled was broken behind it. And only if the groups
+        // it left for wait in a queue paused here: a message that came back through
+        // another group's or another priority's pauses closed no cycle of buffers.
         self.ports[port].checks.own_returned += 1;
         let origin = usize::from(msg.origin_port);
-        let standing = origin < self.ports.len()
-            && self.ports[origin].episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2);
+        let sent = self
+            .ports
+            .get(origin)
+            .filter(|o| o.episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2))
+            .and_then(|o| o.originated.iter().flatten().find(|m| m.seq == msg.seq).copied());
         let waiting =
-            if standing { self.groups_waiting_in(origin, self.xoff_mask(origin), port, msg.prios) } else { 0 };
-        if waiting == 0 {
+            sent.map_or(0, |m| self.groups_waiting_in(origin, m.groups & self.xoff_mask(origin), port, msg.prios));
+        let Some(sent) = sent.filter(|_| waiting != 0) else {
             self.ports[port].checks.stale_returns += 1;
             return;
-        }
+        };
         // A cycle of pauses is a deadlock only if nothing in it moves. Around a ring at
         // line rate every hop pauses the next now and then while all of them still drain
         // (into their hosts), and a message can come all the way round such a cycle.
@@ -791,13 +802,7 @@ impl Switch {
         // the cycle drains; the port sends a fresh message with its next pause, and in a
         // deadlock that one finds everything still.
         let o = &self.ports[origin];
-        let still = o
-            .originated
-            .iter()
-            .flatten()
-            .find(|(seq, _)| *seq == msg.seq)
-            .is_some_and(|&(_, sent)| pfc::bits(waiting).any(|g| o.departed[g].is_none_or(|left| left < sent)));
-        if !still {
+        if !pfc::bits(waiting).any(|g| o.departed[g].is_none_or(|left| left < sent.at)) {
             self.ports[port].checks.draining_returns += 1;
             self.port_checks[origin].retry = true;
             return;
@@ -984,7 +989,7 @@ impl Switch {
             CheckChoice::Originate => {
                 counters.originated += 1;
                 self.check_seq = self.check_seq.wrapping_add(1);
-                self.remember_originated(port, self.check_seq);
+                self.remember_originated(port, self.check_seq, prios);
                 Some(CheckingMessage {
                     origin_switch: self.switch_id,
                     origin_port: port as u16,

@@ -707,7 +707,7 @@ fn deadlocked(resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
     r.outbox();
     // The pause just sent to p0 originated no message (its cause is downstream), so make
     // one as the switch would have when the chain started: seq 1 in p0's XOFF episode.
-    r.sw.note_originated(0, 1);
+    r.sw.note_originated(0, 1, 1 << 3);
     let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2, prios: 1 << 3 };
     (r, own)
 }
@@ -746,6 +746,22 @@ fn an_own_message_coming_back_is_a_deadlock_once_per_cycle() {
     let m = pfc_of(&r.tx(0)[0]).checking.unwrap();
     assert_eq!((m.origin_switch, m.hops), (my_id(&r), 0));
     assert_eq!(r.stats().ports[1].queues_total(), 11, "report only: nothing dropped");
+}
+
+#[test]
+fn an_own_message_sent_for_another_group_closes_no_cycle() {
+    let (mut r, own) = deadlocked(DeadlockResolution::Report);
+    // Sent when p0 paused priority 4; back through the pauses of priority 3, whose traffic
+    // from p0 does wait at p1: two chains, not one cycle.
+    r.sw.note_originated(0, 2, 1 << 4);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { seq: 2, ..own })));
+    let s = r.stats();
+    assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
+    // A message this port never sent (or sent too long ago to remember) proves nothing.
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { seq: 99, ..own })));
+    assert_eq!(r.stats().ports[1].checks.stale_returns, 2);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    assert_eq!(r.stats().deadlocks_detected, 1);
 }
 
 #[test]
