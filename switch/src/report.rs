@@ -58,7 +58,8 @@ fn active(p: &PrioStats) -> bool {
 
 pub fn stats_table(s: &SwitchStats) -> String {
     let mut out = format!(
-        "switch {} (id {:#010x}), up {:.1} s, {} FDB entries, shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\n",
+        "switch {} (id {:#010x}), up {:.1} s, {} FDB entries, shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\
+         loop stalls of 1 ms or more: {} (longest {:.1} ms)\n\n",
         s.name,
         s.switch_id,
         s.uptime_s,
@@ -67,7 +68,9 @@ pub fn stats_table(s: &SwitchStats) -> String {
         s.shared_buffer_bytes,
         s.xoff_threshold,
         s.xon_threshold,
-        s.free_frames
+        s.free_frames,
+        s.stalls.stalls,
+        s.stalls.longest_us as f64 / 1e3
     );
     let mut ports = Table::new(&[
         "port",
