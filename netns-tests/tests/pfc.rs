@@ -104,11 +104,13 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
             q => panic!("unexpected quanta {q}"),
         }
         // The padding is zeros, or (on pauses) a DCFIT checking message that 802.1Qbb
-        // receivers ignore: magic "DCFT", version 1, reserved bytes zero.
+        // receivers ignore: magic "DCFT", version 1, the priorities it follows (the one
+        // paused), reserved bytes zero.
         let padding = &f[34..];
         if padding.iter().any(|&b| b != 0) {
             assert_eq!((&padding[..4], padding[4], padding[5]), (&b"DCFT"[..], 1, 0), "{padding:?}");
-            assert!(padding[18..].iter().all(|&b| b == 0), "{padding:?}");
+            assert_eq!(padding[18], 1 << 3, "{padding:?}");
+            assert!(padding[19..].iter().all(|&b| b == 0), "{padding:?}");
             assert_eq!(u16::from_be_bytes([padding[10], padding[11]]), 0, "originated on port 0 (h1's)");
             with_check += 1;
         }
