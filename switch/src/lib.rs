@@ -6,6 +6,7 @@
 //! - [`control`]: the local control socket behind `pfcswitch ctl`.
 
 pub mod control;
-pub mod core;
+/// The engine, a crate of its own (`switch/core`): re-exported so paths read `pfcswitch::core`.
+pub use pfcswitch_core as core;
 pub mod dataplane;
 pub mod report;

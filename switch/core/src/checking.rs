@@ -72,8 +72,8 @@ impl CheckingMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::mac::MacAddr;
-    use crate::core::pfc::{self, MacControl, Pfc};
+    use crate::mac::MacAddr;
+    use crate::pfc::{self, MacControl, Pfc};
 
     #[test]
     fn rides_in_pfc_padding_and_the_frame_stays_plain_pfc() {

@@ -33,7 +33,7 @@ pub struct Config {
     pub dataplane: DataplaneConfig,
     #[serde(default)]
     pub dcfit: DcfitConfig,
-    /// A Tagger table to apply (deadlock prevention); see [`crate::core::tagging`].
+    /// A Tagger table to apply (deadlock prevention); see [`crate::tagging`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tagger: Option<TaggerConfig>,
     #[serde(rename = "port", default)]

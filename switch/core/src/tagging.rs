@@ -365,7 +365,7 @@ pub(crate) mod tests {
         assert_eq!(err, TableError::OtherSwitch { table: "sw1".into(), expected: "lab-1-sw1".into() });
         assert!(err.to_string().contains("--force"), "{err}");
         assert!(TagTable::apply(&mut c, &tables(TABLE), "t", true).is_ok());
-        c.tagger = Some(crate::core::config::TaggerConfig { table: "t".into(), switch: Some("sw1".into()) });
+        c.tagger = Some(crate::config::TaggerConfig { table: "t".into(), switch: Some("sw1".into()) });
         assert!(TagTable::apply(&mut c, &tables(TABLE), "t", false).is_ok());
     }
 

@@ -1,9 +1,9 @@
 use super::*;
-use crate::core::config::{Config, PauseMode, Scheduler};
-use crate::core::ether::tests::udp_frame;
-use crate::core::pfc::ControlFrame;
-use crate::core::stats::{TagCounters, TaggerStats};
-use crate::core::tagging::TagTable;
+use crate::config::{Config, PauseMode, Scheduler};
+use crate::ether::tests::udp_frame;
+use crate::pfc::ControlFrame;
+use crate::stats::{TagCounters, TaggerStats};
+use crate::tagging::TagTable;
 
 /// Frames as plain vectors.
 pub(crate) struct VecPool {
@@ -71,10 +71,10 @@ impl Rig {
         Rig { sw: Switch::new(&config, None, POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
     }
 
-    /// A switch applying the Tagger table in `text` (see [`crate::core::tagging::tests::TABLE`]).
+    /// A switch applying the Tagger table in `text` (see [`crate::tagging::tests::TABLE`]).
     pub(crate) fn tagged(mut config: Config, text: &str) -> Rig {
         config.name = "sw1".into();
-        let tables = crate::core::tagging::tests::tables(text);
+        let tables = crate::tagging::tests::tables(text);
         let table = TagTable::apply(&mut config, &tables, "sw1.toml", false).unwrap();
         let now = Time::from_millis(1000);
         Rig { sw: Switch::new(&config, Some(table), POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
@@ -523,13 +523,13 @@ fn reaction_time_is_recorded_for_the_xoff_frame() {
 
 // --- Blocked ports, the slowpath and DCFIT ---
 
-use crate::core::checking::CheckingMessage;
-use crate::core::config::DeadlockResolution;
-use crate::core::slowpath::{SlowpathBuffer, ToSlowpath};
+use crate::checking::CheckingMessage;
+use crate::config::DeadlockResolution;
+use crate::slowpath::{SlowpathBuffer, ToSlowpath};
 
 impl Rig {
     /// Held frames the switch handed to the slowpath since the last call, and other events.
-    fn outbox(&mut self) -> (Vec<crate::core::slowpath::HeldFrame>, Vec<ToSlowpath>) {
+    fn outbox(&mut self) -> (Vec<crate::slowpath::HeldFrame>, Vec<ToSlowpath>) {
         let mut held = Vec::new();
         let mut other = Vec::new();
         for ev in self.sw.drain_outbox() {
@@ -817,7 +817,7 @@ fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
 #[test]
 fn static_fdb_entries_are_used_and_never_learned_over() {
     let mut c = Rig::ports(3);
-    c.fdb_entries.push(crate::core::config::StaticFdbEntry { mac: mac(2), port: "p2".into() });
+    c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(2), port: "p2".into() });
     let mut r = Rig::new(c);
     r.rx(0, &data(1, 2, 0, 64));
     assert!(r.tx(1).is_empty(), "not flooded: the static entry says p2");
@@ -862,8 +862,8 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
 
 mod tagger {
     use super::*;
-    use crate::core::ether::{parse_header, IpAt};
-    use crate::core::tagging::tests::TABLE;
+    use crate::ether::{parse_header, IpAt};
+    use crate::tagging::tests::TABLE;
 
     /// The table's switch with host 2 learned on port 2 (index 1) and host 3 on port 3.
     fn rig() -> Rig {

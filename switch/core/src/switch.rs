@@ -967,7 +967,7 @@ impl Switch {
     }
 
     /// The checking message a pause for `prios` sent on `port` carries (see
-    /// [`crate::core::dcfit`] for the rule).
+    /// [`crate::dcfit`] for the rule).
     fn checking_for(&mut self, now: Time, port: PortId, prios: u8) -> Option<CheckingMessage> {
         let mut causes = [Cause::default(); 64];
         let mut n = 0;

@@ -26,7 +26,7 @@ impl Classifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::mac::MacAddr;
+    use crate::mac::MacAddr;
 
     fn header(pcp: Option<u8>, dscp: Option<u8>) -> FrameHeader {
         FrameHeader { dst: MacAddr::local(1), src: MacAddr::local(2), ethertype: 0x0800, pcp, dscp, ip: None }
