@@ -149,6 +149,8 @@ const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
 const EPISODES: usize = 64;
 /// Own checking messages remembered per port: more than are in flight around a cycle.
 const ORIGINATED: usize = 16;
+/// A priority counts as flowing when a pause arrives if it sent within this long before.
+const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 
 /// A checking message this switch originated: when, and for which paused groups.
 #[derive(Clone, Copy, Debug)]
@@ -157,8 +159,6 @@ struct Originated {
     at: Time,
     groups: u8,
 }
-/// A priority counts as flowing when a pause arrives if it sent within this long before.
-const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
 struct Drr {
@@ -204,11 +204,10 @@ struct Port {
     last_tx: [Time; PRIORITIES],
     /// The latest XOFF episodes, a ring of fixed size (oldest overwritten).
     episodes: [XoffEpisode; EPISODES],
-    /// The first checking message originated on this port since it last stopped pausing
-    /// its upstream: an own message older than that no longer proves a standing cycle.
-    episode_first_seq: Option<u32>,
-    /// The latest messages originated on this port (a ring, oldest overwritten): a
-    /// returning message is judged by the groups it left for and what moved since.
+    /// The latest messages originated on this port since it last stopped pausing its
+    /// upstream (a ring, oldest overwritten, emptied when the pausing stops): a returning
+    /// message not among them no longer proves a standing cycle; one among them is judged
+    /// by the groups it left for and what moved since.
     originated: [Option<Originated>; ORIGINATED],
     next_originated: usize,
     /// Per ingress group: when a frame charged to it last left the switch.
@@ -297,7 +296,6 @@ impl Switch {
                     upstream_response: [Duration::ZERO; PRIORITIES],
                     last_tx: [Time::ZERO; PRIORITIES],
                     episodes: [XoffEpisode::default(); EPISODES],
-                    episode_first_seq: None,
                     originated: [None; ORIGINATED],
                     next_originated: 0,
                     departed: [None; PRIORITIES],
@@ -616,7 +614,6 @@ impl Switch {
 
     fn remember_originated(&mut self, port: PortId, seq: u32, groups: u8) {
         let p = &mut self.ports[port];
-        p.episode_first_seq.get_or_insert(seq);
         p.originated[p.next_originated] = Some(Originated { seq, at: self.clock, groups });
         p.next_originated = (p.next_originated + 1) % ORIGINATED;
     }
@@ -682,7 +679,7 @@ impl Switch {
             e.end_ns = now.as_nanos().max(e.start_ns);
         }
         if !pfc::bits(self.lossless).any(|q| self.buffer.group(port, q).xoff) {
-            p.episode_first_seq = None;
+            p.originated = [None; ORIGINATED];
             self.port_checks[port].retry = false;
         }
         let pending = &mut self.ports[port].pending;
@@ -784,11 +781,8 @@ impl Switch {
         // another group's or another priority's pauses closed no cycle of buffers.
         self.ports[port].checks.own_returned += 1;
         let origin = usize::from(msg.origin_port);
-        let sent = self
-            .ports
-            .get(origin)
-            .filter(|o| o.episode_first_seq.is_some_and(|first| msg.seq.wrapping_sub(first) < u32::MAX / 2))
-            .and_then(|o| o.originated.iter().flatten().find(|m| m.seq == msg.seq).copied());
+        let sent =
+            self.ports.get(origin).and_then(|o| o.originated.iter().flatten().find(|m| m.seq == msg.seq).copied());
         let waiting =
             sent.map_or(0, |m| self.groups_waiting_in(origin, m.groups & self.xoff_mask(origin), port, msg.prios));
         let Some(sent) = sent.filter(|_| waiting != 0) else {
