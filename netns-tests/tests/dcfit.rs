@@ -9,8 +9,8 @@ use pfcswitch::core::speed::Speed;
 use pfctools::harness::{GenProc, RingLab, RingOptions};
 use pfctools::traffic::gen::GenReport;
 
-fn ctl(sw: &SwitchProc, req: Request) -> serde_json::Value {
-    sw.request(&req).unwrap_or_else(|e| panic!("{} {req:?}: {e}", sw.name))
+fn ctl(sw: &SwitchProc, req: Request) -> String {
+    sw.command(&req).unwrap_or_else(|e| panic!("{} {req:?}: {e}", sw.name))
 }
 
 #[test]
@@ -34,7 +34,7 @@ fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_ord
     ctl(&sw, Request::Block { port: "p2".into() });
     std::thread::sleep(Duration::from_millis(500));
     let blocked = sw.stats().unwrap();
-    let map = ctl(&sw, Request::TrafficMap);
+    let map = sw.traffic_map().unwrap();
     ctl(&sw, Request::Unblock { port: "p2".into() });
     let g = gen.finish(GEN_TIMEOUT).unwrap();
     let rx = sink.finish(SINK_TIMEOUT).unwrap();
@@ -45,14 +45,14 @@ fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_ord
     assert!(blocked.ports[1].held_by_slowpath > 100, "{}", blocked.ports[1].held_by_slowpath);
     assert!(blocked.ports[0].priorities[3].xoff, "the switch pauses its upstream");
     assert!(g.pauses.xoff[3] > 0, "the sender was paused: {:?}", g.pauses);
-    assert_eq!(map["at_slowpath"][0][1], true, "traffic map marks (p1, p2): {map}");
+    assert!(map.at_slowpath[0][1], "traffic map marks (p1, p2): {map:?}");
     // After unblocking: everything, in order, once.
     let f = &rx.flows[0];
     assert_eq!((f.received, f.lost, f.reordered, f.duplicates), (g.sent, 0, 0, 0), "{f:?}");
     let after = sw.stats().unwrap();
     assert_eq!((after.ports[1].blocked, after.ports[1].held_by_slowpath), (false, 0));
     assert_eq!(after.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
-    assert_eq!(ctl(&sw, Request::TrafficMap)["waiting"][0][1], false);
+    assert!(!sw.traffic_map().unwrap().waiting[0][1]);
     assert!(sw.stop().success());
 }
 
@@ -137,18 +137,18 @@ fn a_ring_deadlocks_after_a_brief_block_and_dcfit_names_the_cycle() {
     // naming the ports on the cycle: its message left through the ring port it paused
     // (ccw) and came back on the ring port the cycle stopped (cw), three pauses around.
     let all = r.deadlocks().unwrap();
-    let found: Vec<&serde_json::Value> = all.iter().flat_map(|d| d["deadlocks"].as_array().unwrap().iter()).collect();
+    let found: Vec<_> = all.iter().flat_map(|d| &d.deadlocks).collect();
     assert!(!found.is_empty(), "no switch reported the deadlock: {all:?}");
     for d in &found {
-        assert_eq!((d["origin_port_name"].as_str(), d["return_port_name"].as_str()), (Some("ccw"), Some("cw")), "{d}");
-        assert_eq!(d["path_length"], 3, "{d}");
-        assert_eq!(d["resolved"], false);
+        assert_eq!((d.origin_port_name.as_str(), d.return_port_name.as_str()), ("ccw", "cw"), "{d:?}");
+        assert_eq!(d.event.path_length, 3, "{d:?}");
+        assert!(!d.event.resolved);
     }
     // The switches that did not detect it passed messages on from their cw to their ccw port.
-    let detector = found[0]["switch"].as_str().unwrap();
-    for sw in all.iter().filter(|d| d["switch"] != detector) {
-        let fwd = sw["recent_forwards"].as_array().unwrap();
-        assert!(fwd.iter().any(|f| f["from_port"] == "cw" && f["to_port"] == "ccw"), "{sw}");
+    let detector = &found[0].switch;
+    for sw in all.iter().filter(|d| &d.switch != detector) {
+        let passed = sw.recent_forwards.iter().any(|f| f.from_port == "cw" && f.to_port == "ccw");
+        assert!(passed, "{sw:?}");
     }
     let detected: u64 = r.switches.iter().map(|s| s.stats().unwrap().deadlocks_detected).sum();
     assert!(detected >= 1);
@@ -213,8 +213,8 @@ fn control_run(r: &RingLab, started: u64) -> Result<(), String> {
         }
     }
     for d in r.deadlocks().unwrap() {
-        if !d["deadlocks"].as_array().unwrap().is_empty() {
-            return Err(format!("{d}{}", ring_state(r)));
+        if !d.deadlocks.is_empty() {
+            return Err(format!("{d:?}{}", ring_state(r)));
         }
     }
     Ok(())
@@ -233,8 +233,7 @@ fn with_resolution_on_the_ring_recovers_and_traffic_resumes() {
         assert!(f.last_ns > unblocked + 500_000_000, "h{}: flow {} never resumed after the unblock", i + 1, f.flow);
     }
     let all = r.deadlocks().unwrap();
-    let resolved: Vec<&serde_json::Value> =
-        all.iter().flat_map(|d| d["deadlocks"].as_array().unwrap().iter()).filter(|d| d["resolved"] == true).collect();
+    let resolved: Vec<_> = all.iter().flat_map(|d| &d.deadlocks).filter(|d| d.event.resolved).collect();
     assert!(!resolved.is_empty(), "{all:?}");
     let dropped: u64 = r
         .switches
@@ -282,8 +281,8 @@ fn a_line_of_pauses_without_a_cycle_reports_nothing() {
     assert!(port(&during[1], "left").checks.forwarded > 0);
     assert!(port(&during[0], "host").checks.forwarded > 0);
     for sw in &switches {
-        let d = ctl(sw, Request::Deadlocks);
-        assert!(d["deadlocks"].as_array().unwrap().is_empty(), "{}: {d}", sw.name);
+        let d = sw.deadlocks().unwrap();
+        assert!(d.deadlocks.is_empty(), "{}: {d:?}", sw.name);
         assert_eq!(sw.stats().unwrap().deadlocks_detected, 0);
     }
     for sw in switches {

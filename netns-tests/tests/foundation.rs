@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use netns_tests::*;
-use pfcswitch::control::Request;
 
 #[test]
 fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
@@ -13,8 +12,8 @@ fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
 
     let out = tb.exec("h1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.0.2"]).expect("ping h1 → h2");
     assert!(out.contains("3 received"), "{out}");
-    let fdb = sw.request(&Request::Fdb).unwrap();
-    assert_eq!(fdb.as_array().unwrap().len(), 2, "h1 and h2 learned: {fdb}");
+    let fdb = sw.fdb().unwrap();
+    assert_eq!(fdb.len(), 2, "h1 and h2 learned: {fdb:?}");
 
     let p3_before = sw.stats().unwrap().ports[2].counters.tx_frames;
     let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &["--idle", "1"]).unwrap();

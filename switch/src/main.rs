@@ -10,10 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use pfcswitch::control::server::{ControlServer, Routes};
-use pfcswitch::control::{self, client, Request};
+use pfcswitch::control::{self, client, Request, Response};
 use pfcswitch::core::config::{Config, TaggerConfig};
 use pfcswitch::core::speed::Speed;
-use pfcswitch::core::stats::SwitchStats;
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{sys::Waker, Dataplane, Options};
 use pfcswitch::report;
@@ -217,20 +216,17 @@ fn ctl(args: CtlArgs) -> Result<()> {
         CtlCommand::TrafficMap => Request::TrafficMap,
         CtlCommand::Deadlocks => Request::Deadlocks,
     };
-    let result = client::request(&path, &request)?;
+    let response = client::request(&path, &request)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        println!("{}", serde_json::to_string_pretty(&response.to_json())?);
         return Ok(());
     }
-    match request {
-        Request::Stats => {
-            let stats: SwitchStats = serde_json::from_value(result)?;
-            print!("{}", report::stats_table(&stats));
-        }
-        Request::Fdb => print!("{}", report::fdb_table(&result)),
-        Request::TrafficMap => print!("{}", report::traffic_map_table(&result)),
-        Request::Deadlocks => println!("{}", serde_json::to_string_pretty(&result)?),
-        _ => println!("{}", result.as_str().unwrap_or(&result.to_string())),
+    match &response {
+        Response::Stats(stats) => print!("{}", report::stats_table(stats)),
+        Response::Fdb(rows) => print!("{}", report::fdb_table(rows)),
+        Response::TrafficMap(map) => print!("{}", report::traffic_map_table(map)),
+        Response::Deadlocks(_) => println!("{}", serde_json::to_string_pretty(&response.to_json())?),
+        Response::Done(what) => println!("{what}"),
     }
     Ok(())
 }

@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
+use crate::core::fdb::FdbRow;
 use crate::core::stats::{PrioStats, SwitchStats, TaggerStats};
+use crate::core::traffic_map::TrafficMapView;
 
 /// Left-aligned first column, right-aligned numbers, widths from the content.
 pub struct Table {
@@ -299,14 +301,14 @@ pub fn tagger_table(t: &TaggerStats) -> String {
     out
 }
 
-pub fn fdb_table(rows: &serde_json::Value) -> String {
+pub fn fdb_table(rows: &[FdbRow]) -> String {
     let mut t = Table::new(&["mac", "port", "age s", "static"]);
-    for r in rows.as_array().map(Vec::as_slice).unwrap_or_default() {
+    for r in rows {
         t.row(vec![
-            r["mac"].as_str().unwrap_or("?").to_string(),
-            r["port"].to_string(),
-            r["age_s"].to_string(),
-            if r["is_static"].as_bool() == Some(true) { "yes".into() } else { String::new() },
+            r.mac.to_string(),
+            r.port.to_string(),
+            r.age_s.to_string(),
+            if r.is_static { "yes".into() } else { String::new() },
         ]);
     }
     t.render()
@@ -314,19 +316,15 @@ pub fn fdb_table(rows: &serde_json::Value) -> String {
 
 /// The traffic map as a matrix: rows are ingress ports, columns egress ports; `*` when
 /// the pair waits at the slowpath, `q` when it waits in an egress queue.
-pub fn traffic_map_table(doc: &serde_json::Value) -> String {
-    let names: Vec<String> = doc["ports"]
-        .as_array()
-        .map(|a| a.iter().map(|v| v.as_str().unwrap_or("?").to_string()).collect())
-        .unwrap_or_default();
-    let cell = |m: &str, i: usize, e: usize| doc[m][i][e].as_bool() == Some(true);
+pub fn traffic_map_table(map: &TrafficMapView) -> String {
+    let cell = |m: &[Vec<bool>], i: usize, e: usize| m.get(i).and_then(|r| r.get(e)).copied().unwrap_or(false);
     let mut header = vec!["ingress \\ egress".to_string()];
-    header.extend(names.iter().cloned());
+    header.extend(map.ports.iter().cloned());
     let mut t = Table::new(&header);
-    for (i, name) in names.iter().enumerate() {
+    for (i, name) in map.ports.iter().enumerate() {
         let mut row = vec![name.clone()];
-        for e in 0..names.len() {
-            row.push(match (cell("at_slowpath", i, e), cell("waiting", i, e)) {
+        for e in 0..map.ports.len() {
+            row.push(match (cell(&map.at_slowpath, i, e), cell(&map.waiting, i, e)) {
                 (true, _) => "*".into(),
                 (false, true) => "q".into(),
                 _ => ".".into(),
@@ -392,12 +390,12 @@ mod tests {
 
     #[test]
     fn traffic_map_matrix() {
-        let doc = serde_json::json!({
-            "ports": ["a", "b"],
-            "waiting": [[false, true], [false, false]],
-            "at_slowpath": [[false, true], [false, false]],
-        });
-        let text = traffic_map_table(&doc);
+        let map = TrafficMapView {
+            ports: vec!["a".into(), "b".into()],
+            waiting: vec![vec![false, true], vec![false, false]],
+            at_slowpath: vec![vec![false, true], vec![false, false]],
+        };
+        let text = traffic_map_table(&map);
         assert!(text.lines().nth(1).unwrap().ends_with('*'), "{text}");
     }
 }

@@ -7,8 +7,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use pfcswitch::control::{self, client, Request};
 use pfcswitch::core::config::{Config, StaticFdbEntry, TaggerConfig};
+use pfcswitch::core::fdb::FdbRow;
+use pfcswitch::core::slowpath::DeadlockReport;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::{Stall, SwitchStats};
+use pfcswitch::core::traffic_map::TrafficMapView;
 
 use crate::tagging::{self, TestbedTables};
 use crate::testbed::{Finished, Proc, Testbed, Topology};
@@ -73,11 +76,24 @@ impl SwitchProc {
     }
 
     pub fn stats(&self) -> Result<SwitchStats> {
-        Ok(client::request_as(&self.socket, &Request::Stats)?)
+        Ok(client::stats(&self.socket)?)
     }
 
-    pub fn request(&self, req: &Request) -> Result<serde_json::Value> {
-        Ok(client::request(&self.socket, req)?)
+    pub fn fdb(&self) -> Result<Vec<FdbRow>> {
+        Ok(client::fdb(&self.socket)?)
+    }
+
+    pub fn traffic_map(&self) -> Result<TrafficMapView> {
+        Ok(client::traffic_map(&self.socket)?)
+    }
+
+    pub fn deadlocks(&self) -> Result<DeadlockReport> {
+        Ok(client::deadlocks(&self.socket)?)
+    }
+
+    /// Sends a command (block, unblock, clear-watermarks); returns what was done.
+    pub fn command(&self, req: &Request) -> Result<String> {
+        Ok(client::command(&self.socket, req)?)
     }
 
     /// SIGTERM and wait for a clean exit.
@@ -297,15 +313,15 @@ impl RingLab {
     /// frames still wait: every ring ingress holds frames for a paused ring egress — a
     /// deadlock that outlives its cause.
     pub fn block_briefly(&self, hold: Duration) -> Result<u64> {
-        self.switches[1].request(&Request::Block { port: "cw".into() })?;
+        self.switches[1].command(&Request::Block { port: "cw".into() })?;
         std::thread::sleep(hold);
-        self.switches[1].request(&Request::Unblock { port: "cw".into() })?;
+        self.switches[1].command(&Request::Unblock { port: "cw".into() })?;
         Ok(pfcswitch::dataplane::sys::now().as_nanos())
     }
 
     /// Each switch's `ctl deadlocks` document.
-    pub fn deadlocks(&self) -> Result<Vec<serde_json::Value>> {
-        self.switches.iter().map(|s| s.request(&Request::Deadlocks)).collect()
+    pub fn deadlocks(&self) -> Result<Vec<DeadlockReport>> {
+        self.switches.iter().map(SwitchProc::deadlocks).collect()
     }
 
     /// How long a ring port takes to receive `bytes` of the lab's traffic (two flows

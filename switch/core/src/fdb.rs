@@ -39,7 +39,7 @@ pub struct Fdb {
 }
 
 /// One row of the table, for display.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FdbRow {
     pub mac: MacAddr,
     pub port: PortId,

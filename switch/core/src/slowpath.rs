@@ -1,12 +1,21 @@
-//! The slowpath's part of blocked ports: which ports are blocked, the frames it holds for
-//! them, and which of those may go.
+//! The slowpath: the frames it holds for blocked ports and which of those may go, and
+//! the records DCFIT keeps of deadlocks and forwards. An I/O-free object: the
+//! dataplane's slowpath thread runs it on the switch's CPU, the simulator runs it with
+//! a CPU delay.
 //!
-//! Frames stay in the UMEM; the slowpath holds their ids, in arrival order per ingress
-//! port. They stay charged to their ingress (port, priority) group while held, so holding
-//! them builds buffer and triggers XOFF upstream exactly as congestion would.
+//! Frames stay in the frame pool (the UMEM); the slowpath holds their ids, in arrival
+//! order per ingress port. They stay charged to their ingress (port, priority) group
+//! while held, so holding them builds buffer and triggers XOFF upstream exactly as
+//! congestion would. Whether a port is blocked, and how many frames are held for each
+//! egress queue, the engine alone keeps ([`crate::switch::Switch::stopped_mask`],
+//! [`crate::traffic_map::TrafficMap`]).
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
+
+use super::checking::CheckingMessage;
+use super::dcfit::DeadlockEvent;
 use super::queue::FrameId;
 
 /// A frame the dataplane handed to the slowpath because its egress was blocked.
@@ -28,41 +37,28 @@ pub struct Released {
     pub last_of_pair: bool,
 }
 
+/// Frames held for blocked egresses, per ingress port in arrival order.
 #[derive(Debug)]
-pub struct SlowpathBuffer {
-    blocked: u64,
-    /// Per ingress port, in arrival order.
+pub struct HeldFrames {
     held: Vec<VecDeque<HeldFrame>>,
 }
 
-impl SlowpathBuffer {
+impl HeldFrames {
     /// Room for `frames` held frames per ingress port is reserved up front.
-    pub fn new(ports: usize, frames: usize) -> SlowpathBuffer {
-        SlowpathBuffer { blocked: 0, held: (0..ports).map(|_| VecDeque::with_capacity(frames)).collect() }
-    }
-
-    pub fn block(&mut self, port: usize) {
-        self.blocked |= 1 << port;
-    }
-
-    pub fn unblock(&mut self, port: usize) {
-        self.blocked &= !(1 << port);
-    }
-
-    pub fn is_blocked(&self, port: usize) -> bool {
-        self.blocked & (1 << port) != 0
-    }
-
-    pub fn blocked_mask(&self) -> u64 {
-        self.blocked
+    pub fn new(ports: usize, frames: usize) -> HeldFrames {
+        HeldFrames { held: (0..ports).map(|_| VecDeque::with_capacity(frames)).collect() }
     }
 
     pub fn hold(&mut self, frame: HeldFrame) {
         self.held[usize::from(frame.ingress)].push_back(frame);
     }
 
-    pub fn held(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.held.iter().map(VecDeque::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.iter().all(VecDeque::is_empty)
     }
 
     /// Frames held for `egress`.
@@ -70,16 +66,15 @@ impl SlowpathBuffer {
         self.held.iter().flatten().filter(|f| usize::from(f.egress) == egress).count()
     }
 
-    /// Gives back every frame that may go — its egress not blocked and its priority not
-    /// paused there (`paused(egress)` is a priority bit mask) — walking each ingress port's
-    /// frames in arrival order, so order within each (ingress, egress, priority) holds.
-    pub fn release(&mut self, paused: impl Fn(usize) -> u8, out: &mut Vec<Released>) {
+    /// Gives back every frame that may go — its priority not stopped at its egress
+    /// (`stopped(egress)` is a priority bit mask: all of them while the port is blocked) —
+    /// walking each ingress port's frames in arrival order, so order within each
+    /// (ingress, egress, priority) holds.
+    pub fn release(&mut self, stopped: impl Fn(usize) -> u8, out: &mut Vec<Released>) {
         let start = out.len();
         for queue in &mut self.held {
-            let blocked = self.blocked;
             queue.retain(|f| {
-                let e = usize::from(f.egress);
-                let may_go = blocked & (1 << e) == 0 && paused(e) & (1 << f.prio) == 0;
+                let may_go = stopped(usize::from(f.egress)) & (1 << f.prio) == 0;
                 if may_go {
                     out.push(Released { frame: *f, last_of_pair: false });
                 }
@@ -109,6 +104,169 @@ impl SlowpathBuffer {
     }
 }
 
+/// A deadlock as `pfcswitch ctl deadlocks` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeadlockRecord {
+    #[serde(flatten)]
+    pub event: DeadlockEvent,
+    pub switch: String,
+    pub origin_port_name: String,
+    pub return_port_name: String,
+}
+
+/// A checking message passed on, for the record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForwardRecord {
+    pub message: CheckingMessage,
+    pub from_port: String,
+    pub to_port: String,
+}
+
+/// What `ctl deadlocks` answers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeadlockReport {
+    pub switch: String,
+    /// The latest deadlocks, oldest first (at most [`DEADLOCK_LOG`]).
+    pub deadlocks: Vec<DeadlockRecord>,
+    /// Older deadlocks no longer in the list.
+    #[serde(default)]
+    pub deadlocks_forgotten: u64,
+    pub recent_forwards: Vec<ForwardRecord>,
+}
+
+/// The most deadlocks remembered: a flood of them cannot grow memory.
+pub const DEADLOCK_LOG: usize = 256;
+/// The most forwards remembered.
+pub const FORWARD_LOG: usize = 64;
+
+/// The slowpath's state and decisions.
+#[derive(Debug)]
+pub struct Slowpath {
+    switch: String,
+    port_names: Vec<String>,
+    held: HeldFrames,
+    deadlocks: VecDeque<DeadlockRecord>,
+    deadlocks_forgotten: u64,
+    forwards: VecDeque<ForwardRecord>,
+    released: Vec<Released>,
+    /// Something may have become free to go since the last release.
+    recheck: bool,
+}
+
+impl Slowpath {
+    /// The slowpath of switch `switch` with these ports, with room for `frames` held
+    /// frames per ingress port reserved.
+    pub fn new(switch: &str, port_names: Vec<String>, frames: usize) -> Slowpath {
+        let n = port_names.len();
+        Slowpath {
+            switch: switch.to_string(),
+            held: HeldFrames::new(n, frames),
+            port_names,
+            deadlocks: VecDeque::new(),
+            deadlocks_forgotten: 0,
+            forwards: VecDeque::with_capacity(FORWARD_LOG),
+            released: Vec::with_capacity(frames.min(4096)),
+            recheck: false,
+        }
+    }
+
+    fn name(&self, port: usize) -> String {
+        self.port_names.get(port).cloned().unwrap_or_else(|| port.to_string())
+    }
+
+    /// Takes one event from the engine. Returns the deadlock it recorded, if it is a new one.
+    pub fn handle_event(&mut self, ev: ToSlowpath) -> Option<&DeadlockRecord> {
+        match ev {
+            ToSlowpath::Held(frame) => self.held.hold(frame),
+            ToSlowpath::Unblocked { .. } => self.recheck = true,
+            ToSlowpath::CheckForwarded { from, to, msg } => {
+                if self.forwards.len() == FORWARD_LOG {
+                    self.forwards.pop_front();
+                }
+                let record =
+                    ForwardRecord { message: msg, from_port: self.name(from.into()), to_port: self.name(to.into()) };
+                self.forwards.push_back(record);
+            }
+            ToSlowpath::Deadlock(event) => {
+                if self.deadlocks.len() == DEADLOCK_LOG {
+                    self.deadlocks.pop_front();
+                    self.deadlocks_forgotten += 1;
+                }
+                let record = DeadlockRecord {
+                    switch: self.switch.clone(),
+                    origin_port_name: self.name(event.origin_port),
+                    return_port_name: self.name(event.return_port),
+                    event,
+                };
+                self.deadlocks.push_back(record);
+                return self.deadlocks.back();
+            }
+            ToSlowpath::Confirmed { id, at_ns } => {
+                if let Some(d) = self.deadlocks.iter_mut().find(|d| d.event.id == id) {
+                    d.event.confirmations += 1;
+                    d.event.last_seen_ns = at_ns;
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether an event since the last release asks for one now (rather than at the
+    /// next periodic look).
+    pub fn wants_release(&self) -> bool {
+        self.recheck && !self.held.is_empty()
+    }
+
+    /// The held frames that may go now (see [`HeldFrames::release`]), in order; the
+    /// caller hands them back to the engine ([`crate::switch::Switch::reinject`]).
+    pub fn release(&mut self, stopped: impl Fn(usize) -> u8) -> &[Released] {
+        self.recheck = false;
+        self.released.clear();
+        self.held.release(stopped, &mut self.released);
+        &self.released
+    }
+
+    /// Frames held now.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Frames held for `egress`.
+    pub fn held_for(&self, egress: usize) -> usize {
+        self.held.held_for(egress)
+    }
+
+    /// Every held frame, whatever its egress's state (at shutdown).
+    pub fn drain(&mut self) -> Vec<HeldFrame> {
+        self.held.drain()
+    }
+
+    pub fn deadlocks(&self) -> DeadlockReport {
+        DeadlockReport {
+            switch: self.switch.clone(),
+            deadlocks: self.deadlocks.iter().cloned().collect(),
+            deadlocks_forgotten: self.deadlocks_forgotten,
+            recent_forwards: self.forwards.iter().cloned().collect(),
+        }
+    }
+}
+
+/// What the dataplane tells the slowpath.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToSlowpath {
+    /// A frame for a blocked egress, to hold.
+    Held(HeldFrame),
+    /// `port` was unblocked: what is held for it may go (as its pauses allow).
+    Unblocked { port: u16 },
+    /// A pause on egress `from` brought another switch's checking message, which ingress
+    /// `to` passes upstream on its next pause (for the slowpath's record of forwards).
+    CheckForwarded { from: u16, to: u16, msg: CheckingMessage },
+    /// This switch's own checking message came back: a new deadlock.
+    Deadlock(DeadlockEvent),
+    /// An own message came back again over a known cycle.
+    Confirmed { id: u64, at_ns: u64 },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,29 +276,27 @@ mod tests {
     }
 
     #[test]
-    fn block_hold_unblock_releases_in_order_with_the_last_of_pair_bit() {
-        let mut s = SlowpathBuffer::new(3, 16);
-        s.block(2);
-        assert!(s.is_blocked(2) && !s.is_blocked(1));
+    fn hold_then_unblock_releases_in_order_with_the_last_of_pair_bit() {
+        let mut s = HeldFrames::new(3, 16);
         for id in 0..4 {
             s.hold(frame(id, 0, 2, 3));
         }
         s.hold(frame(9, 1, 2, 3));
         let mut out = Vec::new();
-        s.release(|_| 0, &mut out);
+        let blocked = |e| if e == 2 { u8::MAX } else { 0 };
+        s.release(blocked, &mut out);
         assert!(out.is_empty(), "nothing goes while the egress is blocked");
-        s.unblock(2);
         s.release(|_| 0, &mut out);
         let ids: Vec<u32> = out.iter().map(|r| r.frame.id.0).collect();
         assert_eq!(ids, vec![0, 1, 2, 3, 9]);
         let last: Vec<bool> = out.iter().map(|r| r.last_of_pair).collect();
         assert_eq!(last, vec![false, false, false, true, true]);
-        assert_eq!(s.held(), 0);
+        assert!(s.is_empty());
     }
 
     #[test]
     fn paused_priorities_stay_and_keep_their_pair_marked() {
-        let mut s = SlowpathBuffer::new(2, 16);
+        let mut s = HeldFrames::new(2, 16);
         s.hold(frame(1, 0, 1, 3));
         s.hold(frame(2, 0, 1, 4));
         s.hold(frame(3, 0, 1, 3));
@@ -157,31 +313,50 @@ mod tests {
 
     #[test]
     fn drain_returns_everything() {
-        let mut s = SlowpathBuffer::new(2, 4);
-        s.block(1);
-        s.hold(frame(1, 0, 1, 3));
+        let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
+        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
+        assert_eq!(s.release(|_| u8::MAX).len(), 0);
         assert_eq!(s.drain().len(), 1);
-        assert_eq!(s.blocked_mask(), 0b10);
+        assert_eq!(s.held(), 0);
     }
-}
 
-/// What the dataplane tells the slowpath.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ToSlowpath {
-    /// A frame for a blocked egress, to hold.
-    Held(HeldFrame),
-    /// A pause on egress `from` brought another switch's checking message, which ingress
-    /// `to` passes upstream on its next pause (for the slowpath's record of forwards).
-    CheckForwarded { from: u16, to: u16, msg: super::checking::CheckingMessage },
-    /// This switch's own checking message came back: a new deadlock.
-    Deadlock(super::dcfit::DeadlockEvent),
-    /// An own message came back again over a known cycle.
-    Confirmed { id: u64, at_ns: u64 },
-}
+    fn deadlock(id: u64) -> DeadlockEvent {
+        DeadlockEvent {
+            id,
+            detected_ns: id * 10,
+            origin_port: 0,
+            return_port: 1,
+            message: CheckingMessage { origin_switch: 7, origin_port: 0, seq: id as u32, hops: 3, prios: 1 << 3 },
+            path_length: 3,
+            confirmations: 0,
+            last_seen_ns: 0,
+            resolved: false,
+        }
+    }
 
-/// What the slowpath tells the dataplane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ToDataplane {
-    SetBlocked { port: u16, blocked: bool },
-    Release(Released),
+    #[test]
+    fn a_flood_of_deadlocks_keeps_the_latest_and_counts_the_rest() {
+        let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
+        for id in 1..=DEADLOCK_LOG as u64 + 10 {
+            let new = s.handle_event(ToSlowpath::Deadlock(deadlock(id))).expect("a new deadlock is returned");
+            assert_eq!((new.origin_port_name.as_str(), new.return_port_name.as_str()), ("a", "b"));
+        }
+        s.handle_event(ToSlowpath::Confirmed { id: DEADLOCK_LOG as u64 + 10, at_ns: 99 });
+        let report = s.deadlocks();
+        assert_eq!(report.deadlocks.len(), DEADLOCK_LOG);
+        assert_eq!(report.deadlocks_forgotten, 10);
+        assert_eq!(report.deadlocks[0].event.id, 11, "the oldest went first");
+        assert_eq!(report.deadlocks.last().unwrap().event.confirmations, 1);
+    }
+
+    #[test]
+    fn an_unblock_asks_for_a_release_only_when_something_is_held() {
+        let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
+        s.handle_event(ToSlowpath::Unblocked { port: 1 });
+        assert!(!s.wants_release());
+        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
+        assert!(s.wants_release());
+        assert_eq!(s.release(|_| 0).len(), 1);
+        assert!(!s.wants_release());
+    }
 }

@@ -27,7 +27,7 @@ use super::stats::{
 };
 use super::tagging::{TagTable, TAGS};
 use super::time::Time;
-use super::traffic_map::TrafficMap;
+use super::traffic_map::{TrafficMap, TrafficMapView};
 
 /// Frame buffers owned by the caller. Frames are identified by index.
 pub trait FramePool {
@@ -213,8 +213,6 @@ struct Port {
     /// Per ingress group: when a frame charged to it last left the switch.
     departed: [Option<Time>; PRIORITIES],
     next_episode: usize,
-    /// Per priority: frames for this egress the slowpath holds (or that are on their way).
-    at_slowpath: [u32; PRIORITIES],
     /// Deadlock resolution: drop these priorities' frames for this egress until then.
     watchdog: Option<(Time, u8)>,
     counters: PortCounters,
@@ -241,7 +239,8 @@ pub struct Switch {
     reaction: Histogram,
     resume_lateness: Histogram,
     pause_response: Histogram,
-    /// Ports whose frames go to the slowpath (the slowpath's decision, mirrored here).
+    /// Ports whose frames go to the slowpath (`ctl block`): kept here only; the slowpath
+    /// reads it through [`Switch::stopped_mask`].
     blocked: u64,
     map: TrafficMap,
     dcfit: DcfitConfig,
@@ -300,7 +299,6 @@ impl Switch {
                     next_originated: 0,
                     departed: [None; PRIORITIES],
                     next_episode: 0,
-                    at_slowpath: [0; PRIORITIES],
                     watchdog: None,
                     counters: PortCounters::default(),
                     checks: CheckCounters::default(),
@@ -546,10 +544,9 @@ impl Switch {
         // Paused takes precedence over blocked: a paused priority queues as usual. But a
         // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
         let paused = e.pause.paused_mask(now) & (1 << q) != 0;
-        let to_slowpath = e.at_slowpath[q] > 0 || (self.blocked & (1 << egress) != 0 && !paused);
+        let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked & (1 << egress) != 0 && !paused);
         if to_slowpath {
-            self.ports[egress].at_slowpath[q] += 1;
-            self.map.handed_to_slowpath(ingress, egress);
+            self.map.handed_to_slowpath(ingress, egress, q);
             let held =
                 HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio: at.queue };
             self.outbox.push(ToSlowpath::Held(held));
@@ -573,12 +570,15 @@ impl Switch {
         pool.free(id);
     }
 
-    /// The slowpath blocked or unblocked `port`.
+    /// Blocks `port` (its frames go to the slowpath) or unblocks it. Unblocking tells the
+    /// slowpath to give back what it holds; until it has, new frames for the port's
+    /// queues still go through it, behind the held ones.
     pub fn set_blocked(&mut self, port: PortId, blocked: bool) {
         if blocked {
             self.blocked |= 1 << port;
-        } else {
+        } else if self.is_blocked(port) {
             self.blocked &= !(1 << port);
+            self.outbox.push(ToSlowpath::Unblocked { port: port as u16 });
         }
     }
 
@@ -592,9 +592,8 @@ impl Switch {
     pub fn reinject<P: FramePool>(&mut self, now: Time, pool: &mut P, released: Released) {
         let f = released.frame;
         let (i, e, p) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
+        self.map.returned_from_slowpath(i, e, p);
         let port = &mut self.ports[e];
-        port.at_slowpath[p] = port.at_slowpath[p].saturating_sub(1);
-        self.map.returned_from_slowpath(i, e);
         if port.watchdog.is_some_and(|(until, prios)| now < until && prios & (1 << p) != 0) {
             self.discard(pool, e, f.id);
             return;
@@ -630,6 +629,21 @@ impl Switch {
 
     pub fn traffic_map_slowpath_row(&self, ingress: PortId) -> u64 {
         self.map.slowpath_row(ingress)
+    }
+
+    /// The traffic map with port names (`ctl traffic-map`).
+    pub fn traffic_map(&self) -> TrafficMapView {
+        self.map.view(self.ports.iter().map(|p| p.name.clone()).collect())
+    }
+
+    /// The port called `name`, or whose interface is `name`.
+    pub fn port_named(&self, name: &str) -> Option<PortId> {
+        self.ports.iter().position(|p| p.name == name).or_else(|| self.ports.iter().position(|p| p.iface == name))
+    }
+
+    /// The ports' names, in order.
+    pub fn port_names(&self) -> Vec<String> {
+        self.ports.iter().map(|p| p.name.clone()).collect()
     }
 
     /// The egress queues (a priority mask) at `egress` that frames of `ingress` charged to
@@ -828,9 +842,13 @@ impl Switch {
         true
     }
 
-    /// Priorities a held frame for `port` may not be released on: paused by the link
-    /// partner, unless their queue is being emptied to break a deadlock.
+    /// Priorities a held frame for `port` may not be released on: all while the port is
+    /// blocked; else those paused by the link partner, unless their queue is being emptied
+    /// to break a deadlock.
     pub fn stopped_mask(&self, now: Time, port: PortId) -> u8 {
+        if self.is_blocked(port) {
+            return u8::MAX;
+        }
         let p = &self.ports[port];
         let dropping = p.watchdog.filter(|(until, _)| now < *until).map_or(0, |(_, prios)| prios);
         p.pause.paused_mask(now) & !dropping
@@ -1161,7 +1179,7 @@ impl Switch {
             speed: p.speed.to_string(),
             pause_mode: format!("{:?}", p.mode).to_lowercase(),
             blocked: self.is_blocked(index),
-            held_by_slowpath: p.at_slowpath.iter().map(|&n| u64::from(n)).sum(),
+            held_by_slowpath: self.map.held_at_slowpath_for(index),
             watchdog_active: p.watchdog.is_some_and(|(until, _)| now < until),
             checks: p.checks,
             xoff_episodes: {

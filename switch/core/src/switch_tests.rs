@@ -525,7 +525,7 @@ fn reaction_time_is_recorded_for_the_xoff_frame() {
 
 use crate::checking::CheckingMessage;
 use crate::config::DeadlockResolution;
-use crate::slowpath::{SlowpathBuffer, ToSlowpath};
+use crate::slowpath::{Slowpath, ToSlowpath};
 
 impl Rig {
     /// Held frames the switch handed to the slowpath since the last call, and other events.
@@ -575,14 +575,21 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
     let sent = r.tx(0);
     assert_eq!(pfc_of(&sent[0]).quanta[3], 65535);
 
-    // The slowpath unblocks and gives everything back.
-    let mut slow = SlowpathBuffer::new(2, 64);
+    // The slowpath holds them while the port is blocked, and gives everything back once
+    // it is unblocked.
+    let mut slow = Slowpath::new("sw", vec!["p0".into(), "p1".into()], 64);
     for h in held {
-        slow.hold(h);
+        slow.handle_event(ToSlowpath::Held(h));
     }
+    assert!(slow.release(|e| r.sw.stopped_mask(r.now, e)).is_empty());
     r.sw.set_blocked(1, false);
-    let mut out = Vec::new();
-    slow.release(|_| 0, &mut out);
+    let (_, events) = r.outbox();
+    assert_eq!(events, vec![ToSlowpath::Unblocked { port: 1 }]);
+    for ev in events {
+        slow.handle_event(ev);
+    }
+    assert!(slow.wants_release());
+    let out = slow.release(|e| r.sw.stopped_mask(r.now, e)).to_vec();
     for rel in out {
         r.sw.reinject(r.now, &mut r.pool, rel);
     }
@@ -840,17 +847,17 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     }
     let (held, _) = r.outbox();
     assert_eq!(held.len(), 3);
+    assert_eq!(r.sw.stopped_mask(r.now, 1), u8::MAX, "blocked: the slowpath keeps them");
+    r.sw.set_blocked(1, false);
     r.rx(1, &pfc_with(1 << 3, 65535, None));
     assert_eq!(r.sw.stopped_mask(r.now, 1), 1 << 3, "paused: the slowpath keeps them");
     r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
     assert_eq!(r.sw.stopped_mask(r.now, 1), 0, "being dropped: the slowpath may give them back");
-    let mut slow = SlowpathBuffer::new(2, 8);
+    let mut slow = Slowpath::new("sw", vec!["p0".into(), "p1".into()], 8);
     for h in held {
-        slow.hold(h);
+        slow.handle_event(ToSlowpath::Held(h));
     }
-    r.sw.set_blocked(1, false);
-    let mut out = Vec::new();
-    slow.release(|e| r.sw.stopped_mask(r.now, e), &mut out);
+    let out = slow.release(|e| r.sw.stopped_mask(r.now, e)).to_vec();
     for rel in out {
         r.sw.reinject(r.now, &mut r.pool, rel);
     }

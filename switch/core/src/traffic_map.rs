@@ -12,6 +12,10 @@
 //!   the usual kind, once the port that started it is unblocked — would leave the map
 //!   empty and checking messages could not follow the cycle.
 
+use serde::{Deserialize, Serialize};
+
+use super::pfc::PRIORITIES;
+
 /// Ports are bits of a u64 row.
 pub const MAX_PORTS: usize = 64;
 
@@ -21,6 +25,8 @@ pub struct TrafficMap {
     slowpath_bits: Vec<u64>,
     /// Frames of (i, e) at the slowpath, index i * n + e.
     at_slowpath: Vec<u32>,
+    /// The same frames by (egress, priority): the one count of what the slowpath holds.
+    held: Vec<[u32; PRIORITIES]>,
     /// Frames of (i, e) in e's egress queues.
     queued: Vec<u32>,
     queued_bits: Vec<u64>,
@@ -33,21 +39,36 @@ impl TrafficMap {
             n: ports,
             slowpath_bits: vec![0; ports],
             at_slowpath: vec![0; ports * ports],
+            held: vec![[0; PRIORITIES]; ports],
             queued: vec![0; ports * ports],
             queued_bits: vec![0; ports],
         }
     }
 
-    /// A frame of (i, e) is about to be handed to the slowpath.
-    pub fn handed_to_slowpath(&mut self, i: usize, e: usize) {
+    /// A frame of (i, e), for e's queue `prio`, is about to be handed to the slowpath.
+    pub fn handed_to_slowpath(&mut self, i: usize, e: usize, prio: usize) {
         self.slowpath_bits[i] |= 1 << e;
         self.at_slowpath[i * self.n + e] += 1;
+        self.held[e][prio] += 1;
     }
 
-    /// The slowpath gave a frame of (i, e) back.
-    pub fn returned_from_slowpath(&mut self, i: usize, e: usize) {
+    /// The slowpath gave a frame of (i, e) for e's queue `prio` back.
+    pub fn returned_from_slowpath(&mut self, i: usize, e: usize, prio: usize) {
         let c = &mut self.at_slowpath[i * self.n + e];
         *c = c.saturating_sub(1);
+        let h = &mut self.held[e][prio];
+        *h = h.saturating_sub(1);
+    }
+
+    /// Frames for egress `e`'s queue `prio` the slowpath holds (or that are on their way
+    /// to or from it).
+    pub fn held_at_slowpath(&self, e: usize, prio: usize) -> u32 {
+        self.held[e][prio]
+    }
+
+    /// Frames for egress `e` the slowpath holds, all priorities.
+    pub fn held_at_slowpath_for(&self, e: usize) -> u64 {
+        self.held[e].iter().map(|&n| u64::from(n)).sum()
     }
 
     /// A frame the slowpath marked as the last of (i, e) was sent out.
@@ -88,6 +109,25 @@ impl TrafficMap {
     }
 }
 
+/// The map as `ctl traffic-map` shows it: `waiting[i][e]` when ingress `i` has frames
+/// waiting for egress `e` (queued or at the slowpath), `at_slowpath[i][e]` for the latter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficMapView {
+    pub ports: Vec<String>,
+    pub waiting: Vec<Vec<bool>>,
+    pub at_slowpath: Vec<Vec<bool>>,
+}
+
+impl TrafficMap {
+    /// The map with the ports' names.
+    pub fn view(&self, ports: Vec<String>) -> TrafficMapView {
+        let rows = |row: &dyn Fn(usize) -> u64| -> Vec<Vec<bool>> {
+            (0..self.n).map(|i| (0..self.n).map(|e| row(i) & (1 << e) != 0).collect()).collect()
+        };
+        TrafficMapView { ports, waiting: rows(&|i| self.row(i)), at_slowpath: rows(&|i| self.slowpath_row(i)) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,11 +135,12 @@ mod tests {
     #[test]
     fn slowpath_marks_until_the_last_frame_leaves() {
         let mut m = TrafficMap::new(3);
-        m.handed_to_slowpath(0, 2);
-        m.handed_to_slowpath(0, 2);
+        m.handed_to_slowpath(0, 2, 3);
+        m.handed_to_slowpath(0, 2, 3);
         assert_eq!(m.row(0), 0b100);
-        m.returned_from_slowpath(0, 2);
-        m.returned_from_slowpath(0, 2);
+        assert_eq!((m.held_at_slowpath(2, 3), m.held_at_slowpath(2, 4), m.held_at_slowpath_for(2)), (2, 0, 2));
+        m.returned_from_slowpath(0, 2, 3);
+        m.returned_from_slowpath(0, 2, 3);
         // Back from the slowpath but still queued: marked.
         m.queued(0, 2);
         m.queued(0, 2);
@@ -113,12 +154,12 @@ mod tests {
     #[test]
     fn a_frame_handed_over_later_keeps_the_pair_marked() {
         let mut m = TrafficMap::new(2);
-        m.handed_to_slowpath(1, 0);
-        m.returned_from_slowpath(1, 0);
-        m.handed_to_slowpath(1, 0);
+        m.handed_to_slowpath(1, 0, 3);
+        m.returned_from_slowpath(1, 0, 3);
+        m.handed_to_slowpath(1, 0, 3);
         m.sent_last_of_pair(1, 0);
         assert_eq!(m.slowpath_row(1), 0b01, "one frame of the pair is still at the slowpath");
-        m.returned_from_slowpath(1, 0);
+        m.returned_from_slowpath(1, 0, 3);
         m.sent_last_of_pair(1, 0);
         assert_eq!(m.slowpath_row(1), 0);
     }

@@ -5,10 +5,14 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use super::{ControlError, Request};
+use super::{ControlError, ReplyLine, Request, Response};
+use crate::core::fdb::FdbRow;
+use crate::core::slowpath::DeadlockReport;
+use crate::core::stats::SwitchStats;
+use crate::core::traffic_map::TrafficMapView;
 
-/// Sends one request and returns the switch's result document.
-pub fn request(path: &Path, req: &Request) -> Result<serde_json::Value, ControlError> {
+/// Sends one request and returns the switch's answer.
+pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
     let shown = || path.display().to_string();
     let stream = UnixStream::connect(path).map_err(|source| ControlError::Connect { path: shown(), source })?;
     stream
@@ -19,17 +23,51 @@ pub fn request(path: &Path, req: &Request) -> Result<serde_json::Value, ControlE
     writeln!(writer, "{line}").map_err(|source| ControlError::Io { path: shown(), source })?;
     let mut reply = String::new();
     BufReader::new(stream).read_line(&mut reply).map_err(|source| ControlError::Io { path: shown(), source })?;
-    let doc: serde_json::Value = serde_json::from_str(&reply).map_err(|e| ControlError::BadReply(e.to_string()))?;
-    if doc["ok"].as_bool() == Some(true) {
-        Ok(doc["result"].clone())
-    } else {
-        Err(ControlError::Refused(doc["error"].as_str().unwrap_or("unknown error").to_string()))
+    match serde_json::from_str(&reply).map_err(|e| ControlError::BadReply(format!("{e}: {:?}", reply.trim())))? {
+        ReplyLine::Ok(response) => Ok(response),
+        ReplyLine::Error(e) => Err(ControlError::Refused(e)),
     }
 }
 
-/// Sends a request and decodes the result as `T`.
-pub fn request_as<T: serde::de::DeserializeOwned>(path: &Path, req: &Request) -> Result<T, ControlError> {
-    serde_json::from_value(request(path, req)?).map_err(|e| ControlError::BadReply(e.to_string()))
+fn wrong(req: &Request, got: &Response) -> ControlError {
+    let got = format!("{got:?}");
+    ControlError::WrongReply { request: format!("{req:?}"), got: got.chars().take(80).collect() }
+}
+
+pub fn stats(path: &Path) -> Result<SwitchStats, ControlError> {
+    match request(path, &Request::Stats)? {
+        Response::Stats(s) => Ok(*s),
+        other => Err(wrong(&Request::Stats, &other)),
+    }
+}
+
+pub fn fdb(path: &Path) -> Result<Vec<FdbRow>, ControlError> {
+    match request(path, &Request::Fdb)? {
+        Response::Fdb(rows) => Ok(rows),
+        other => Err(wrong(&Request::Fdb, &other)),
+    }
+}
+
+pub fn traffic_map(path: &Path) -> Result<TrafficMapView, ControlError> {
+    match request(path, &Request::TrafficMap)? {
+        Response::TrafficMap(m) => Ok(m),
+        other => Err(wrong(&Request::TrafficMap, &other)),
+    }
+}
+
+pub fn deadlocks(path: &Path) -> Result<DeadlockReport, ControlError> {
+    match request(path, &Request::Deadlocks)? {
+        Response::Deadlocks(d) => Ok(d),
+        other => Err(wrong(&Request::Deadlocks, &other)),
+    }
+}
+
+/// Sends a command (block, unblock, clear-watermarks) and returns what was done.
+pub fn command(path: &Path, req: &Request) -> Result<String, ControlError> {
+    match request(path, req)? {
+        Response::Done(what) => Ok(what),
+        other => Err(wrong(req, &other)),
+    }
 }
 
 #[cfg(test)]
@@ -40,6 +78,18 @@ mod tests {
     fn requests_are_one_json_object_per_line() {
         assert_eq!(serde_json::to_string(&Request::Stats).unwrap(), r#"{"cmd":"stats"}"#);
         assert_eq!(serde_json::from_str::<Request>(r#"{"cmd":"clear-watermarks"}"#).unwrap(), Request::ClearWatermarks);
+    }
+
+    #[test]
+    fn replies_say_ok_or_error_and_name_their_kind() {
+        let line = serde_json::to_string(&ReplyLine::Ok(Response::Done("p2 blocked".into()))).unwrap();
+        assert_eq!(line, r#"{"ok":{"done":"p2 blocked"}}"#);
+        let back: ReplyLine = serde_json::from_str(r#"{"error":"no port \"x\""}"#).unwrap();
+        assert!(matches!(back, ReplyLine::Error(e) if e == "no port \"x\""));
+        let stats = Response::Stats(Box::default());
+        let back: ReplyLine =
+            serde_json::from_str(&serde_json::to_string(&ReplyLine::Ok(stats.clone())).unwrap()).unwrap();
+        assert!(matches!(back, ReplyLine::Ok(r) if r == stats));
     }
 
     #[test]

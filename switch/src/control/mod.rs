@@ -1,6 +1,7 @@
 //! The local control socket behind `pfcswitch ctl`: one JSON request per line, one JSON
-//! reply per line. The server thread never touches switch state: it passes each request
-//! to the dataplane, which answers between two batches.
+//! reply per line, both typed here for the server and the client alike. The server
+//! thread never touches switch state: it passes each request to the dataplane, which
+//! answers between two batches, or to the slowpath thread.
 
 pub mod client;
 pub mod server;
@@ -8,6 +9,11 @@ pub mod server;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+use crate::core::fdb::FdbRow;
+use crate::core::slowpath::DeadlockReport;
+use crate::core::stats::SwitchStats;
+use crate::core::traffic_map::TrafficMapView;
 
 /// What `pfcswitch ctl` can ask.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,8 +25,8 @@ pub enum Request {
     Fdb,
     /// Reset buffer watermarks to the current occupancy.
     ClearWatermarks,
-    /// Send frames for this port to the slowpath (a controlled way to make the switch
-    /// originate a pause).
+    /// Send frames for this port (its name or interface) to the slowpath (a controlled
+    /// way to make the switch originate a pause).
     Block { port: String },
     /// Release what the slowpath holds for this port and switch it normally again.
     Unblock { port: String },
@@ -33,12 +39,55 @@ pub enum Request {
 impl Request {
     /// Requests the slowpath thread answers; the dataplane answers the others.
     pub fn for_slowpath(&self) -> bool {
-        matches!(self, Request::Block { .. } | Request::Unblock { .. } | Request::Deadlocks)
+        matches!(self, Request::Deadlocks)
     }
 }
 
-/// The dataplane's answer: a JSON document, or an error message.
-pub type Reply = Result<serde_json::Value, String>;
+/// What the switch answers, one kind per request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Response {
+    Stats(Box<SwitchStats>),
+    Fdb(Vec<FdbRow>),
+    TrafficMap(TrafficMapView),
+    Deadlocks(DeadlockReport),
+    /// A command was carried out: what was done.
+    Done(String),
+}
+
+impl Response {
+    /// The answer's content alone (`ctl --json` prints this).
+    pub fn to_json(&self) -> serde_json::Value {
+        let content = match self {
+            Response::Stats(s) => serde_json::to_value(s),
+            Response::Fdb(rows) => serde_json::to_value(rows),
+            Response::TrafficMap(m) => serde_json::to_value(m),
+            Response::Deadlocks(d) => serde_json::to_value(d),
+            Response::Done(what) => serde_json::to_value(what),
+        };
+        content.unwrap_or_else(|e| serde_json::Value::String(format!("unserializable reply: {e}")))
+    }
+}
+
+/// An answer, or why the switch refused the request.
+pub type Reply = Result<Response, String>;
+
+/// One reply line on the socket.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplyLine {
+    Ok(Response),
+    Error(String),
+}
+
+impl From<Reply> for ReplyLine {
+    fn from(r: Reply) -> ReplyLine {
+        match r {
+            Ok(response) => ReplyLine::Ok(response),
+            Err(e) => ReplyLine::Error(e),
+        }
+    }
+}
 
 /// A request in flight from the control thread to the dataplane.
 #[derive(Debug)]
@@ -62,6 +111,8 @@ pub enum ControlError {
     InUse(String),
     #[error("malformed reply from the switch: {0}")]
     BadReply(String),
+    #[error("the switch answered {request} with {got}")]
+    WrongReply { request: String, got: String },
     #[error("the switch refused: {0}")]
     Refused(String),
 }

@@ -9,9 +9,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use serde_json::json;
 
-use super::{ControlError, ControlMsg, Request};
+use super::{ControlError, ControlMsg, ReplyLine, Request};
 use crate::dataplane::sys::Waker;
 
 /// How long a request may wait for the dataplane.
@@ -99,11 +98,9 @@ fn handle(stream: UnixStream, routes: &Routes) -> std::io::Result<()> {
             Ok(request) => ask(request, routes),
             Err(e) => Err(format!("bad request {:?}: {e}", line.trim())),
         };
-        let doc = match reply {
-            Ok(result) => json!({ "ok": true, "result": result }),
-            Err(error) => json!({ "ok": false, "error": error }),
-        };
-        writeln!(writer, "{doc}")?;
+        let line_out = serde_json::to_string(&ReplyLine::from(reply))
+            .unwrap_or_else(|e| format!(r#"{{"error":"unserializable reply: {e}"}}"#));
+        writeln!(writer, "{line_out}")?;
         line.clear();
     }
     Ok(())

@@ -14,16 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use serde_json::json;
 
-use crate::control::{ControlMsg, Reply, Request};
+use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::config::Config;
-use crate::core::slowpath::{ToDataplane, ToSlowpath};
+use crate::core::slowpath::{Released, Slowpath, ToSlowpath};
 use crate::core::stats::{SocketCounters, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
-use slowpath::{SharedView, Slowpath, SlowpathParts};
+use slowpath::{SharedView, SlowpathParts, SlowpathThread};
 use sys::{SysError, Waker};
 use xdp::{Classifier, XdpError};
 use xsk::{usable_frame_bytes, UmemPool, XskError, XskPort};
@@ -65,7 +64,7 @@ pub struct Options {
 
 pub struct Dataplane {
     // Field order is drop order: stop the slowpath, detach XDP, close sockets, free the UMEM.
-    _slowpath: Slowpath,
+    _slowpath: SlowpathThread,
     classifiers: Vec<Classifier>,
     ports: Vec<XskPort>,
     pool: UmemPool,
@@ -78,7 +77,7 @@ pub struct Dataplane {
     /// Some port's kernel tx queue made no progress this turn.
     tx_blocked: bool,
     to_slowpath: Sender<ToSlowpath>,
-    from_slowpath: Receiver<ToDataplane>,
+    from_slowpath: Receiver<Released>,
     view: Arc<SharedView>,
     /// Events the slowpath channel refused (it is sized never to be full).
     slowpath_overflow: u64,
@@ -174,10 +173,8 @@ impl Dataplane {
         let (to_slowpath, slowpath_events) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
         let (slowpath_out, from_slowpath) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
         let view = Arc::new(SharedView::new(ports.len()));
-        let slowpath = Slowpath::start(SlowpathParts {
-            switch_name: config.name.clone(),
-            port_names: (0..config.ports.len()).map(|i| config.port_name(i).to_string()).collect(),
-            max_frames: pool.capacity() as usize,
+        let slowpath = SlowpathThread::start(SlowpathParts {
+            slowpath: Slowpath::new(&config.name, switch.port_names(), pool.capacity() as usize),
             from_dataplane: slowpath_events,
             to_dataplane: slowpath_out,
             waker: waker.try_clone()?,
@@ -292,14 +289,11 @@ impl Dataplane {
         Ok(work)
     }
 
-    /// Applies what the slowpath sent down: block state, released frames, forwards.
+    /// Puts back the frames the slowpath released.
     fn apply_slowpath_messages(&mut self, now: Time) -> usize {
         let mut n = 0;
-        while let Ok(msg) = self.from_slowpath.try_recv() {
-            match msg {
-                ToDataplane::SetBlocked { port, blocked } => self.switch.set_blocked(usize::from(port), blocked),
-                ToDataplane::Release(r) => self.switch.reinject(now, &mut self.pool, r),
-            }
+        while let Ok(r) = self.from_slowpath.try_recv() {
+            self.switch.reinject(now, &mut self.pool, r);
             n += 1;
         }
         n
@@ -307,7 +301,7 @@ impl Dataplane {
 
     /// Hands the engine's events to the slowpath and publishes what it reads of our state.
     fn publish_for_slowpath(&mut self, now: Time) {
-        for (i, v) in self.view.paused.iter().enumerate() {
+        for (i, v) in self.view.stopped.iter().enumerate() {
             v.store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
         }
         for ev in self.switch.drain_outbox() {
@@ -377,25 +371,36 @@ impl Dataplane {
 
     fn handle(&mut self, now: Time, request: &Request) -> Reply {
         match request {
-            Request::Stats => serde_json::to_value(self.stats(now)).map_err(|e| e.to_string()),
-            Request::Fdb => Ok(json!(self.switch.fdb().rows(now))),
+            Request::Stats => Ok(Response::Stats(Box::new(self.stats(now)))),
+            Request::Fdb => Ok(Response::Fdb(self.switch.fdb().rows(now))),
             Request::ClearWatermarks => {
                 self.switch.clear_watermarks();
-                Ok(json!("watermarks cleared"))
+                Ok(Response::Done("watermarks cleared".into()))
             }
-            Request::TrafficMap => {
-                let n = self.ports.len();
-                let rows = |row: &dyn Fn(usize) -> u64| -> Vec<Vec<bool>> {
-                    (0..n).map(|i| (0..n).map(|e| row(i) & (1 << e) != 0).collect()).collect()
-                };
-                Ok(json!({
-                    "ports": (0..n).map(|i| self.config.port_name(i)).collect::<Vec<_>>(),
-                    "waiting": rows(&|i| self.switch.traffic_map_row(i)),
-                    "at_slowpath": rows(&|i| self.switch.traffic_map_slowpath_row(i)),
-                }))
+            Request::TrafficMap => Ok(Response::TrafficMap(self.switch.traffic_map())),
+            Request::Block { port } => {
+                let p = self.port(port)?;
+                self.switch.set_blocked(p, true);
+                Ok(Response::Done(format!("{port} blocked: its frames go to the slowpath")))
+            }
+            Request::Unblock { port } => {
+                let p = self.port(port)?;
+                self.switch.set_blocked(p, false);
+                // Now, not at the end of the next turn: the slowpath may release at once.
+                self.publish_for_slowpath(now);
+                Ok(Response::Done(format!("{port} unblocked; held frames go back as their priorities' pauses allow")))
             }
             other => Err(format!("the dataplane does not handle {other:?}")),
         }
+    }
+
+    fn port(&self, name: &str) -> Result<usize, String> {
+        self.switch.port_named(name).ok_or_else(|| {
+            let names: Vec<String> = (0..self.ports.len())
+                .map(|i| format!("{} ({})", self.config.port_name(i), self.config.ports[i].iface))
+                .collect();
+            format!("no port or interface {name:?} on {}; ports: {}", self.config.name, names.join(", "))
+        })
     }
 
     /// Engine counters plus what only the kernel knows: XDP classes and socket drops.

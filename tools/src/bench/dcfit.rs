@@ -7,7 +7,6 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
 
-use pfcswitch::control::Request;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
 use pfcswitch::report::Table;
@@ -67,11 +66,10 @@ fn one_run(speed: Speed) -> Result<DcfitRun> {
     let stats: Vec<SwitchStats> = switches.iter().map(|s| s.stats()).collect::<Result<_>>()?;
     let mut first: Option<(u64, String, u64)> = None;
     for s in switches {
-        let doc = s.request(&Request::Deadlocks)?;
-        for d in doc["deadlocks"].as_array().into_iter().flatten() {
-            let t = d["detected_ns"].as_u64().unwrap_or(u64::MAX);
+        for d in s.deadlocks()?.deadlocks {
+            let t = d.event.detected_ns;
             if first.as_ref().is_none_or(|f| t < f.0) {
-                first = Some((t, s.name.clone(), d["path_length"].as_u64().unwrap_or(0)));
+                first = Some((t, s.name.clone(), u64::from(d.event.path_length)));
             }
         }
     }

@@ -13,6 +13,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use pfcswitch::core::config::DeadlockResolution;
+use pfcswitch::core::slowpath::DeadlockRecord;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
 use pfcswitch::report::Table;
@@ -83,7 +84,7 @@ pub struct LabRun {
     pub hosts: Vec<HostFigures>,
     pub switches: Vec<SwitchFigures>,
     /// The switches' `ctl deadlocks` entries.
-    pub dcfit_events: Vec<serde_json::Value>,
+    pub dcfit_events: Vec<DeadlockRecord>,
     /// The longest any switch's loop was kept from running during the run, ms.
     pub longest_stall_ms: f64,
     /// That stall was long enough for the traffic waiting meanwhile to fill a ring port's
@@ -261,8 +262,8 @@ pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
     let delivered_after_unblock =
         at_end.iter().zip(&at_unblock).map(|(e, u)| host_tx(e).saturating_sub(host_tx(u))).sum();
     let mut dcfit_events = Vec::new();
-    for doc in lab.deadlocks()? {
-        dcfit_events.extend(doc["deadlocks"].as_array().into_iter().flatten().cloned());
+    for report in lab.deadlocks()? {
+        dcfit_events.extend(report.deadlocks);
     }
     let stall = lab.longest_stall_since(started)?.map_or(Duration::ZERO, |(_, s)| Duration::from_micros(s.us));
     Ok(LabRun {
@@ -342,13 +343,13 @@ fn print_run(r: &LabRun) {
         println!(
             "  {}: deadlock #{} — its message left through {} and came back on {} after {} pauses; \
              confirmed {} more times; resolved: {}",
-            d["switch"].as_str().unwrap_or("?"),
-            d["id"],
-            d["origin_port_name"].as_str().unwrap_or("?"),
-            d["return_port_name"].as_str().unwrap_or("?"),
-            d["path_length"],
-            d["confirmations"],
-            d["resolved"]
+            d.switch,
+            d.event.id,
+            d.origin_port_name,
+            d.return_port_name,
+            d.event.path_length,
+            d.event.confirmations,
+            d.event.resolved
         );
     }
     if r.dcfit_events.is_empty() {
