@@ -7,6 +7,7 @@ pub mod cli;
 pub mod harness;
 pub mod headroom;
 pub mod pcap;
+pub mod sim;
 pub mod storm;
 pub mod tagging;
 pub mod testbed;

@@ -1,4 +1,5 @@
-//! A minimal pcap writer (what Wireshark and tcpdump read), for captured control frames.
+//! A minimal pcap writer (what Wireshark and tcpdump read), for captured control frames
+//! and the simulator's links.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -8,28 +9,49 @@ use anyhow::{Context, Result};
 
 pub struct PcapWriter {
     out: BufWriter<File>,
+    nanos: bool,
 }
 
+/// The file magic for microsecond and for nanosecond timestamps.
+const MAGIC_US: u32 = 0xa1b2_c3d4;
+const MAGIC_NS: u32 = 0xa1b2_3c4d;
+
 impl PcapWriter {
+    /// A capture with microsecond timestamps from the wall clock ([`PcapWriter::write`]).
     pub fn create(path: impl AsRef<Path>) -> Result<PcapWriter> {
-        let path = path.as_ref();
+        PcapWriter::open(path.as_ref(), false)
+    }
+
+    /// A capture with nanosecond timestamps given by the caller ([`PcapWriter::write_at`]).
+    pub fn create_nanos(path: impl AsRef<Path>) -> Result<PcapWriter> {
+        PcapWriter::open(path.as_ref(), true)
+    }
+
+    fn open(path: &Path, nanos: bool) -> Result<PcapWriter> {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let mut out = BufWriter::new(file);
-        // Magic (µs timestamps), version 2.4, UTC offset, accuracy, snaplen, LINKTYPE_ETHERNET.
-        for field in [0xa1b2_c3d4u32.to_le_bytes(), [2, 0, 4, 0]] {
+        // Magic, version 2.4, UTC offset, accuracy, snaplen, LINKTYPE_ETHERNET.
+        let magic = if nanos { MAGIC_NS } else { MAGIC_US };
+        for field in [magic.to_le_bytes(), [2, 0, 4, 0]] {
             out.write_all(&field)?;
         }
         for v in [0u32, 0, 65535, 1] {
             out.write_all(&v.to_le_bytes())?;
         }
-        Ok(PcapWriter { out })
+        Ok(PcapWriter { out, nanos })
     }
 
     /// Appends one frame, stamped with the wall clock. Write errors surface at `flush`.
     pub fn write(&mut self, frame: &[u8]) {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        self.write_at(now, frame);
+    }
+
+    /// Appends one frame stamped `at` (since the epoch of the capture's clock).
+    pub fn write_at(&mut self, at: std::time::Duration, frame: &[u8]) {
         let len = frame.len() as u32;
-        let header = [now.as_secs() as u32, now.subsec_micros(), len, len];
+        let fraction = if self.nanos { at.subsec_nanos() } else { at.subsec_micros() };
+        let header = [at.as_secs() as u32, fraction, len, len];
         for v in header {
             let _ = self.out.write_all(&v.to_le_bytes());
         }
@@ -42,10 +64,14 @@ impl PcapWriter {
 }
 
 /// Reads the frames of a pcap file written by [`PcapWriter`] (or any little-endian,
-/// microsecond pcap).
+/// microsecond or nanosecond pcap).
 pub fn read_frames(path: impl AsRef<Path>) -> Result<Vec<Vec<u8>>> {
     let data = std::fs::read(path.as_ref()).with_context(|| format!("reading {}", path.as_ref().display()))?;
-    anyhow::ensure!(data.len() >= 24 && data[..4] == 0xa1b2_c3d4u32.to_le_bytes(), "not a little-endian pcap file");
+    let magic = data.get(..4).map(|m| u32::from_le_bytes(m.try_into().expect("4 bytes")));
+    anyhow::ensure!(
+        data.len() >= 24 && (magic == Some(MAGIC_US) || magic == Some(MAGIC_NS)),
+        "not a little-endian pcap file"
+    );
     let mut frames = Vec::new();
     let mut at = 24;
     while at + 16 <= data.len() {

@@ -1069,31 +1069,36 @@ impl Switch {
     /// When the switch next has something to do without new input; `Some(now)` or earlier
     /// means right away.
     pub fn next_wakeup(&self, now: Time) -> Time {
-        let mut next = self.next_aging;
-        for (i, p) in self.ports.iter().enumerate() {
-            if p.pending.pause | p.pending.resume != 0 || !p.control.is_empty() {
-                return now;
-            }
-            if p.mode != PauseMode::Off {
-                for prio in pfc::bits(self.lossless) {
-                    if self.buffer.group(i, prio).xoff {
-                        next = next.min(p.pending.refresh_at[prio]);
-                    }
+        (0..self.ports.len()).filter_map(|i| self.port_wakeup(now, i)).fold(self.next_aging, Time::min)
+    }
+
+    /// When `port` next has something to send without new input (`now` or earlier: right
+    /// away), if it has anything at all: a pause to send or refresh, a queue that the
+    /// shaper or a received pause holds back.
+    pub fn port_wakeup(&self, now: Time, port: PortId) -> Option<Time> {
+        let p = &self.ports[port];
+        if p.pending.pause | p.pending.resume != 0 || !p.control.is_empty() {
+            return Some(now);
+        }
+        let mut next: Option<Time> = None;
+        if p.mode != PauseMode::Off {
+            for prio in pfc::bits(self.lossless) {
+                if self.buffer.group(port, prio).xoff {
+                    next = Some(next.map_or(p.pending.refresh_at[prio], |n| n.min(p.pending.refresh_at[prio])));
                 }
             }
-            let queued = (0..PRIORITIES).filter(|&q| !p.queues[q].is_empty()).fold(0u8, |m, q| m | (1 << q));
-            if queued == 0 {
-                continue;
-            }
-            let paused = p.pause.paused_mask(now);
-            let at = if queued & !paused != 0 {
-                p.shaper.ready_at()
-            } else {
-                p.pause.resume_at(now, queued).unwrap_or(now).max(p.shaper.ready_at())
-            };
-            next = next.min(at);
         }
-        next
+        let queued = (0..PRIORITIES).filter(|&q| !p.queues[q].is_empty()).fold(0u8, |m, q| m | (1 << q));
+        if queued == 0 {
+            return next;
+        }
+        let paused = p.pause.paused_mask(now);
+        let at = if queued & !paused != 0 {
+            p.shaper.ready_at()
+        } else {
+            p.pause.resume_at(now, queued).unwrap_or(now).max(p.shaper.ready_at())
+        };
+        Some(next.map_or(at, |n| n.min(at)))
     }
 
     /// Frames held in egress queues.

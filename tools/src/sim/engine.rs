@@ -1,0 +1,826 @@
+//! The discrete-event run: links that serialize frames at their rate and delay them by
+//! their length, hosts that send paced flows and answer pauses, and on every switch the
+//! engine and slowpath of `pfcswitch run` — the same code, fed simulated time.
+//!
+//! One heap of timed events, ordered by (time, insertion): the same scenario and seed
+//! replay exactly. Frame bytes live in one arena of buffers; a switch's frame pool maps
+//! its frame ids onto them, so a frame is never copied on its way through a switch.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+
+use pfcswitch::core::histogram::Histogram;
+use pfcswitch::core::pfc::{self, MacControl, Pfc, PRIORITIES};
+use pfcswitch::core::queue::FrameId;
+use pfcswitch::core::slowpath::{Released, Slowpath, ToSlowpath};
+use pfcswitch::core::switch::{FramePool, Switch, TxBatch};
+use pfcswitch::core::time::Time;
+
+use super::fabric::{Fabric, Owner};
+use super::scenario::{Action, Scenario, ScenarioError, StormSpec};
+use super::trace::{PauseTimeline, Trace};
+use crate::traffic::flow::{FlowSpec as TemplateSpec, FlowTemplate, STAMP_MAGIC, UDP_PORT};
+
+/// Simulated time starts here, not at zero: the engine reads "zero" as "never".
+pub const EPOCH: Time = Time::from_millis(1000);
+/// How often the slowpath looks at its held frames again (as its thread does).
+const SLOWPATH_RECHECK: Duration = Duration::from_millis(1);
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// A frame's last bit reaches `port`.
+    Arrive {
+        port: u32,
+        buf: u32,
+        epoch: u32,
+    },
+    /// `port` finished putting a frame on the wire.
+    TxDone {
+        port: u32,
+    },
+    /// `port` may have something to send now (a timer).
+    Wake {
+        port: u32,
+    },
+    Flow {
+        flow: u32,
+    },
+    /// A host's NIC acts on the pause frame in `buf` (after its response delay).
+    HostPause {
+        host: u32,
+        buf: u32,
+    },
+    SlowIn {
+        sw: u32,
+    },
+    SlowOut {
+        sw: u32,
+    },
+    SlowTick {
+        sw: u32,
+    },
+    Action {
+        index: u32,
+    },
+    Storm {
+        index: u32,
+    },
+}
+
+struct Entry {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Entry) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    /// Reversed: the heap pops the earliest, and among equal times the first scheduled.
+    fn cmp(&self, other: &Entry) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// Frame buffers, reused.
+#[derive(Default)]
+struct Arena {
+    bufs: Vec<Vec<u8>>,
+    free: Vec<u32>,
+}
+
+impl Arena {
+    fn take(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.bufs[i as usize].clear();
+                i
+            }
+            None => {
+                self.bufs.push(Vec::with_capacity(1536));
+                (self.bufs.len() - 1) as u32
+            }
+        }
+    }
+
+    fn give(&mut self, i: u32) {
+        self.free.push(i);
+    }
+}
+
+/// A switch's frame ids and the arena buffers behind them.
+struct Slots {
+    buf: Vec<u32>,
+    free: Vec<u32>,
+}
+
+/// The [`FramePool`] a switch sees: its slots over the arena.
+struct Pool<'a> {
+    slots: &'a mut Slots,
+    arena: &'a mut Arena,
+}
+
+impl FramePool for Pool<'_> {
+    fn alloc(&mut self) -> Option<FrameId> {
+        let id = self.slots.free.pop()?;
+        self.slots.buf[id as usize] = self.arena.take();
+        Some(FrameId(id))
+    }
+
+    fn free(&mut self, id: FrameId) {
+        let b = std::mem::replace(&mut self.slots.buf[id.0 as usize], NONE);
+        self.arena.give(b);
+        self.slots.free.push(id.0);
+    }
+
+    fn bytes(&self, id: FrameId) -> &[u8] {
+        &self.arena.bufs[self.slots.buf[id.0 as usize] as usize]
+    }
+
+    fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
+        let b = &mut self.arena.bufs[self.slots.buf[id.0 as usize] as usize];
+        b.clear();
+        b.resize(len, 0);
+        b
+    }
+
+    fn bytes_mut(&mut self, id: FrameId) -> &mut [u8] {
+        &mut self.arena.bufs[self.slots.buf[id.0 as usize] as usize]
+    }
+
+    fn copy(&mut self, from: FrameId, to: FrameId) {
+        let (a, b) = (self.slots.buf[from.0 as usize] as usize, self.slots.buf[to.0 as usize] as usize);
+        let data = std::mem::take(&mut self.arena.bufs[a]);
+        self.arena.bufs[b].clear();
+        self.arena.bufs[b].extend_from_slice(&data);
+        self.arena.bufs[a] = data;
+    }
+}
+
+struct PortState {
+    busy: bool,
+    up: bool,
+    /// Bumped when the link goes down: frames on the wire then never arrive.
+    epoch: u32,
+    wake_at: u64,
+    tx_frames: u64,
+    tx_bytes: u64,
+    pause_frames: u64,
+    lost_link_down: u64,
+}
+
+struct SwitchState {
+    switch: Switch,
+    slowpath: Slowpath,
+    slots: Slots,
+    /// Events on their way to the slowpath, and released frames on their way back.
+    slow_in: VecDeque<(u64, ToSlowpath)>,
+    slow_out: VecDeque<(u64, Released)>,
+    tick_scheduled: bool,
+    rx_no_frame: u64,
+}
+
+struct HostState {
+    queues: [VecDeque<u32>; PRIORITIES],
+    control: VecDeque<u32>,
+    paused_until: [u64; PRIORITIES],
+    honour: bool,
+    /// Flows waiting for room in a priority's queue.
+    waiting: [Vec<u32>; PRIORITIES],
+}
+
+/// What a host received of one flow.
+#[derive(Clone, Debug, Default)]
+pub struct Received {
+    pub frames: u64,
+    pub next_seq: u32,
+    pub reordered: u64,
+    pub latency: Histogram,
+    pub last_ns: u64,
+}
+
+struct FlowState {
+    template: FlowTemplate,
+    sent: u64,
+    done: bool,
+    blocked: bool,
+    rx: Received,
+}
+
+struct Storm {
+    spec: StormSpec,
+    host: usize,
+    until: u64,
+}
+
+/// Counts of what the run did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunCounts {
+    pub events: u64,
+    pub frame_hops: u64,
+}
+
+pub struct Sim<'f> {
+    pub fabric: &'f Fabric,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Entry>,
+    arena: Arena,
+    ports: Vec<PortState>,
+    switches: Vec<SwitchState>,
+    hosts: Vec<HostState>,
+    flows: Vec<FlowState>,
+    actions: Vec<(u64, Action)>,
+    storms: Vec<Storm>,
+    batch: TxBatch,
+    slowpath_delay: u64,
+    pub counts: RunCounts,
+    pub trace: Trace,
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+impl<'f> Sim<'f> {
+    pub fn new(scenario: &Scenario, fabric: &'f Fabric, trace: Trace) -> Result<Sim<'f>, ScenarioError> {
+        let start = EPOCH;
+        let switches = fabric
+            .switches
+            .iter()
+            .map(|s| {
+                let frames = s.config.dataplane.umem_frames_for(s.config.ports.len());
+                let switch = Switch::new(&s.config, s.tags.clone(), frames, start);
+                let names = switch.port_names();
+                SwitchState {
+                    slowpath: Slowpath::new(&s.name, names, 64),
+                    switch,
+                    slots: Slots { buf: vec![NONE; frames as usize], free: (0..frames).rev().collect() },
+                    slow_in: VecDeque::new(),
+                    slow_out: VecDeque::new(),
+                    tick_scheduled: false,
+                    rx_no_frame: 0,
+                }
+            })
+            .collect();
+        let ports = fabric
+            .ports
+            .iter()
+            .map(|p| PortState {
+                busy: false,
+                up: !p.failed,
+                epoch: 0,
+                wake_at: u64::MAX,
+                tx_frames: 0,
+                tx_bytes: 0,
+                pause_frames: 0,
+                lost_link_down: 0,
+            })
+            .collect();
+        let hosts = fabric
+            .hosts
+            .iter()
+            .map(|_| HostState {
+                queues: Default::default(),
+                control: VecDeque::new(),
+                paused_until: [0; PRIORITIES],
+                honour: true,
+                waiting: Default::default(),
+            })
+            .collect();
+        let mut flows = Vec::new();
+        for f in &fabric.flows {
+            let (a, b) = (&fabric.hosts[f.from], &fabric.hosts[f.to]);
+            let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority));
+            let spec = TemplateSpec {
+                id: f.id,
+                src_mac: fabric.ports[a.port].mac,
+                dst_mac: fabric.ports[b.port].mac,
+                vlan: None,
+                dscp,
+                src_ip: std::net::Ipv4Addr::new(10, 0, (f.from >> 8) as u8, f.from as u8),
+                dst_ip: std::net::Ipv4Addr::new(10, 0, (f.to >> 8) as u8, f.to as u8),
+                wire_size: f.size,
+            };
+            let template = FlowTemplate::build(&spec)
+                .map_err(|e| super::scenario::invalid(format!("flow {}", f.id), e.to_string()))?;
+            flows.push(FlowState { template, sent: 0, done: false, blocked: false, rx: Received::default() });
+        }
+        let mut sim = Sim {
+            fabric,
+            now: start.as_nanos(),
+            seq: 0,
+            heap: BinaryHeap::new(),
+            arena: Arena::default(),
+            ports,
+            switches,
+            hosts,
+            flows,
+            actions: Vec::new(),
+            storms: Vec::new(),
+            batch: TxBatch::new(),
+            slowpath_delay: (scenario.slowpath_delay_us * 1e3).round() as u64,
+            counts: RunCounts::default(),
+            trace,
+        };
+        for (i, f) in fabric.flows.iter().enumerate() {
+            sim.at(start.as_nanos() + ns(f.start), Ev::Flow { flow: i as u32 });
+        }
+        for (i, e) in scenario.event.iter().enumerate() {
+            let at = start.as_nanos() + (e.at_ms * 1e6).round() as u64;
+            sim.actions.push((at, e.action.clone()));
+            sim.at(at, Ev::Action { index: i as u32 });
+        }
+        Ok(sim)
+    }
+
+    fn at(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry { at, seq: self.seq, ev });
+    }
+
+    pub fn now(&self) -> Time {
+        Time::from_nanos(self.now)
+    }
+
+    /// Runs every event up to `until` (simulated time since the start).
+    pub fn run_until(&mut self, until: Duration) {
+        let end = EPOCH.as_nanos() + ns(until);
+        while let Some(top) = self.heap.peek() {
+            if top.at > end {
+                break;
+            }
+            let e = self.heap.pop().expect("peeked");
+            self.now = e.at;
+            self.counts.events += 1;
+            self.dispatch(e.at, e.ev);
+        }
+        self.now = self.now.max(end);
+    }
+
+    fn dispatch(&mut self, at: u64, ev: Ev) {
+        match ev {
+            Ev::Arrive { port, buf, epoch } => self.arrive(port as usize, buf, epoch),
+            Ev::TxDone { port } => {
+                self.ports[port as usize].busy = false;
+                self.try_tx(port as usize);
+            }
+            Ev::Wake { port } => {
+                let p = &mut self.ports[port as usize];
+                if p.wake_at == at {
+                    p.wake_at = u64::MAX;
+                    self.try_tx(port as usize);
+                }
+            }
+            Ev::Flow { flow } => self.flow_send(flow as usize),
+            Ev::HostPause { host, buf } => self.host_pause(host as usize, buf),
+            Ev::SlowIn { sw } => self.slow_in(sw as usize),
+            Ev::SlowOut { sw } => self.slow_out(sw as usize),
+            Ev::SlowTick { sw } => {
+                self.switches[sw as usize].tick_scheduled = false;
+                self.slow_release(sw as usize);
+            }
+            Ev::Action { index } => self.action(index as usize),
+            Ev::Storm { index } => self.storm(index as usize),
+        }
+    }
+
+    // --- Links ---
+
+    fn send(&mut self, port: usize, buf: u32) {
+        let spec = &self.fabric.ports[port];
+        let len = self.arena.bufs[buf as usize].len();
+        let wire = ns(spec.speed.wire_time(len));
+        let p = &mut self.ports[port];
+        p.busy = true;
+        p.tx_frames += 1;
+        p.tx_bytes += len as u64;
+        if is_mac_control(&self.arena.bufs[buf as usize]) {
+            p.pause_frames += 1;
+        }
+        let epoch = self.ports[spec.peer].epoch;
+        self.counts.frame_hops += 1;
+        self.trace.capture(port, self.now - EPOCH.as_nanos(), &self.arena.bufs[buf as usize]);
+        self.at(self.now + wire, Ev::TxDone { port: port as u32 });
+        self.at(self.now + wire + ns(spec.propagation), Ev::Arrive { port: spec.peer as u32, buf, epoch });
+    }
+
+    fn arrive(&mut self, port: usize, buf: u32, epoch: u32) {
+        if self.ports[port].epoch != epoch || !self.ports[port].up {
+            self.ports[self.fabric.ports[port].peer].lost_link_down += 1;
+            self.arena.give(buf);
+            return;
+        }
+        if is_mac_control(&self.arena.bufs[buf as usize]) {
+            self.note_pause(port, buf);
+        }
+        match self.fabric.ports[port].owner {
+            Owner::Switch(sw, local) => self.switch_rx(sw, local, buf),
+            Owner::Host(h) => self.host_rx(h, buf),
+        }
+    }
+
+    /// Records in `port`'s timeline the pause a frame arriving there asks for.
+    fn note_pause(&mut self, port: usize, buf: u32) {
+        let spec = &self.fabric.ports[port];
+        let Ok(frame) = pfc::decode(&self.arena.bufs[buf as usize], spec.mac) else { return };
+        let at = self.now - EPOCH.as_nanos();
+        let tl: &mut PauseTimeline = self.trace.timeline(port);
+        match frame.body {
+            MacControl::Pfc(p) => {
+                for (prio, quanta) in p.classes() {
+                    tl.pause(prio, at, ns(spec.speed.quanta_duration(quanta)));
+                }
+            }
+            MacControl::Pause { quanta } => {
+                for prio in 0..PRIORITIES {
+                    tl.pause(prio, at, ns(spec.speed.quanta_duration(quanta)));
+                }
+            }
+        }
+    }
+
+    fn try_tx(&mut self, port: usize) {
+        if self.ports[port].busy || !self.ports[port].up {
+            return;
+        }
+        match self.fabric.ports[port].owner {
+            Owner::Switch(sw, local) => self.switch_tx(sw, local, port),
+            Owner::Host(h) => self.host_tx(h, port),
+        }
+    }
+
+    fn wake(&mut self, port: usize, at: u64) {
+        let at = at.max(self.now + 1);
+        if at < self.ports[port].wake_at {
+            self.ports[port].wake_at = at;
+            self.at(at, Ev::Wake { port: port as u32 });
+        }
+    }
+
+    // --- Switches ---
+
+    fn switch_rx(&mut self, sw: usize, local: usize, buf: u32) {
+        let s = &mut self.switches[sw];
+        let Some(id) = s.slots.free.pop() else {
+            s.rx_no_frame += 1;
+            self.arena.give(buf);
+            return;
+        };
+        s.slots.buf[id as usize] = buf;
+        let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
+        s.switch.receive(Time::from_nanos(self.now), &mut pool, local, FrameId(id));
+        self.after_switch(sw);
+    }
+
+    fn switch_tx(&mut self, sw: usize, local: usize, port: usize) {
+        let now = Time::from_nanos(self.now);
+        let s = &mut self.switches[sw];
+        self.batch.reset(1);
+        let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
+        s.switch.transmit(now, &mut pool, local, &mut self.batch);
+        if let Some(f) = self.batch.frames().first().copied() {
+            let buf = std::mem::replace(&mut s.slots.buf[f.id.0 as usize], NONE);
+            s.slots.free.push(f.id.0);
+            if let Some(trigger) = f.xoff_trigger {
+                s.switch.record_pause_sent(trigger, now);
+            }
+            self.send(port, buf);
+        } else if let Some(w) = s.switch.port_wakeup(now, local) {
+            self.wake(port, w.as_nanos());
+        }
+        self.pass_to_slowpath(sw);
+    }
+
+    /// After the switch took input: events to its slowpath, and every idle port sends.
+    fn after_switch(&mut self, sw: usize) {
+        self.switches[sw].switch.on_timer(Time::from_nanos(self.now));
+        self.pass_to_slowpath(sw);
+        let fabric = self.fabric;
+        for &port in &fabric.switches[sw].ports {
+            if !self.ports[port].busy {
+                self.try_tx(port);
+            }
+        }
+    }
+
+    fn pass_to_slowpath(&mut self, sw: usize) {
+        let at = self.now + self.slowpath_delay;
+        let s = &mut self.switches[sw];
+        let was_empty = s.slow_in.is_empty();
+        let mut any = false;
+        for ev in s.switch.drain_outbox() {
+            s.slow_in.push_back((at, ev));
+            any = true;
+        }
+        if any && was_empty {
+            self.at(at, Ev::SlowIn { sw: sw as u32 });
+        }
+    }
+
+    fn slow_in(&mut self, sw: usize) {
+        let now = self.now;
+        let s = &mut self.switches[sw];
+        while s.slow_in.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, ev) = s.slow_in.pop_front().expect("checked");
+            s.slowpath.handle_event(ev);
+        }
+        if let Some(&(at, _)) = s.slow_in.front() {
+            self.at(at, Ev::SlowIn { sw: sw as u32 });
+        }
+        let s = &mut self.switches[sw];
+        if s.slowpath.wants_release() {
+            self.slow_release(sw);
+        } else if s.slowpath.held() > 0 && !s.tick_scheduled {
+            s.tick_scheduled = true;
+            self.at(now + ns(SLOWPATH_RECHECK), Ev::SlowTick { sw: sw as u32 });
+        }
+    }
+
+    fn slow_release(&mut self, sw: usize) {
+        let now = Time::from_nanos(self.now);
+        let at = self.now + self.slowpath_delay;
+        let s = &mut self.switches[sw];
+        let was_empty = s.slow_out.is_empty();
+        let switch = &s.switch;
+        let released = s.slowpath.release(|e| switch.stopped_mask(now, e));
+        let any = !released.is_empty();
+        for r in released {
+            s.slow_out.push_back((at, *r));
+        }
+        if any && was_empty {
+            self.at(at, Ev::SlowOut { sw: sw as u32 });
+        }
+        let s = &mut self.switches[sw];
+        if s.slowpath.held() > 0 && !s.tick_scheduled {
+            s.tick_scheduled = true;
+            self.at(self.now + ns(SLOWPATH_RECHECK), Ev::SlowTick { sw: sw as u32 });
+        }
+    }
+
+    fn slow_out(&mut self, sw: usize) {
+        let now = self.now;
+        let s = &mut self.switches[sw];
+        while s.slow_out.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, r) = s.slow_out.pop_front().expect("checked");
+            let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
+            s.switch.reinject(Time::from_nanos(now), &mut pool, r);
+        }
+        if let Some(&(at, _)) = s.slow_out.front() {
+            self.at(at, Ev::SlowOut { sw: sw as u32 });
+        }
+        self.after_switch(sw);
+    }
+
+    // --- Hosts ---
+
+    fn host_tx(&mut self, h: usize, port: usize) {
+        let now = self.now;
+        let host = &mut self.hosts[h];
+        if let Some(buf) = host.control.pop_front() {
+            self.send(port, buf);
+            return;
+        }
+        let mut earliest = u64::MAX;
+        for prio in (0..PRIORITIES).rev() {
+            if host.queues[prio].is_empty() {
+                continue;
+            }
+            let until = if host.honour { host.paused_until[prio] } else { 0 };
+            if until > now {
+                earliest = earliest.min(until);
+                continue;
+            }
+            let buf = host.queues[prio].pop_front().expect("not empty");
+            let waiting = std::mem::take(&mut host.waiting[prio]);
+            for f in waiting {
+                self.flows[f as usize].blocked = false;
+                self.at(now, Ev::Flow { flow: f });
+            }
+            self.send(port, buf);
+            return;
+        }
+        if earliest != u64::MAX {
+            self.wake(port, earliest);
+        }
+    }
+
+    fn host_rx(&mut self, h: usize, buf: u32) {
+        let bytes = &self.arena.bufs[buf as usize];
+        if is_mac_control(bytes) {
+            if self.hosts[h].honour {
+                let delay = ns(self.fabric.hosts[h].response_delay);
+                self.at(self.now + delay, Ev::HostPause { host: h as u32, buf });
+            } else {
+                self.arena.give(buf);
+            }
+            return;
+        }
+        if let Some((flow, seq, tx_ns)) = read_stamp(bytes) {
+            if let Some(f) =
+                self.flows.get_mut(usize::from(flow)).filter(|_| self.fabric.flows[usize::from(flow)].to == h)
+            {
+                let rx = &mut f.rx;
+                rx.frames += 1;
+                if seq < rx.next_seq {
+                    rx.reordered += 1;
+                } else {
+                    rx.next_seq = seq + 1;
+                }
+                let now32 = (self.now - EPOCH.as_nanos()) as u32;
+                rx.latency.record(Duration::from_nanos(u64::from(now32.wrapping_sub(tx_ns))));
+                rx.last_ns = self.now - EPOCH.as_nanos();
+            }
+        }
+        self.arena.give(buf);
+    }
+
+    fn host_pause(&mut self, h: usize, buf: u32) {
+        let port = self.fabric.hosts[h].port;
+        let spec = &self.fabric.ports[port];
+        let decoded = pfc::decode(&self.arena.bufs[buf as usize], spec.mac);
+        self.arena.give(buf);
+        let Ok(frame) = decoded else { return };
+        if !self.hosts[h].honour {
+            return;
+        }
+        let host = &mut self.hosts[h];
+        match frame.body {
+            MacControl::Pfc(p) => {
+                for (prio, quanta) in p.classes() {
+                    host.paused_until[prio] = self.now + ns(spec.speed.quanta_duration(quanta));
+                }
+            }
+            MacControl::Pause { quanta } => {
+                host.paused_until = [self.now + ns(spec.speed.quanta_duration(quanta)); PRIORITIES]
+            }
+        }
+        self.try_tx(port);
+    }
+
+    fn flow_send(&mut self, i: usize) {
+        let plan = &self.fabric.flows[i];
+        let f = &mut self.flows[i];
+        if f.done || f.blocked {
+            return;
+        }
+        let stop = EPOCH.as_nanos() + ns(plan.stop);
+        if self.now >= stop || plan.count.is_some_and(|c| f.sent >= c) {
+            f.done = true;
+            return;
+        }
+        let h = plan.from;
+        let prio = usize::from(plan.priority);
+        let host = &mut self.hosts[h];
+        if host.queues[prio].len() >= self.fabric.hosts[h].queue_frames {
+            f.blocked = true;
+            host.waiting[prio].push(i as u32);
+            return;
+        }
+        let buf = self.arena.take();
+        let b = &mut self.arena.bufs[buf as usize];
+        b.resize(f.template.len(), 0);
+        let seq = f.sent as u32;
+        f.template.write(b, seq, (self.now - EPOCH.as_nanos()) as u32);
+        f.sent += 1;
+        host.queues[prio].push_back(buf);
+        // Paced from the flow's start: the k-th frame is due at start + k × interval, or
+        // at once when the sender fell behind (its queue was full).
+        let due = EPOCH.as_nanos() + ns(plan.start) + (f.sent as f64 * plan.interval.as_nanos() as f64) as u64;
+        self.at(due.max(self.now), Ev::Flow { flow: i as u32 });
+        self.try_tx(self.fabric.hosts[h].port);
+    }
+
+    // --- Scenario events ---
+
+    fn action(&mut self, index: usize) {
+        let action = self.actions[index].1.clone();
+        let fabric = self.fabric;
+        match action {
+            Action::Block(label) | Action::Unblock(label) => {
+                let Some(port) = fabric.port_named(&label) else { return };
+                let Owner::Switch(sw, local) = fabric.ports[port].owner else { return };
+                let block = matches!(self.actions[index].1, Action::Block(_));
+                self.switches[sw].switch.set_blocked(local, block);
+                self.after_switch(sw);
+            }
+            Action::LinkDown([a, b]) | Action::LinkUp([a, b]) => {
+                let up = matches!(self.actions[index].1, Action::LinkUp(_));
+                for p in fabric.link_ports(&a, &b).into_iter().flat_map(|p| [p, fabric.ports[p].peer]) {
+                    let st = &mut self.ports[p];
+                    if st.up != up {
+                        st.up = up;
+                        st.epoch += 1;
+                    }
+                }
+                if up {
+                    for p in fabric.link_ports(&a, &b).into_iter().flat_map(|p| [p, fabric.ports[p].peer]) {
+                        self.try_tx(p);
+                    }
+                }
+            }
+            Action::Storm(spec) => {
+                let Some(host) = fabric.host_named(&spec.host) else { return };
+                let until = self.now + (spec.duration_ms * 1e6).round() as u64;
+                self.storms.push(Storm { spec, host, until });
+                self.at(self.now, Ev::Storm { index: (self.storms.len() - 1) as u32 });
+            }
+            Action::IgnorePauses(name) | Action::HonourPauses(name) => {
+                let honour = matches!(self.actions[index].1, Action::HonourPauses(_));
+                if let Some(h) = fabric.host_named(&name) {
+                    self.hosts[h].honour = honour;
+                    self.try_tx(fabric.hosts[h].port);
+                }
+            }
+        }
+    }
+
+    fn storm(&mut self, index: usize) {
+        let s = &self.storms[index];
+        if self.now >= s.until {
+            return;
+        }
+        let mask = s.spec.priorities.iter().fold(0u8, |m, &p| m | 1 << p);
+        let port = self.fabric.hosts[s.host].port;
+        let buf = self.arena.take();
+        let b = &mut self.arena.bufs[buf as usize];
+        b.resize(pfc::MIN_FRAME_LEN, 0);
+        pfc::encode(b, self.fabric.ports[port].mac, &MacControl::Pfc(Pfc::pause(mask, s.spec.quanta)));
+        self.hosts[s.host].control.push_back(buf);
+        let next = self.now + (s.spec.interval_us * 1e3).round() as u64;
+        self.at(next, Ev::Storm { index: index as u32 });
+        self.try_tx(port);
+    }
+
+    // --- Results ---
+
+    pub fn switch(&self, sw: usize) -> &Switch {
+        &self.switches[sw].switch
+    }
+
+    pub fn slowpath(&self, sw: usize) -> &Slowpath {
+        &self.switches[sw].slowpath
+    }
+
+    pub fn free_frames(&self, sw: usize) -> usize {
+        self.switches[sw].slots.free.len()
+    }
+
+    pub fn rx_no_frame(&self, sw: usize) -> u64 {
+        self.switches[sw].rx_no_frame
+    }
+
+    pub fn sent(&self, flow: usize) -> u64 {
+        self.flows[flow].sent
+    }
+
+    pub fn received(&self, flow: usize) -> &Received {
+        &self.flows[flow].rx
+    }
+
+    /// Frames on a link: sent, of which pause frames, lost to the link going down.
+    pub fn link_counts(&self, port: usize) -> (u64, u64, u64, u64) {
+        let p = &self.ports[port];
+        (p.tx_frames, p.tx_bytes, p.pause_frames, p.lost_link_down)
+    }
+
+    /// Frames the hosts still hold, unsent.
+    pub fn host_backlog(&self) -> u64 {
+        self.hosts.iter().flat_map(|h| h.queues.iter()).map(|q| q.len() as u64).sum()
+    }
+}
+
+fn is_mac_control(frame: &[u8]) -> bool {
+    frame.len() >= 14 && u16::from_be_bytes([frame[12], frame[13]]) == pfc::MAC_CONTROL_ETHERTYPE
+}
+
+/// The stamp of an untagged IPv4/UDP test frame at its fixed offsets (the sink's parser,
+/// without the checks a simulated host does not need).
+fn read_stamp(frame: &[u8]) -> Option<(u16, u32, u32)> {
+    if frame.len() < 14 + 20 + 8 + 12 || frame[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let ihl = usize::from(frame[14] & 0x0f) * 4;
+    let udp = 14 + ihl;
+    let s = frame.get(udp + 8..udp + 20)?;
+    if u16::from_be_bytes([frame[udp + 2], frame[udp + 3]]) != UDP_PORT
+        || u16::from_be_bytes([s[0], s[1]]) != STAMP_MAGIC
+    {
+        return None;
+    }
+    let flow = u16::from_be_bytes([s[2], s[3]]);
+    let seq = u32::from_be_bytes([s[4], s[5], s[6], s[7]]);
+    let tx = u32::from_be_bytes([s[8], s[9], s[10], s[11]]);
+    Some((flow, seq, tx))
+}

@@ -1,0 +1,566 @@
+//! From a scenario to a fabric: nodes, ports and links, each switch's configuration with
+//! its forwarding entries and (optionally) Tagger's table, and the flows' endpoints.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use pfcswitch::core::config::{Config, StaticFdbEntry};
+use pfcswitch::core::mac::MacAddr;
+use pfcswitch::core::speed::Speed;
+use pfcswitch::core::tagging::TagTable;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tagger::algo::Algorithm;
+use tagger::routes::explicit::Explicit;
+use tagger::system::{Priorities, TagSystem};
+use tagger::topology::{Peer, Topology};
+
+use super::scenario::{invalid, Scenario, ScenarioError, TopologySource};
+
+/// Propagation in a cable, ns per metre.
+const NS_PER_M: f64 = 5.0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// A switch and its port index.
+    Switch(usize, usize),
+    Host(usize),
+}
+
+/// One end of a link.
+#[derive(Clone, Debug)]
+pub struct PortSpec {
+    pub owner: Owner,
+    /// "sw1:cw", "h1".
+    pub label: String,
+    pub mac: MacAddr,
+    pub peer: usize,
+    pub speed: Speed,
+    pub propagation: Duration,
+    pub failed: bool,
+}
+
+#[derive(Debug)]
+pub struct SwitchSpec {
+    pub name: String,
+    pub config: Config,
+    pub tags: Option<TagTable>,
+    /// Global port index of each of its ports.
+    pub ports: Vec<usize>,
+}
+
+#[derive(Debug)]
+pub struct HostNode {
+    pub name: String,
+    pub port: usize,
+    pub response_delay: Duration,
+    pub queue_frames: usize,
+}
+
+/// A flow with its endpoints resolved.
+#[derive(Clone, Debug)]
+pub struct FlowPlan {
+    pub id: u16,
+    pub from: usize,
+    pub to: usize,
+    pub priority: u8,
+    /// As given; else the priority, or under Tagger the initial tag.
+    pub dscp: Option<u8>,
+    pub size: usize,
+    pub interval: Duration,
+    pub start: Duration,
+    pub stop: Duration,
+    pub count: Option<u64>,
+}
+
+#[derive(Debug)]
+pub struct Fabric {
+    pub ports: Vec<PortSpec>,
+    pub switches: Vec<SwitchSpec>,
+    pub hosts: Vec<HostNode>,
+    pub flows: Vec<FlowPlan>,
+    /// Every host-to-host path a flow takes, as node names.
+    pub paths: Vec<Vec<String>>,
+    /// Under Tagger: the tag hosts stamp.
+    pub initial_tag: Option<u8>,
+}
+
+fn topology_of(s: &Scenario) -> Result<Topology, ScenarioError> {
+    let bad = |e: String| invalid("topology", e);
+    match &s.topology {
+        TopologySource::Spec(spec) => tagger::load_topology(spec).map_err(|e| bad(e.to_string())),
+        TopologySource::Inline(t) => {
+            t.interfaces().map_err(|e| bad(e.to_string()))?;
+            let text = toml::to_string(t).map_err(|e| bad(e.to_string()))?;
+            tagger::topology::file::TopologyFile::parse(&text, false)
+                .and_then(|f| f.build())
+                .map_err(|e| bad(e.to_string()))
+        }
+    }
+}
+
+/// Merges `over` into `base`, tables key by key; a `port` table (rather than the
+/// `[[port]]` array) applies to the ports by name (`port.cw.xoff_bytes = ...`).
+fn merge(base: &mut toml::Table, over: &toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(k), v) {
+            (Some(toml::Value::Array(ports)), toml::Value::Table(by_name)) if k == "port" => {
+                for p in ports.iter_mut().filter_map(toml::Value::as_table_mut) {
+                    let name = p.get("name").or_else(|| p.get("iface")).and_then(|n| n.as_str()).map(str::to_string);
+                    if let Some(o) = name.and_then(|n| by_name.get(&n).or_else(|| by_name.get("*"))) {
+                        if let Some(o) = o.as_table() {
+                            merge(p, o);
+                        }
+                    }
+                }
+            }
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            _ => {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+impl Fabric {
+    pub fn build(s: &Scenario, seed: u64) -> Result<Fabric, ScenarioError> {
+        let t = topology_of(s)?;
+        if t.switches.is_empty() || t.hosts.is_empty() {
+            return Err(invalid("topology", "needs switches and hosts"));
+        }
+        // Global ports: every switch port in order, then one per host.
+        let mut ports = Vec::new();
+        let mut host_port = vec![usize::MAX; t.hosts.len()];
+        let switch_port_base = |p: u32| p as usize;
+        for (pi, p) in t.ports.iter().enumerate() {
+            let sw = p.switch as usize;
+            let local = t.switches[sw].ports.iter().position(|&q| q as usize == pi).expect("a switch lists its ports");
+            ports.push(PortSpec {
+                owner: Owner::Switch(sw, local),
+                label: format!(
+                    "{}:{}",
+                    t.switches[sw].name,
+                    p.name.clone().unwrap_or_else(|| format!("p{}", p.number))
+                ),
+                mac: MacAddr::local(0x02_0000 + pi as u64),
+                peer: usize::MAX,
+                speed: s.speed,
+                propagation: Duration::ZERO,
+                failed: false,
+            });
+        }
+        for (h, host) in t.hosts.iter().enumerate() {
+            host_port[h] = ports.len();
+            ports.push(PortSpec {
+                owner: Owner::Host(h),
+                label: host.name.clone(),
+                mac: MacAddr::local(0x01_0000 + h as u64),
+                peer: usize::MAX,
+                speed: s.speed,
+                propagation: Duration::ZERO,
+                failed: false,
+            });
+        }
+        for (pi, p) in t.ports.iter().enumerate() {
+            let peer = match p.peer {
+                Peer::Switch(q) => switch_port_base(q),
+                Peer::Host(h) => {
+                    let hp = host_port[h as usize];
+                    if ports[hp].peer != usize::MAX {
+                        return Err(invalid(
+                            "topology",
+                            format!("host {} has more than one link", t.hosts[h as usize].name),
+                        ));
+                    }
+                    ports[hp].peer = pi;
+                    hp
+                }
+            };
+            ports[pi].peer = peer;
+        }
+        if let Some(h) = (0..t.hosts.len()).find(|&h| ports[host_port[h]].peer == usize::MAX) {
+            return Err(invalid("topology", format!("host {} has no link", t.hosts[h].name)));
+        }
+        let node_names: Vec<String> = ports
+            .iter()
+            .map(|p| match p.owner {
+                Owner::Switch(sw, _) => t.switches[sw].name.clone(),
+                Owner::Host(h) => t.hosts[h].name.clone(),
+            })
+            .collect();
+        let peers: Vec<usize> = ports.iter().map(|p| p.peer).collect();
+        let link_of = |a: &str, b: &str| -> Vec<usize> {
+            (0..peers.len()).filter(|&p| node_names[p] == a && node_names[peers[p]] == b).collect()
+        };
+        let cable = |m: f64| Duration::from_nanos((m * NS_PER_M).round() as u64);
+        for p in &mut ports {
+            p.propagation = cable(s.cable_m);
+        }
+        for (i, l) in s.link.iter().enumerate() {
+            let ends = link_of(&l.a, &l.b);
+            if ends.is_empty() {
+                return Err(invalid(format!("link[{i}]"), format!("no link between {} and {}", l.a, l.b)));
+            }
+            for e in ends {
+                for q in [e, ports[e].peer] {
+                    if let Some(speed) = l.speed {
+                        ports[q].speed = speed;
+                    }
+                    if let Some(m) = l.cable_m {
+                        ports[q].propagation = cable(m);
+                    }
+                }
+            }
+        }
+        for (i, [a, b]) in s.failed_links.iter().enumerate() {
+            let ends = link_of(a, b);
+            if ends.is_empty() {
+                return Err(invalid(format!("failed_links[{i}]"), format!("no link between {a} and {b}")));
+            }
+            for e in ends {
+                ports[e].failed = true;
+                let peer = ports[e].peer;
+                ports[peer].failed = true;
+            }
+        }
+
+        let host_index: BTreeMap<&str, usize> = t.hosts.iter().enumerate().map(|(i, h)| (h.name.as_str(), i)).collect();
+        let hosts: Vec<HostNode> = t
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(h, host)| {
+                let spec = s.host.get(&host.name);
+                let delay = spec.and_then(|x| x.response_delay_ns).or(s.host_defaults.response_delay_ns).unwrap_or(0);
+                let queue = spec.and_then(|x| x.queue_frames).or(s.host_defaults.queue_frames).unwrap_or(16);
+                HostNode {
+                    name: host.name.clone(),
+                    port: host_port[h],
+                    response_delay: Duration::from_nanos(delay),
+                    queue_frames: queue.max(1),
+                }
+            })
+            .collect();
+        for name in s.host.keys() {
+            if !host_index.contains_key(name.as_str()) {
+                return Err(invalid(format!("host.{name}"), "no such host"));
+            }
+        }
+
+        let flows = plan_flows(s, &t, &host_index, &ports, &hosts, seed)?;
+
+        // Forwarding: every switch gets a static entry per destination host.
+        let mut fdb: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); t.switches.len()];
+        if s.routes.is_empty() {
+            shortest_routes(&t, &ports, &hosts, &mut fdb)?;
+        } else {
+            explicit_routes(s, &t, &ports, &hosts, &host_index, &mut fdb)?;
+        }
+        // The paths the flows take, walked through the entries.
+        let mut paths = Vec::new();
+        for f in &flows {
+            let path =
+                walk(&t, &ports, &hosts, &fdb, f.from, f.to).map_err(|e| invalid(format!("flow {}", f.id), e))?;
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+
+        let tables = if s.tagger { Some(tag_tables(s, &t, &paths)?) } else { None };
+        let mut switches = Vec::new();
+        for (sw, spec) in t.switches.iter().enumerate() {
+            let local: Vec<usize> = spec.ports.iter().map(|&p| p as usize).collect();
+            let names: Vec<String> = spec
+                .ports
+                .iter()
+                .map(|&p| {
+                    t.ports[p as usize].name.clone().unwrap_or_else(|| format!("p{}", t.ports[p as usize].number))
+                })
+                .collect();
+            let mut c = Config::for_interfaces(&names);
+            c.name = spec.name.clone();
+            c.pfc.lossless = Some(vec![3]);
+            for (k, p) in c.ports.iter_mut().enumerate() {
+                let g = &ports[local[k]];
+                p.speed = g.speed;
+                p.cable_m = g.propagation.as_nanos() as f64 / NS_PER_M;
+                p.mac = Some(g.mac);
+                // The fabric may loop: static entries do the forwarding.
+                p.flood = false;
+            }
+            for (&h, &port) in &fdb[sw] {
+                let k = local.iter().position(|&p| p == port).expect("an entry names one of the switch's ports");
+                c.fdb_entries.push(StaticFdbEntry { mac: ports[hosts[h].port].mac, port: c.port_name(k).to_string() });
+            }
+            let mut table =
+                toml::Table::try_from(&c).map_err(|e| invalid(format!("switch {}", spec.name), e.to_string()))?;
+            merge(&mut table, &s.switch_defaults);
+            if let Some(over) = s.switch.get(&spec.name) {
+                merge(&mut table, over);
+            }
+            let field = format!("switch {}", spec.name);
+            let mut config: Config =
+                table.try_into().map_err(|e: toml::de::Error| invalid(&field, e.message().to_string()))?;
+            let tags = match &tables {
+                Some(all) => {
+                    let st =
+                        all.iter().find(|x| x.switch == spec.name).ok_or_else(|| invalid(&field, "no Tagger table"))?;
+                    config.pfc.lossless = None;
+                    Some(
+                        TagTable::apply(&mut config, st, "tagger (computed)", false)
+                            .map_err(|e| invalid(&field, e.to_string()))?,
+                    )
+                }
+                None => None,
+            };
+            config.validate().map_err(|e| invalid(&field, e.to_string()))?;
+            switches.push(SwitchSpec { name: spec.name.clone(), config, tags, ports: local });
+        }
+        for name in s.switch.keys() {
+            if !t.switches.iter().any(|x| &x.name == name) {
+                return Err(invalid(format!("switch.{name}"), "no such switch"));
+            }
+        }
+        let initial_tag = tables.as_ref().and_then(|all| all.first()).map(|st| st.initial_tag);
+        Ok(Fabric { ports, switches, hosts, flows, paths, initial_tag })
+    }
+
+    /// The global port called `node:port` (a switch port) or `host` (a host's NIC).
+    pub fn port_named(&self, label: &str) -> Option<usize> {
+        self.ports.iter().position(|p| p.label == label).or_else(|| {
+            let (node, port) = label.split_once(':')?;
+            let sw = self.switches.iter().position(|s| s.name == node)?;
+            let k = self.switches[sw].config.port_index(port)?;
+            Some(self.switches[sw].ports[k])
+        })
+    }
+
+    pub fn host_named(&self, name: &str) -> Option<usize> {
+        self.hosts.iter().position(|h| h.name == name)
+    }
+
+    pub fn node_of(&self, port: usize) -> &str {
+        match self.ports[port].owner {
+            Owner::Switch(sw, _) => &self.switches[sw].name,
+            Owner::Host(h) => &self.hosts[h].name,
+        }
+    }
+
+    /// Both directions of the links between nodes `a` and `b`.
+    pub fn link_ports(&self, a: &str, b: &str) -> Vec<usize> {
+        (0..self.ports.len()).filter(|&p| self.node_of(p) == a && self.node_of(self.ports[p].peer) == b).collect()
+    }
+}
+
+fn plan_flows(
+    s: &Scenario,
+    t: &Topology,
+    host_index: &BTreeMap<&str, usize>,
+    ports: &[PortSpec],
+    hosts: &[HostNode],
+    seed: u64,
+) -> Result<Vec<FlowPlan>, ScenarioError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = t.hosts.len();
+    let mut flows = Vec::new();
+    for (i, f) in s.flow.iter().enumerate() {
+        let field = format!("flow[{i}]");
+        let host =
+            |name: &str| host_index.get(name).copied().ok_or_else(|| invalid(&field, format!("no host {name:?}")));
+        let pairs: Vec<(usize, usize)> = match (f.from.as_str(), f.to.as_str()) {
+            ("*", "*") => {
+                if n < 2 {
+                    return Err(invalid(&field, "a permutation needs two hosts"));
+                }
+                // A derangement: shuffle until no host sends to itself.
+                let mut to: Vec<usize> = (0..n).collect();
+                loop {
+                    to.shuffle(&mut rng);
+                    if to.iter().enumerate().all(|(a, &b)| a != b) {
+                        break;
+                    }
+                }
+                (0..n).map(|a| (a, to[a])).collect()
+            }
+            ("*", to) => {
+                let b = host(to)?;
+                (0..n).filter(|&a| a != b).map(|a| (a, b)).collect()
+            }
+            (from, "*") => {
+                return Err(invalid(&field, format!("from = {from:?} with to = \"*\": use from = \"*\" too")))
+            }
+            (from, to) => vec![(host(from)?, host(to)?)],
+        };
+        for (a, b) in pairs {
+            if a == b {
+                return Err(invalid(&field, "a host cannot send to itself"));
+            }
+            let speed = ports[hosts[a].port].speed;
+            let wire = pfcswitch::core::speed::wire_bytes(f.size.saturating_sub(4)) as f64;
+            let fps = match (f.rate_fps, f.load) {
+                (Some(r), _) => r,
+                (None, Some(load)) => speed.bps() as f64 * load / 100.0 / (wire * 8.0),
+                _ => unreachable!("checked"),
+            };
+            let id = u16::try_from(flows.len()).map_err(|_| invalid(&field, "at most 65536 flows"))?;
+            flows.push(FlowPlan {
+                id,
+                from: a,
+                to: b,
+                priority: f.priority,
+                dscp: f.dscp,
+                size: f.size,
+                interval: Duration::from_secs_f64(1.0 / fps),
+                start: Duration::from_secs_f64(f.start_ms / 1e3),
+                stop: Duration::from_secs_f64(f.stop_ms.unwrap_or(s.duration_ms) / 1e3),
+                count: f.count,
+            });
+        }
+    }
+    Ok(flows)
+}
+
+/// Shortest paths over the working links, one next hop per (switch, destination host):
+/// among equal ones, chosen by the destination (so different destinations spread).
+fn shortest_routes(
+    t: &Topology,
+    ports: &[PortSpec],
+    hosts: &[HostNode],
+    fdb: &mut [BTreeMap<usize, usize>],
+) -> Result<(), ScenarioError> {
+    let ns = t.switches.len();
+    for (h, host) in hosts.iter().enumerate() {
+        let attach = ports[host.port].peer;
+        let Owner::Switch(home, _) = ports[attach].owner else { unreachable!("hosts attach to switches") };
+        let mut dist = vec![u32::MAX; ns];
+        dist[home] = 0;
+        let mut frontier = vec![home];
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for &sw in &frontier {
+                for &p in &t.switches[sw].ports {
+                    let g = &ports[p as usize];
+                    if g.failed {
+                        continue;
+                    }
+                    if let Owner::Switch(other, _) = ports[g.peer].owner {
+                        if dist[other] == u32::MAX {
+                            dist[other] = dist[sw] + 1;
+                            next.push(other);
+                        }
+                    }
+                }
+            }
+            frontier = next;
+        }
+        for sw in 0..ns {
+            if sw == home {
+                fdb[sw].insert(h, attach);
+                continue;
+            }
+            if dist[sw] == u32::MAX {
+                continue;
+            }
+            let candidates: Vec<usize> = t.switches[sw]
+                .ports
+                .iter()
+                .map(|&p| p as usize)
+                .filter(|&p| {
+                    !ports[p].failed
+                        && matches!(ports[ports[p].peer].owner, Owner::Switch(o, _) if dist[o] + 1 == dist[sw])
+                })
+                .collect();
+            fdb[sw].insert(h, candidates[h % candidates.len()]);
+        }
+    }
+    Ok(())
+}
+
+fn explicit_routes(
+    s: &Scenario,
+    t: &Topology,
+    ports: &[PortSpec],
+    hosts: &[HostNode],
+    host_index: &BTreeMap<&str, usize>,
+    fdb: &mut [BTreeMap<usize, usize>],
+) -> Result<(), ScenarioError> {
+    let switch_index: BTreeMap<&str, usize> =
+        t.switches.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
+    for (i, path) in s.routes.iter().enumerate() {
+        let field = format!("routes[{i}]");
+        if path.len() < 3 {
+            return Err(invalid(&field, "a route is host, switch..., host"));
+        }
+        let dst =
+            *host_index.get(path[path.len() - 1].as_str()).ok_or_else(|| invalid(&field, "must end at a host"))?;
+        for w in path.windows(2).skip(1) {
+            let sw =
+                *switch_index.get(w[0].as_str()).ok_or_else(|| invalid(&field, format!("{} is no switch", w[0])))?;
+            let port = t.switches[sw]
+                .ports
+                .iter()
+                .map(|&p| p as usize)
+                .find(|&p| {
+                    let peer = ports[p].peer;
+                    match ports[peer].owner {
+                        Owner::Switch(o, _) => t.switches[o].name == w[1],
+                        Owner::Host(h) => hosts[h].name == w[1],
+                    }
+                })
+                .ok_or_else(|| invalid(&field, format!("no link from {} to {}", w[0], w[1])))?;
+            if let Some(&other) = fdb[sw].get(&dst) {
+                if other != port {
+                    return Err(invalid(&field, format!("{} already sends {} another way", w[0], hosts[dst].name)));
+                }
+            }
+            fdb[sw].insert(dst, port);
+        }
+    }
+    Ok(())
+}
+
+/// The node names a frame from host `a` to host `b` passes, following the entries.
+fn walk(
+    t: &Topology,
+    ports: &[PortSpec],
+    hosts: &[HostNode],
+    fdb: &[BTreeMap<usize, usize>],
+    a: usize,
+    b: usize,
+) -> Result<Vec<String>, String> {
+    let mut path = vec![hosts[a].name.clone()];
+    let mut at = ports[hosts[a].port].peer;
+    for _ in 0..=t.switches.len() {
+        let Owner::Switch(sw, _) = ports[at].owner else { unreachable!() };
+        path.push(t.switches[sw].name.clone());
+        let out =
+            *fdb[sw].get(&b).ok_or_else(|| format!("{} has no route to {}", t.switches[sw].name, hosts[b].name))?;
+        let next = ports[out].peer;
+        match ports[next].owner {
+            Owner::Host(h) if h == b => {
+                path.push(hosts[b].name.clone());
+                return Ok(path);
+            }
+            Owner::Host(h) => return Err(format!("the route to {} ends at {}", hosts[b].name, hosts[h].name)),
+            Owner::Switch(..) => at = next,
+        }
+    }
+    Err(format!("the route from {} to {} loops", hosts[a].name, hosts[b].name))
+}
+
+/// Tagger's tables for these paths (greedy, verified), tag t on the t-th priority.
+fn tag_tables(
+    s: &Scenario,
+    t: &Topology,
+    paths: &[Vec<String>],
+) -> Result<Vec<tagger::system::SwitchTables>, ScenarioError> {
+    let bad = |e: String| invalid("tagger", e);
+    let file = crate::tagging::routes_file(paths);
+    let model = Explicit::from_file(t, &file).map_err(|e| bad(e.to_string()))?;
+    let tagging = Algorithm::Greedy.run(t, &model).map_err(|e| bad(e.to_string()))?;
+    let priorities = Priorities { lossless: s.tagger_priorities.clone(), lossy: 0 };
+    let sys = TagSystem::new(t, &tagging, &priorities).map_err(|e| bad(e.to_string()))?;
+    tagger::verify::verify(t, &model, &sys).map_err(|v| bad(format!("the tables fail verification: {v}")))?;
+    Ok(sys.tables(t))
+}

@@ -1,0 +1,343 @@
+//! `pfctools sim`: pfcswitch's engine on a simulated fabric.
+//!
+//! Every switch is a [`pfcswitch::core::switch::Switch`] with its
+//! [`pfcswitch::core::slowpath::Slowpath`] — the code `pfcswitch run` forwards real frames
+//! with — on links that serialize at their rate and delay by their length; hosts send
+//! paced, stamped flows and answer pauses like test equipment. Time is simulated and
+//! the run is deterministic: a scenario and a seed give the same output, byte for byte.
+
+pub mod engine;
+pub mod fabric;
+pub mod scenario;
+pub mod trace;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use pfcswitch::core::histogram::Percentiles;
+use pfcswitch::core::slowpath::DeadlockRecord;
+use pfcswitch::core::stats::SwitchStats;
+use pfcswitch::report::Table;
+
+use engine::{RunCounts, Sim};
+use fabric::{Fabric, Owner};
+use scenario::{Scenario, BUILT_IN};
+use trace::{PauseTimeline, Trace};
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// A scenario file (TOML).
+    #[arg(conflicts_with_all = ["scenario", "list"])]
+    pub file: Option<PathBuf>,
+    /// A built-in scenario (see --list).
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// List the built-in scenarios.
+    #[arg(long)]
+    pub list: bool,
+    /// Print the scenario file of a built-in scenario (a start for your own).
+    #[arg(long, requires = "scenario")]
+    pub show: bool,
+    /// Seeds what the scenario leaves to chance (which host sends to which under `to = "*"`).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write every link's frames, one pcap file per direction, into this directory.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+    /// Draw the pause timeline of every port (SVG).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+/// One flow's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowReport {
+    pub id: u16,
+    pub from: String,
+    pub to: String,
+    pub priority: u8,
+    pub lossless: bool,
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub latency: Percentiles,
+}
+
+/// One direction of a link.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkReport {
+    pub from: String,
+    pub to: String,
+    pub frames: u64,
+    pub bytes: u64,
+    pub pause_frames: u64,
+    pub lost_link_down: u64,
+    /// Per priority: how long the receiving end (`to`) kept `from` paused, µs.
+    pub paused_us: [f64; 8],
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SimReport {
+    pub scenario: String,
+    pub seed: u64,
+    pub simulated_ms: f64,
+    pub events: u64,
+    pub frame_hops: u64,
+    /// Deadlocks DCFIT detected, over all switches.
+    pub deadlocks: u64,
+    /// Lossless frames were still in the fabric at the end, after the senders stopped
+    /// and the drain time passed: a deadlock held them (the ground truth, as the
+    /// simulator sees every queue).
+    pub deadlock_formed: bool,
+    pub stuck_lossless_frames: u64,
+    /// Lossless flows' frames sent and never received.
+    pub lossless_lost: u64,
+    /// Lossless frames switches dropped (headroom exhausted, or a deadlock broken).
+    pub lossless_dropped: u64,
+    pub lossy_dropped: u64,
+    pub flows: Vec<FlowReport>,
+    pub deadlock_events: Vec<DeadlockRecord>,
+    pub links: Vec<LinkReport>,
+    /// Per switch, what `pfcswitch ctl stats` shows.
+    pub switches: Vec<SwitchStats>,
+}
+
+/// A finished run: the report and what the picture and the benchmark need.
+pub struct Outcome {
+    pub report: SimReport,
+    pub counts: RunCounts,
+    pub timelines: Vec<(String, PauseTimeline)>,
+}
+
+/// Runs `scenario` with `seed`; captures into `pcap` if given.
+pub fn simulate(scenario: &Scenario, seed: u64, pcap: Option<&Path>) -> Result<Outcome> {
+    let fabric = Fabric::build(scenario, seed)?;
+    let mut trace = Trace::new(fabric.ports.len(), pcap);
+    let names: Vec<String> = (0..fabric.ports.len())
+        .map(|p| {
+            format!("{}-to-{}.pcap", fabric.ports[p].label, fabric.ports[fabric.ports[p].peer].label).replace(':', "_")
+        })
+        .collect();
+    trace.open_captures(&names)?;
+    let mut sim = Sim::new(scenario, &fabric, trace)?;
+    let total = Duration::from_secs_f64((scenario.duration_ms + scenario.drain_ms) / 1e3);
+    sim.run_until(total);
+    sim.trace.finish()?;
+    Ok(report(scenario, seed, &fabric, &sim, total))
+}
+
+fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Duration) -> Outcome {
+    let now = sim.now();
+    let mut switches = Vec::new();
+    let mut stuck = 0;
+    let (mut lossless_dropped, mut lossy_dropped) = (0, 0);
+    for (i, _) in fabric.switches.iter().enumerate() {
+        let mut s = sim.switch(i).stats(now);
+        s.free_frames = sim.free_frames(i) as u64;
+        for p in &s.ports {
+            stuck += p.held_by_slowpath;
+            for q in p.priorities.iter().filter(|q| q.lossless) {
+                stuck += u64::from(q.egress_queue_frames);
+            }
+            lossless_dropped += p.counters.drops.lossless + p.counters.drops.watchdog;
+            lossy_dropped += p.counters.drops.lossy;
+        }
+        switches.push(s);
+    }
+    let mut flows = Vec::new();
+    let mut lossless_lost = 0;
+    for (i, f) in fabric.flows.iter().enumerate() {
+        let first = fabric.ports[fabric.hosts[f.from].port].peer;
+        let Owner::Switch(sw, local) = fabric.ports[first].owner else { unreachable!("hosts attach to switches") };
+        let s = &fabric.switches[sw];
+        let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority));
+        let lossless = match &s.tags {
+            Some(t) => t.ingress(local, dscp).is_some(),
+            None => s.config.lossless_priorities().contains(&s.config.classify.dscp_table()[usize::from(dscp & 63)]),
+        };
+        let rx = sim.received(i);
+        let sent = sim.sent(i);
+        let lost = sent.saturating_sub(rx.frames);
+        if lossless {
+            lossless_lost += lost;
+        }
+        flows.push(FlowReport {
+            id: f.id,
+            from: fabric.hosts[f.from].name.clone(),
+            to: fabric.hosts[f.to].name.clone(),
+            priority: f.priority,
+            lossless,
+            sent,
+            received: rx.frames,
+            lost,
+            reordered: rx.reordered,
+            latency: rx.latency.percentiles(),
+        });
+    }
+    let until = total.as_nanos() as u64;
+    let links = (0..fabric.ports.len())
+        .map(|p| {
+            let (frames, bytes, pause_frames, lost_link_down) = sim.link_counts(p);
+            // The pauses `from` obeyed are the ones its own port received.
+            let tl = &sim.trace.timelines()[p];
+            let mut paused_us = [0.0; 8];
+            for (prio, v) in paused_us.iter_mut().enumerate() {
+                *v = tl.paused_ns(prio, until) as f64 / 1e3;
+            }
+            LinkReport {
+                from: fabric.ports[p].label.clone(),
+                to: fabric.ports[fabric.ports[p].peer].label.clone(),
+                frames,
+                bytes,
+                pause_frames,
+                lost_link_down,
+                paused_us,
+            }
+        })
+        .collect();
+    let deadlock_events: Vec<DeadlockRecord> =
+        (0..fabric.switches.len()).flat_map(|i| sim.slowpath(i).deadlocks().deadlocks).collect();
+    let timelines =
+        (0..fabric.ports.len()).map(|p| (fabric.ports[p].label.clone(), sim.trace.timelines()[p].clone())).collect();
+    Outcome {
+        report: SimReport {
+            scenario: scenario.name.clone(),
+            seed,
+            simulated_ms: total.as_secs_f64() * 1e3,
+            events: sim.counts.events,
+            frame_hops: sim.counts.frame_hops,
+            deadlocks: switches.iter().map(|s| s.deadlocks_detected).sum(),
+            deadlock_formed: stuck > 0,
+            stuck_lossless_frames: stuck,
+            lossless_lost,
+            lossless_dropped,
+            lossy_dropped,
+            flows,
+            deadlock_events,
+            links,
+            switches,
+        },
+        counts: sim.counts,
+        timelines,
+    }
+}
+
+fn load(args: &SimArgs) -> Result<Scenario> {
+    match (&args.file, &args.scenario) {
+        (Some(path), _) => Ok(Scenario::read(path)?),
+        (None, Some(name)) => Ok(Scenario::built_in(name)?),
+        (None, None) => anyhow::bail!("give a scenario file or --scenario NAME (--list names them)"),
+    }
+}
+
+pub fn run(args: &SimArgs) -> Result<()> {
+    if args.list {
+        for (name, what, _) in BUILT_IN {
+            println!("{name:<22} {what}");
+        }
+        return Ok(());
+    }
+    if args.show {
+        let name = args.scenario.as_deref().unwrap_or_default();
+        let (_, _, text) =
+            BUILT_IN.iter().find(|(n, _, _)| *n == name).with_context(|| format!("no built-in scenario {name:?}"))?;
+        print!("{text}");
+        return Ok(());
+    }
+    let scenario = load(args)?;
+    let started = Instant::now();
+    let outcome = simulate(&scenario, args.seed, args.pcap.as_deref())?;
+    let wall = started.elapsed().as_secs_f64();
+    // Wall time stays out of the report: the report is the same on every run.
+    eprintln!(
+        "simulated {:.1} ms in {wall:.2} s: {} events ({:.2} M/s), {} frame hops",
+        outcome.report.simulated_ms,
+        outcome.counts.events,
+        outcome.counts.events as f64 / wall.max(1e-9) / 1e6,
+        outcome.counts.frame_hops
+    );
+    if let Some(path) = &args.plot {
+        plot::timeline(path, &scenario.name, &outcome.timelines, outcome.report.simulated_ms)?;
+        eprintln!("pause timeline: {}", path.display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome.report)?);
+    } else {
+        print!("{}", text(&outcome.report));
+    }
+    Ok(())
+}
+
+/// The report for people.
+pub fn text(r: &SimReport) -> String {
+    let mut out = format!(
+        "{} (seed {}): {:.1} ms simulated, {} events, {} frame hops\n\n",
+        r.scenario, r.seed, r.simulated_ms, r.events, r.frame_hops
+    );
+    let mut flows =
+        Table::new(&["flow", "prio", "lossless", "sent", "received", "lost", "reordered", "p50 µs", "p99 µs"]);
+    for f in &r.flows {
+        flows.row(vec![
+            format!("{} {}→{}", f.id, f.from, f.to),
+            f.priority.to_string(),
+            if f.lossless { "yes".into() } else { "no".into() },
+            f.sent.to_string(),
+            f.received.to_string(),
+            f.lost.to_string(),
+            f.reordered.to_string(),
+            format!("{:.1}", f.latency.p50_us),
+            format!("{:.1}", f.latency.p99_us),
+        ]);
+    }
+    if r.flows.len() <= 64 {
+        out += &flows.render();
+    } else {
+        let sent: u64 = r.flows.iter().map(|f| f.sent).sum();
+        let received: u64 = r.flows.iter().map(|f| f.received).sum();
+        out += &format!("{} flows: {sent} frames sent, {received} received\n", r.flows.len());
+    }
+    let mut paused = Table::new(&["paused port", "by", "pause frames", "paused µs (per priority)"]);
+    for l in r.links.iter().filter(|l| l.paused_us.iter().any(|&v| v > 0.0)) {
+        let per: Vec<String> =
+            l.paused_us.iter().enumerate().filter(|(_, &v)| v > 0.0).map(|(p, v)| format!("{p}: {v:.1}")).collect();
+        let by = r.links.iter().find(|b| b.from == l.to && b.to == l.from);
+        paused.row(vec![l.from.clone(), l.to.clone(), by.map_or(0, |b| b.pause_frames).to_string(), per.join(", ")]);
+    }
+    if !paused.is_empty() {
+        out += "\n";
+        out += &paused.render();
+    }
+    out += "\nDCFIT:\n";
+    for d in &r.deadlock_events {
+        out += &format!(
+            "  {}: deadlock at {:.3} ms — its message left through {} and came back on {} after {} pauses; \
+             confirmed {} more times; resolved: {}\n",
+            d.switch,
+            (d.event.detected_ns.saturating_sub(engine::EPOCH.as_nanos())) as f64 / 1e6,
+            d.origin_port_name,
+            d.return_port_name,
+            d.event.path_length,
+            d.event.confirmations,
+            d.event.resolved
+        );
+    }
+    if r.deadlock_events.is_empty() {
+        out += "  no deadlock detected\n";
+    }
+    out += &format!(
+        "\ndeadlocks detected {}; deadlock formed: {} ({} lossless frames stuck at the end); lossless frames lost {} \
+         (dropped by switches {}); lossy dropped {}\n",
+        r.deadlocks, r.deadlock_formed, r.stuck_lossless_frames, r.lossless_lost, r.lossless_dropped, r.lossy_dropped
+    );
+    out
+}
+
+pub mod plot;

@@ -1,0 +1,337 @@
+//! A simulation scenario: the fabric, the switches' configuration, the traffic and the
+//! timed events, as a TOML file (the built-in ones are in `scenarios/`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use pfcswitch::core::speed::Speed;
+use serde::{Deserialize, Serialize};
+
+/// The built-in scenarios: name, one line on what they show, the file.
+pub const BUILT_IN: &[(&str, &str, &str)] = &[
+    (
+        "ring-deadlock",
+        "three switches in a ring, each host sending two hops clockwise; a brief block closes a PFC deadlock \
+         that DCFIT detects",
+        include_str!("scenarios/ring-deadlock.toml"),
+    ),
+    (
+        "ring-tagger",
+        "the same ring and block with Tagger's tables: the cycle of buffers is broken, no deadlock",
+        include_str!("scenarios/ring-tagger.toml"),
+    ),
+    (
+        "headroom",
+        "the pause-response test plan on one switch: a storm pauses the egress, the sender answers late, \
+         the headroom absorbs it",
+        include_str!("scenarios/headroom.toml"),
+    ),
+    (
+        "fattree-storm",
+        "a k=4 fat-tree under all-to-all load; one host's NIC floods pauses and the pause spreads",
+        include_str!("scenarios/fattree-storm.toml"),
+    ),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{0}")]
+    Parse(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+    #[error("no built-in scenario {0:?}; `pfctools sim --list` names them")]
+    Unknown(String),
+}
+
+pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ScenarioError {
+    ScenarioError::Invalid { field: field.into(), problem: problem.into() }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub topology: TopologySource,
+    /// Links down from the start, as pairs of node names.
+    #[serde(default)]
+    pub failed_links: Vec<[String; 2]>,
+    /// Every link's rate unless a `[[link]]` says otherwise.
+    #[serde(default = "default_speed")]
+    pub speed: Speed,
+    /// Every cable's length (propagation 5 ns/m) unless a `[[link]]` says otherwise.
+    #[serde(default = "default_cable_m")]
+    pub cable_m: f64,
+    /// How long the senders send (a flow's own `stop_ms` overrides).
+    #[serde(default = "default_duration_ms")]
+    pub duration_ms: f64,
+    /// How long the run goes on after that, for queues to drain: lossless frames still in
+    /// the fabric at the end are stuck.
+    #[serde(default = "default_drain_ms")]
+    pub drain_ms: f64,
+    /// How frames find their way: host-to-host paths of node names, or (none) shortest
+    /// paths spread over equal-cost next hops by destination.
+    #[serde(default)]
+    pub routes: Vec<Vec<String>>,
+    /// Compute Tagger's tables for the routes the flows take and apply them.
+    #[serde(default)]
+    pub tagger: bool,
+    /// The lossless priorities of Tagger's tags 1, 2, ...
+    #[serde(default = "default_tagger_priorities")]
+    pub tagger_priorities: Vec<u8>,
+    /// The time the slowpath (a CPU thread beside the dataplane) takes to see an event and
+    /// to hand a released frame back.
+    #[serde(default = "default_slowpath_delay_us")]
+    pub slowpath_delay_us: f64,
+    /// Frames each switch's pool holds (the UMEM); default as `pfcswitch run`.
+    #[serde(default)]
+    pub switch_frames: Option<u32>,
+    /// Merged into every switch's configuration (the TOML of `pfcswitch run`).
+    #[serde(default)]
+    pub switch_defaults: toml::Table,
+    /// Per switch, merged after the defaults.
+    #[serde(default)]
+    pub switch: BTreeMap<String, toml::Table>,
+    #[serde(default)]
+    pub link: Vec<LinkSpec>,
+    #[serde(default)]
+    pub host_defaults: HostSpec,
+    #[serde(default)]
+    pub host: BTreeMap<String, HostSpec>,
+    #[serde(default)]
+    pub flow: Vec<FlowSpec>,
+    #[serde(default)]
+    pub event: Vec<EventSpec>,
+}
+
+/// A pfctools testbed file or a `tagger` generator spec (`fattree:k=4`), or the testbed
+/// tables inline.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum TopologySource {
+    Spec(String),
+    Inline(crate::testbed::Topology),
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    pub a: String,
+    pub b: String,
+    #[serde(default)]
+    pub speed: Option<Speed>,
+    #[serde(default)]
+    pub cable_m: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// How long after a pause arrives the host's NIC stops sending (test equipment answers
+    /// in a few hundred ns; the plan's "response delay").
+    #[serde(default)]
+    pub response_delay_ns: Option<u64>,
+    /// Frames a host queues per priority before its senders wait.
+    #[serde(default)]
+    pub queue_frames: Option<usize>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// A host, or "*" for every host.
+    pub from: String,
+    /// A host, or "*" for a seeded random permutation (every host sends to another one,
+    /// every host receives from one).
+    pub to: String,
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+    /// The DSCP the frames carry (default: the priority; under Tagger, the initial tag).
+    #[serde(default)]
+    pub dscp: Option<u8>,
+    /// Frame size on the wire with FCS.
+    #[serde(default = "default_size")]
+    pub size: usize,
+    /// Frames per second...
+    #[serde(default)]
+    pub rate_fps: Option<f64>,
+    /// ... or percent of the sender's link rate.
+    #[serde(default)]
+    pub load: Option<f64>,
+    #[serde(default)]
+    pub start_ms: f64,
+    #[serde(default)]
+    pub stop_ms: Option<f64>,
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EventSpec {
+    pub at_ms: f64,
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// "switch:port": its frames go to the slowpath (`ctl block`).
+    Block(String),
+    Unblock(String),
+    /// The link between two nodes goes down (frames on it are lost) or up.
+    LinkDown([String; 2]),
+    LinkUp([String; 2]),
+    /// A host's NIC sends pause frames.
+    Storm(StormSpec),
+    /// A host stops honouring the pauses it receives, or honours them again.
+    IgnorePauses(String),
+    HonourPauses(String),
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StormSpec {
+    pub host: String,
+    #[serde(default = "default_storm_priorities")]
+    pub priorities: Vec<u8>,
+    #[serde(default = "default_quanta")]
+    pub quanta: u16,
+    /// Between two pause frames.
+    pub interval_us: f64,
+    pub duration_ms: f64,
+}
+
+fn default_name() -> String {
+    "scenario".into()
+}
+fn default_speed() -> Speed {
+    Speed::gbps(10)
+}
+fn default_cable_m() -> f64 {
+    2.0
+}
+fn default_duration_ms() -> f64 {
+    10.0
+}
+fn default_drain_ms() -> f64 {
+    20.0
+}
+fn default_tagger_priorities() -> Vec<u8> {
+    vec![3, 4]
+}
+fn default_slowpath_delay_us() -> f64 {
+    20.0
+}
+fn default_priority() -> u8 {
+    3
+}
+fn default_size() -> usize {
+    1000
+}
+fn default_storm_priorities() -> Vec<u8> {
+    vec![3]
+}
+fn default_quanta() -> u16 {
+    65535
+}
+
+impl Scenario {
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse(e.to_string()))?;
+        s.check()?;
+        Ok(s)
+    }
+
+    pub fn read(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError::Parse(format!("reading {}: {e}", path.display())))?;
+        let mut s = Scenario::from_toml(&text).map_err(|e| ScenarioError::Parse(format!("{}: {e}", path.display())))?;
+        // A topology file named relative to the scenario.
+        if let TopologySource::Spec(spec) = &s.topology {
+            let beside = path.parent().unwrap_or(Path::new(".")).join(spec);
+            if !Path::new(spec).is_file() && beside.is_file() {
+                s.topology = TopologySource::Spec(beside.display().to_string());
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn built_in(name: &str) -> Result<Scenario, ScenarioError> {
+        let (_, _, text) =
+            BUILT_IN.iter().find(|(n, _, _)| *n == name).ok_or_else(|| ScenarioError::Unknown(name.into()))?;
+        Scenario::from_toml(text)
+    }
+
+    fn check(&self) -> Result<(), ScenarioError> {
+        let finite = |field: &str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(invalid(field, format!("{v} must be a number of at least 0")))
+            }
+        };
+        finite("duration_ms", self.duration_ms)?;
+        finite("drain_ms", self.drain_ms)?;
+        finite("cable_m", self.cable_m)?;
+        finite("slowpath_delay_us", self.slowpath_delay_us)?;
+        if self.speed.bps() == 0 {
+            return Err(invalid("speed", "must be above 0"));
+        }
+        if self.duration_ms + self.drain_ms > 60_000.0 {
+            return Err(invalid("duration_ms", "a run simulates at most 60 s"));
+        }
+        for (i, f) in self.flow.iter().enumerate() {
+            let field = format!("flow[{i}]");
+            if f.priority > 7 || f.dscp.is_some_and(|d| d > 63) {
+                return Err(invalid(field, "priority is 0..=7, dscp 0..=63"));
+            }
+            finite(&format!("{field}.start_ms"), f.start_ms)?;
+            match (f.rate_fps, f.load) {
+                (Some(r), None) if r.is_finite() && r > 0.0 => {}
+                (None, Some(l)) if l.is_finite() && l > 0.0 && l <= 100.0 => {}
+                _ => return Err(invalid(field, "give rate_fps (above 0) or load (percent, 0 < load <= 100)")),
+            }
+        }
+        for (i, e) in self.event.iter().enumerate() {
+            finite(&format!("event[{i}].at_ms"), e.at_ms)?;
+            if let Action::Storm(s) = &e.action {
+                if !(s.interval_us.is_finite() && s.interval_us >= 0.1) {
+                    return Err(invalid(format!("event[{i}].storm.interval_us"), "must be at least 0.1"));
+                }
+                finite(&format!("event[{i}].storm.duration_ms"), s.duration_ms)?;
+                if s.priorities.iter().any(|&p| p > 7) {
+                    return Err(invalid(format!("event[{i}].storm.priorities"), "priorities are 0..=7"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_scenario_parses() {
+        for (name, _, _) in BUILT_IN {
+            let s = Scenario::built_in(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&s.name, name);
+        }
+        assert!(matches!(Scenario::built_in("nope"), Err(ScenarioError::Unknown(_))));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = Scenario::from_toml("topology = \"fattree:k=4\"\nduration_ms = -1").unwrap_err();
+        assert!(err.to_string().contains("duration_ms"), "{err}");
+        let err = Scenario::from_toml("topology = \"x\"\n[[flow]]\nfrom = \"h1\"\nto = \"h2\"").unwrap_err();
+        assert!(err.to_string().contains("rate_fps"), "{err}");
+        let err = Scenario::from_toml("topology = \"x\"\nbogus = 1").unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+}

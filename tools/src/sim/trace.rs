@@ -1,0 +1,114 @@
+//! What a run records besides counters: when each port was paused, per priority, and
+//! (with `--pcap`) every frame on every link.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::pcap::PcapWriter;
+use pfcswitch::core::pfc::PRIORITIES;
+
+/// When a port's link partner had it paused: per priority, intervals [start, end) in ns
+/// of simulated time. A pause that arrives while one lasts extends it; a resume ends it.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct PauseTimeline {
+    pub intervals: [Vec<(u64, u64)>; PRIORITIES],
+}
+
+impl PauseTimeline {
+    pub fn pause(&mut self, prio: usize, at: u64, duration_ns: u64) {
+        let list = &mut self.intervals[prio];
+        let end = at + duration_ns;
+        match list.last_mut() {
+            Some(last) if last.1 > at => last.1 = if duration_ns == 0 { at } else { last.1.max(end) },
+            _ if duration_ns > 0 => list.push((at, end)),
+            _ => {}
+        }
+        if list.last().is_some_and(|l| l.0 == l.1) {
+            list.pop();
+        }
+    }
+
+    /// Paused time of `prio` up to `until` (ns).
+    pub fn paused_ns(&self, prio: usize, until: u64) -> u64 {
+        self.intervals[prio].iter().map(|&(a, b)| b.min(until).saturating_sub(a)).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.intervals.iter().all(Vec::is_empty)
+    }
+}
+
+pub struct Trace {
+    timelines: Vec<PauseTimeline>,
+    pcap: Option<(PathBuf, Vec<Option<PcapWriter>>)>,
+}
+
+impl Trace {
+    /// For `ports` ports; captures into `pcap_dir` (one file per link direction) if given.
+    pub fn new(ports: usize, pcap_dir: Option<&Path>) -> Trace {
+        Trace {
+            timelines: vec![PauseTimeline::default(); ports],
+            pcap: pcap_dir.map(|d| (d.to_path_buf(), (0..ports).map(|_| None).collect())),
+        }
+    }
+
+    pub fn timeline(&mut self, port: usize) -> &mut PauseTimeline {
+        &mut self.timelines[port]
+    }
+
+    pub fn timelines(&self) -> &[PauseTimeline] {
+        &self.timelines
+    }
+
+    /// Names the capture files: `file_names[port]` for frames `port` sends.
+    pub fn open_captures(&mut self, file_names: &[String]) -> Result<()> {
+        if let Some((dir, writers)) = &mut self.pcap {
+            std::fs::create_dir_all(&*dir)?;
+            for (w, name) in writers.iter_mut().zip(file_names) {
+                *w = Some(PcapWriter::create_nanos(dir.join(name))?);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn capture(&mut self, port: usize, at_ns: u64, frame: &[u8]) {
+        if let Some((_, writers)) = &mut self.pcap {
+            if let Some(w) = &mut writers[port] {
+                w.write_at(Duration::from_nanos(at_ns), frame);
+            }
+        }
+    }
+
+    pub fn finish(&mut self) -> Result<()> {
+        if let Some((_, writers)) = &mut self.pcap {
+            for w in writers.iter_mut().flatten() {
+                w.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_extend_and_a_resume_ends_them() {
+        let mut t = PauseTimeline::default();
+        t.pause(3, 100, 50);
+        t.pause(3, 120, 50);
+        assert_eq!(t.intervals[3], vec![(100, 170)]);
+        t.pause(3, 130, 0);
+        assert_eq!(t.intervals[3], vec![(100, 130)]);
+        t.pause(3, 200, 10);
+        t.pause(3, 300, 0);
+        assert_eq!(t.intervals[3], vec![(100, 130), (200, 210)]);
+        assert_eq!(t.paused_ns(3, 205), 35);
+        t.pause(4, 10, 0);
+        assert!(t.intervals[4].is_empty());
+    }
+}
