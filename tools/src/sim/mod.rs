@@ -119,8 +119,23 @@ pub struct Outcome {
 
 /// Runs `scenario` with `seed`; captures into `pcap` if given.
 pub fn simulate(scenario: &Scenario, seed: u64, pcap: Option<&Path>) -> Result<Outcome> {
+    Ok(simulate_recording(scenario, seed, pcap, &[])?.0)
+}
+
+/// [`simulate`], keeping in memory every frame the ports labelled `record` send
+/// ("switch:port", or a host's name).
+pub fn simulate_recording(
+    scenario: &Scenario,
+    seed: u64,
+    pcap: Option<&Path>,
+    record: &[&str],
+) -> Result<(Outcome, Vec<trace::Sent>)> {
     let fabric = Fabric::build(scenario, seed)?;
     let mut trace = Trace::new(fabric.ports.len(), pcap);
+    for label in record {
+        let port = fabric.port_named(label).with_context(|| format!("no port {label:?} to record"))?;
+        trace.record(port);
+    }
     let names: Vec<String> = (0..fabric.ports.len())
         .map(|p| {
             format!("{}-to-{}.pcap", fabric.ports[p].label, fabric.ports[fabric.ports[p].peer].label).replace(':', "_")
@@ -131,7 +146,8 @@ pub fn simulate(scenario: &Scenario, seed: u64, pcap: Option<&Path>) -> Result<O
     let total = Duration::from_secs_f64((scenario.duration_ms + scenario.drain_ms) / 1e3);
     sim.run_until(total);
     sim.trace.finish()?;
-    Ok(report(scenario, seed, &fabric, &sim, total))
+    let sent = sim.trace.recorded().to_vec();
+    Ok((report(scenario, seed, &fabric, &sim, total), sent))
 }
 
 fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Duration) -> Outcome {

@@ -41,9 +41,19 @@ impl PauseTimeline {
     }
 }
 
+/// A frame a recorded port sent: when its first bit left (ns of simulated time).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub port: usize,
+    pub at_ns: u64,
+    pub frame: Vec<u8>,
+}
+
 pub struct Trace {
     timelines: Vec<PauseTimeline>,
     pcap: Option<(PathBuf, Vec<Option<PcapWriter>>)>,
+    recording: Vec<bool>,
+    recorded: Vec<Sent>,
 }
 
 impl Trace {
@@ -52,7 +62,18 @@ impl Trace {
         Trace {
             timelines: vec![PauseTimeline::default(); ports],
             pcap: pcap_dir.map(|d| (d.to_path_buf(), (0..ports).map(|_| None).collect())),
+            recording: vec![false; ports],
+            recorded: Vec::new(),
         }
+    }
+
+    /// Keeps every frame `port` sends, in memory (for tests).
+    pub fn record(&mut self, port: usize) {
+        self.recording[port] = true;
+    }
+
+    pub fn recorded(&self) -> &[Sent] {
+        &self.recorded
     }
 
     pub fn timeline(&mut self, port: usize) -> &mut PauseTimeline {
@@ -75,6 +96,9 @@ impl Trace {
     }
 
     pub fn capture(&mut self, port: usize, at_ns: u64, frame: &[u8]) {
+        if self.recording[port] {
+            self.recorded.push(Sent { port, at_ns, frame: frame.to_vec() });
+        }
         if let Some((_, writers)) = &mut self.pcap {
             if let Some(w) = &mut writers[port] {
                 w.write_at(Duration::from_nanos(at_ns), frame);

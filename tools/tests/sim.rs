@@ -1,0 +1,183 @@
+//! The simulator's fidelity, checked on exact figures: deterministic runs, the ring
+//! deadlock and DCFIT's detection, Tagger's prevention, the length of a pause, the
+//! headroom a sender's delay needs. No root, no network; seconds.
+
+use std::time::Duration;
+
+use pfcswitch::core::pfc;
+use pfcswitch::core::speed::Speed;
+use pfctools::headroom::calc::CalcInput;
+use pfctools::sim::scenario::Scenario;
+use pfctools::sim::{simulate, simulate_recording};
+
+fn built_in(name: &str) -> Scenario {
+    Scenario::built_in(name).unwrap()
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_byte_identical_reports() {
+    for name in ["ring-deadlock", "fattree-storm"] {
+        let s = built_in(name);
+        let a = serde_json::to_string(&simulate(&s, 7, None).unwrap().report).unwrap();
+        let b = serde_json::to_string(&simulate(&s, 7, None).unwrap().report).unwrap();
+        assert!(a == b, "{name}: two runs with seed 7 differ");
+    }
+    // The seed decides who sends to whom in a permutation.
+    let s = built_in("fattree-storm");
+    let pairs = |seed| -> Vec<(String, String)> {
+        simulate(&s, seed, None).unwrap().report.flows.iter().map(|f| (f.from.clone(), f.to.clone())).collect()
+    };
+    assert_ne!(pairs(1), pairs(2));
+}
+
+#[test]
+fn the_ring_deadlocks_after_the_block_and_dcfit_names_the_cycle_three_pauses_round() {
+    let r = simulate(&built_in("ring-deadlock"), 1, None).unwrap().report;
+    assert!(r.deadlock_formed, "lossless frames stay stuck in the ring after the senders stop");
+    assert!(r.stuck_lossless_frames > 100, "{}", r.stuck_lossless_frames);
+    assert_eq!(r.lossless_dropped, 0, "a deadlock holds frames, it does not drop them");
+    assert!(r.deadlocks >= 1);
+    for d in &r.deadlock_events {
+        assert_eq!(d.event.path_length, 3, "{d:?}");
+        assert_eq!((d.origin_port_name.as_str(), d.return_port_name.as_str()), ("ccw", "cw"), "{d:?}");
+    }
+    // Every flow lost what the cycle holds.
+    assert!(r.flows.iter().all(|f| f.lost > 0), "{:?}", r.flows);
+}
+
+#[test]
+fn with_taggers_tables_the_ring_never_deadlocks_whatever_the_block() {
+    for (block_ms, hold_ms) in [(10.0, 5.0), (20.0, 30.0), (15.0, 80.0)] {
+        let mut s = built_in("ring-tagger");
+        s.event[0].at_ms = block_ms;
+        s.event[1].at_ms = block_ms + hold_ms;
+        let r = simulate(&s, 1, None).unwrap().report;
+        let what = format!("block at {block_ms} ms for {hold_ms} ms");
+        assert!(!r.deadlock_formed, "{what}: {} frames stuck", r.stuck_lossless_frames);
+        assert_eq!((r.deadlocks, r.lossless_lost, r.lossless_dropped), (0, 0, 0), "{what}");
+        assert!(r.flows.iter().all(|f| f.received == f.sent && f.sent > 0), "{what}: {:?}", r.flows);
+        // The same block without the tables deadlocks the ring.
+        let mut plain = built_in("ring-deadlock");
+        plain.event[0].at_ms = block_ms;
+        plain.event[1].at_ms = block_ms + hold_ms;
+        if hold_ms >= 30.0 {
+            assert!(simulate(&plain, 1, None).unwrap().report.deadlock_formed, "{what}, without tables");
+        }
+    }
+}
+
+/// One switch between a sender at line rate and a receiver whose NIC sends one pause.
+fn pause_scenario(speed: Speed, quanta: u16) -> Scenario {
+    let text = format!(
+        r#"
+        name = "one-pause"
+        speed = "{speed}"
+        duration_ms = 3
+        drain_ms = 1
+        [topology]
+        host = [{{ name = "tx" }}, {{ name = "rx" }}]
+        switch = [{{ name = "dut" }}]
+        link = [{{ a = "tx:eth0", b = "dut:p1" }}, {{ a = "rx:eth0", b = "dut:p2" }}]
+        [switch_defaults.pfc]
+        lossless = [3]
+        [[flow]]
+        from = "tx"
+        to = "rx"
+        size = 1518
+        load = 100
+        [[event]]
+        at_ms = 1
+        storm = {{ host = "rx", priorities = [3], quanta = {quanta}, interval_us = 10000, duration_ms = 0.001 }}
+        "#
+    );
+    Scenario::from_toml(&text).unwrap()
+}
+
+#[test]
+fn a_pause_of_q_quanta_stops_a_priority_for_exactly_q_times_512_bit_times() {
+    for (speed, quanta) in
+        [(Speed::gbps(10), 100), (Speed::gbps(1), 1000), (Speed::gbps(100), 65535), (Speed::gbps(25), 3)]
+    {
+        let s = pause_scenario(speed, quanta);
+        let (_, sent) = simulate_recording(&s, 1, None, &["rx", "dut:p2"]).unwrap();
+        let pause = sent.iter().find(|f| f.frame[12..14] == [0x88, 0x08]).expect("rx sent its pause");
+        // The pause's last bit reaches the switch after its wire time and 2 m of cable.
+        let arrives = pause.at_ns + speed.wire_time(pfc::MIN_FRAME_LEN).as_nanos() as u64 + 10;
+        let data: Vec<(u64, usize)> =
+            sent.iter().filter(|f| f.port != pause.port).map(|f| (f.at_ns, f.frame.len())).collect();
+        let resumed = data.iter().find(|(t, _)| *t >= arrives).expect("data goes on after the pause").0;
+        // The frame that was on the wire when the pause arrived completes; the next one
+        // starts exactly when the pause ends (or when that frame ends, after a shorter pause).
+        let (before, len) = *data.iter().rev().find(|(t, _)| *t < arrives).unwrap();
+        let on_wire_until = before + speed.wire_time(len).as_nanos() as u64;
+        assert!(on_wire_until > arrives, "the switch was sending when the pause arrived");
+        let pause_ends = arrives + speed.quanta_duration(quanta).as_nanos() as u64;
+        assert_eq!(resumed, pause_ends.max(on_wire_until), "{quanta} quanta at {speed}");
+        if quanta >= 100 {
+            let exact = (u64::from(quanta) * 512 * 1_000_000_000).div_ceil(speed.bps());
+            assert_eq!(resumed - arrives, exact, "{quanta} quanta (rounded up to the ns)");
+        }
+    }
+}
+
+/// The calculator adds worst cases for two things that depend on timing: the pause waits
+/// for a whole frame in transmission on the switch's port, and the sender has just begun
+/// a frame when it stops. The simulation has one actual timing. So: the headroom the
+/// switch used lies within two frames below the calculator's figure, and once the
+/// calculator is given the pause's actual wait (read from the simulated wire) it agrees
+/// within one frame — the sender's frame left to complete.
+#[test]
+fn the_headroom_a_sender_delay_needs_agrees_with_the_calculator_within_one_frame() {
+    let speed = Speed::gbps(10);
+    let frame = 1514u32;
+    let frame_wire = speed.wire_time(frame as usize).as_nanos() as u64;
+    let prop = 10; // 2 m of cable
+    for delay_quanta in [0u32, 250, 1000, 2000, 4000] {
+        let mut s = built_in("headroom");
+        s.flow.truncate(1);
+        s.flow[0].load = Some(100.0);
+        // Traffic the other way keeps the switch's port to the sender busy: the pause
+        // waits for the frame in transmission there.
+        let mut back = s.flow[0].clone();
+        (back.from, back.to, back.priority, back.dscp) = ("rx".into(), "tx".into(), 1, Some(1));
+        s.flow.push(back);
+        s.switch_defaults.insert("buffer".into(), toml::Value::Table(toml::toml! { headroom_bytes = 1048576 }));
+        let input = CalcInput {
+            speed,
+            cable_m: s.cable_m,
+            max_frame: frame,
+            response: Duration::ZERO,
+            switch_delay: Duration::ZERO,
+            load: 1.0,
+        };
+        let response = input.quanta(delay_quanta);
+        s.host.get_mut("tx").unwrap().response_delay_ns = Some(response.as_nanos() as u64);
+        let worst = CalcInput { response, ..input.clone() }.calculate().total_bytes;
+        let (outcome, sent) = simulate_recording(&s, 1, None, &["tx", "dut:p1"]).unwrap();
+        let r = outcome.report;
+        assert_eq!(r.lossless_lost, 0);
+        let used = r.switches[0].ports[0].priorities[3].headroom_watermark;
+        let what =
+            format!("delay {delay_quanta} quanta: the switch used {used} B of headroom, the calculator says {worst} B");
+        assert!(used <= worst && worst - used <= 2 * u64::from(frame), "{what}");
+
+        // The first pause the switch sent, and the frame from the sender that crossed XOFF
+        // just before it (the last to arrive by then).
+        let pause = sent.iter().find(|f| f.frame[12..14] == [0x88, 0x08]).expect("the switch paused the sender");
+        let crossed = sent
+            .iter()
+            .filter(|f| f.port != pause.port)
+            .map(|f| f.at_ns + frame_wire + prop)
+            .filter(|&arrived| arrived <= pause.at_ns)
+            .max()
+            .unwrap();
+        let waited = Duration::from_nanos(pause.at_ns - crossed);
+        let calc = CalcInput { response, ..input.clone() };
+        let with_wait = worst as f64 - calc.bytes_during(speed.wire_time(frame as usize)) + calc.bytes_during(waited);
+        assert!(
+            (with_wait - used as f64).abs() <= f64::from(frame),
+            "{what}; with the pause's actual wait of {} ns it says {with_wait:.0} B",
+            waited.as_nanos()
+        );
+    }
+}
