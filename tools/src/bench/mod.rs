@@ -1,5 +1,6 @@
 //! Benchmarks and the demo: each builds identical netns testbeds, runs the real
-//! binaries, and prints its figures (ratios measured side by side in one run).
+//! binaries, and prints its figures (ratios measured side by side in one run); `sim`
+//! times the simulator.
 
 pub mod dcfit;
 pub mod demo;
@@ -7,6 +8,7 @@ pub mod forward;
 pub mod lab;
 pub mod pfc;
 pub mod report;
+pub mod sim;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -19,6 +21,8 @@ pub enum BenchCommand {
     Pfc(pfc::PfcArgs),
     /// DCFIT deadlock detection time on a three-switch ring.
     Dcfit(dcfit::DcfitArgs),
+    /// The simulator's speed on one core, from a ring to a k=8 fat-tree.
+    Sim(sim::SimBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -26,6 +30,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Forward(args) => forward::run(&args),
         BenchCommand::Pfc(args) => pfc::run(&args),
         BenchCommand::Dcfit(args) => dcfit::run(&args),
+        BenchCommand::Sim(args) => sim::run(&args),
     }
 }
 

@@ -1,0 +1,120 @@
+//! `pfctools bench sim`: how fast the simulator runs, on one core — events and frame hops
+//! per second of wall time for fabrics from three switches to a k=8 fat-tree.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+
+use pfcswitch::report::Table;
+
+use crate::sim::scenario::Scenario;
+use crate::sim::simulate;
+
+#[derive(Args, Debug)]
+pub struct SimBenchArgs {
+    /// Only the cases whose name contains this.
+    #[arg(long)]
+    pub only: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Case {
+    pub name: String,
+    pub switches: usize,
+    pub hosts: usize,
+    pub simulated_ms: f64,
+    pub events: u64,
+    pub frame_hops: u64,
+    pub wall_s: f64,
+    pub events_per_s: f64,
+    pub frame_hops_per_s: f64,
+}
+
+/// A fat-tree of parameter `k` at 100G, every host sending MTU frames at `load` percent
+/// to another (a random permutation) on lossless priority 3 for `ms`.
+pub fn fattree(k: u32, load: f64, ms: f64) -> Scenario {
+    let text = format!(
+        r#"
+        name = "fattree-k{k}"
+        topology = "fattree:k={k}"
+        speed = "100G"
+        cable_m = 10
+        duration_ms = {ms}
+        drain_ms = 0
+        [switch_defaults.pfc]
+        lossless = [3]
+        [[flow]]
+        from = "*"
+        to = "*"
+        size = 1518
+        load = {load}
+        "#
+    );
+    Scenario::from_toml(&text).expect("a valid scenario")
+}
+
+fn cases() -> Vec<Scenario> {
+    let mut v: Vec<Scenario> = ["ring-deadlock", "headroom", "fattree-storm"]
+        .iter()
+        .map(|n| Scenario::built_in(n).expect("built in"))
+        .collect();
+    v.push(fattree(4, 50.0, 10.0));
+    v.push(fattree(8, 50.0, 10.0));
+    v
+}
+
+pub fn run(args: &SimBenchArgs) -> Result<()> {
+    let mut out = Vec::new();
+    for s in cases().into_iter().filter(|s| args.only.as_ref().is_none_or(|o| s.name.contains(o.as_str()))) {
+        eprintln!("  {} ...", s.name);
+        let started = Instant::now();
+        let outcome = simulate(&s, 1, None)?;
+        let wall = started.elapsed().as_secs_f64();
+        let r = &outcome.report;
+        out.push(Case {
+            name: s.name.clone(),
+            switches: r.switches.len(),
+            hosts: r.links.iter().filter(|l| !l.from.contains(':')).count(),
+            simulated_ms: r.simulated_ms,
+            events: r.events,
+            frame_hops: r.frame_hops,
+            wall_s: wall,
+            events_per_s: r.events as f64 / wall,
+            frame_hops_per_s: r.frame_hops as f64 / wall,
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cases": out }))?);
+        return Ok(());
+    }
+    let mut t = Table::new(&[
+        "case",
+        "switches",
+        "hosts",
+        "simulated ms",
+        "events",
+        "frame hops",
+        "wall s",
+        "M events/s",
+        "M hops/s",
+    ]);
+    for c in &out {
+        t.row(vec![
+            c.name.clone(),
+            c.switches.to_string(),
+            c.hosts.to_string(),
+            format!("{:.1}", c.simulated_ms),
+            c.events.to_string(),
+            c.frame_hops.to_string(),
+            format!("{:.2}", c.wall_s),
+            format!("{:.2}", c.events_per_s / 1e6),
+            format!("{:.2}", c.frame_hops_per_s / 1e6),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(())
+}
