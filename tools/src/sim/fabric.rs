@@ -41,6 +41,21 @@ pub struct PortSpec {
     pub failed: bool,
 }
 
+impl PortSpec {
+    /// A port before its link is known; its MAC is locally administered from `mac_id`.
+    fn unlinked(owner: Owner, label: String, mac_id: u64, speed: Speed) -> PortSpec {
+        PortSpec {
+            owner,
+            label,
+            mac: MacAddr::local(mac_id),
+            peer: usize::MAX,
+            speed,
+            propagation: Duration::ZERO,
+            failed: false,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct SwitchSpec {
     pub name: String,
@@ -136,31 +151,13 @@ impl Fabric {
         for (pi, p) in t.ports.iter().enumerate() {
             let sw = p.switch as usize;
             let local = t.switches[sw].ports.iter().position(|&q| q as usize == pi).expect("a switch lists its ports");
-            ports.push(PortSpec {
-                owner: Owner::Switch(sw, local),
-                label: format!(
-                    "{}:{}",
-                    t.switches[sw].name,
-                    p.name.clone().unwrap_or_else(|| format!("p{}", p.number))
-                ),
-                mac: MacAddr::local(0x02_0000 + pi as u64),
-                peer: usize::MAX,
-                speed: s.speed,
-                propagation: Duration::ZERO,
-                failed: false,
-            });
+            let label =
+                format!("{}:{}", t.switches[sw].name, p.name.clone().unwrap_or_else(|| format!("p{}", p.number)));
+            ports.push(PortSpec::unlinked(Owner::Switch(sw, local), label, 0x02_0000 + pi as u64, s.speed));
         }
         for (h, host) in t.hosts.iter().enumerate() {
             host_port[h] = ports.len();
-            ports.push(PortSpec {
-                owner: Owner::Host(h),
-                label: host.name.clone(),
-                mac: MacAddr::local(0x01_0000 + h as u64),
-                peer: usize::MAX,
-                speed: s.speed,
-                propagation: Duration::ZERO,
-                failed: false,
-            });
+            ports.push(PortSpec::unlinked(Owner::Host(h), host.name.clone(), 0x01_0000 + h as u64, s.speed));
         }
         for (pi, p) in t.ports.iter().enumerate() {
             let peer = match p.peer {
