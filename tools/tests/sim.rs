@@ -181,3 +181,36 @@ fn the_headroom_a_sender_delay_needs_agrees_with_the_calculator_within_one_frame
         );
     }
 }
+
+#[test]
+fn a_sender_that_ignores_pauses_overruns_the_headroom_and_one_that_honours_them_loses_nothing() {
+    let honours = simulate(&built_in("headroom"), 1, None).unwrap().report;
+    assert_eq!((honours.lossless_lost, honours.lossless_dropped), (0, 0));
+    let mut s = built_in("headroom");
+    s.event.push(toml::from_str("at_ms = 0\nignore_pauses = \"tx\"").unwrap());
+    let ignores = simulate(&s, 1, None).unwrap().report;
+    assert!(ignores.lossless_dropped > 0, "the headroom overflowed: {ignores:?}");
+    assert_eq!(ignores.lossless_lost, ignores.lossless_dropped, "what was lost is what the switch dropped");
+    // The switch kept pausing the sender all along.
+    let paused = ignores.links.iter().find(|l| l.from == "tx").unwrap();
+    assert!(paused.paused_us[3] > 9000.0, "{paused:?}");
+}
+
+#[test]
+fn a_link_that_goes_down_loses_only_the_frame_on_it_and_carries_traffic_again_once_up() {
+    let mut s = pause_scenario(Speed::gbps(10), 1);
+    s.event.clear();
+    s.flow[0].load = Some(20.0);
+    for e in ["at_ms = 1\nlink_down = [\"dut\", \"rx\"]", "at_ms = 1.5\nlink_up = [\"dut\", \"rx\"]"] {
+        s.event.push(toml::from_str(e).unwrap());
+    }
+    let r = simulate(&s, 1, None).unwrap().report;
+    let down = r.links.iter().find(|l| l.from == "dut:p2").unwrap();
+    let f = &r.flows[0];
+    assert!(down.lost_link_down <= 1, "{down:?}");
+    assert_eq!(f.lost, down.lost_link_down, "the rest waited in the switch: {f:?}");
+    // 0.5 ms of 20 % load queued in the switch, above XOFF: the sender was paused.
+    let tx = r.links.iter().find(|l| l.from == "tx").unwrap();
+    assert!(tx.paused_us[3] > 0.0, "{tx:?}");
+    assert!(f.received > 0 && f.latency.max_us >= 500.0, "frames waited out the outage: {f:?}");
+}
