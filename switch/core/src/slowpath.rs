@@ -231,11 +231,6 @@ impl Slowpath {
         self.held.len()
     }
 
-    /// Frames held for `egress`.
-    pub fn held_for(&self, egress: usize) -> usize {
-        self.held.held_for(egress)
-    }
-
     /// Every held frame, whatever its egress's state (at shutdown).
     pub fn drain(&mut self) -> Vec<HeldFrame> {
         self.held.drain()

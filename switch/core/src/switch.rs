@@ -627,18 +627,9 @@ impl Switch {
         self.map.row(ingress)
     }
 
-    pub fn traffic_map_slowpath_row(&self, ingress: PortId) -> u64 {
-        self.map.slowpath_row(ingress)
-    }
-
     /// The traffic map with port names (`ctl traffic-map`).
     pub fn traffic_map(&self) -> TrafficMapView {
         self.map.view(self.ports.iter().map(|p| p.name.clone()).collect())
-    }
-
-    /// The port called `name`, or whose interface is `name`.
-    pub fn port_named(&self, name: &str) -> Option<PortId> {
-        self.ports.iter().position(|p| p.name == name).or_else(|| self.ports.iter().position(|p| p.iface == name))
     }
 
     /// The ports' names, in order.

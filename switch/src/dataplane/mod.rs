@@ -395,7 +395,7 @@ impl Dataplane {
     }
 
     fn port(&self, name: &str) -> Result<usize, String> {
-        self.switch.port_named(name).ok_or_else(|| {
+        self.config.port_index(name).ok_or_else(|| {
             let names: Vec<String> = (0..self.ports.len())
                 .map(|i| format!("{} ({})", self.config.port_name(i), self.config.ports[i].iface))
                 .collect();

@@ -89,8 +89,9 @@ fn run(mut parts: SlowpathParts, stop: Arc<AtomicBool>) {
             },
             default(RECHECK) => {}
         }
-        // After an unblock at once; else at every event or recheck while frames are held.
-        if parts.slowpath.held() > 0 || parts.slowpath.wants_release() {
+        // At every event (an unblock wakes the thread at once) or recheck while frames
+        // are held.
+        if parts.slowpath.held() > 0 {
             release(&mut parts);
         }
     }

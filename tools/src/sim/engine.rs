@@ -20,7 +20,7 @@ use pfcswitch::core::time::Time;
 use super::fabric::{Fabric, Owner};
 use super::scenario::{Action, Scenario, ScenarioError, StormSpec};
 use super::trace::{PauseTimeline, Trace};
-use crate::traffic::flow::{FlowSpec as TemplateSpec, FlowTemplate, STAMP_MAGIC, UDP_PORT};
+use crate::traffic::flow::{read_stamp, FlowSpec as TemplateSpec, FlowTemplate};
 
 /// Simulated time starts here, not at zero: the engine reads "zero" as "never".
 pub const EPOCH: Time = Time::from_millis(1000);
@@ -188,7 +188,8 @@ struct SwitchState {
     slow_in: VecDeque<(u64, ToSlowpath)>,
     slow_out: VecDeque<(u64, Released)>,
     tick_scheduled: bool,
-    rx_no_frame: u64,
+    /// Per port: frames that arrived when the pool had no free frame (dropped).
+    rx_no_frame: Vec<u64>,
 }
 
 struct HostState {
@@ -270,7 +271,7 @@ impl<'f> Sim<'f> {
                     slow_in: VecDeque::new(),
                     slow_out: VecDeque::new(),
                     tick_scheduled: false,
-                    rx_no_frame: 0,
+                    rx_no_frame: vec![0; s.config.ports.len()],
                 }
             })
             .collect();
@@ -474,7 +475,7 @@ impl<'f> Sim<'f> {
     fn switch_rx(&mut self, sw: usize, local: usize, buf: u32) {
         let s = &mut self.switches[sw];
         let Some(id) = s.slots.free.pop() else {
-            s.rx_no_frame += 1;
+            s.rx_no_frame[local] += 1;
             self.arena.give(buf);
             return;
         };
@@ -500,7 +501,6 @@ impl<'f> Sim<'f> {
         } else if let Some(w) = s.switch.port_wakeup(now, local) {
             self.wake(port, w.as_nanos());
         }
-        self.pass_to_slowpath(sw);
     }
 
     /// After the switch took input: events to its slowpath, and every idle port sends.
@@ -627,10 +627,9 @@ impl<'f> Sim<'f> {
             }
             return;
         }
-        if let Some((flow, seq, tx_ns)) = read_stamp(bytes) {
-            if let Some(f) =
-                self.flows.get_mut(usize::from(flow)).filter(|_| self.fabric.flows[usize::from(flow)].to == h)
-            {
+        if let Some(stamp) = read_stamp(bytes) {
+            let (flow, seq, tx_ns) = (usize::from(stamp.flow), stamp.seq, stamp.tx_ns);
+            if let Some(f) = self.flows.get_mut(flow).filter(|_| self.fabric.flows[flow].to == h) {
                 let rx = &mut f.rx;
                 rx.frames += 1;
                 if seq < rx.next_seq {
@@ -705,44 +704,51 @@ impl<'f> Sim<'f> {
     // --- Scenario events ---
 
     fn action(&mut self, index: usize) {
-        let action = self.actions[index].1.clone();
-        let fabric = self.fabric;
-        match action {
-            Action::Block(label) | Action::Unblock(label) => {
-                let Some(port) = fabric.port_named(&label) else { return };
-                let Owner::Switch(sw, local) = fabric.ports[port].owner else { return };
-                let block = matches!(self.actions[index].1, Action::Block(_));
-                self.switches[sw].switch.set_blocked(local, block);
-                self.after_switch(sw);
-            }
-            Action::LinkDown([a, b]) | Action::LinkUp([a, b]) => {
-                let up = matches!(self.actions[index].1, Action::LinkUp(_));
-                for p in fabric.link_ports(&a, &b).into_iter().flat_map(|p| [p, fabric.ports[p].peer]) {
-                    let st = &mut self.ports[p];
-                    if st.up != up {
-                        st.up = up;
-                        st.epoch += 1;
-                    }
-                }
-                if up {
-                    for p in fabric.link_ports(&a, &b).into_iter().flat_map(|p| [p, fabric.ports[p].peer]) {
-                        self.try_tx(p);
-                    }
-                }
-            }
+        match self.actions[index].1.clone() {
+            Action::Block(label) => self.set_blocked(&label, true),
+            Action::Unblock(label) => self.set_blocked(&label, false),
+            Action::LinkDown([a, b]) => self.set_link(&a, &b, false),
+            Action::LinkUp([a, b]) => self.set_link(&a, &b, true),
             Action::Storm(spec) => {
-                let Some(host) = fabric.host_named(&spec.host) else { return };
+                let Some(host) = self.fabric.host_named(&spec.host) else { return };
                 let until = self.now + (spec.duration_ms * 1e6).round() as u64;
                 self.storms.push(Storm { spec, host, until });
                 self.at(self.now, Ev::Storm { index: (self.storms.len() - 1) as u32 });
             }
-            Action::IgnorePauses(name) | Action::HonourPauses(name) => {
-                let honour = matches!(self.actions[index].1, Action::HonourPauses(_));
-                if let Some(h) = fabric.host_named(&name) {
-                    self.hosts[h].honour = honour;
-                    self.try_tx(fabric.hosts[h].port);
-                }
+            Action::IgnorePauses(name) => self.set_honour(&name, false),
+            Action::HonourPauses(name) => self.set_honour(&name, true),
+        }
+    }
+
+    fn set_blocked(&mut self, label: &str, blocked: bool) {
+        let Some(port) = self.fabric.port_named(label) else { return };
+        let Owner::Switch(sw, local) = self.fabric.ports[port].owner else { return };
+        self.switches[sw].switch.set_blocked(local, blocked);
+        self.after_switch(sw);
+    }
+
+    /// Both directions of the links between nodes `a` and `b` go down or up.
+    fn set_link(&mut self, a: &str, b: &str, up: bool) {
+        let fabric = self.fabric;
+        let ends: Vec<usize> = fabric.link_ports(a, b).into_iter().flat_map(|p| [p, fabric.ports[p].peer]).collect();
+        for &p in &ends {
+            let st = &mut self.ports[p];
+            if st.up != up {
+                st.up = up;
+                st.epoch += 1;
             }
+        }
+        if up {
+            for p in ends {
+                self.try_tx(p);
+            }
+        }
+    }
+
+    fn set_honour(&mut self, host: &str, honour: bool) {
+        if let Some(h) = self.fabric.host_named(host) {
+            self.hosts[h].honour = honour;
+            self.try_tx(self.fabric.hosts[h].port);
         }
     }
 
@@ -777,8 +783,8 @@ impl<'f> Sim<'f> {
         self.switches[sw].slots.free.len()
     }
 
-    pub fn rx_no_frame(&self, sw: usize) -> u64 {
-        self.switches[sw].rx_no_frame
+    pub fn rx_no_frame(&self, sw: usize, port: usize) -> u64 {
+        self.switches[sw].rx_no_frame[port]
     }
 
     pub fn sent(&self, flow: usize) -> u64 {
@@ -794,33 +800,8 @@ impl<'f> Sim<'f> {
         let p = &self.ports[port];
         (p.tx_frames, p.tx_bytes, p.pause_frames, p.lost_link_down)
     }
-
-    /// Frames the hosts still hold, unsent.
-    pub fn host_backlog(&self) -> u64 {
-        self.hosts.iter().flat_map(|h| h.queues.iter()).map(|q| q.len() as u64).sum()
-    }
 }
 
 fn is_mac_control(frame: &[u8]) -> bool {
     frame.len() >= 14 && u16::from_be_bytes([frame[12], frame[13]]) == pfc::MAC_CONTROL_ETHERTYPE
-}
-
-/// The stamp of an untagged IPv4/UDP test frame at its fixed offsets (the sink's parser,
-/// without the checks a simulated host does not need).
-fn read_stamp(frame: &[u8]) -> Option<(u16, u32, u32)> {
-    if frame.len() < 14 + 20 + 8 + 12 || frame[12..14] != [0x08, 0x00] {
-        return None;
-    }
-    let ihl = usize::from(frame[14] & 0x0f) * 4;
-    let udp = 14 + ihl;
-    let s = frame.get(udp + 8..udp + 20)?;
-    if u16::from_be_bytes([frame[udp + 2], frame[udp + 3]]) != UDP_PORT
-        || u16::from_be_bytes([s[0], s[1]]) != STAMP_MAGIC
-    {
-        return None;
-    }
-    let flow = u16::from_be_bytes([s[2], s[3]]);
-    let seq = u32::from_be_bytes([s[4], s[5], s[6], s[7]]);
-    let tx = u32::from_be_bytes([s[8], s[9], s[10], s[11]]);
-    Some((flow, seq, tx))
 }

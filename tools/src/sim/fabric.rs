@@ -32,6 +32,8 @@ pub enum Owner {
 #[derive(Clone, Debug)]
 pub struct PortSpec {
     pub owner: Owner,
+    /// The switch or host it belongs to.
+    pub node: String,
     /// "sw1:cw", "h1".
     pub label: String,
     pub mac: MacAddr,
@@ -43,9 +45,10 @@ pub struct PortSpec {
 
 impl PortSpec {
     /// A port before its link is known; its MAC is locally administered from `mac_id`.
-    fn unlinked(owner: Owner, label: String, mac_id: u64, speed: Speed) -> PortSpec {
+    fn unlinked(owner: Owner, node: &str, label: String, mac_id: u64, speed: Speed) -> PortSpec {
         PortSpec {
             owner,
+            node: node.to_string(),
             label,
             mac: MacAddr::local(mac_id),
             peer: usize::MAX,
@@ -147,21 +150,27 @@ impl Fabric {
         // Global ports: every switch port in order, then one per host.
         let mut ports = Vec::new();
         let mut host_port = vec![usize::MAX; t.hosts.len()];
-        let switch_port_base = |p: u32| p as usize;
         for (pi, p) in t.ports.iter().enumerate() {
             let sw = p.switch as usize;
             let local = t.switches[sw].ports.iter().position(|&q| q as usize == pi).expect("a switch lists its ports");
             let label =
                 format!("{}:{}", t.switches[sw].name, p.name.clone().unwrap_or_else(|| format!("p{}", p.number)));
-            ports.push(PortSpec::unlinked(Owner::Switch(sw, local), label, 0x02_0000 + pi as u64, s.speed));
+            let node = &t.switches[sw].name;
+            ports.push(PortSpec::unlinked(Owner::Switch(sw, local), node, label, 0x02_0000 + pi as u64, s.speed));
         }
         for (h, host) in t.hosts.iter().enumerate() {
             host_port[h] = ports.len();
-            ports.push(PortSpec::unlinked(Owner::Host(h), host.name.clone(), 0x01_0000 + h as u64, s.speed));
+            ports.push(PortSpec::unlinked(
+                Owner::Host(h),
+                &host.name,
+                host.name.clone(),
+                0x01_0000 + h as u64,
+                s.speed,
+            ));
         }
         for (pi, p) in t.ports.iter().enumerate() {
             let peer = match p.peer {
-                Peer::Switch(q) => switch_port_base(q),
+                Peer::Switch(q) => q as usize,
                 Peer::Host(h) => {
                     let hp = host_port[h as usize];
                     if ports[hp].peer != usize::MAX {
@@ -179,23 +188,12 @@ impl Fabric {
         if let Some(h) = (0..t.hosts.len()).find(|&h| ports[host_port[h]].peer == usize::MAX) {
             return Err(invalid("topology", format!("host {} has no link", t.hosts[h].name)));
         }
-        let node_names: Vec<String> = ports
-            .iter()
-            .map(|p| match p.owner {
-                Owner::Switch(sw, _) => t.switches[sw].name.clone(),
-                Owner::Host(h) => t.hosts[h].name.clone(),
-            })
-            .collect();
-        let peers: Vec<usize> = ports.iter().map(|p| p.peer).collect();
-        let link_of = |a: &str, b: &str| -> Vec<usize> {
-            (0..peers.len()).filter(|&p| node_names[p] == a && node_names[peers[p]] == b).collect()
-        };
         let cable = |m: f64| Duration::from_nanos((m * NS_PER_M).round() as u64);
         for p in &mut ports {
             p.propagation = cable(s.cable_m);
         }
         for (i, l) in s.link.iter().enumerate() {
-            let ends = link_of(&l.a, &l.b);
+            let ends = links_between(&ports, &l.a, &l.b);
             if ends.is_empty() {
                 return Err(invalid(format!("link[{i}]"), format!("no link between {} and {}", l.a, l.b)));
             }
@@ -211,7 +209,7 @@ impl Fabric {
             }
         }
         for (i, [a, b]) in s.failed_links.iter().enumerate() {
-            let ends = link_of(a, b);
+            let ends = links_between(&ports, a, b);
             if ends.is_empty() {
                 return Err(invalid(format!("failed_links[{i}]"), format!("no link between {a} and {b}")));
             }
@@ -337,17 +335,15 @@ impl Fabric {
         self.hosts.iter().position(|h| h.name == name)
     }
 
-    pub fn node_of(&self, port: usize) -> &str {
-        match self.ports[port].owner {
-            Owner::Switch(sw, _) => &self.switches[sw].name,
-            Owner::Host(h) => &self.hosts[h].name,
-        }
-    }
-
-    /// Both directions of the links between nodes `a` and `b`.
+    /// The ports of node `a` linked to node `b`.
     pub fn link_ports(&self, a: &str, b: &str) -> Vec<usize> {
-        (0..self.ports.len()).filter(|&p| self.node_of(p) == a && self.node_of(self.ports[p].peer) == b).collect()
+        links_between(&self.ports, a, b)
     }
+}
+
+/// The ports of node `a` linked to node `b`.
+fn links_between(ports: &[PortSpec], a: &str, b: &str) -> Vec<usize> {
+    (0..ports.len()).filter(|&p| ports[p].node == a && ports[ports[p].peer].node == b).collect()
 }
 
 fn plan_flows(

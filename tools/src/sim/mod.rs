@@ -155,9 +155,13 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
     let mut switches = Vec::new();
     let mut stuck = 0;
     let (mut lossless_dropped, mut lossy_dropped) = (0, 0);
-    for (i, _) in fabric.switches.iter().enumerate() {
+    for i in 0..fabric.switches.len() {
         let mut s = sim.switch(i).stats(now);
         s.free_frames = sim.free_frames(i) as u64;
+        for (k, p) in s.ports.iter_mut().enumerate() {
+            // As AF_XDP counts them: a frame arrived and no free frame was there for it.
+            p.socket.rx_fill_ring_empty = sim.rx_no_frame(i, k);
+        }
         for p in &s.ports {
             stuck += p.held_by_slowpath;
             for q in p.priorities.iter().filter(|q| q.lossless) {

@@ -85,9 +85,6 @@ pub struct Scenario {
     /// to hand a released frame back.
     #[serde(default = "default_slowpath_delay_us")]
     pub slowpath_delay_us: f64,
-    /// Frames each switch's pool holds (the UMEM); default as `pfcswitch run`.
-    #[serde(default)]
-    pub switch_frames: Option<u32>,
     /// Merged into every switch's configuration (the TOML of `pfcswitch run`).
     #[serde(default)]
     pub switch_defaults: toml::Table,
