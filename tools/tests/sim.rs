@@ -214,3 +214,20 @@ fn a_link_that_goes_down_loses_only_the_frame_on_it_and_carries_traffic_again_on
     assert!(tx.paused_us[3] > 0.0, "{tx:?}");
     assert!(f.received > 0 && f.latency.max_us >= 500.0, "frames waited out the outage: {f:?}");
 }
+
+#[test]
+fn unusable_numbers_in_a_scenario_are_errors_that_name_the_field() {
+    let base = pause_scenario(Speed::gbps(10), 100);
+    let mut s = base.clone();
+    s.flow[0].stop_ms = Some(-1.0);
+    let err = simulate(&s, 1, None).err().expect("a negative stop is refused").to_string();
+    assert!(err.contains("flow[0]") && err.contains("stop_ms"), "{err}");
+    let mut s = base.clone();
+    (s.flow[0].load, s.flow[0].rate_fps) = (None, Some(1e-300));
+    let err = simulate(&s, 1, None).err().expect("a rate too small to pace is refused").to_string();
+    assert!(err.contains("flow[0]"), "{err}");
+    let mut s = base;
+    s.link.push(toml::from_str("a = \"tx\"\nb = \"dut\"\ncable_m = nan").unwrap());
+    let err = simulate(&s, 1, None).err().expect("a cable of NaN metres is refused").to_string();
+    assert!(err.contains("link[0].cable_m"), "{err}");
+}

@@ -193,6 +193,9 @@ impl Fabric {
             p.propagation = cable(s.cable_m);
         }
         for (i, l) in s.link.iter().enumerate() {
+            if l.cable_m.is_some_and(|m| !(m.is_finite() && m >= 0.0)) {
+                return Err(invalid(format!("link[{i}].cable_m"), "must be a number of at least 0"));
+            }
             let ends = links_between(&ports, &l.a, &l.b);
             if ends.is_empty() {
                 return Err(invalid(format!("link[{i}]"), format!("no link between {} and {}", l.a, l.b)));
@@ -341,6 +344,12 @@ impl Fabric {
     }
 }
 
+/// `v` seconds as a duration, or an error naming what it is (negative, not a number, or
+/// too long).
+fn secs(field: &str, what: &str, v: f64) -> Result<Duration, ScenarioError> {
+    Duration::try_from_secs_f64(v).map_err(|_| invalid(field, format!("{what}: {v} s is not a usable duration")))
+}
+
 /// The ports of node `a` linked to node `b`.
 fn links_between(ports: &[PortSpec], a: &str, b: &str) -> Vec<usize> {
     (0..ports.len()).filter(|&p| ports[p].node == a && ports[ports[p].peer].node == b).collect()
@@ -404,9 +413,9 @@ fn plan_flows(
                 priority: f.priority,
                 dscp: f.dscp,
                 size: f.size,
-                interval: Duration::from_secs_f64(1.0 / fps),
-                start: Duration::from_secs_f64(f.start_ms / 1e3),
-                stop: Duration::from_secs_f64(f.stop_ms.unwrap_or(s.duration_ms) / 1e3),
+                interval: secs(&field, "the interval between frames", 1.0 / fps)?,
+                start: secs(&field, "start_ms", f.start_ms / 1e3)?,
+                stop: secs(&field, "stop_ms", f.stop_ms.unwrap_or(s.duration_ms) / 1e3)?,
                 count: f.count,
             });
         }
