@@ -792,6 +792,13 @@ impl Switch {
             sent.map_or(0, |m| self.groups_waiting_in(origin, m.groups & self.xoff_mask(origin), port, msg.prios));
         let Some(sent) = sent.filter(|_| waiting != 0) else {
             self.ports[port].checks.stale_returns += 1;
+            // The chain it travelled broke behind it, yet pauses still lead round to this
+            // port. If the port pauses its upstream again, a cycle may have formed since
+            // (with no local cause left anywhere to originate a message, only the old one
+            // would go round for ever): its next pause carries a fresh message.
+            if self.ports.get(origin).is_some() && self.xoff_mask(origin) != 0 {
+                self.port_checks[origin].retry = true;
+            }
             return;
         };
         // A cycle of pauses is a deadlock only if nothing in it moves. Around a ring at

@@ -737,6 +737,38 @@ fn an_own_message_from_a_broken_chain_is_stale_not_a_deadlock() {
 }
 
 #[test]
+fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again() {
+    // Found on a fat-tree whose bounce routes deadlocked: the messages originated while
+    // the cycle was still congestion came back stale, and with no local cause left only
+    // they went round; the deadlock was never reported.
+    let (mut r, own) = deadlocked(DeadlockResolution::Report);
+    r.rx(1, &pfc_with(1 << 3, 0, None));
+    for _ in 0..10 {
+        r.tx(1);
+        r.advance(Duration::from_micros(20));
+    }
+    assert!(!r.stats().ports[0].priorities[3].xoff, "the chain broke");
+    // Paused again downstream; traffic from p0 piles up and p0 pauses again, its cause
+    // downstream (so its pause carries no message of its own).
+    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    for _ in 0..11 {
+        r.rx(0, &data(1, 2, 3, 1000));
+    }
+    let first = pfc_of(&r.tx(0)[0]).checking;
+    assert!(first.is_none(), "{first:?}");
+    // The old message comes round: stale, but p0 sends a fresh one with its next pause...
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    assert_eq!(r.stats().ports[1].checks.stale_returns, 1);
+    r.advance(Duration::from_millis(2));
+    let fresh = pfc_of(&r.tx(0)[0]).checking.expect("a fresh message");
+    assert_eq!((fresh.origin_switch, fresh.origin_port, fresh.hops), (my_id(&r), 0, 0));
+    // ...which comes back to a switch where nothing moved: the deadlock.
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 2, ..fresh })));
+    assert!(matches!(r.outbox().1[..], [ToSlowpath::Deadlock(_)]));
+    assert_eq!(r.stats().deadlocks_detected, 1);
+}
+
+#[test]
 fn an_own_message_coming_back_is_a_deadlock_once_per_cycle() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
