@@ -107,7 +107,7 @@ impl fmt::Display for Speed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bps = self.0;
         for (unit, div) in [("T", 1_000_000_000_000), ("G", 1_000_000_000), ("M", 1_000_000), ("K", 1_000)] {
-            if bps >= div && bps % (div / 10) == 0 {
+            if bps >= div && bps.is_multiple_of(div / 10) {
                 let whole = bps / div;
                 let tenth = (bps % div) / (div / 10);
                 return if tenth == 0 { write!(f, "{whole}{unit}") } else { write!(f, "{whole}.{tenth}{unit}") };

@@ -11,7 +11,7 @@ use super::xdp_port::HostPort;
 /// Decodes hex, ignoring ':', '-' and whitespace.
 pub fn parse_hex(s: &str) -> Result<Vec<u8>> {
     let digits: String = s.chars().filter(|c| !matches!(c, ':' | '-' | ' ' | '\n' | '\t')).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         bail!("odd number of hex digits in {s:?}");
     }
     (0..digits.len())
