@@ -82,6 +82,7 @@ pub struct FlowPlan {
     pub id: u16,
     pub from: usize,
     pub to: usize,
+    /// The host's queue for it: as given, or under Tagger the initial tag's priority.
     pub priority: u8,
     /// As given; else the priority, or under Tagger the initial tag.
     pub dscp: Option<u8>,
@@ -246,7 +247,7 @@ impl Fabric {
             }
         }
 
-        let flows = plan_flows(s, &t, &host_index, &ports, &hosts, seed)?;
+        let mut flows = plan_flows(s, &t, &host_index, &ports, &hosts, seed)?;
 
         // Forwarding: every switch gets a static entry per destination host.
         let mut fdb: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); t.switches.len()];
@@ -305,10 +306,16 @@ impl Fabric {
                     let st =
                         all.iter().find(|x| x.switch == spec.name).ok_or_else(|| invalid(&field, "no Tagger table"))?;
                     config.pfc.lossless = None;
-                    Some(
-                        TagTable::apply(&mut config, st, "tagger (computed)", false)
-                            .map_err(|e| invalid(&field, e.to_string()))?,
-                    )
+                    if st.ingress.is_empty() {
+                        // No flow's route crosses it: no table, the tags' priorities lossless.
+                        config.pfc.lossless = Some(s.tagger_priorities.clone());
+                        None
+                    } else {
+                        Some(
+                            TagTable::apply(&mut config, st, "tagger (computed)", false)
+                                .map_err(|e| invalid(&field, e.to_string()))?,
+                        )
+                    }
                 }
                 None => None,
             };
@@ -321,6 +328,14 @@ impl Fabric {
             }
         }
         let initial_tag = tables.as_ref().and_then(|all| all.first()).map(|st| st.initial_tag);
+        // Under Tagger a host stamps the initial tag and queues (and honours pauses) on
+        // that tag's priority, as a NIC set up for the tables would.
+        if let Some(tag) = initial_tag {
+            let prio = s.tagger_priorities.get(usize::from(tag).wrapping_sub(1)).copied();
+            for f in flows.iter_mut().filter(|f| f.dscp.is_none()) {
+                f.priority = prio.unwrap_or(f.priority);
+            }
+        }
         Ok(Fabric { ports, switches, hosts, flows, paths, initial_tag })
     }
 
