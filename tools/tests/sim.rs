@@ -66,6 +66,38 @@ fn with_taggers_tables_the_ring_never_deadlocks_whatever_the_block() {
     }
 }
 
+#[test]
+fn bounce_routes_after_two_link_failures_deadlock_the_fat_tree_and_dcfit_finds_the_eight_hop_cycle() {
+    let r = simulate(&built_in("fattree-bounce"), 1, None).unwrap().report;
+    assert!(r.deadlock_formed, "lossless frames stay stuck after the senders stop");
+    assert_eq!(r.lossless_dropped, 0);
+    assert!(r.deadlocks >= 1);
+    for d in &r.deadlock_events {
+        assert_eq!(d.event.path_length, 8, "{d:?}");
+        // Where the two bounces enter the other flow's route.
+        let ends = (d.switch.as_str(), d.origin_port_name.as_str(), d.return_port_name.as_str());
+        assert!(matches!(ends, ("edge0-1", "p4", "p3") | ("edge1-1", "p3", "p4")), "{ends:?}");
+    }
+}
+
+#[test]
+fn with_taggers_tables_the_bounce_routes_never_deadlock_at_any_load() {
+    for load in [30.0, 60.0, 90.0, 100.0] {
+        let mut s = built_in("fattree-bounce-tagger");
+        s.flow.iter_mut().for_each(|f| f.load = Some(load));
+        let r = simulate(&s, 1, None).unwrap().report;
+        assert!(!r.deadlock_formed, "{load} %: {} frames stuck", r.stuck_lossless_frames);
+        assert_eq!((r.deadlocks, r.lossless_lost, r.lossless_dropped), (0, 0, 0), "{load} %");
+        assert!(r.flows.iter().all(|f| f.received == f.sent && f.sent > 0), "{load} %: {:?}", r.flows);
+        // Hosts queue on the initial tag's priority, the one the edge pauses them on.
+        assert!(r.flows.iter().all(|f| f.priority == 4), "{:?}", r.flows);
+    }
+    // The same routes and load without the tables deadlock.
+    let mut plain = built_in("fattree-bounce");
+    plain.flow.iter_mut().for_each(|f| f.load = Some(90.0));
+    assert!(simulate(&plain, 1, None).unwrap().report.deadlock_formed, "90 %, without tables");
+}
+
 /// One switch between a sender at line rate and a receiver whose NIC sends one pause.
 fn pause_scenario(speed: Speed, quanta: u16) -> Scenario {
     let text = format!(

@@ -31,6 +31,17 @@ pub const BUILT_IN: &[(&str, &str, &str)] = &[
         "a k=4 fat-tree under all-to-all load; one host's NIC floods pauses and the pause spreads",
         include_str!("scenarios/fattree-storm.toml"),
     ),
+    (
+        "fattree-bounce",
+        "a k=4 fat-tree where two failed links make bounce routes close a cycle of buffers: a PFC deadlock \
+         that DCFIT detects eight pauses round",
+        include_str!("scenarios/fattree-bounce.toml"),
+    ),
+    (
+        "fattree-bounce-tagger",
+        "the same bounce routes with Tagger's tables: a bounced frame changes priority, no deadlock",
+        include_str!("scenarios/fattree-bounce-tagger.toml"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
