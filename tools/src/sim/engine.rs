@@ -225,6 +225,30 @@ struct Storm {
     until: u64,
 }
 
+/// Every event a run scheduled, with where it ran and what it scheduled in turn: the run's
+/// event pattern without its work, so that event engines can be compared on it
+/// (`cargo bench -p tools --bench des_engines`).
+#[derive(Clone, Debug, Default)]
+pub struct Schedule {
+    /// Switches first (0..switches), then hosts; [`Schedule::WORLD`] for scenario actions.
+    pub nodes: u32,
+    /// Per node, the nodes at the other end of its links.
+    pub neighbours: Vec<Vec<u32>>,
+    /// Per event, by the order it was scheduled in: when it is due (ns) and at which node.
+    pub at: Vec<u64>,
+    pub node: Vec<u32>,
+    /// Per event that ran: the first event it scheduled and how many (they are consecutive).
+    pub children: Vec<(u32, u32)>,
+    /// Events scheduled before the run started.
+    pub roots: u32,
+    /// The run's end (ns); events due later never ran.
+    pub end: u64,
+}
+
+impl Schedule {
+    pub const WORLD: u32 = u32::MAX;
+}
+
 /// Counts of what the run did.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunCounts {
@@ -248,6 +272,7 @@ pub struct Sim<'f> {
     slowpath_delay: u64,
     pub counts: RunCounts,
     pub trace: Trace,
+    schedule: Option<Schedule>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -334,6 +359,7 @@ impl<'f> Sim<'f> {
             slowpath_delay: (scenario.slowpath_delay_us * 1e3).round() as u64,
             counts: RunCounts::default(),
             trace,
+            schedule: None,
         };
         for (i, f) in fabric.flows.iter().enumerate() {
             sim.at(start.as_nanos() + ns(f.start), Ev::Flow { flow: i as u32 });
@@ -347,6 +373,12 @@ impl<'f> Sim<'f> {
     }
 
     fn at(&mut self, at: u64, ev: Ev) {
+        let node = if self.schedule.is_some() { self.node_of(&ev) } else { 0 };
+        if let Some(s) = &mut self.schedule {
+            s.at.push(at);
+            s.node.push(node);
+            s.children.push((0, 0));
+        }
         self.seq += 1;
         self.heap.push(Entry { at, seq: self.seq, ev });
     }
@@ -365,9 +397,63 @@ impl<'f> Sim<'f> {
             let e = self.heap.pop().expect("peeked");
             self.now = e.at;
             self.counts.events += 1;
+            let first_child = self.seq;
             self.dispatch(e.at, e.ev);
+            if let Some(s) = &mut self.schedule {
+                let id = (e.seq - 1) as usize;
+                s.children[id] = (first_child as u32, (self.seq - first_child) as u32);
+            }
         }
         self.now = self.now.max(end);
+        if let Some(s) = &mut self.schedule {
+            s.end = end;
+        }
+    }
+
+    /// Starts recording the [`Schedule`]; call before the run.
+    pub fn record_schedule(&mut self) {
+        let f = self.fabric;
+        let nodes = (f.switches.len() + f.hosts.len()) as u32;
+        let mut neighbours = vec![Vec::new(); nodes as usize];
+        for p in &f.ports {
+            let (a, b) = (self.node_of_port(p.owner), self.node_of_port(f.ports[p.peer].owner));
+            neighbours[a as usize].push(b);
+        }
+        // The events scheduled before this call are the roots.
+        let mut s = Schedule { nodes, neighbours, roots: self.seq as u32, ..Schedule::default() };
+        let mut roots: Vec<&Entry> = self.heap.iter().collect();
+        roots.sort_by_key(|e| e.seq);
+        for e in roots {
+            s.at.push(e.at);
+            s.node.push(self.node_of(&e.ev));
+            s.children.push((0, 0));
+        }
+        self.schedule = Some(s);
+    }
+
+    pub fn take_schedule(&mut self) -> Option<Schedule> {
+        self.schedule.take()
+    }
+
+    fn node_of_port(&self, owner: Owner) -> u32 {
+        match owner {
+            Owner::Switch(sw, _) => sw as u32,
+            Owner::Host(h) => (self.fabric.switches.len() + h) as u32,
+        }
+    }
+
+    fn node_of(&self, ev: &Ev) -> u32 {
+        let host = |h: usize| (self.fabric.switches.len() + h) as u32;
+        match *ev {
+            Ev::Arrive { port, .. } | Ev::TxDone { port } | Ev::Wake { port } => {
+                self.node_of_port(self.fabric.ports[port as usize].owner)
+            }
+            Ev::Flow { flow } => host(self.fabric.flows[flow as usize].from),
+            Ev::HostPause { host: h, .. } => host(h as usize),
+            Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => sw,
+            Ev::Action { .. } => Schedule::WORLD,
+            Ev::Storm { index } => host(self.storms[index as usize].host),
+        }
     }
 
     fn dispatch(&mut self, at: u64, ev: Ev) {

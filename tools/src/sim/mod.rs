@@ -122,6 +122,15 @@ pub fn simulate(scenario: &Scenario, seed: u64, pcap: Option<&Path>) -> Result<O
     Ok(simulate_recording(scenario, seed, pcap, &[])?.0)
 }
 
+/// Runs the scenario recording its [`engine::Schedule`] (nothing else is kept).
+pub fn record_schedule(scenario: &Scenario, seed: u64) -> Result<engine::Schedule> {
+    let fabric = Fabric::build(scenario, seed)?;
+    let mut sim = Sim::new(scenario, &fabric, Trace::new(fabric.ports.len(), None))?;
+    sim.record_schedule();
+    sim.run_until(Duration::from_secs_f64((scenario.duration_ms + scenario.drain_ms) / 1e3));
+    Ok(sim.take_schedule().expect("recording"))
+}
+
 /// [`simulate`], keeping in memory every frame the ports labelled `record` send
 /// ("switch:port", or a host's name).
 pub fn simulate_recording(
