@@ -7,8 +7,9 @@ use std::time::Duration;
 use pfcswitch::core::pfc;
 use pfcswitch::core::speed::Speed;
 use pfctools::headroom::calc::CalcInput;
-use pfctools::sim::scenario::Scenario;
-use pfctools::sim::{simulate, simulate_recording};
+use pfctools::sim::scenario::{Action, FlowSpec, Scenario};
+use pfctools::sim::trace::Sent;
+use pfctools::sim::{simulate, simulate_recording, SimReport};
 
 fn built_in(name: &str) -> Scenario {
     Scenario::built_in(name).unwrap()
@@ -211,6 +212,85 @@ fn the_headroom_a_sender_delay_needs_agrees_with_the_calculator_within_one_frame
             "{what}; with the pause's actual wait of {} ns it says {with_wait:.0} B",
             waited.as_nanos()
         );
+    }
+}
+
+/// The built-in plan with `prios` under test (lossless, stormed, test traffic sharing 50 %
+/// of line rate) and background on every other priority; the sender answers after
+/// `delay_quanta`. Returns the report and the frames the DUT sent to rx and tx sent.
+fn pause_response_plan(prios: &[u8], delay_quanta: u64) -> (SimReport, Vec<Sent>, Vec<Sent>) {
+    let mut s = built_in("headroom");
+    let list = toml::Value::Array(prios.iter().map(|&p| toml::Value::Integer(p.into())).collect());
+    s.switch_defaults.insert("pfc".into(), toml::Value::Table(toml::Table::from_iter([("lossless".into(), list)])));
+    let (test, background) = (s.flow[0].clone(), s.flow[1].clone());
+    s.flow.clear();
+    for &p in prios {
+        let load = Some(50.0 / prios.len() as f64);
+        s.flow.push(FlowSpec { priority: p, dscp: Some(p), load, ..test.clone() });
+    }
+    for p in (0..8).filter(|p| !prios.contains(p)) {
+        s.flow.push(FlowSpec { priority: p, dscp: Some(p), ..background.clone() });
+    }
+    let Action::Storm(storm) = &mut s.event[0].action else { panic!("the plan's storm") };
+    storm.priorities = prios.to_vec();
+    s.host.get_mut("tx").unwrap().response_delay_ns = Some(delay_quanta * 512 / 10);
+    // The same run twice (it is deterministic), recording one port each time.
+    let (outcome, to_rx) = simulate_recording(&s, 1, None, &["dut:p2"]).unwrap();
+    let (_, from_tx) = simulate_recording(&s, 1, None, &["tx"]).unwrap();
+    (outcome.report, to_rx, from_tx)
+}
+
+#[test]
+fn the_pause_response_plan_passes_each_of_its_checks_exactly_on_priorities_3_4_and_both() {
+    const FRAME: u64 = 1514; // 1518 on the wire, as buffered
+    const STORM_END_NS: u64 = 13_000_000;
+    let (xoff, headroom) = (65536u64, 98304u64);
+    for prios in [&[3u8][..], &[4], &[3, 4]] {
+        let long = 6000 * prios.len() as u64;
+        for (delay, enough) in [(0, true), (2000, true), (long, false)] {
+            let what = format!("priorities {prios:?}, sender delay {delay} quanta");
+            let (r, to_rx, from_tx) = pause_response_plan(prios, delay);
+            let dut = &r.switches[0];
+            // 1. The storm kept every tested priority paused from 1 ms to its end.
+            let stormed = r.links.iter().find(|l| l.from == "dut:p2").unwrap();
+            for &p in prios {
+                assert!(stormed.paused_us[usize::from(p)] >= 12_000.0, "{what}: {stormed:?}");
+            }
+            // 2. Every background frame arrived.
+            for f in r.flows.iter().filter(|f| !prios.contains(&f.priority)) {
+                assert!(f.sent > 500 && f.received == f.sent, "{what}: {f:?}");
+            }
+            // Test frames of priority `p` put on the wire during the storm.
+            let during_storm = |sent: &[Sent], p: u8| {
+                sent.iter()
+                    .filter(|f| f.at_ns < STORM_END_NS && f.frame[12..14] == [0x08, 0x00] && f.frame[15] >> 2 == p)
+                    .count() as u64
+            };
+            for &p in prios {
+                let f = r.flows.iter().find(|f| f.priority == p).unwrap();
+                let g = &dut.ports[0].priorities[usize::from(p)];
+                // 3. No test frame left the DUT while the storm lasted.
+                assert_eq!(during_storm(&to_rx, p), 0, "{what}");
+                // 4. What tx sent meanwhile and the DUT did not drop, it held, exactly,
+                // within XOFF + headroom.
+                let held = (during_storm(&from_tx, p) - g.counters.lossless_drops) * FRAME;
+                assert_eq!(g.ingress_watermark, held, "{what}: {g:?}");
+                assert!(g.ingress_watermark <= xoff + headroom + FRAME, "{what}: {g:?}");
+                assert!(g.ingress_watermark < dut.shared_buffer_bytes);
+                assert!(g.counters.xoff_sent > 0, "{what}: the DUT paused the sender");
+                // 5. Ingress drops: none while the headroom covers the delay, some once it
+                // does not, and only after the headroom filled. Held frames are delivered.
+                if enough {
+                    assert_eq!(g.counters.lossless_drops, 0, "{what}: {g:?}");
+                    assert!(g.headroom_watermark < headroom, "{what}: {g:?}");
+                    assert_eq!(f.received, f.sent, "{what}");
+                } else {
+                    assert!(g.counters.lossless_drops > 0, "{what}: {g:?}");
+                    assert!(g.headroom_watermark + FRAME > headroom, "{what}: {g:?}");
+                    assert_eq!(f.received, f.sent - g.counters.lossless_drops, "{what}");
+                }
+            }
+        }
     }
 }
 
