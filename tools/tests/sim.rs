@@ -343,3 +343,73 @@ fn unusable_numbers_in_a_scenario_are_errors_that_name_the_field() {
     let err = simulate(&s, 1, None).err().expect("a cable of NaN metres is refused").to_string();
     assert!(err.contains("link[0].cable_m"), "{err}");
 }
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("pfcsim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The records of a nanosecond pcap: (time in ns, frame).
+fn pcap_records(data: &[u8]) -> Vec<(u64, &[u8])> {
+    let le = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+    assert_eq!(le(0), 0xa1b2_3c4d, "nanosecond magic");
+    assert_eq!((&data[4..6], &data[6..8]), (&2u16.to_le_bytes()[..], &4u16.to_le_bytes()[..]), "version 2.4");
+    assert_eq!(le(20), 1, "link type Ethernet");
+    let (mut out, mut at) = (Vec::new(), 24);
+    while at < data.len() {
+        let (sec, ns, caplen, len) = (le(at), le(at + 4), le(at + 8) as usize, le(at + 12) as usize);
+        assert!(ns < 1_000_000_000 && caplen == len, "record at {at}");
+        out.push((u64::from(sec) * 1_000_000_000 + u64::from(ns), &data[at + 16..at + 16 + caplen]));
+        at += 16 + caplen;
+    }
+    out
+}
+
+#[test]
+fn pcap_writes_every_frame_of_each_link_direction_at_its_simulated_nanosecond() {
+    let dir = scratch("pcap");
+    let r = simulate(&built_in("headroom"), 1, Some(&dir)).unwrap().report;
+    assert_eq!(r.links.len(), 4);
+    for l in &r.links {
+        let path = dir.join(format!("{}-to-{}.pcap", l.from, l.to).replace(':', "_"));
+        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let records = pcap_records(&data);
+        assert_eq!(records.len() as u64, l.frames, "{path:?}");
+        assert!(records.windows(2).all(|w| w[0].0 <= w[1].0), "{path:?}: times never go back");
+        let pauses = records.iter().filter(|(_, f)| f[12..14] == [0x88, 0x08]).count() as u64;
+        assert_eq!(pauses, l.pause_frames, "{path:?}");
+    }
+    // The storm's first pause leaves rx at 1 ms to the nanosecond, a PFC frame stopping
+    // priority 3 for 65535 quanta.
+    let data = std::fs::read(dir.join("rx-to-dut_p2.pcap")).unwrap();
+    let (at, frame) = pcap_records(&data)[0];
+    assert_eq!(at, 1_000_000);
+    let mac = pfcswitch::core::mac::MacAddr(frame[0..6].try_into().unwrap());
+    let pfc::MacControl::Pfc(p) = pfc::decode(frame, mac).unwrap().body else { panic!("a PFC frame") };
+    assert_eq!(p.classes().collect::<Vec<_>>(), vec![(3, 65535)]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn plot_draws_one_bar_per_pause_interval_on_a_row_per_paused_port() {
+    let dir = scratch("plot");
+    let svg = dir.join("timeline.svg");
+    let outcome = simulate(&built_in("headroom"), 1, None).unwrap();
+    pfctools::sim::plot::timeline(&svg, "headroom", &outcome.timelines, outcome.report.simulated_ms).unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    let paused: Vec<&str> =
+        outcome.timelines.iter().filter(|(_, t)| !t.is_empty()).map(|(label, _)| label.as_str()).collect();
+    assert_eq!(paused, ["dut:p2", "tx"], "the DUT's port to rx, and the sender the DUT paused");
+    for label in &paused {
+        assert!(text.lines().any(|l| l.trim() == *label), "a row labelled {label}");
+    }
+    // Priority 3's colour, once per interval.
+    let intervals: usize = outcome.timelines.iter().map(|(_, t)| t.intervals[3].len()).sum();
+    assert!(intervals >= 2);
+    assert_eq!(text.matches("fill=\"#D62728\"").count(), intervals);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

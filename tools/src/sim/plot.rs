@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::trace::PauseTimeline;
 
@@ -41,16 +42,14 @@ fn draw(
         .x_label_area_size(36)
         .y_label_area_size(140)
         .build_cartesian_2d(0f64..total_ms.max(1e-3), 0f64..n)?;
-    let labels: Vec<String> = rows.iter().map(|(l, _)| l.clone()).collect();
-    chart
-        .configure_mesh()
-        .x_desc("simulated time (ms)")
-        .y_labels(rows.len().max(1))
-        .y_label_formatter(&|y| labels.get(*y as usize).cloned().unwrap_or_default())
-        .disable_y_mesh()
-        .draw()?;
-    for (row, (_, t)) in rows.iter().enumerate() {
+    // Row labels are drawn beside each row's middle: the axis's own labels sit where
+    // plotters puts ticks, not on the rows.
+    chart.configure_mesh().x_desc("simulated time (ms)").disable_y_axis().disable_y_mesh().draw()?;
+    let style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+    for (row, (label, t)) in rows.iter().enumerate() {
         let y = row as f64;
+        let (px, py) = chart.backend_coord(&(0.0, y + 0.5));
+        root.draw(&Text::new(label.clone(), (px - 8, py), style.clone()))?;
         for (prio, list) in t.intervals.iter().enumerate() {
             let colour = COLOURS[prio];
             chart.draw_series(list.iter().map(|&(a, b)| {
