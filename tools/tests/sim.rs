@@ -155,10 +155,12 @@ fn a_pause_of_q_quanta_stops_a_priority_for_exactly_q_times_512_bit_times() {
 
 /// The calculator adds worst cases for two things that depend on timing: the pause waits
 /// for a whole frame in transmission on the switch's port, and the sender has just begun
-/// a frame when it stops. The simulation has one actual timing. So: the headroom the
-/// switch used lies within two frames below the calculator's figure, and once the
-/// calculator is given the pause's actual wait (read from the simulated wire) it agrees
-/// within one frame — the sender's frame left to complete.
+/// a frame when it stops. One simulated run has one timing, so the headroom a delay
+/// needs is the most the switch used over the timings: the phase of the traffic the
+/// other way, whose frame the pause waits behind, over 32 steps of a frame. That agrees
+/// with the calculator within one frame (never above it); and in each single run, once
+/// the calculator is given the pause's actual wait (read from the simulated wire), it
+/// agrees within one frame too — the sender's frame left to complete.
 #[test]
 fn the_headroom_a_sender_delay_needs_agrees_with_the_calculator_within_one_frame() {
     let speed = Speed::gbps(10);
@@ -192,7 +194,16 @@ fn the_headroom_a_sender_delay_needs_agrees_with_the_calculator_within_one_frame
         let used = r.switches[0].ports[0].priorities[3].headroom_watermark;
         let what =
             format!("delay {delay_quanta} quanta: the switch used {used} B of headroom, the calculator says {worst} B");
-        assert!(used <= worst && worst - used <= 2 * u64::from(frame), "{what}");
+        let needed = (1..32u64)
+            .map(|k| {
+                let mut shifted = s.clone();
+                shifted.flow[1].start_ms += (k * frame_wire) as f64 / 32.0 / 1e6;
+                let r = simulate(&shifted, 1, None).unwrap().report;
+                assert_eq!(r.lossless_lost, 0);
+                r.switches[0].ports[0].priorities[3].headroom_watermark
+            })
+            .fold(used, u64::max);
+        assert!(needed <= worst && worst - needed < u64::from(frame), "{what}; needed {needed} B over all timings");
 
         // The first pause the switch sent, and the frame from the sender that crossed XOFF
         // just before it (the last to arrive by then).
