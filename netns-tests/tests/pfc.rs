@@ -200,6 +200,12 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     assert!(p1.priorities[3].counters.xoff_sent > 0);
     assert!(g.pauses.xoff[3] > 0 && g.pauses.xoff[0] == 0, "{:?}", g.pauses);
     assert_eq!(p1.counters.drops.lossless, 0);
+    // The PFC watchdog (SONiC's default: drop after 200 ms) cut the stormed queue off once
+    // frames had waited under the storm for 200 ms, never earlier.
+    let wd = p2.pfcwd.iter().find(|w| w.priority == 3).unwrap();
+    assert_eq!(wd.counters.storms_detected, 1, "{wd:?}");
+    assert!(wd.counters.dropped_frames > 0 && wd.counters.last_detection_us >= 200_000, "{wd:?}");
+    assert_eq!(p2.counters.drops.watchdog, wd.counters.dropped_frames);
     assert!(sw.stop().success());
 }
 

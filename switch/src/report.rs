@@ -236,6 +236,28 @@ pub fn stats_table(s: &SwitchStats) -> String {
                 after an XOFF, *: paused by the link partner now)\n";
     }
 
+    // The PFC watchdog: one row per (port, lossless priority) it has acted on or acts on now.
+    let mut wd =
+        Table::new(&["pfcwd", "prio", "action", "active", "storms", "restored", "dropped", "detected after ms"]);
+    for p in &s.ports {
+        for w in p.pfcwd.iter().filter(|w| w.active || w.counters.storms_detected > 0) {
+            wd.row(vec![
+                p.name.clone(),
+                w.priority.to_string(),
+                format!("{:?}", w.action).to_lowercase(),
+                if w.active { "yes".into() } else { "no".into() },
+                n(w.counters.storms_detected),
+                n(w.counters.restored),
+                n(w.counters.dropped_frames),
+                format!("{:.1}", w.counters.last_detection_us as f64 / 1e3),
+            ]);
+        }
+    }
+    if !wd.is_empty() {
+        out += "\n";
+        out += &wd.render();
+    }
+
     let mut xdp = Table::new(&["xdp classes", "pause", "pfc", "mac ctl", "vlan", "ipv4", "ipv6", "other", "runt"]);
     for p in &s.ports {
         let x = &p.xdp;

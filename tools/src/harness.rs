@@ -248,6 +248,8 @@ impl RingLab {
             c.dataplane.busy_poll_us = 0;
             c.dcfit.resolution = opts.resolution;
             c.dcfit.drop_ms = opts.drop_ms;
+            // The lab studies deadlocks: a PFC watchdog would break each after 200 ms.
+            c.pfcwd.action = pfcswitch::core::pfcwd::WatchdogAction::Off;
             if let Some(t) = &tables {
                 // The table makes its priorities the lossless ones.
                 c.pfc.lossless = None;

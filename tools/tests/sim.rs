@@ -424,3 +424,34 @@ fn plot_draws_one_bar_per_pause_interval_on_a_row_per_paused_port() {
     assert_eq!(text.matches("fill=\"#D62728\"").count(), intervals);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_pfc_watchdog_cuts_off_a_storming_nic_at_the_detection_time_and_restores_after_it_stops() {
+    let mut s = pause_scenario(Speed::gbps(10), 65535);
+    (s.duration_ms, s.drain_ms) = (900.0, 100.0);
+    s.flow[0].load = Some(10.0);
+    // From 100 ms to 600 ms rx's NIC refreshes a pause on priority 3 every millisecond.
+    s.event[0] = toml::from_str(
+        "at_ms = 100\nstorm = { host = \"rx\", priorities = [3], quanta = 65535, interval_us = 1000, duration_ms = 500 }",
+    )
+    .unwrap();
+    let r = simulate(&s, 1, None).unwrap().report;
+    let port = &r.switches[0].ports[1];
+    let wd = port.pfcwd.iter().find(|w| w.priority == 3).unwrap();
+    assert_eq!((wd.counters.storms_detected, wd.counters.restored), (1, 1), "{wd:?}");
+    // Detected 200 ms after the first pause, to the microsecond.
+    assert_eq!(wd.counters.last_detection_us, 200_000);
+    // Until then the frames waited; then the queue was dropped, and every frame for it
+    // until 200 ms after the last pause (at 599 ms): 10 % of 10G from 100 ms to 799 ms.
+    let per_ms = 10e9 * 0.10 / (1538.0 * 8.0) / 1e3;
+    let dropped = wd.counters.dropped_frames as f64;
+    assert!(
+        (dropped - per_ms * 699.0).abs() <= per_ms,
+        "{dropped} frames dropped, about {:.0} expected",
+        per_ms * 699.0
+    );
+    assert_eq!(port.counters.drops.watchdog, wd.counters.dropped_frames);
+    // Lost are exactly those; the sender was paused only briefly (the ingress released).
+    assert_eq!(r.lossless_lost, wd.counters.dropped_frames);
+    assert!(!wd.active);
+}

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::mac::MacAddr;
 use super::pfc::PRIORITIES;
+use super::pfcwd::{WatchdogConfig, WatchdogOverride};
 use super::speed::Speed;
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -33,6 +34,9 @@ pub struct Config {
     pub dataplane: DataplaneConfig,
     #[serde(default)]
     pub dcfit: DcfitConfig,
+    /// The PFC watchdog (see [`crate::pfcwd`]); a port's `pfcwd` overrides it.
+    #[serde(default)]
+    pub pfcwd: WatchdogConfig,
     /// A Tagger table to apply (deadlock prevention); see [`crate::tagging`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tagger: Option<TaggerConfig>,
@@ -126,6 +130,9 @@ pub struct PortConfig {
     pub xoff_bytes: Option<u64>,
     #[serde(default)]
     pub scheduler: Scheduler,
+    /// Overrides `[pfcwd]` for this port, e.g. `pfcwd = { action = "alert" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfcwd: Option<WatchdogOverride>,
 }
 
 /// How a port sends and obeys link-level flow control.
@@ -338,6 +345,16 @@ fn default_max_frame() -> usize {
     DEFAULT_MAX_FRAME
 }
 
+fn check_watchdog(field: impl fmt::Display, w: &WatchdogConfig) -> Result<(), ConfigError> {
+    if !(1..=60_000).contains(&w.detection_ms) {
+        return Err(invalid(format!("{field}.detection_ms"), "must be 1..60000"));
+    }
+    if !(1..=60_000).contains(&w.restoration_ms) {
+        return Err(invalid(format!("{field}.restoration_ms"), "must be 1..60000"));
+    }
+    Ok(())
+}
+
 /// A configuration error, naming the field at fault.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
@@ -363,6 +380,7 @@ impl Config {
             fdb: FdbConfig::default(),
             dataplane: DataplaneConfig::default(),
             dcfit: DcfitConfig::default(),
+            pfcwd: WatchdogConfig::default(),
             tagger: None,
             ports: ifaces.iter().map(|i| PortConfig::new(i.as_ref())).collect(),
             fdb_entries: Vec::new(),
@@ -528,6 +546,10 @@ impl Config {
         if self.dcfit.drop_ms == 0 || self.dcfit.drop_ms > 60_000 {
             return Err(invalid("dcfit.drop_ms", "must be 1..60000"));
         }
+        check_watchdog("pfcwd", &self.pfcwd)?;
+        for (i, p) in self.ports.iter().enumerate() {
+            check_watchdog(format!("port[{i}].pfcwd"), &self.pfcwd.with(p.pfcwd.as_ref()))?;
+        }
         if let Some(t) = &self.tagger {
             if t.table.is_empty() {
                 return Err(invalid("tagger.table", "must name a table file"));
@@ -558,6 +580,7 @@ impl PortConfig {
             headroom_bytes: None,
             xoff_bytes: None,
             scheduler: Scheduler::default(),
+            pfcwd: None,
         }
     }
 }

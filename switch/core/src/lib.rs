@@ -14,6 +14,7 @@ pub mod histogram;
 pub mod mac;
 pub mod pause;
 pub mod pfc;
+pub mod pfcwd;
 pub mod queue;
 pub mod shaper;
 pub mod slowpath;

@@ -13,11 +13,21 @@ struct Timer {
     until: Time,
     /// Paused time of intervals already closed.
     closed: Duration,
+    /// Since when the timer has run without a break (meaningful while paused).
+    run_start: Time,
+    /// When the last pause (not a resume) arrived.
+    last_pause: Option<Time>,
 }
 
 impl Timer {
     /// A newer frame replaces the timer; zero resumes at once.
     fn apply(&mut self, now: Time, d: Duration) {
+        if !d.is_zero() {
+            if !self.paused(now) {
+                self.run_start = now;
+            }
+            self.last_pause = Some(now);
+        }
         let end = self.until.min(now);
         self.closed += end.saturating_since(self.since);
         self.since = now;
@@ -72,6 +82,18 @@ impl EgressPause {
         per_prio
     }
 
+    /// Since when the partner has kept `prio` paused without a break, if it does now
+    /// (PFC only: the PFC watchdog's view).
+    pub fn paused_since(&self, now: Time, prio: usize) -> Option<Time> {
+        let t = &self.prio[prio];
+        t.paused(now).then_some(t.run_start)
+    }
+
+    /// When the last PFC pause for `prio` arrived.
+    pub fn last_pause(&self, prio: usize) -> Option<Time> {
+        self.prio[prio].last_pause
+    }
+
     /// Time `prio` has spent unable to transmit, up to `now`.
     pub fn paused_time(&self, now: Time, prio: usize) -> Duration {
         self.prio[prio].total(now) + self.global.total(now)
@@ -102,6 +124,22 @@ mod tests {
         // Paused: 0..2 ms, then 3..4 ms.
         assert_eq!(e.paused_time(t0 + 20 * MS, 3), 3 * MS);
         assert_eq!(e.paused_time(t0 + 20 * MS, 4), Duration::ZERO);
+    }
+
+    #[test]
+    fn refreshes_before_expiry_extend_one_run_and_a_gap_starts_a_new_one() {
+        let mut e = EgressPause::default();
+        let t0 = Time::from_millis(10);
+        e.pause_priority(t0, 3, 5 * MS);
+        e.pause_priority(t0 + 4 * MS, 3, 5 * MS);
+        assert_eq!(e.paused_since(t0 + 8 * MS, 3), Some(t0));
+        assert_eq!(e.last_pause(3), Some(t0 + 4 * MS));
+        // Expired at 9 ms: the next pause starts a new run; a resume ends it.
+        assert_eq!(e.paused_since(t0 + 9 * MS, 3), None);
+        e.pause_priority(t0 + 10 * MS, 3, 5 * MS);
+        assert_eq!(e.paused_since(t0 + 11 * MS, 3), Some(t0 + 10 * MS));
+        e.pause_priority(t0 + 12 * MS, 3, Duration::ZERO);
+        assert_eq!((e.paused_since(t0 + 12 * MS, 3), e.last_pause(3)), (None, Some(t0 + 10 * MS)));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::histogram::Percentiles;
 use super::pfc::{ControlReject, PRIORITIES};
+use super::pfcwd::{WatchdogAction, WatchdogCounters};
 
 /// Why a frame was not forwarded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,6 +246,17 @@ pub struct SocketCounters {
     pub tx_kernel_busy: u64,
 }
 
+/// The PFC watchdog on one lossless priority of a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchdogStats {
+    pub priority: u8,
+    pub action: WatchdogAction,
+    /// The priority is stormed now (the action applies).
+    pub active: bool,
+    #[serde(flatten)]
+    pub counters: WatchdogCounters,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PortStats {
     pub name: String,
@@ -257,6 +269,9 @@ pub struct PortStats {
     pub held_by_slowpath: u64,
     /// A deadlock is being broken on this port (its lossless queue is dropped).
     pub watchdog_active: bool,
+    /// The PFC watchdog, per lossless priority.
+    #[serde(default)]
+    pub pfcwd: Vec<WatchdogStats>,
     pub checks: CheckCounters,
     /// The latest times this port paused its upstream (oldest first).
     pub xoff_episodes: Vec<XoffEpisode>,

@@ -17,13 +17,14 @@ use super::histogram::Histogram;
 use super::mac::MacAddr;
 use super::pause::EgressPause;
 use super::pfc::{self, MacControl, Pfc, PRIORITIES};
+use super::pfcwd::{Observed, PortWatchdog, WatchdogAction, WatchdogEvent, WatchdogEvents};
 use super::queue::{Fifo, FrameId, FrameTable, NO_PORT};
 use super::shaper::Shaper;
 use super::slowpath::{HeldFrame, Released, ToSlowpath};
 use super::speed::Speed;
 use super::stats::{
     CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats, TagCounters, TagRow,
-    TaggerStats, XoffEpisode,
+    TaggerStats, WatchdogStats, XoffEpisode,
 };
 use super::tagging::{TagTable, TAGS};
 use super::time::Time;
@@ -214,7 +215,8 @@ struct Port {
     departed: [Option<Time>; PRIORITIES],
     next_episode: usize,
     /// Deadlock resolution: drop these priorities' frames for this egress until then.
-    watchdog: Option<(Time, u8)>,
+    deadlock_drop: Option<(Time, u8)>,
+    pfcwd: PortWatchdog,
     counters: PortCounters,
     checks: CheckCounters,
     prio: [PrioCounters; PRIORITIES],
@@ -250,6 +252,8 @@ pub struct Switch {
     deadlocks: u64,
     /// Events for the slowpath, drained by the dataplane after every turn.
     outbox: Vec<ToSlowpath>,
+    /// What the PFC watchdog did, for the shell to log (bounded).
+    pfcwd_events: WatchdogEvents,
     /// The latest time the switch was given (for events timed where no time is passed).
     clock: Time,
 }
@@ -299,7 +303,8 @@ impl Switch {
                     next_originated: 0,
                     departed: [None; PRIORITIES],
                     next_episode: 0,
-                    watchdog: None,
+                    deadlock_drop: None,
+                    pfcwd: PortWatchdog::new(&config.pfcwd.with(p.pfcwd.as_ref())),
                     counters: PortCounters::default(),
                     checks: CheckCounters::default(),
                     prio: Default::default(),
@@ -351,6 +356,7 @@ impl Switch {
             check_seq: 0,
             deadlocks: 0,
             outbox: Vec::with_capacity(n * 256 + 64),
+            pfcwd_events: WatchdogEvents::default(),
             clock: now,
         }
     }
@@ -535,12 +541,12 @@ impl Switch {
         }
         self.rewrite(pool, ingress, id, class, at);
         self.frames.set(id, len as u32, ingress as u16, at.group, now);
-        let e = &self.ports[egress];
-        if e.watchdog.is_some_and(|(until, prios)| now < until && prios & (1 << q) != 0) {
-            // A deadlock is being broken on this queue: drop, as a PFC watchdog would.
-            self.discard(pool, egress, id);
+        if self.dropping(now, egress) & (1 << q) != 0 {
+            // A deadlock is being broken, or a storm is being cut off, on this queue.
+            self.discard(pool, egress, q, id);
             return;
         }
+        let e = &self.ports[egress];
         // Paused takes precedence over blocked: a paused priority queues as usual. But a
         // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
         let paused = e.pause.paused_mask(now) & (1 << q) != 0;
@@ -556,11 +562,22 @@ impl Switch {
         }
     }
 
-    /// Drops an admitted frame bound for `egress` (deadlock resolution): its buffer is
-    /// released as if it had been sent.
-    fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, id: FrameId) {
+    /// Priorities whose frames for `port` are dropped now: a deadlock being broken
+    /// (DCFIT's `drop` resolution) or a PFC storm being cut off (the watchdog's `drop`).
+    fn dropping(&self, now: Time, port: PortId) -> u8 {
+        let p = &self.ports[port];
+        let deadlock = p.deadlock_drop.filter(|(until, _)| now < *until).map_or(0, |(_, prios)| prios);
+        deadlock | p.pfcwd.dropping()
+    }
+
+    /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]):
+    /// its buffer is released as if it had been sent.
+    fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, q: usize, id: FrameId) {
         let meta = *self.frames.get(id);
         self.ports[egress].counters.drops.watchdog += 1;
+        if self.ports[egress].pfcwd.dropping() & (1 << q) != 0 {
+            self.ports[egress].pfcwd.note_dropped(q);
+        }
         if meta.ingress != NO_PORT {
             let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
             if self.buffer.release(ingress, group, u64::from(meta.len)) {
@@ -593,11 +610,11 @@ impl Switch {
         let f = released.frame;
         let (i, e, p) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
         self.map.returned_from_slowpath(i, e, p);
-        let port = &mut self.ports[e];
-        if port.watchdog.is_some_and(|(until, prios)| now < until && prios & (1 << p) != 0) {
-            self.discard(pool, e, f.id);
+        if self.dropping(now, e) & (1 << p) != 0 {
+            self.discard(pool, e, p, f.id);
             return;
         }
+        let port = &mut self.ports[e];
         self.frames.get_mut(f.id).last_of_pair = released.last_of_pair;
         port.queues[p].push(&mut self.frames, f.id);
         self.map.queued(i, e);
@@ -833,23 +850,28 @@ impl Switch {
             return false;
         }
         let p = &mut self.ports[port];
-        if p.watchdog.is_none_or(|(until, _)| now >= until) {
+        if p.deadlock_drop.is_none_or(|(until, _)| now >= until) {
             let prios = p.pause.paused_mask(now) & self.lossless;
-            p.watchdog = Some((now + Duration::from_millis(self.dcfit.drop_ms), prios));
+            p.deadlock_drop = Some((now + Duration::from_millis(self.dcfit.drop_ms), prios));
         }
         true
     }
 
     /// Priorities a held frame for `port` may not be released on: all while the port is
     /// blocked; else those paused by the link partner, unless their queue is being emptied
-    /// to break a deadlock.
+    /// (a deadlock or a storm being cut off) or the watchdog ignores the pauses.
     pub fn stopped_mask(&self, now: Time, port: PortId) -> u8 {
         if self.is_blocked(port) {
             return u8::MAX;
         }
+        self.effective_paused(now, port) & !self.dropping(now, port)
+    }
+
+    /// The priorities the link partner holds back on `port`: those it paused, less those
+    /// whose pauses the watchdog ignores.
+    fn effective_paused(&self, now: Time, port: PortId) -> u8 {
         let p = &self.ports[port];
-        let dropping = p.watchdog.filter(|(until, _)| now < *until).map_or(0, |(_, prios)| prios);
-        p.pause.paused_mask(now) & !dropping
+        p.pause.paused_mask(now) & !p.pfcwd.forwarding()
     }
 
     /// Fills `out` with what `port` sends now: its pause frames first (they bypass the
@@ -857,7 +879,8 @@ impl Switch {
     /// The frames in `out` belong to the caller, who frees them once sent.
     pub fn transmit<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, out: &mut TxBatch) {
         self.clock = self.clock.max(now);
-        self.run_watchdog(now, pool, port);
+        self.check_pfcwd(now, port);
+        self.empty_dropped_queues(now, pool, port);
         self.build_pause_frame(now, pool, port);
         let p = &mut self.ports[port];
         while out.has_room() {
@@ -897,22 +920,49 @@ impl Switch {
         }
     }
 
-    /// While a deadlock is being broken on `port`, its stopped lossless queues are emptied.
-    fn run_watchdog<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
-        let Some((until, prios)) = self.ports[port].watchdog else { return };
-        if now >= until {
-            self.ports[port].watchdog = None;
+    /// What the PFC watchdog sees of `port` now.
+    fn pfcwd_view(&self, now: Time, port: PortId) -> Observed {
+        let p = &self.ports[port];
+        let mut seen = Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: 0 };
+        for prio in pfc::bits(self.lossless) {
+            seen.paused_since[prio] = p.pause.paused_since(now, prio);
+            seen.last_pause[prio] = p.pause.last_pause(prio);
+            if !p.queues[prio].is_empty() || self.map.held_at_slowpath(port, prio) > 0 {
+                seen.waiting |= 1 << prio;
+            }
+        }
+        seen
+    }
+
+    /// Runs `port`'s PFC watchdog: detects storms, restores quiet priorities.
+    fn check_pfcwd(&mut self, now: Time, port: PortId) {
+        if self.ports[port].pfcwd.action() == WatchdogAction::Off {
             return;
         }
-        for prio in pfc::bits(prios) {
+        let seen = self.pfcwd_view(now, port);
+        let (lossless, events) = (self.lossless, &mut self.pfcwd_events);
+        self.ports[port].pfcwd.check(now, port as u16, lossless, &seen, |e| events.push(e));
+    }
+
+    /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).
+    fn empty_dropped_queues<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
+        if self.ports[port].deadlock_drop.is_some_and(|(until, _)| now >= until) {
+            self.ports[port].deadlock_drop = None;
+        }
+        for prio in pfc::bits(self.dropping(now, port)) {
             while let Some(id) = self.ports[port].queues[prio].pop(&mut self.frames) {
                 let ingress = self.frames.get(id).ingress;
                 if ingress != NO_PORT {
                     self.map.dequeued(usize::from(ingress), port);
                 }
-                self.discard(pool, port, id);
+                self.discard(pool, port, prio, id);
             }
         }
+    }
+
+    /// The next watchdog event (a storm detected, a priority restored), oldest first.
+    pub fn poll_watchdog_event(&mut self) -> Option<WatchdogEvent> {
+        self.pfcwd_events.pop()
     }
 
     /// The caller handed a pause frame to the kernel at `sent`; records the reaction time.
@@ -1014,8 +1064,8 @@ impl Switch {
 
     /// The queue the scheduler serves next on `port`, skipping paused priorities.
     fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
+        let paused = self.effective_paused(now, port);
         let p = &mut self.ports[port];
-        let paused = p.pause.paused_mask(now);
         let ready: u8 =
             (0..PRIORITIES).filter(|&q| !p.queues[q].is_empty() && paused & (1 << q) == 0).fold(0, |m, q| m | (1 << q));
         if ready == 0 {
@@ -1086,11 +1136,14 @@ impl Switch {
                 }
             }
         }
+        if let Some(deadline) = p.pfcwd.deadline(now, self.lossless, &self.pfcwd_view(now, port)) {
+            next = Some(next.map_or(deadline, |n| n.min(deadline)));
+        }
         let queued = (0..PRIORITIES).filter(|&q| !p.queues[q].is_empty()).fold(0u8, |m, q| m | (1 << q));
         if queued == 0 {
             return next;
         }
-        let paused = p.pause.paused_mask(now);
+        let paused = self.effective_paused(now, port);
         let at = if queued & !paused != 0 {
             p.shaper.ready_at()
         } else {
@@ -1183,7 +1236,15 @@ impl Switch {
             pause_mode: format!("{:?}", p.mode).to_lowercase(),
             blocked: self.is_blocked(index),
             held_by_slowpath: self.map.held_at_slowpath_for(index),
-            watchdog_active: p.watchdog.is_some_and(|(until, _)| now < until),
+            watchdog_active: p.deadlock_drop.is_some_and(|(until, _)| now < until),
+            pfcwd: pfc::bits(self.lossless)
+                .map(|prio| WatchdogStats {
+                    priority: prio as u8,
+                    action: p.pfcwd.action(),
+                    active: p.pfcwd.stormed() & (1 << prio) != 0,
+                    counters: p.pfcwd.counters(prio),
+                })
+                .collect(),
             checks: p.checks,
             xoff_episodes: {
                 let n = p.next_episode.min(EPISODES);

@@ -17,6 +17,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::config::Config;
+use crate::core::pfcwd::WatchdogEvent;
 use crate::core::slowpath::{Released, Slowpath, ToSlowpath};
 use crate::core::stats::{SocketCounters, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
@@ -309,6 +310,9 @@ impl Dataplane {
                 self.slowpath_overflow += 1;
             }
         }
+        while let Some(e) = self.switch.poll_watchdog_event() {
+            log_watchdog(&self.config, e);
+        }
     }
 
     fn transmit(&mut self, now: Time, i: usize) -> Result<usize, DataplaneError> {
@@ -424,6 +428,25 @@ impl Dataplane {
             }
         }
         s
+    }
+}
+
+/// The PFC watchdog's decisions, in the log.
+fn log_watchdog(config: &Config, e: WatchdogEvent) {
+    match e {
+        WatchdogEvent::StormDetected { port, prio, at, stalled_since, action } => tracing::warn!(
+            port = config.port_name(usize::from(port)),
+            prio,
+            stalled_ms = at.saturating_since(stalled_since).as_secs_f64() * 1e3,
+            ?action,
+            "PFC storm: the link partner kept the priority paused with frames waiting"
+        ),
+        WatchdogEvent::Restored { port, prio, stormed_for, .. } => tracing::info!(
+            port = config.port_name(usize::from(port)),
+            prio,
+            stormed_ms = stormed_for.as_secs_f64() * 1e3,
+            "PFC storm over: no pause for the restoration time, the priority is restored"
+        ),
     }
 }
 

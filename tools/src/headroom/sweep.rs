@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use pfcswitch::core::pfcwd::WatchdogAction;
 use pfcswitch::core::speed::Speed;
 use serde::{Deserialize, Serialize};
 
@@ -205,6 +206,9 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
     // a storm and a sink now and then loses its core for a few ms: half of the shared pool
     // for the lossy queue (about 30 ms at 1G) keeps that from dropping background frames.
     config.buffer.lossy_queue_bytes = config.buffer.lossy_queue_bytes.max(opts.shared_bytes / 2);
+    // The plan's storm holds the test priority for longer than the PFC watchdog allows;
+    // SONiC's plan stops the watchdog too, or it would drop what the test measures.
+    config.pfcwd.action = WatchdogAction::Off;
     let sw = SwitchProc::start(tb, "sw1", &config, &[]).context("starting the DUT")?;
     let speed = opts.speed.to_string();
     let (settle, traffic) = (opts.settle.as_secs_f64(), opts.traffic.as_secs_f64());
