@@ -696,6 +696,18 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
     assert_eq!((c.forwarded, c.originated), (1, 0));
 }
 
+/// p0's next pause carries a fresh message (newer than `own`) though its cause is
+/// downstream, and when that comes back with nothing moved since, it is the deadlock.
+fn a_fresh_message_goes_round_and_finds_the_deadlock(r: &mut Rig, own: CheckingMessage) {
+    r.advance(Duration::from_millis(2));
+    let fresh = pfc_of(&r.tx(0)[0]).checking.expect("a fresh message");
+    assert_eq!((fresh.origin_switch, fresh.origin_port, fresh.hops), (my_id(r), 0, 0));
+    assert!(fresh.seq > own.seq);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 2, ..fresh })));
+    assert!(matches!(r.outbox().1[..], [ToSlowpath::Deadlock(_)]));
+    assert_eq!(r.stats().deadlocks_detected, 1);
+}
+
 fn deadlocked(resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
     let mut c = Rig::ports(2);
     c.buffer.xoff_bytes = Some(10_000);
@@ -756,16 +768,10 @@ fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again(
     }
     let first = pfc_of(&r.tx(0)[0]).checking;
     assert!(first.is_none(), "{first:?}");
-    // The old message comes round: stale, but p0 sends a fresh one with its next pause...
+    // The old message comes round: stale, but p0 looks again.
     r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
     assert_eq!(r.stats().ports[1].checks.stale_returns, 1);
-    r.advance(Duration::from_millis(2));
-    let fresh = pfc_of(&r.tx(0)[0]).checking.expect("a fresh message");
-    assert_eq!((fresh.origin_switch, fresh.origin_port, fresh.hops), (my_id(&r), 0, 0));
-    // ...which comes back to a switch where nothing moved: the deadlock.
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 2, ..fresh })));
-    assert!(matches!(r.outbox().1[..], [ToSlowpath::Deadlock(_)]));
-    assert_eq!(r.stats().deadlocks_detected, 1);
+    a_fresh_message_goes_round_and_finds_the_deadlock(&mut r, own);
 }
 
 #[test]
@@ -817,15 +823,7 @@ fn an_own_message_back_while_the_paused_traffic_still_moves_is_congestion_and_th
     assert!(r.outbox().1.is_empty(), "no deadlock event");
     let c = r.stats().ports[1].checks;
     assert_eq!((c.own_returned, c.stale_returns, c.draining_returns), (1, 0, 1));
-    // p0's next pause carries a fresh message though its cause is downstream...
-    r.advance(Duration::from_millis(2));
-    let fresh = pfc_of(&r.tx(0)[0]).checking.expect("a fresh message");
-    assert_eq!((fresh.origin_switch, fresh.origin_port, fresh.hops), (my_id(&r), 0, 0));
-    assert!(fresh.seq > own.seq);
-    // ...and when it comes back with nothing moved since, that is the deadlock.
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 2, ..fresh })));
-    assert!(matches!(r.outbox().1[..], [ToSlowpath::Deadlock(_)]));
-    assert_eq!(r.stats().deadlocks_detected, 1);
+    a_fresh_message_goes_round_and_finds_the_deadlock(&mut r, own);
 }
 
 #[test]
