@@ -217,8 +217,7 @@ impl PortWatchdog {
                     }
                 }
                 Some(stormed_at) => {
-                    let quiet_since = seen.last_pause[prio].unwrap_or(stormed_at);
-                    if now.saturating_since(quiet_since) >= self.restoration {
+                    if now >= self.restore_at(stormed_at, prio, seen) {
                         self.stormed[prio] = None;
                         self.counters[prio].restored += 1;
                         event(WatchdogEvent::Restored {
@@ -231,6 +230,11 @@ impl PortWatchdog {
                 }
             }
         }
+    }
+
+    /// When a priority stormed since `stormed_at` is restored if no pause comes before.
+    fn restore_at(&self, stormed_at: Time, prio: usize, seen: &Observed) -> Time {
+        seen.last_pause[prio].unwrap_or(stormed_at) + self.restoration
     }
 
     /// Since when `prio` has been both paused and waiting, if it is (waiting as of the
@@ -254,7 +258,7 @@ impl PortWatchdog {
                     Some(self.stalled_since(prio, seen).map_or(now, |s| s + self.detection))
                 }
                 None => None,
-                Some(at) => Some(seen.last_pause[prio].unwrap_or(at).max(at) + self.restoration),
+                Some(at) => Some(self.restore_at(at, prio, seen)),
             })
             .min()
     }

@@ -305,6 +305,9 @@ pub struct SwitchStats {
     pub deadlocks_detected: u64,
     /// Events the slowpath channel refused (should stay 0).
     pub slowpath_overflow: u64,
+    /// PFC watchdog events the shell did not take in time, so never logged.
+    #[serde(default)]
+    pub pfcwd_events_forgotten: u64,
     #[serde(default)]
     pub stalls: StallStats,
     pub ports: Vec<PortStats>,

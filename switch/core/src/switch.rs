@@ -920,9 +920,13 @@ impl Switch {
         }
     }
 
-    /// What the PFC watchdog sees of `port` now.
-    fn pfcwd_view(&self, now: Time, port: PortId) -> Observed {
+    /// What the PFC watchdog of `port` sees now; nothing when it is off (the view is not
+    /// built on every turn for nothing).
+    fn pfcwd_view(&self, now: Time, port: PortId) -> Option<Observed> {
         let p = &self.ports[port];
+        if p.pfcwd.action() == WatchdogAction::Off {
+            return None;
+        }
         let mut seen = Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: 0 };
         for prio in pfc::bits(self.lossless) {
             seen.paused_since[prio] = p.pause.paused_since(now, prio);
@@ -931,15 +935,12 @@ impl Switch {
                 seen.waiting |= 1 << prio;
             }
         }
-        seen
+        Some(seen)
     }
 
     /// Runs `port`'s PFC watchdog: detects storms, restores quiet priorities.
     fn check_pfcwd(&mut self, now: Time, port: PortId) {
-        if self.ports[port].pfcwd.action() == WatchdogAction::Off {
-            return;
-        }
-        let seen = self.pfcwd_view(now, port);
+        let Some(seen) = self.pfcwd_view(now, port) else { return };
         let (lossless, events) = (self.lossless, &mut self.pfcwd_events);
         self.ports[port].pfcwd.check(now, port as u16, lossless, &seen, |e| events.push(e));
     }
@@ -1136,7 +1137,8 @@ impl Switch {
                 }
             }
         }
-        if let Some(deadline) = p.pfcwd.deadline(now, self.lossless, &self.pfcwd_view(now, port)) {
+        if let Some(deadline) = self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, self.lossless, &seen))
+        {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }
         let queued = (0..PRIORITIES).filter(|&q| !p.queues[q].is_empty()).fold(0u8, |m, q| m | (1 << q));
@@ -1173,6 +1175,7 @@ impl Switch {
             pause_response: self.pause_response.percentiles(),
             deadlocks_detected: self.deadlocks,
             slowpath_overflow: 0,
+            pfcwd_events_forgotten: self.pfcwd_events.forgotten,
             stalls: Default::default(),
             ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
             tagger: self.tags.as_ref().map(|t| self.tagger_stats(t)),
