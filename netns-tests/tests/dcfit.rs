@@ -126,33 +126,35 @@ fn deadlock_run(r: &RingLab) -> Result<(), String> {
     Ok(())
 }
 
-/// A switch that loses its CPU for longer than [`RingLab::stall_budget`] stops refreshing
-/// its pauses, and the upstream may resume and drain the cycle: such a run says nothing
+/// Runs `run` on a fresh ring until it succeeds, and returns that ring. A switch that
+/// loses its CPU for longer than [`RingLab::stall_budget`] blocks the ring as a block does,
+/// or stops refreshing its pauses so that a deadlocked ring drains: such a run says nothing
 /// about the switch, so it is repeated (up to three attempts); a failure without one fails.
+fn undisturbed_run(tag: &str, run: impl Fn(&RingLab, u64) -> Result<(), String>) -> RingLab {
+    let mut stalled = Vec::new();
+    while stalled.len() < 3 {
+        let r = ring(tag, DeadlockResolution::Report);
+        let started = pfcswitch::dataplane::sys::now().as_nanos();
+        let Err(failure) = run(&r, started) else { return r };
+        match r.longest_stall_since(started).unwrap() {
+            Some((sw, s)) if Duration::from_micros(s.us) >= r.stall_budget() => {
+                let why = format!("{sw} lost its CPU for {:.1} ms (budget {:?})", s.us as f64 / 1e3, r.stall_budget());
+                eprintln!("repeating the run: {why}; it failed with: {failure}");
+                stalled.push(why);
+            }
+            longest => panic!("{failure}\nlongest stall: {longest:?}"),
+        }
+        for sw in r.switches {
+            assert!(sw.stop().success());
+        }
+    }
+    panic!("the machine stalled a switch in every attempt: {stalled:?}");
+}
+
 #[test]
 fn a_ring_deadlocks_after_a_brief_block_and_dcfit_names_the_cycle() {
     let _serial = serial();
-    let mut stalled = Vec::new();
-    let r = loop {
-        assert!(stalled.len() < 3, "the machine stalled a switch in every attempt: {stalled:?}");
-        let r = ring("ring", DeadlockResolution::Report);
-        let started = pfcswitch::dataplane::sys::now().as_nanos();
-        match deadlock_run(&r) {
-            Ok(()) => break r,
-            Err(failure) => match r.longest_stall_since(started).unwrap() {
-                Some((sw, s)) if Duration::from_micros(s.us) >= r.stall_budget() => {
-                    let why =
-                        format!("{sw} lost its CPU for {:.1} ms (budget {:?})", s.us as f64 / 1e3, r.stall_budget());
-                    eprintln!("repeating the run: {why}; it failed with: {failure}");
-                    stalled.push(why);
-                    for sw in r.switches {
-                        assert!(sw.stop().success());
-                    }
-                }
-                longest => panic!("{failure}\nlongest stall: {longest:?}"),
-            },
-        }
-    };
+    let r = undisturbed_run("ring", |r, _| deadlock_run(r));
     for sw in &r.switches {
         let s = sw.stats().unwrap();
         let cw = s.ports.iter().find(|p| p.name == "cw").unwrap();
@@ -188,37 +190,13 @@ fn a_ring_deadlocks_after_a_brief_block_and_dcfit_names_the_cycle() {
 
 /// The control for the test above: the same ring and traffic without the block keeps
 /// flowing, and DCFIT, though the ring may pause now and then, reports nothing.
-///
-/// A switch that loses its CPU for longer than [`RingLab::stall_budget`] blocks the ring
-/// as the test above does, and can deadlock it for real; such a run says nothing about
-/// the switch, so it is repeated (up to three attempts), and a failure without one fails.
 #[test]
 fn without_the_block_the_same_ring_keeps_flowing_and_reports_nothing() {
     let _serial = serial();
-    let mut stalled = Vec::new();
-    while stalled.len() < 3 {
-        let r = ring("ringctl", DeadlockResolution::Report);
-        let started = pfcswitch::dataplane::sys::now().as_nanos();
-        let outcome = control_run(&r, started);
-        if let Err(failure) = &outcome {
-            match r.longest_stall_since(started).unwrap() {
-                Some((sw, s)) if Duration::from_micros(s.us) >= r.stall_budget() => {
-                    let why =
-                        format!("{sw} lost its CPU for {:.1} ms (budget {:?})", s.us as f64 / 1e3, r.stall_budget());
-                    eprintln!("repeating the run: {why}; it failed with: {failure}");
-                    stalled.push(why);
-                }
-                longest => panic!("{failure}\nlongest stall: {longest:?}"),
-            }
-        }
-        for sw in r.switches {
-            assert!(sw.stop().success());
-        }
-        if outcome.is_ok() {
-            return;
-        }
+    let r = undisturbed_run("ringctl", control_run);
+    for sw in r.switches {
+        assert!(sw.stop().success());
     }
-    panic!("the machine stalled a switch in every attempt: {stalled:?}");
 }
 
 /// One run of the control; `Err` says what went wrong, with the ring's state.
