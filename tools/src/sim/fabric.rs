@@ -327,13 +327,14 @@ impl Fabric {
                 return Err(invalid(format!("switch.{name}"), "no such switch"));
             }
         }
-        let initial_tag = tables.as_ref().and_then(|all| all.first()).map(|st| st.initial_tag);
+        let first = tables.as_ref().and_then(|all| all.first());
+        let initial_tag = first.map(|st| st.initial_tag);
         // Under Tagger a host stamps the initial tag and queues (and honours pauses) on
         // that tag's priority, as a NIC set up for the tables would.
-        if let Some(tag) = initial_tag {
-            let prio = s.tagger_priorities.get(usize::from(tag).wrapping_sub(1)).copied();
+        let initial_prio = first.and_then(|st| st.priorities.get(usize::from(st.initial_tag).checked_sub(1)?).copied());
+        if let Some(prio) = initial_prio {
             for f in flows.iter_mut().filter(|f| f.dscp.is_none()) {
-                f.priority = prio.unwrap_or(f.priority);
+                f.priority = prio;
             }
         }
         Ok(Fabric { ports, switches, hosts, flows, paths, initial_tag })
