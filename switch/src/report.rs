@@ -120,6 +120,9 @@ pub fn stats_table(s: &SwitchStats) -> String {
         "no buffer",
         "lossless",
         "lossy",
+        "frame cap",
+        "slowpath",
+        "watchdog",
         "sock rx drop",
         "fill empty",
     ]);
@@ -136,6 +139,9 @@ pub fn stats_table(s: &SwitchStats) -> String {
                 n(d.no_buffer),
                 n(d.lossless),
                 n(d.lossy),
+                n(d.frame_cap),
+                n(d.slowpath_refused),
+                n(d.watchdog),
                 n(p.socket.rx_dropped),
                 n(p.socket.rx_fill_ring_empty),
             ]);

@@ -177,6 +177,23 @@ pub struct BufferConfig {
     pub headroom_bytes: u64,
     /// Tail-drop limit of each lossy egress queue.
     pub lossy_queue_bytes: u64,
+    /// Most frames a port's lossy queues hold together, whatever their bytes: many small
+    /// frames must not empty the frame pool. Absent: see [`Config::frame_caps`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lossy_port_frames: Option<u32>,
+    /// Most frames the slowpath holds for blocked ports together: a port blocked for
+    /// ever must not empty the frame pool. Absent: see [`Config::frame_caps`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowpath_frames: Option<u32>,
+}
+
+/// How many frames (not bytes) lossy queues and the slowpath may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameCaps {
+    /// Per egress port, its lossy queues together.
+    pub lossy_port: u32,
+    /// The slowpath, all blocked ports together.
+    pub slowpath: u32,
 }
 
 impl Default for BufferConfig {
@@ -189,6 +206,8 @@ impl Default for BufferConfig {
             xon_bytes: None,
             headroom_bytes: 64 << 10,
             lossy_queue_bytes: 512 << 10,
+            lossy_port_frames: None,
+            slowpath_frames: None,
         }
     }
 }
@@ -493,6 +512,12 @@ impl Config {
         if b.shared_bytes == 0 {
             return Err(invalid("buffer.shared_bytes", "must be above zero"));
         }
+        if b.lossy_port_frames == Some(0) {
+            return Err(invalid("buffer.lossy_port_frames", "must be above zero"));
+        }
+        if b.slowpath_frames == Some(0) {
+            return Err(invalid("buffer.slowpath_frames", "must be above zero"));
+        }
         for (i, &p) in self.lossless_priorities().iter().enumerate() {
             if usize::from(p) >= PRIORITIES {
                 return Err(invalid(format!("pfc.lossless[{i}]"), format!("priority {p} is not 0..7")));
@@ -559,6 +584,23 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The frame caps for a switch of `frame_capacity` frames. By default the frames the
+    /// AF_XDP rings do not take are shared: half among the ports' lossy queues, a quarter
+    /// for the slowpath, and the last quarter left for lossless frames (bounded by their
+    /// bytes, XOFF and headroom), flood copies and pause frames. A pool no larger than
+    /// the rings would be has none (a test's), and is shared whole.
+    pub fn frame_caps(&self, frame_capacity: u32) -> FrameCaps {
+        let ports = self.ports.len().max(1) as u32;
+        let rings = ports.saturating_mul(self.dataplane.ring_size).saturating_mul(2);
+        let spare = if frame_capacity > rings { frame_capacity - rings } else { frame_capacity };
+        FrameCaps {
+            lossy_port: self.buffer.lossy_port_frames.unwrap_or((spare / 2 / ports).max(1)),
+            slowpath: self.buffer.slowpath_frames.unwrap_or((spare / 4).max(1)),
+        }
+    }
+}
+
 impl DataplaneConfig {
     /// The UMEM size to use for `ports` ports.
     pub fn umem_frames_for(&self, ports: usize) -> u32 {
@@ -588,6 +630,19 @@ impl PortConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frame_caps_share_what_the_rings_leave_unless_given() {
+        let mut c = Config::for_interfaces(&["a", "b"]);
+        let umem = c.dataplane.umem_frames_for(2);
+        assert_eq!(umem, 2 * 4096 * 2 + 16384);
+        assert_eq!(c.frame_caps(umem), FrameCaps { lossy_port: 4096, slowpath: 4096 });
+        c.buffer.lossy_port_frames = Some(10);
+        c.buffer.slowpath_frames = Some(20);
+        assert_eq!(c.frame_caps(umem), FrameCaps { lossy_port: 10, slowpath: 20 });
+        c.buffer.slowpath_frames = Some(0);
+        assert!(c.validate().unwrap_err().to_string().contains("buffer.slowpath_frames"));
+    }
 
     #[test]
     fn minimal_file_gets_defaults() {

@@ -25,6 +25,11 @@ pub enum DropReason {
     Lossless,
     /// A lossy queue was full or the shared buffer was exhausted.
     Lossy,
+    /// A frame cap was reached: the egress port's lossy queues, or the slowpath, held as
+    /// many frames as they may (many small frames must not empty the frame pool).
+    FrameCap,
+    /// Held for a blocked port, but the slowpath could not take it (its channel was full).
+    SlowpathRefused,
 }
 
 /// One stretch of a port pausing its upstream for a priority.
@@ -66,7 +71,11 @@ pub struct DropCounters {
     pub no_buffer: u64,
     pub lossless: u64,
     pub lossy: u64,
-    /// Dropped while breaking a deadlock on this (egress) port.
+    #[serde(default)]
+    pub frame_cap: u64,
+    #[serde(default)]
+    pub slowpath_refused: u64,
+    /// Dropped while breaking a deadlock or cutting a PFC storm off on this (egress) port.
     pub watchdog: u64,
 }
 
@@ -81,6 +90,8 @@ impl DropCounters {
             DropReason::NoBuffer => &mut self.no_buffer,
             DropReason::Lossless => &mut self.lossless,
             DropReason::Lossy => &mut self.lossy,
+            DropReason::FrameCap => &mut self.frame_cap,
+            DropReason::SlowpathRefused => &mut self.slowpath_refused,
         } += 1;
     }
 
@@ -93,6 +104,8 @@ impl DropCounters {
             + self.no_buffer
             + self.lossless
             + self.lossy
+            + self.frame_cap
+            + self.slowpath_refused
             + self.watchdog
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::buffer::SharedBuffer;
 use super::checking::CheckingMessage;
 use super::classify::Classifier;
-use super::config::{Config, DcfitConfig, DeadlockResolution, PauseMode, Scheduler};
+use super::config::{Config, DcfitConfig, DeadlockResolution, FrameCaps, PauseMode, Scheduler};
 use super::dcfit::{self, Cause, CheckChoice, DeadlockTracker, PortChecks};
 use super::ether::{self, FrameHeader, IpAt};
 use super::fdb::{Fdb, Learned, PortId};
@@ -44,6 +44,8 @@ pub trait FramePool {
     fn bytes_mut(&mut self, id: FrameId) -> &mut [u8];
     /// Copies the contents of `from` into `to`.
     fn copy(&mut self, from: FrameId, to: FrameId);
+    /// How many frames [`FramePool::alloc`] could hand out now.
+    fn free_frames(&self) -> usize;
     /// When a received frame arrived, if the receive path stamped it; else the switch
     /// takes the time it was handed over.
     fn arrival(&self, _id: FrameId) -> Option<Time> {
@@ -143,6 +145,9 @@ const TAG_SLOTS: usize = TAGS + 1;
 
 /// DRR quantum per unit of weight.
 const DRR_QUANTUM: u32 = 1536;
+/// Frames a flood copy leaves in the pool, for the pause frames the switch must still
+/// be able to send.
+pub const PAUSE_RESERVE: usize = 64;
 /// Shaper burst: how far ahead of the wire frames may be handed to the kernel.
 const SHAPER_BURST: Duration = Duration::from_micros(30);
 const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
@@ -237,6 +242,7 @@ pub struct Switch {
     lossless: u8,
     quanta: u16,
     lossy_queue_bytes: u64,
+    frame_caps: FrameCaps,
     next_aging: Time,
     reaction: Histogram,
     resume_lateness: Histogram,
@@ -344,6 +350,7 @@ impl Switch {
             tags,
             quanta,
             lossy_queue_bytes: config.buffer.lossy_queue_bytes,
+            frame_caps: config.frame_caps(frame_capacity),
             next_aging: now + FDB_AGING_PERIOD,
             reaction: Histogram::default(),
             resume_lateness: Histogram::default(),
@@ -483,7 +490,7 @@ impl Switch {
         for egress in (0..self.ports.len()).filter(|e| targets & (1 << e) != 0) {
             if egress == last {
                 self.enqueue(now, pool, ingress, egress, id, len, class);
-            } else if let Some(copy) = pool.alloc() {
+            } else if let Some(copy) = (pool.free_frames() > PAUSE_RESERVE).then(|| pool.alloc()).flatten() {
                 pool.copy(id, copy);
                 self.enqueue(now, pool, ingress, egress, copy, len, class);
             } else {
@@ -527,6 +534,10 @@ impl Switch {
                 self.drop_frame(pool, ingress, id, DropReason::Lossless);
             }
             a.admitted
+        } else if self.lossy_frames(egress) >= self.frame_caps.lossy_port {
+            self.ports[ingress].prio[p].lossy_drops += 1;
+            self.drop_frame(pool, ingress, id, DropReason::FrameCap);
+            false
         } else {
             let queued = self.ports[egress].queues[q].bytes();
             let ok = self.buffer.admit_lossy(ingress, p, bytes, queued, self.lossy_queue_bytes);
@@ -552,6 +563,11 @@ impl Switch {
         let paused = e.pause.paused_mask(now) & (1 << q) != 0;
         let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked & (1 << egress) != 0 && !paused);
         if to_slowpath {
+            if self.map.held_total() >= self.frame_caps.slowpath {
+                self.ports[ingress].counters.drops.count(DropReason::FrameCap);
+                self.give_back(pool, id);
+                return;
+            }
             self.map.handed_to_slowpath(ingress, egress, q);
             let held =
                 HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio: at.queue };
@@ -570,14 +586,25 @@ impl Switch {
         deadlock | p.pfcwd.dropping()
     }
 
-    /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]):
-    /// its buffer is released as if it had been sent.
+    /// Frames in `egress`'s lossy queues.
+    fn lossy_frames(&self, egress: PortId) -> u32 {
+        let queues = &self.ports[egress].queues;
+        (0..PRIORITIES).filter(|&q| !self.is_lossless(q)).map(|q| queues[q].len()).sum()
+    }
+
+    /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]).
     fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, q: usize, id: FrameId) {
-        let meta = *self.frames.get(id);
         self.ports[egress].counters.drops.watchdog += 1;
         if self.ports[egress].pfcwd.dropping() & (1 << q) != 0 {
             self.ports[egress].pfcwd.note_dropped(q);
         }
+        self.give_back(pool, id);
+    }
+
+    /// Frees an admitted frame that will not be sent: its buffer is released as if it had
+    /// been (which may resume its ingress).
+    fn give_back<P: FramePool>(&mut self, pool: &mut P, id: FrameId) {
+        let meta = *self.frames.get(id);
         if meta.ingress != NO_PORT {
             let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
             if self.buffer.release(ingress, group, u64::from(meta.len)) {
@@ -585,6 +612,19 @@ impl Switch {
             }
         }
         pool.free(id);
+    }
+
+    /// An event from [`Switch::drain_outbox`] the shell could not deliver to the slowpath.
+    /// A held frame comes back here rather than leak: its pair's mark, its buffer charge
+    /// and its frame are given back, and it is counted as dropped at its ingress.
+    pub fn slowpath_refused<P: FramePool>(&mut self, pool: &mut P, event: ToSlowpath) {
+        if let ToSlowpath::Held(f) = event {
+            let (i, e, q) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
+            self.map.returned_from_slowpath(i, e, q);
+            self.map.sent_last_of_pair(i, e);
+            self.ports[i].counters.drops.count(DropReason::SlowpathRefused);
+            self.give_back(pool, f.id);
+        }
     }
 
     /// Blocks `port` (its frames go to the slowpath) or unblocks it. Unblocking tells the

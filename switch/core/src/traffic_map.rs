@@ -27,6 +27,8 @@ pub struct TrafficMap {
     at_slowpath: Vec<u32>,
     /// The same frames by (egress, priority): the one count of what the slowpath holds.
     held: Vec<[u32; PRIORITIES]>,
+    /// All of `held` together.
+    held_total: u32,
     /// Frames of (i, e) in e's egress queues.
     queued: Vec<u32>,
     queued_bits: Vec<u64>,
@@ -40,6 +42,7 @@ impl TrafficMap {
             slowpath_bits: vec![0; ports],
             at_slowpath: vec![0; ports * ports],
             held: vec![[0; PRIORITIES]; ports],
+            held_total: 0,
             queued: vec![0; ports * ports],
             queued_bits: vec![0; ports],
         }
@@ -50,6 +53,7 @@ impl TrafficMap {
         self.slowpath_bits[i] |= 1 << e;
         self.at_slowpath[i * self.n + e] += 1;
         self.held[e][prio] += 1;
+        self.held_total += 1;
     }
 
     /// The slowpath gave a frame of (i, e) for e's queue `prio` back.
@@ -57,13 +61,21 @@ impl TrafficMap {
         let c = &mut self.at_slowpath[i * self.n + e];
         *c = c.saturating_sub(1);
         let h = &mut self.held[e][prio];
-        *h = h.saturating_sub(1);
+        if *h > 0 {
+            *h -= 1;
+            self.held_total -= 1;
+        }
     }
 
     /// Frames for egress `e`'s queue `prio` the slowpath holds (or that are on their way
     /// to or from it).
     pub fn held_at_slowpath(&self, e: usize, prio: usize) -> u32 {
         self.held[e][prio]
+    }
+
+    /// Frames the slowpath holds for every port together.
+    pub fn held_total(&self) -> u32 {
+        self.held_total
     }
 
     /// Frames for egress `e` the slowpath holds, all priorities.

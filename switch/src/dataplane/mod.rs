@@ -82,6 +82,8 @@ pub struct Dataplane {
     view: Arc<SharedView>,
     /// Events the slowpath channel refused (it is sized never to be full).
     slowpath_overflow: u64,
+    /// Those events, until the engine takes their frames back.
+    refused: Vec<ToSlowpath>,
     stalls: stall::StallMeter,
 }
 
@@ -175,7 +177,11 @@ impl Dataplane {
         let (slowpath_out, from_slowpath) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
         let view = Arc::new(SharedView::new(ports.len()));
         let slowpath = SlowpathThread::start(SlowpathParts {
-            slowpath: Slowpath::new(&config.name, switch.port_names(), pool.capacity() as usize),
+            slowpath: Slowpath::new(
+                &config.name,
+                switch.port_names(),
+                config.frame_caps(pool.capacity()).slowpath as usize,
+            ),
             from_dataplane: slowpath_events,
             to_dataplane: slowpath_out,
             waker: waker.try_clone()?,
@@ -198,6 +204,7 @@ impl Dataplane {
             from_slowpath,
             view,
             slowpath_overflow: 0,
+            refused: Vec::with_capacity(1024),
             stalls: stall::StallMeter::default(),
         };
         for port in &mut dp.ports {
@@ -306,9 +313,14 @@ impl Dataplane {
             v.store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
         }
         for ev in self.switch.drain_outbox() {
-            if self.to_slowpath.try_send(ev).is_err() {
+            if let Err(refused) = self.to_slowpath.try_send(ev) {
                 self.slowpath_overflow += 1;
+                self.refused.push(refused.into_inner());
             }
+        }
+        // Given back only now: the outbox is borrowed while it drains.
+        for ev in self.refused.drain(..) {
+            self.switch.slowpath_refused(&mut self.pool, ev);
         }
         while let Some(e) = self.switch.poll_watchdog_event() {
             log_watchdog(&self.config, e);

@@ -171,6 +171,10 @@ impl FramePool for UmemPool {
         self.free.pop()
     }
 
+    fn free_frames(&self) -> usize {
+        self.free_count()
+    }
+
     fn free(&mut self, id: FrameId) {
         debug_assert!(self.free.len() < self.pristine.len(), "more frees than frames");
         self.free.push(id);

@@ -159,6 +159,10 @@ impl FramePool for Pool<'_> {
         &mut self.arena.bufs[self.slots.buf[id.0 as usize] as usize]
     }
 
+    fn free_frames(&self) -> usize {
+        self.slots.free.len()
+    }
+
     fn copy(&mut self, from: FrameId, to: FrameId) {
         let (a, b) = (self.slots.buf[from.0 as usize] as usize, self.slots.buf[to.0 as usize] as usize);
         let data = std::mem::take(&mut self.arena.bufs[a]);
