@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use pfcswitch::control::{self, client, Request};
-use pfcswitch::core::config::{Config, StaticFdbEntry, TaggerConfig};
+use pfcswitch::core::config::{Config, PortRole, StaticFdbEntry, TaggerConfig};
 use pfcswitch::core::fdb::FdbRow;
 use pfcswitch::core::slowpath::DeadlockReport;
 use pfcswitch::core::speed::Speed;
@@ -103,10 +103,17 @@ impl SwitchProc {
 }
 
 /// The config of a pfcswitch on every interface of testbed node `node`, in link order.
+/// Ports whose peer is a switch of the testbed face a switch (DCFIT crosses them).
 pub fn switch_config(tb: &Testbed, node: &str) -> Config {
-    let ifaces: Vec<String> = tb.interfaces_of(node).iter().map(|i| i.name.clone()).collect();
-    let mut c = Config::for_interfaces(&ifaces);
+    let ifaces = tb.interfaces_of(node);
+    let names: Vec<&str> = ifaces.iter().map(|i| i.name.as_str()).collect();
+    let mut c = Config::for_interfaces(&names);
     c.name = format!("{}-{node}", tb.name());
+    for (p, i) in c.ports.iter_mut().zip(&ifaces) {
+        if tb.topology().switches.iter().any(|s| s.name == i.peer_node) {
+            p.role = PortRole::Switch;
+        }
+    }
     c
 }
 

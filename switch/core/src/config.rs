@@ -115,6 +115,10 @@ pub struct PortConfig {
     pub cable_m: f64,
     #[serde(default)]
     pub pause_mode: PauseMode,
+    /// What is at the other end: a host (the default) or another switch. Only
+    /// switch-facing ports carry DCFIT checking messages, in either direction.
+    #[serde(default)]
+    pub role: PortRole,
     /// Whether unknown-unicast, broadcast and multicast frames are flooded out of this port.
     #[serde(default = "default_true")]
     pub flood: bool,
@@ -146,6 +150,19 @@ pub enum PauseMode {
     GlobalPause,
     /// Neither sends nor obeys pause frames.
     Off,
+}
+
+/// What a port faces. A host is not trusted with DCFIT: a checking message it sends
+/// could make the switch see (and with `resolution = "drop"` break) a deadlock that is
+/// not there.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortRole {
+    /// Checking messages it sends are counted and ignored; its pauses carry none.
+    #[default]
+    Host,
+    /// A link to another DCFIT switch: checking messages cross it both ways.
+    Switch,
 }
 
 /// Egress scheduling among a port's eight priority queues.
@@ -436,11 +453,14 @@ impl Config {
         self.lossless_priorities().iter().fold(0u8, |m, &p| m | (1 << p))
     }
 
-    /// The DCFIT switch id: configured, or a stable hash of the name.
+    /// The DCFIT switch id: configured, or a stable hash of the name and the ports'
+    /// addresses. The addresses make it differ between switches left with the default
+    /// name (their interfaces' MACs differ), and stay the same across restarts.
     pub fn switch_id(&self) -> u32 {
         self.switch_id.unwrap_or_else(|| {
             // FNV-1a: stable across runs and builds, unlike the std hasher.
-            self.name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+            let macs = self.ports.iter().filter_map(|p| p.mac).flat_map(|m| m.0);
+            self.name.bytes().chain(macs).fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
         })
     }
 
@@ -617,6 +637,7 @@ impl PortConfig {
             speed: default_speed(),
             cable_m: default_cable_m(),
             pause_mode: PauseMode::default(),
+            role: PortRole::default(),
             flood: true,
             max_frame: DEFAULT_MAX_FRAME,
             headroom_bytes: None,
@@ -739,5 +760,18 @@ mod tests {
         assert_eq!(c.switch_id(), Config { name: "sw1".into(), ..c.clone() }.switch_id());
         c.name = "sw2".into();
         assert_ne!(c.switch_id(), Config { name: "sw1".into(), ..c.clone() }.switch_id());
+    }
+
+    #[test]
+    fn switches_left_with_the_default_name_get_different_ids_from_their_addresses() {
+        let mut a = Config::for_interfaces(&["eth1", "eth2"]);
+        let mut b = a.clone();
+        a.ports[0].mac = Some(MacAddr([2, 0, 0, 0, 0, 1]));
+        b.ports[0].mac = Some(MacAddr([2, 0, 0, 0, 0, 2]));
+        assert_eq!(a.name, b.name);
+        assert_ne!(a.switch_id(), b.switch_id());
+        assert_eq!(a.switch_id(), a.clone().switch_id(), "and each keeps its own");
+        b.switch_id = Some(7);
+        assert_eq!(b.switch_id(), 7);
     }
 }

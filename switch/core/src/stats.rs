@@ -59,6 +59,9 @@ pub struct CheckCounters {
     /// Own messages that came back around a cycle of pauses whose traffic still moved
     /// (congestion that drains, not a deadlock); the origin tries again with a new one.
     pub draining_returns: u64,
+    /// Sent by a host (a host-facing port): not trusted, ignored.
+    #[serde(default)]
+    pub from_host_ignored: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,6 +280,9 @@ pub struct PortStats {
     pub mac: String,
     pub speed: String,
     pub pause_mode: String,
+    /// What the port faces: "host" or "switch".
+    #[serde(default)]
+    pub role: String,
     pub blocked: bool,
     /// Frames for this egress held by the slowpath.
     pub held_by_slowpath: u64,

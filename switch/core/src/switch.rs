@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::buffer::SharedBuffer;
 use super::checking::CheckingMessage;
 use super::classify::Classifier;
-use super::config::{Config, DcfitConfig, DeadlockResolution, FrameCaps, PauseMode, Scheduler};
+use super::config::{Config, DcfitConfig, DeadlockResolution, FrameCaps, PauseMode, PortRole, Scheduler};
 use super::dcfit::{self, Cause, CheckChoice, DeadlockTracker, PortChecks};
 use super::ether::{self, FrameHeader, IpAt};
 use super::fdb::{Fdb, Learned, PortId};
@@ -191,6 +191,7 @@ struct Port {
     mac: MacAddr,
     speed: Speed,
     mode: PauseMode,
+    role: PortRole,
     flood: bool,
     max_frame: usize,
     refresh: Duration,
@@ -286,6 +287,7 @@ impl Switch {
                     mac: p.mac.filter(|m| !m.is_zero() && !m.is_multicast()).unwrap_or(MacAddr::local(i as u64 + 1)),
                     speed: p.speed,
                     mode: p.pause_mode,
+                    role: p.role,
                     flood: p.flood,
                     max_frame: p.max_frame,
                     refresh,
@@ -802,8 +804,13 @@ impl Switch {
                     }
                 }
                 if self.dcfit.enabled {
+                    let mut msg = pfc.checking;
+                    if msg.is_some() && p.role == PortRole::Host {
+                        p.checks.from_host_ignored += 1;
+                        msg = None;
+                    }
                     let paused = pfc.classes().filter(|&(_, q)| q > 0).fold(0u8, |m, (p, _)| m | 1 << p);
-                    self.on_checking(now, port, pfc.checking, paused & lossless);
+                    self.on_checking(now, port, msg, paused & lossless);
                 }
             }
         }
@@ -1039,7 +1046,7 @@ impl Switch {
         } else {
             let mut pfc = Pfc::pause(pause, self.quanta);
             pfc.enabled |= resume;
-            if self.dcfit.enabled && pause != 0 {
+            if self.dcfit.enabled && pause != 0 && p.role == PortRole::Switch {
                 pfc.checking = self.checking_for(now, port, pause);
             }
             MacControl::Pfc(pfc)
@@ -1277,6 +1284,7 @@ impl Switch {
             mac: p.mac.to_string(),
             speed: p.speed.to_string(),
             pause_mode: format!("{:?}", p.mode).to_lowercase(),
+            role: format!("{:?}", p.role).to_lowercase(),
             blocked: self.is_blocked(index),
             held_by_slowpath: self.map.held_at_slowpath_for(index),
             watchdog_active: p.deadlock_drop.is_some_and(|(until, _)| now < until),

@@ -92,6 +92,15 @@ impl Rig {
         c
     }
 
+    /// `n` ports, each facing another switch (DCFIT's checking messages cross them).
+    pub(crate) fn switch_ports(n: usize) -> Config {
+        let mut c = Rig::ports(n);
+        for p in &mut c.ports {
+            p.role = crate::config::PortRole::Switch;
+        }
+        c
+    }
+
     pub(crate) fn rx(&mut self, port: PortId, bytes: &[u8]) {
         let id = self.pool.put(bytes);
         self.sw.receive(self.now, &mut self.pool, port, id);
@@ -211,7 +220,15 @@ fn bad_frames_are_counted_and_do_not_stop_forwarding() {
 }
 
 fn congested(lossless: bool) -> (Rig, Vec<u8>) {
-    let mut c = Rig::ports(2);
+    congested_on(Rig::ports(2), lossless)
+}
+
+/// As [`congested`], the ports facing other switches.
+fn congested_between_switches() -> (Rig, Vec<u8>) {
+    congested_on(Rig::switch_ports(2), true)
+}
+
+fn congested_on(mut c: Config, lossless: bool) -> (Rig, Vec<u8>) {
     c.buffer.xoff_bytes = Some(10_000);
     c.buffer.xon_offset_bytes = Some(4_000);
     c.buffer.headroom_bytes = 5_000;
@@ -561,7 +578,7 @@ fn pfc_with(enabled: u8, quanta: u16, msg: Option<CheckingMessage>) -> Vec<u8> {
 
 #[test]
 fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_order() {
-    let (mut r, _) = congested(true);
+    let (mut r, _) = congested_between_switches();
     r.sw.set_blocked(1, true);
     for n in 0..60 {
         r.rx(0, &numbered(1, 2, 3, n));
@@ -608,7 +625,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
 
 #[test]
 fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
-    let mut r = Rig::new(Rig::ports(2));
+    let mut r = Rig::new(Rig::switch_ports(2));
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
     r.sw.set_blocked(1, true);
@@ -629,7 +646,7 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
 
 #[test]
 fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_behind_it() {
-    let (mut r, frame) = congested(true);
+    let (mut r, frame) = congested_between_switches();
     r.rx(1, &pfc_with(1 << 3, 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
@@ -653,7 +670,7 @@ fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_
 
 #[test]
 fn a_message_about_another_priority_is_not_passed_on() {
-    let (mut r, frame) = congested(true);
+    let (mut r, frame) = congested_between_switches();
     r.rx(1, &pfc_with(1 << 3, 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
@@ -674,7 +691,7 @@ fn my_id(r: &Rig) -> u32 {
 #[test]
 fn a_local_cause_originates_and_a_downstream_cause_forwards() {
     // Congestion at p1's line rate: a local cause, so the pause to p0 originates a message.
-    let (mut r, frame) = congested(true);
+    let (mut r, frame) = congested_between_switches();
     for _ in 0..11 {
         r.rx(0, &frame);
     }
@@ -687,7 +704,7 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
     assert_eq!(again.seq, m.seq + 1);
 
     // Now p1 is paused by its downstream, which sent its own message: p0's pause forwards it.
-    let (mut r, frame) = congested(true);
+    let (mut r, frame) = congested_between_switches();
     let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2, prios: 1 << 3 };
     r.rx(1, &pfc_with(1 << 3, 65535, Some(theirs)));
     for _ in 0..11 {
@@ -712,7 +729,10 @@ fn a_fresh_message_goes_round_and_finds_the_deadlock(r: &mut Rig, own: CheckingM
 }
 
 fn deadlocked(resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
-    let mut c = Rig::ports(2);
+    deadlocked_on(Rig::switch_ports(2), resolution)
+}
+
+fn deadlocked_on(mut c: Config, resolution: DeadlockResolution) -> (Rig, CheckingMessage) {
     c.buffer.xoff_bytes = Some(10_000);
     c.buffer.xon_offset_bytes = Some(4_000);
     c.dcfit.resolution = resolution;
@@ -797,6 +817,26 @@ fn an_own_message_coming_back_is_a_deadlock_once_per_cycle() {
 }
 
 #[test]
+fn a_host_cannot_forge_a_deadlock_and_is_sent_no_checking_message() {
+    // The same stage as a real deadlock, but both ports face hosts: one of them sends
+    // back the very message the switch would have sent (id, port, sequence).
+    let (mut r, forged) = deadlocked_on(Rig::ports(2), DeadlockResolution::Drop);
+    r.rx(1, &pfc_with(1 << 3, 65535, Some(forged)));
+    let s = r.stats();
+    assert_eq!(s.deadlocks_detected, 0);
+    assert_eq!(s.ports[1].checks.from_host_ignored, 1);
+    assert_eq!(s.ports[1].checks.received, 0);
+    assert_eq!(s.ports[1].queues_total(), 11, "nothing dropped");
+    assert!(s.ports[1].priorities[3].egress_paused, "the pause itself is obeyed");
+    assert!(r.outbox().1.is_empty());
+    // Pauses towards a host never carry a message.
+    r.advance(Duration::from_millis(2));
+    let pause = pfc_of(&r.tx(0)[0]);
+    assert!(pause.quanta[3] > 0 && pause.checking.is_none(), "{pause:?}");
+    assert_eq!(r.stats().ports[0].checks.originated, 0);
+}
+
+#[test]
 fn an_own_message_sent_for_another_group_closes_no_cycle() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // Sent when p0 paused priority 4; back through the pauses of priority 3, whose traffic
@@ -856,7 +896,7 @@ fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
 
 #[test]
 fn static_fdb_entries_are_used_and_never_learned_over() {
-    let mut c = Rig::ports(3);
+    let mut c = Rig::switch_ports(3);
     c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(2), port: "p2".into() });
     let mut r = Rig::new(c);
     r.rx(0, &data(1, 2, 0, 64));
@@ -907,7 +947,7 @@ mod tagger {
 
     /// The table's switch with host 2 learned on port 2 (index 1) and host 3 on port 3.
     fn rig() -> Rig {
-        let mut r = Rig::tagged(Rig::ports(3), TABLE);
+        let mut r = Rig::tagged(Rig::switch_ports(3), TABLE);
         r.rx(1, &data(2, 99, 0, 64));
         r.rx(2, &data(3, 99, 0, 64));
         for p in 0..3 {
@@ -1014,7 +1054,7 @@ mod tagger {
 
     #[test]
     fn flooded_copies_each_carry_their_own_egress_tag() {
-        let mut r = Rig::tagged(Rig::ports(3), TABLE);
+        let mut r = Rig::tagged(Rig::switch_ports(3), TABLE);
         r.rx(0, &data(1, 7, 2, 200));
         let (to2, to3) = (r.tx(1), r.tx(2));
         assert_eq!(parse_header(&to2[0]).unwrap().dscp, Some(1));
@@ -1062,7 +1102,7 @@ mod tagger {
     /// Port 1 (index 0) congested with tag-2 frames (priority 4) that leave port 2 with
     /// tag 1 (priority 3), while port 2's partner pauses `paused` with its own message.
     fn congested_toward_a_pause(paused: u8) -> (Rig, CheckingMessage) {
-        let mut c = Rig::ports(3);
+        let mut c = Rig::switch_ports(3);
         c.buffer.xoff_bytes = Some(2_000);
         c.buffer.xon_offset_bytes = Some(1_000);
         let mut r = Rig::tagged(c, TABLE);
@@ -1125,7 +1165,7 @@ mod pfcwd {
     const MS: Duration = Duration::from_millis(1);
 
     fn rig(action: WatchdogAction) -> Rig {
-        let mut c = Rig::ports(2);
+        let mut c = Rig::switch_ports(2);
         c.pfcwd.action = action;
         Rig::new(c)
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pfcswitch::core::config::{Config, StaticFdbEntry};
+use pfcswitch::core::config::{Config, PortRole, StaticFdbEntry};
 use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::tagging::TagTable;
@@ -285,6 +285,9 @@ impl Fabric {
                 p.speed = g.speed;
                 p.cable_m = g.propagation.as_nanos() as f64 / NS_PER_M;
                 p.mac = Some(g.mac);
+                if matches!(ports[g.peer].owner, Owner::Switch(..)) {
+                    p.role = PortRole::Switch;
+                }
                 // The fabric may loop: static entries do the forwarding.
                 p.flood = false;
             }
