@@ -60,12 +60,15 @@ fn active(p: &PrioStats) -> bool {
 
 pub fn stats_table(s: &SwitchStats) -> String {
     let mut out = format!(
-        "switch {} (id {:#010x}), up {:.1} s, {} FDB entries, shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\
+        "switch {} (id {:#010x}), up {:.1} s, {} FDB entries ({} sources not learned: table full; {} unknown unicast flooded), \
+         shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\
          loop stalls of 1 ms or more: {} (longest {:.1} ms)\n\n",
         s.name,
         s.switch_id,
         s.uptime_s,
         s.fdb_entries,
+        s.ports.iter().map(|p| p.counters.fdb_full).sum::<u64>(),
+        s.ports.iter().map(|p| p.counters.unknown_unicast_flooded).sum::<u64>(),
         s.shared_buffer_used,
         s.shared_buffer_bytes,
         s.xoff_threshold,

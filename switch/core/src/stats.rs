@@ -207,6 +207,12 @@ pub struct PortCounters {
     pub drops: DropCounters,
     pub mac_control: MacControlCounters,
     pub fdb_moves: u64,
+    /// Source addresses not learned because the FDB was full (the frames still went on).
+    #[serde(default)]
+    pub fdb_full: u64,
+    /// Unicast frames flooded because their destination was not in the FDB.
+    #[serde(default)]
+    pub unknown_unicast_flooded: u64,
 }
 
 /// Frames the XDP program saw, per class (filled in by the dataplane).

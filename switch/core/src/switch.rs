@@ -414,8 +414,12 @@ impl Switch {
             pool.free(id);
             return;
         }
-        if !header.src.is_zero() && self.fdb.learn(header.src, port, now) == Learned::Moved {
-            p.counters.fdb_moves += 1;
+        if !header.src.is_zero() {
+            match self.fdb.learn(header.src, port, now) {
+                Learned::Moved => p.counters.fdb_moves += 1,
+                Learned::TableFull => p.counters.fdb_full += 1,
+                Learned::New | Learned::Refreshed | Learned::Static => {}
+            }
         }
         let class = self.classify(port, &header);
         self.ports[port].prio[usize::from(class.prio)].rx_frames += 1;
@@ -423,7 +427,12 @@ impl Switch {
         match destination {
             Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),
             Some(egress) => self.enqueue(arrived, pool, port, egress, id, len, class),
-            None => self.flood(arrived, pool, port, id, len, class),
+            None => {
+                if !header.dst.is_multicast() {
+                    self.ports[port].counters.unknown_unicast_flooded += 1;
+                }
+                self.flood(arrived, pool, port, id, len, class)
+            }
         }
     }
 

@@ -1380,3 +1380,21 @@ fn flood_copies_leave_the_pause_reserve_in_the_pool() {
         r.pool.free(id);
     }
 }
+
+#[test]
+fn a_full_fdb_and_unknown_unicast_floods_are_counted() {
+    let mut c = Rig::ports(3);
+    c.fdb.max_entries = 2;
+    let mut r = Rig::new(c);
+    for src in 1..=4 {
+        r.rx(0, &data(src, 99, 0, 64));
+    }
+    r.rx(0, &udp_frame(mac(1), MacAddr::BROADCAST, 0, None, b"hello"));
+    for p in 1..3 {
+        assert_eq!(r.tx(p).len(), 5, "everything still floods");
+    }
+    let s = r.stats();
+    assert_eq!(s.fdb_entries, 2);
+    assert_eq!(s.ports[0].counters.fdb_full, 2, "sources 3 and 4 were not learned");
+    assert_eq!(s.ports[0].counters.unknown_unicast_flooded, 4, "the broadcast is not unknown unicast");
+}
