@@ -48,6 +48,17 @@ pub struct Config {
     pub fdb_entries: Vec<StaticFdbEntry>,
 }
 
+/// Port speeds the switch accepts.
+const MIN_PORT_SPEED: Speed = Speed::mbps(1);
+const MAX_PORT_SPEED: Speed = Speed::gbps(800);
+/// The longest cable the headroom calculator takes (10 km: beyond, PFC is not used).
+const MAX_CABLE_M: f64 = 10_000.0;
+/// The largest buffer, headroom or queue size (1 GiB).
+const MAX_BUFFER_BYTES: u64 = 1 << 30;
+const MAX_FDB_ENTRIES: usize = 1 << 20;
+/// A week.
+const MAX_AGING_S: u64 = 7 * 24 * 3600;
+
 /// `[tagger]`: the tag table this switch applies.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -482,8 +493,33 @@ impl Config {
             if !(60..=9216).contains(&p.max_frame) {
                 return Err(invalid(field("max_frame"), "must be between 60 and 9216 bytes"));
             }
-            if !(p.cable_m.is_finite() && p.cable_m >= 0.0) {
-                return Err(invalid(field("cable_m"), "must be a length in metres, zero or more"));
+            if !(p.cable_m.is_finite() && (0.0..=MAX_CABLE_M).contains(&p.cable_m)) {
+                return Err(invalid(field("cable_m"), format!("must be a length in metres, 0..{MAX_CABLE_M}")));
+            }
+            if !(MIN_PORT_SPEED..=MAX_PORT_SPEED).contains(&p.speed) {
+                return Err(invalid(
+                    field("speed"),
+                    format!("{} is not a port speed: {MIN_PORT_SPEED}..{MAX_PORT_SPEED}", p.speed),
+                ));
+            }
+            let pause = p.speed.quanta_duration(self.pfc.quanta);
+            if let Some(us) = self.pfc.refresh_us.filter(|&us| std::time::Duration::from_micros(us) >= pause) {
+                return Err(invalid(
+                    "pfc.refresh_us",
+                    format!(
+                        "{us} µs is not shorter than a pause of {} quanta at {}'s {} ({:.1} µs): the pause would lapse before its refresh",
+                        self.pfc.quanta,
+                        self.port_name(i),
+                        p.speed,
+                        pause.as_secs_f64() * 1e6
+                    ),
+                ));
+            }
+            if p.headroom_bytes.is_some_and(|h| h > MAX_BUFFER_BYTES) {
+                return Err(invalid(field("headroom_bytes"), format!("at most {MAX_BUFFER_BYTES}")));
+            }
+            if p.xoff_bytes.is_some_and(|x| x == 0 || x > MAX_BUFFER_BYTES) {
+                return Err(invalid(field("xoff_bytes"), format!("must be 1..{MAX_BUFFER_BYTES}")));
             }
             if let (Some(xoff), XonRule::Static(xon)) = (p.xoff_bytes, self.buffer.xon_rule()) {
                 if xon > xoff {
@@ -529,8 +565,31 @@ impl Config {
                 return Err(invalid("buffer.xon_bytes", format!("XON ({xon}) must not exceed XOFF ({xoff})")));
             }
         }
-        if b.shared_bytes == 0 {
-            return Err(invalid("buffer.shared_bytes", "must be above zero"));
+        if b.shared_bytes == 0 || b.shared_bytes > MAX_BUFFER_BYTES {
+            return Err(invalid("buffer.shared_bytes", format!("must be 1..{MAX_BUFFER_BYTES}")));
+        }
+        if b.xoff_bytes.is_some_and(|x| x == 0 || x > b.shared_bytes) {
+            return Err(invalid("buffer.xoff_bytes", "must be above zero and at most shared_bytes"));
+        }
+        if b.xon_bytes.is_some() && b.xoff_alpha.is_some() {
+            return Err(invalid(
+                "buffer.xon_bytes",
+                "a static XON cannot go with a dynamic XOFF (it could lie above it); use xon_offset_bytes",
+            ));
+        }
+        if let (Some(offset), XoffRule::Static(xoff)) = (b.xon_offset_bytes, b.xoff_rule()) {
+            if offset >= xoff {
+                return Err(invalid(
+                    "buffer.xon_offset_bytes",
+                    format!("{offset} leaves no XON below XOFF ({xoff}): the group would never resume"),
+                ));
+            }
+        }
+        if b.headroom_bytes > MAX_BUFFER_BYTES {
+            return Err(invalid("buffer.headroom_bytes", format!("at most {MAX_BUFFER_BYTES}")));
+        }
+        if b.lossy_queue_bytes == 0 || b.lossy_queue_bytes > MAX_BUFFER_BYTES {
+            return Err(invalid("buffer.lossy_queue_bytes", format!("must be 1..{MAX_BUFFER_BYTES}")));
         }
         if b.lossy_port_frames == Some(0) {
             return Err(invalid("buffer.lossy_port_frames", "must be above zero"));
@@ -577,8 +636,18 @@ impl Config {
         if !(1..=256).contains(&d.batch) {
             return Err(invalid("dataplane.batch", "must be 1..256"));
         }
-        if self.fdb.max_entries == 0 {
-            return Err(invalid("fdb.max_entries", "must be above zero"));
+        if !(1..=MAX_FDB_ENTRIES).contains(&self.fdb.max_entries) {
+            // The table is reserved up front: a huge one is memory nobody asked for.
+            return Err(invalid("fdb.max_entries", format!("must be 1..{MAX_FDB_ENTRIES}")));
+        }
+        if !(1..=MAX_AGING_S).contains(&self.fdb.aging_s) {
+            return Err(invalid(
+                "fdb.aging_s",
+                format!("must be 1..{MAX_AGING_S} (0 would forget every address at once)"),
+            ));
+        }
+        if d.busy_poll_us > 1_000_000 {
+            return Err(invalid("dataplane.busy_poll_us", "at most 1000000"));
         }
         for (i, e) in self.fdb_entries.iter().enumerate() {
             if self.port_index(&e.port).is_none() {
@@ -686,12 +755,12 @@ mod tests {
             [buffer]
             shared_bytes = 1000000
             xoff_alpha = 0.5
-            xon_bytes = 1000
+            xon_offset_bytes = 1000
             headroom_bytes = 20000
             [pfc]
             lossless = [3]
             quanta = 1000
-            refresh_us = 50
+            refresh_us = 10
             [classify]
             dscp = { 26 = 3, 46 = 5 }
             default_priority = 1
@@ -713,7 +782,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.buffer.xoff_rule(), XoffRule::Dynamic(0.5));
-        assert_eq!(c.buffer.xon_rule(), XonRule::Static(1000));
+        assert_eq!(c.buffer.xon_rule(), XonRule::BelowXoff(1000));
         assert_eq!(c.classify.dscp_table()[26], 3);
         assert_eq!(c.classify.dscp_table()[0], 1);
         assert_eq!(c.ports[0].pause_mode, PauseMode::GlobalPause);
@@ -746,6 +815,18 @@ mod tests {
                 "fdb_entry[0].port",
             ),
             ("[dcfit]\nresolution = \"reboot\"\n[[port]]\niface = \"a\"\n", "resolution"),
+            ("[[port]]\niface = \"a\"\nspeed = \"1k\"\n", "port[0].speed"),
+            ("[[port]]\niface = \"a\"\nspeed = \"2T\"\n", "port[0].speed"),
+            ("[pfc]\nrefresh_us = 4000\n[[port]]\niface = \"a\"\n", "pfc.refresh_us"),
+            ("[fdb]\naging_s = 0\n[[port]]\niface = \"a\"\n", "fdb.aging_s"),
+            ("[fdb]\nmax_entries = 100000000\n[[port]]\niface = \"a\"\n", "fdb.max_entries"),
+            ("[buffer]\nxoff_alpha = 1.0\nxon_bytes = 1000\n[[port]]\niface = \"a\"\n", "buffer.xon_bytes"),
+            ("[buffer]\nxoff_bytes = 1000\nxon_offset_bytes = 1000\n[[port]]\niface = \"a\"\n", "xon_offset_bytes"),
+            ("[buffer]\nxoff_bytes = 0\n[[port]]\niface = \"a\"\n", "buffer.xoff_bytes"),
+            ("[buffer]\nlossy_queue_bytes = 0\n[[port]]\niface = \"a\"\n", "buffer.lossy_queue_bytes"),
+            ("[buffer]\nshared_bytes = 100000000000\n[[port]]\niface = \"a\"\n", "buffer.shared_bytes"),
+            ("[[port]]\niface = \"a\"\ncable_m = 1e9\n", "port[0].cable_m"),
+            ("[[port]]\niface = \"a\"\nxoff_bytes = 0\n", "port[0].xoff_bytes"),
         ];
         for (text, field) in cases {
             let err = Config::from_toml(text).unwrap_err().to_string();
