@@ -27,6 +27,30 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A finite number of at least zero (a delay in µs, a length in metres).
+pub fn parse_non_negative(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("invalid value {s:?}: a finite number, 0 or more")),
+    }
+}
+
+/// A finite number above zero (an interval, a duration, a load).
+pub fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("invalid value {s:?}: a finite number above 0")),
+    }
+}
+
+/// A share of line rate in percent: above 0, at most 100.
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!("invalid percentage {s:?}: above 0, at most 100")),
+    }
+}
+
 pub fn parse_secs(s: &str) -> Result<Duration, String> {
     match s.trim().trim_end_matches('s').parse::<f64>() {
         Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v)),
@@ -96,10 +120,10 @@ pub struct GenArgs {
     #[arg(long, value_parser = parse_rate, conflicts_with = "load")]
     pub rate: Option<f64>,
     /// Offered load in percent of --speed at this frame size (all flows together).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive)]
     pub load: Option<f64>,
     /// Load of each flow in percent of --speed, one value per flow (instead of --load).
-    #[arg(long, value_delimiter = ',', conflicts_with_all = ["rate", "load"])]
+    #[arg(long, value_delimiter = ',', value_parser = parse_positive, conflicts_with_all = ["rate", "load"])]
     pub flow_load: Vec<f64>,
     /// Poll instead of sleeping between frames (obeys pauses within microseconds; uses a CPU).
     #[arg(long)]
@@ -268,5 +292,19 @@ mod tests {
         assert!(parse_secs("-1").is_err());
         // 64-byte frames at 10G: 14.88 Mpps.
         assert!((line_rate_pps(Speed::gbps(10), 64) - 14_880_952.4).abs() < 1.0);
+    }
+
+    #[test]
+    fn negative_infinite_and_nan_numbers_are_refused_not_panicked_on() {
+        for bad in ["-1", "NaN", "nan", "inf", "-inf", "x", ""] {
+            assert!(parse_non_negative(bad).is_err(), "{bad}");
+            assert!(parse_positive(bad).is_err(), "{bad}");
+            assert!(parse_percent(bad).is_err(), "{bad}");
+            assert!(parse_secs(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_non_negative("0").unwrap(), 0.0);
+        assert!(parse_positive("0").is_err());
+        assert_eq!(parse_percent("50%").unwrap(), 50.0);
+        assert!(parse_percent("100.5").is_err());
     }
 }

@@ -64,7 +64,7 @@ pub struct StormArgs {
     #[arg(long = "sendtime", short = 's', alias = "duration", value_parser = parse_secs)]
     pub duration: Option<Duration>,
     /// Interval between frames in µs; default: half the pause a frame carries at --speed.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::parse_positive)]
     pub interval_us: Option<f64>,
     /// Frames per second instead of an interval.
     #[arg(long, value_parser = parse_rate, conflicts_with = "interval_us")]

@@ -17,7 +17,7 @@ use crate::testbed::{unique_name, Testbed, Topology};
 #[derive(Args, Clone, Debug)]
 pub struct ForwardArgs {
     /// Seconds of traffic per measurement.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = crate::cli::parse_positive)]
     pub seconds: f64,
     /// Rounds; each measures pfcswitch and the bridge once, alternating.
     #[arg(long, default_value_t = 3)]

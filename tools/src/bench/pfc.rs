@@ -29,7 +29,7 @@ pub struct PfcArgs {
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
     /// Seconds of congestion for the reaction-time measurement.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = crate::cli::parse_positive)]
     pub congestion_seconds: f64,
     #[arg(long)]
     pub json: bool,

@@ -33,6 +33,13 @@ pub fn gen_text(r: &GenReport) -> String {
 pub fn sink_text(r: &SinkReport) -> String {
     let mut out =
         format!("received {} test frames in {:.3} s ({} other frames)\n", r.received, r.elapsed_s, r.other_frames);
+    if r.untracked_frames > 0 {
+        out += &format!(
+            "{} test frames not followed (more than {} flows, or sequence numbers too far apart)\n",
+            r.untracked_frames,
+            crate::traffic::rxstats::MAX_FLOWS
+        );
+    }
     let mut t = Table::new(&[
         "flow",
         "vlan",

@@ -28,7 +28,7 @@ pub struct HeadroomArgs {
     #[arg(long, default_value = "1G")]
     pub speed: Speed,
     /// Calculator: cable length in metres.
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, value_parser = crate::cli::parse_non_negative)]
     pub cable_m: f64,
     /// Calculator: MTU (IP packet size); frames are MTU + 14 bytes (+ 4 tagged).
     #[arg(long, default_value_t = 1500)]
@@ -40,13 +40,13 @@ pub struct HeadroomArgs {
     #[arg(long, default_value_t = 0)]
     pub response_quanta: u32,
     /// ...plus this many µs.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::cli::parse_non_negative)]
     pub response_us: f64,
     /// Calculator: the switch's delay from XOFF to sending the pause, µs.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::cli::parse_non_negative)]
     pub switch_delay_us: f64,
     /// Calculator: load of the paused traffic in percent of line rate.
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, value_parser = crate::cli::parse_percent)]
     pub load: f64,
     /// Sweep: lossless priorities under test, e.g. 3 or 3,4.
     #[arg(long, value_delimiter = ',', default_value = "3")]
@@ -70,7 +70,7 @@ pub struct HeadroomArgs {
     /// sender's delay + this, or stopped more than this (and a frame interval) short of
     /// it, was disturbed by the host and is repeated, as is a run whose storm had a gap;
     /// 0 keeps every run.
-    #[arg(long, default_value_t = 150.0)]
+    #[arg(long, default_value_t = 150.0, value_parser = crate::cli::parse_non_negative)]
     pub max_overhead_us: f64,
     /// Sweep: how many times a disturbed run is repeated.
     #[arg(long, default_value_t = 2)]

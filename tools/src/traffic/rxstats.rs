@@ -58,21 +58,44 @@ pub struct FlowReport {
     pub latency: Percentiles,
 }
 
+/// The most flows a sink follows.
+pub const MAX_FLOWS: usize = 4096;
+/// The most sequence-bitmap words all flows hold together (128 MiB): a stamp with a
+/// huge sequence number, forged or corrupt, must not make the sink allocate gigabytes.
+pub const MAX_SEEN_WORDS: usize = 1 << 24;
+
 #[derive(Debug, Default)]
 pub struct RxStats {
     flows: BTreeMap<u16, FlowRx>,
+    /// Words of every flow's `seen` together.
+    seen_words: usize,
     /// Frames that were not test frames.
     pub other_frames: u64,
+    /// Test frames not followed: beyond [`MAX_FLOWS`] flows or [`MAX_SEEN_WORDS`].
+    pub untracked_frames: u64,
 }
 
 impl RxStats {
     pub fn record(&mut self, now: Time, stamp: &Stamp, len: usize) {
+        if self.flows.len() >= MAX_FLOWS && !self.flows.contains_key(&stamp.flow) {
+            self.untracked_frames += 1;
+            return;
+        }
         let f = self.flows.entry(stamp.flow).or_default();
         let seq = stamp.seq;
         let (word, bit) = ((seq / 64) as usize, seq % 64);
         if f.seen.len() <= word {
             // Grows by doubling: amortised, not per packet.
-            let new_len = (word + 1).max(f.seen.len() * 2);
+            let mut new_len = (word + 1).max(f.seen.len() * 2);
+            let others = self.seen_words - f.seen.len();
+            if others + new_len > MAX_SEEN_WORDS {
+                new_len = word + 1;
+            }
+            if others + new_len > MAX_SEEN_WORDS {
+                self.untracked_frames += 1;
+                return;
+            }
+            self.seen_words = others + new_len;
             f.seen.resize(new_len, 0);
         }
         if f.seen[word] & (1 << bit) != 0 {
@@ -102,8 +125,9 @@ impl RxStats {
     /// Reserves room for `frames` sequence numbers per flow, so recording does not grow.
     pub fn reserve(&mut self, flow: u16, frames: u64) {
         let f = self.flows.entry(flow).or_default();
-        let words = frames.div_ceil(64) as usize;
-        if f.seen.len() < words {
+        let words = (frames.div_ceil(64) as usize).min(MAX_SEEN_WORDS);
+        if f.seen.len() < words && self.seen_words - f.seen.len() + words <= MAX_SEEN_WORDS {
+            self.seen_words += words - f.seen.len();
             f.seen.resize(words, 0);
         }
     }
@@ -171,6 +195,24 @@ mod tests {
         assert_eq!(s.report(Some(300))[0].lost, 294);
         assert_eq!(r.highest_seq, Some(200));
         assert_eq!(r.largest_gap_us, 44_000.0, "6 ms → 50 ms");
+    }
+
+    #[test]
+    fn forged_sequence_numbers_and_flows_cannot_grow_the_sink_without_bound() {
+        let mut s = RxStats::default();
+        s.record(Time::from_millis(1), &stamp(0), 60);
+        s.record(Time::from_millis(2), &stamp(u32::MAX), 60);
+        assert_eq!(s.untracked_frames, 1, "a bitmap up to 2^32 would be 512 MiB");
+        assert!(s.seen_words <= MAX_SEEN_WORDS);
+        // Up to the budget, far sequence numbers are still followed.
+        s.record(Time::from_millis(3), &stamp(64 * (MAX_SEEN_WORDS as u32 - 1)), 60);
+        assert_eq!((s.untracked_frames, s.seen_words), (1, MAX_SEEN_WORDS));
+        let mut s = RxStats::default();
+        for flow in 0..MAX_FLOWS as u16 + 10 {
+            s.record(Time::from_millis(4), &Stamp { flow, ..stamp(0) }, 60);
+        }
+        assert_eq!(s.report(None).len(), MAX_FLOWS);
+        assert_eq!(s.untracked_frames, 10);
     }
 
     proptest::proptest! {

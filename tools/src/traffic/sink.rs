@@ -49,6 +49,10 @@ pub struct SinkReport {
     pub elapsed_s: f64,
     pub received: u64,
     pub other_frames: u64,
+    /// Test frames the sink did not follow (too many flows, or sequence numbers too far
+    /// apart to keep a bitmap of).
+    #[serde(default)]
+    pub untracked_frames: u64,
     pub mac_control: MacControlSeen,
     pub flows: Vec<FlowReport>,
     /// Frames the kernel could not deliver to the socket (ring full or no buffers).
@@ -134,6 +138,7 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
         elapsed_s: elapsed,
         received: stats.received(),
         other_frames: stats.other_frames,
+        untracked_frames: stats.untracked_frames,
         mac_control: seen,
         flows: stats.report(opts.expect_per_flow),
         socket_dropped,
