@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use pfcswitch::control::server::{ControlServer, Routes};
+use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
 use pfcswitch::core::config::{Config, TaggerConfig};
 use pfcswitch::core::speed::Speed;
@@ -65,9 +65,14 @@ struct RunArgs {
     /// table written for another switch.
     #[arg(long)]
     force: bool,
-    /// Control socket path (default /run/pfcswitch/NAME.sock).
+    /// Control socket path (default /run/pfcswitch/NAME.sock). A stale socket there is
+    /// replaced; any other file is left alone and the switch does not start.
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// Let this group's members use the control socket too (mode 0660; default 0600,
+    /// the owner and root only).
+    #[arg(long)]
+    socket_group: Option<String>,
 }
 
 #[derive(Args)]
@@ -195,7 +200,11 @@ fn run(args: RunArgs) -> Result<()> {
     let (to_dataplane, commands) = crossbeam_channel::bounded(16);
     let (to_slowpath, slowpath_commands) = crossbeam_channel::bounded(16);
     let routes = Routes { dataplane: to_dataplane, dataplane_waker: waker.try_clone()?, slowpath: to_slowpath };
-    let server = ControlServer::start(&socket, routes)?;
+    let access = match &args.socket_group {
+        Some(group) => SocketAccess::group(group)?,
+        None => SocketAccess::owner_only(),
+    };
+    let server = ControlServer::start(&socket, routes, access)?;
     let mut dataplane = Dataplane::open(config, Options { force: args.force, tags }, waker, slowpath_commands)?;
     tracing::info!(socket = %socket.display(), "switching; stop with Ctrl-C");
     let result = dataplane.run(&stop, &commands, &[signal_rx.as_raw_fd()]);

@@ -109,6 +109,10 @@ pub enum ControlError {
     Io { path: String, source: std::io::Error },
     #[error("another switch is already running with control socket {0}; pick another --name")]
     InUse(String),
+    #[error("{0} exists and is not a socket; refusing to replace it (pick another --socket)")]
+    NotASocket(String),
+    #[error("no group {0:?} for the control socket")]
+    NoGroup(String),
     #[error("malformed reply from the switch: {0}")]
     BadReply(String),
     #[error("the switch answered {request} with {got}")]

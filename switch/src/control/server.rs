@@ -1,12 +1,20 @@
 //! The control socket's server thread.
+//!
+//! The socket is the switch's remote control (it can block ports), so only its owner
+//! (and root) may use it, or members of a configured group: the file is created 0600
+//! (0660 with a group), and every connection's peer credentials are checked as well.
+//! No client can hold the switch up: each connection has its own thread, a request line
+//! is capped, a connection that sends no full request in time is closed, and shutdown
+//! never waits for a client.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
@@ -15,6 +23,61 @@ use crate::dataplane::sys::Waker;
 
 /// How long a request may wait for the dataplane.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest request line; every real request is far shorter.
+pub const MAX_REQUEST_BYTES: usize = 64 << 10;
+/// How long a connection may take to send a complete request line.
+const REQUEST_TIME: Duration = Duration::from_secs(5);
+/// How often a connection's thread looks at the stop flag while it waits.
+const POLL: Duration = Duration::from_millis(50);
+/// How long a reply may take to be written to a client that does not read.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections served at once; more are told to come back later.
+const MAX_CLIENTS: usize = 8;
+
+/// Who may use the control socket besides its owner and root.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SocketAccess {
+    /// A group whose members may connect too (socket mode 0660).
+    pub group: Option<(String, u32)>,
+}
+
+impl SocketAccess {
+    /// The owner (and root) only: mode 0600.
+    pub fn owner_only() -> SocketAccess {
+        SocketAccess::default()
+    }
+
+    /// Also the members of group `name`, which must exist.
+    pub fn group(name: &str) -> Result<SocketAccess, ControlError> {
+        let c = std::ffi::CString::new(name).map_err(|_| ControlError::NoGroup(name.to_string()))?;
+        // SAFETY: getgrnam returns a pointer into static storage or null; we read one
+        // field at once, before any other call could overwrite it.
+        let gr = unsafe { libc::getgrnam(c.as_ptr()) };
+        if gr.is_null() {
+            return Err(ControlError::NoGroup(name.to_string()));
+        }
+        // SAFETY: non-null, as checked.
+        let gid = unsafe { (*gr).gr_gid };
+        Ok(SocketAccess { group: Some((name.to_string(), gid)) })
+    }
+
+    fn mode(&self) -> u32 {
+        if self.group.is_some() {
+            0o660
+        } else {
+            0o600
+        }
+    }
+
+    /// Whether a peer with these credentials may talk to the switch.
+    fn allows(&self, peer: &PeerCred) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        peer.uid == 0
+            || peer.uid == me
+            || self.group.as_ref().is_some_and(|(_, gid)| peer.gid == *gid || in_group(peer.pid, *gid))
+    }
+}
 
 /// The listening control socket; removes its path when dropped.
 #[derive(Debug)]
@@ -26,26 +89,39 @@ pub struct ControlServer {
 
 impl ControlServer {
     /// Listens at `path`, passing requests to the dataplane (through `routes.dataplane`,
-    /// waking it) or to the slowpath thread.
-    pub fn start(path: &Path, routes: Routes) -> Result<ControlServer, ControlError> {
+    /// waking it) or to the slowpath thread. A socket left at `path` by a switch that
+    /// is gone is replaced; anything else there is an error (never deleted).
+    pub fn start(path: &Path, routes: Routes, access: SocketAccess) -> Result<ControlServer, ControlError> {
         let io = |source| ControlError::Io { path: path.display().to_string(), source };
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        if path.exists() {
-            if UnixStream::connect(path).is_ok() {
-                return Err(ControlError::InUse(path.display().to_string()));
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.file_type().is_socket() => {
+                return Err(ControlError::NotASocket(path.display().to_string()));
             }
-            // Left behind by a switch that did not shut down cleanly.
-            std::fs::remove_file(path).map_err(io)?;
+            Ok(_) => {
+                if UnixStream::connect(path).is_ok() {
+                    return Err(ControlError::InUse(path.display().to_string()));
+                }
+                // Left behind by a switch that did not shut down cleanly.
+                std::fs::remove_file(path).map_err(io)?;
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
         }
         let listener = UnixListener::bind(path).map_err(io)?;
+        // Tightened at once; until then the peer check below still refuses strangers.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(access.mode())).map_err(io)?;
+        if let Some((_, gid)) = &access.group {
+            std::os::unix::fs::chown(path, None, Some(*gid)).map_err(io)?;
+        }
         listener.set_nonblocking(true).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("control".into())
-            .spawn(move || serve(listener, routes, thread_stop))
+            .spawn(move || serve(listener, Arc::new(routes), access, thread_stop))
             .map_err(io)?;
         Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
     }
@@ -70,15 +146,12 @@ pub struct Routes {
     pub slowpath: Sender<ControlMsg>,
 }
 
-fn serve(listener: UnixListener, routes: Routes, stop: Arc<AtomicBool>) {
+fn serve(listener: UnixListener, routes: Arc<Routes>, access: SocketAccess, stop: Arc<AtomicBool>) {
+    let clients = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
-            Ok((stream, _)) => {
-                if let Err(e) = handle(stream, &routes) {
-                    tracing::debug!("control connection: {e}");
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Ok((stream, _)) => admit(stream, &routes, &access, &clients, &stop),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => {
                 tracing::warn!("control socket accept: {e}");
                 std::thread::sleep(Duration::from_millis(100));
@@ -87,23 +160,95 @@ fn serve(listener: UnixListener, routes: Routes, stop: Arc<AtomicBool>) {
     }
 }
 
-fn handle(stream: UnixStream, routes: &Routes) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    while reader.read_line(&mut line)? > 0 {
-        let reply = match serde_json::from_str::<Request>(line.trim()) {
-            Ok(request) => ask(request, routes),
-            Err(e) => Err(format!("bad request {:?}: {e}", line.trim())),
-        };
-        let line_out = serde_json::to_string(&ReplyLine::from(reply))
-            .unwrap_or_else(|e| format!(r#"{{"error":"unserializable reply: {e}"}}"#));
-        writeln!(writer, "{line_out}")?;
-        line.clear();
+/// Checks who connected and hands the connection to a thread of its own.
+fn admit(
+    mut stream: UnixStream,
+    routes: &Arc<Routes>,
+    access: &SocketAccess,
+    clients: &Arc<AtomicUsize>,
+    stop: &Arc<AtomicBool>,
+) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let refuse = |stream: &mut UnixStream, why: String| {
+        let line = serde_json::to_string(&ReplyLine::Error(why)).unwrap_or_default();
+        let _ = writeln!(stream, "{line}");
+    };
+    match peer_cred(&stream) {
+        Ok(peer) if access.allows(&peer) => {}
+        Ok(peer) => {
+            tracing::warn!(uid = peer.uid, pid = peer.pid, "control socket: connection refused (not the owner)");
+            return refuse(&mut stream, "permission denied".into());
+        }
+        Err(e) => {
+            tracing::warn!("control socket: no peer credentials: {e}");
+            return;
+        }
     }
-    Ok(())
+    if clients.fetch_add(1, Ordering::Relaxed) >= MAX_CLIENTS {
+        clients.fetch_sub(1, Ordering::Relaxed);
+        return refuse(&mut stream, format!("busy: {MAX_CLIENTS} clients connected; try again"));
+    }
+    let (routes, clients, stop) = (routes.clone(), clients.clone(), stop.clone());
+    let spawned = std::thread::Builder::new().name("control-client".into()).spawn(move || {
+        if let Err(e) = handle(stream, &routes, &stop) {
+            tracing::debug!("control connection: {e}");
+        }
+        clients.fetch_sub(1, Ordering::Relaxed);
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("control socket: cannot start a client thread: {e}");
+    }
+}
+
+/// Serves one connection: a reply per request line, until the client closes, stays
+/// silent mid-request too long, sends an over-long line, or the switch stops.
+fn handle(mut stream: UnixStream, routes: &Routes, stop: &AtomicBool) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(POLL))?;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut since = Instant::now();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line);
+            if !text.trim().is_empty() {
+                let reply = match serde_json::from_str::<Request>(text.trim()) {
+                    Ok(request) => ask(request, routes),
+                    Err(e) => Err(format!("bad request {:?}: {e}", text.trim())),
+                };
+                write_reply(&mut stream, reply)?;
+            }
+            since = Instant::now();
+        }
+        if pending.len() > MAX_REQUEST_BYTES {
+            let too_long = format!("request longer than {MAX_REQUEST_BYTES} bytes");
+            return write_reply(&mut stream, Err(too_long));
+        }
+        if !pending.is_empty() && since.elapsed() > REQUEST_TIME {
+            return write_reply(&mut stream, Err("incomplete request: no end of line in time".into()));
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                if pending.is_empty() {
+                    since = Instant::now();
+                }
+                pending.extend_from_slice(&buf[..n]);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn write_reply(stream: &mut UnixStream, reply: super::Reply) -> std::io::Result<()> {
+    let line = serde_json::to_string(&ReplyLine::from(reply))
+        .unwrap_or_else(|e| format!(r#"{{"error":"unserializable reply: {e}"}}"#));
+    writeln!(stream, "{line}")
 }
 
 fn ask(request: Request, routes: &Routes) -> super::Reply {
@@ -115,4 +260,170 @@ fn ask(request: Request, routes: &Routes) -> super::Reply {
         routes.dataplane_waker.wake();
     }
     answer.recv_timeout(REPLY_TIMEOUT).map_err(|_| "the dataplane did not answer in time".to_string())?
+}
+
+/// Who is at the other end of a Unix socket.
+#[derive(Clone, Copy, Debug)]
+struct PeerCred {
+    pid: i32,
+    uid: u32,
+    gid: u32,
+}
+
+fn peer_cred(stream: &UnixStream) -> std::io::Result<PeerCred> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(PeerCred { pid: cred.pid, uid: cred.uid, gid: cred.gid })
+}
+
+/// Whether process `pid` has `gid` among its supplementary groups.
+fn in_group(pid: i32, gid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|groups| groups.split_whitespace().any(|g| g.parse() == Ok(gid)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Response;
+    use std::io::{BufRead, BufReader};
+
+    /// A server at a fresh path whose dataplane answers every request with "done".
+    fn server(dir: &Path) -> (ControlServer, PathBuf) {
+        let path = dir.join("sw.sock");
+        let (dataplane, requests) = crossbeam_channel::bounded::<ControlMsg>(16);
+        let (slowpath, _slow) = crossbeam_channel::bounded(16);
+        std::thread::spawn(move || {
+            for msg in requests {
+                let _ = msg.reply.send(Ok(Response::Done("done".into())));
+            }
+        });
+        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
+        (ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap(), path)
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pfcswitch-ctl-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn request(path: &Path) -> String {
+        let mut s = UnixStream::connect(path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        writeln!(s, r#"{{"cmd":"stats"}}"#).unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        line
+    }
+
+    #[test]
+    fn the_socket_is_the_owners_alone() {
+        let dir = temp_dir("mode");
+        let (_server, path) = server(&dir);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(request(&path).contains("done"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn strangers_are_refused_and_group_members_let_in_only_with_a_group() {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let stranger = PeerCred { pid: i32::MAX, uid: me.wrapping_add(4242), gid: 4242 };
+        assert!(!SocketAccess::owner_only().allows(&stranger));
+        assert!(SocketAccess::owner_only().allows(&PeerCred { uid: me, ..stranger }));
+        assert!(SocketAccess::owner_only().allows(&PeerCred { uid: 0, ..stranger }));
+        let team = SocketAccess { group: Some(("team".into(), 4242)) };
+        assert!(team.allows(&stranger), "its primary group is the socket's");
+        assert!(!team.allows(&PeerCred { gid: 4243, ..stranger }));
+        assert_eq!((team.mode(), SocketAccess::owner_only().mode()), (0o660, 0o600));
+        assert!(matches!(SocketAccess::group("no-such-group-here"), Err(ControlError::NoGroup(_))));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_socket_is_never_deleted() {
+        let dir = temp_dir("file");
+        let path = dir.join("sw.sock");
+        std::fs::write(&path, "precious").unwrap();
+        let (dataplane, _r) = crossbeam_channel::bounded(1);
+        let (slowpath, _s) = crossbeam_channel::bounded(1);
+        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
+        let err = ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap_err();
+        assert!(matches!(err, ControlError::NotASocket(_)), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stale_socket_is_replaced_and_a_live_one_refused() {
+        let dir = temp_dir("stale");
+        let path = dir.join("sw.sock");
+        drop(UnixListener::bind(&path).unwrap());
+        let (server1, path) = {
+            let (dataplane, _r) = crossbeam_channel::bounded(1);
+            let (slowpath, _s) = crossbeam_channel::bounded(1);
+            let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
+            (ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap(), path)
+        };
+        let (dataplane, _r) = crossbeam_channel::bounded(1);
+        let (slowpath, _s) = crossbeam_channel::bounded(1);
+        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
+        let err = ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap_err();
+        assert!(matches!(err, ControlError::InUse(_)), "{err}");
+        drop(server1);
+        assert!(!path.exists(), "removed on shutdown");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_over_long_line_is_refused_and_the_connection_closed() {
+        let dir = temp_dir("long");
+        let (_server, path) = server(&dir);
+        let mut s = UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let junk = vec![b'x'; MAX_REQUEST_BYTES + 8192];
+        // The server may close before taking all of it.
+        let _ = s.write_all(&junk);
+        let mut reply = String::new();
+        let _ = BufReader::new(&s).read_line(&mut reply);
+        assert!(reply.contains("request longer than"), "{reply}");
+        assert!(request(&path).contains("done"), "the switch still answers others");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_silent_client_neither_blocks_others_nor_holds_up_shutdown() {
+        let dir = temp_dir("slow");
+        let (server, path) = server(&dir);
+        let mut silent = UnixStream::connect(&path).unwrap();
+        silent.write_all(b"{\"cmd\":").unwrap();
+        let t = Instant::now();
+        assert!(request(&path).contains("done"));
+        assert!(t.elapsed() < REQUEST_TIME, "answered while the other client is mid-request");
+        let t = Instant::now();
+        drop(server);
+        assert!(t.elapsed() < Duration::from_secs(1), "shutdown took {:?}", t.elapsed());
+        drop(silent);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
