@@ -282,3 +282,33 @@ fn start_up_errors_are_clear() {
     assert!(!out.status.success());
     assert!(stderr.contains("needs root"), "{stderr}");
 }
+
+#[test]
+fn testbeds_never_share_a_namespace_a_name_or_a_state_directory() {
+    use pfctools::testbed::{state_dir, TestbedError};
+    use std::os::unix::fs::PermissionsExt;
+    let base = unique_name("clash");
+    let pair = |a: &str, b: &str| {
+        let text = format!("[[host]]\nname = \"{a}\"\n[[host]]\nname = \"{b}\"\n[[link]]\na = \"{a}\"\nb = \"{b}\"\n");
+        Topology::from_toml(&text).unwrap()
+    };
+    let first = Testbed::up(&format!("{base}-x"), pair("h1", "h2")).unwrap();
+    let mode = std::fs::metadata(first.work_dir()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(first.work_dir().starts_with(state_dir()));
+    // Testbed "{base}" with a node "x-h1" would name a namespace exactly as the first one's h1.
+    let err = Testbed::up(&base, pair("x-h1", "h9")).unwrap_err();
+    assert!(matches!(err, TestbedError::NamespaceTaken { .. }), "{err}");
+    assert!(err.to_string().contains(&format!("testbed {base}-x")), "{err}");
+    assert!(first.exec("h1", &["ip", "link", "show", "eth0"]).is_ok(), "the first testbed is untouched");
+    assert!(!state_dir().join(format!("{base}.json")).exists(), "the refused one left no state");
+    // The same name twice: refused, and the first keeps its directory.
+    let err = Testbed::up(&format!("{base}-x"), pair("h1", "h2")).unwrap_err();
+    assert!(matches!(err, TestbedError::Exists(_)), "{err}");
+    assert!(first.work_dir().is_dir());
+    let dir = first.work_dir().to_path_buf();
+    drop(first);
+    assert!(!dir.exists());
+    let left = pfctools::testbed::run("ip", &["netns", "list"]).unwrap();
+    assert!(!left.contains(&base), "{left}");
+}

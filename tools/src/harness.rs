@@ -110,7 +110,7 @@ pub fn switch_config(tb: &Testbed, node: &str) -> Config {
     let mut c = Config::for_interfaces(&names);
     c.name = format!("{}-{node}", tb.name());
     for (p, i) in c.ports.iter_mut().zip(&ifaces) {
-        if tb.topology().switches.iter().any(|s| s.name == i.peer_node) {
+        if tb.topology().is_switch(&i.peer_node) {
             p.role = PortRole::Switch;
         }
     }

@@ -17,8 +17,13 @@ use serde::{Deserialize, Serialize};
 
 pub use topology::{Interface, Topology};
 
-/// Where testbeds record what they created.
-pub const STATE_DIR: &str = "/run/pfcswitch-testbed";
+/// The directory under which testbeds record what they created (one state file each)
+/// and keep their work directories: under /run where it exists (it goes with a reboot,
+/// as the namespaces do), else the temporary directory.
+pub fn state_dir() -> PathBuf {
+    let run = Path::new("/run");
+    if run.is_dir() { run } else { Path::new("/tmp") }.join("pfcswitch-testbed")
+}
 /// Every namespace a testbed creates starts with this.
 pub const NETNS_PREFIX: &str = "pfcs-";
 
@@ -38,6 +43,12 @@ pub enum TestbedError {
     NoInterface { node: String, iface: String },
     #[error("no node {0} in this testbed")]
     NoNode(String),
+    #[error("a testbed named {0} exists already (`pfctools testbed down {0}` removes it)")]
+    Exists(String),
+    #[error("namespace {ns} exists already{owner}: testbed {name} would share it (pick another name)")]
+    NamespaceTaken { name: String, ns: String, owner: String },
+    #[error("{0} is not a directory of this user's; refusing to keep testbed state there")]
+    UnsafeStateDir(String),
 }
 
 /// What a testbed created, as saved in its state file.
@@ -56,6 +67,10 @@ pub struct Testbed {
     interfaces: Vec<Interface>,
     namespaces: BTreeMap<String, String>,
     work_dir: PathBuf,
+    /// The namespaces this testbed created itself: only those are ever removed.
+    created: Vec<String>,
+    /// Whether it made `work_dir` (one found there is not removed).
+    made_work_dir: bool,
     removed: bool,
 }
 
@@ -74,7 +89,42 @@ pub fn run(program: &str, args: &[&str]) -> Result<String, TestbedError> {
 }
 
 fn state_path(name: &str) -> PathBuf {
-    Path::new(STATE_DIR).join(format!("{name}.json"))
+    state_dir().join(format!("{name}.json"))
+}
+
+fn work_dir_of(name: &str) -> PathBuf {
+    state_dir().join(name)
+}
+
+/// Creates the state directory 0700, or checks that the one there is a real directory
+/// of ours that nobody else can write to.
+fn ensure_state_dir() -> Result<PathBuf, TestbedError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = state_dir();
+    let io = |source| TestbedError::Io { what: dir.display().to_string(), source };
+    match fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => return Ok(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(e)),
+    }
+    let meta = fs::symlink_metadata(&dir).map_err(io)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != me {
+        return Err(TestbedError::UnsafeStateDir(dir.display().to_string()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        // Ours, from a version that made it 0755: tightened.
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    Ok(dir)
+}
+
+/// Network namespaces that exist now.
+fn existing_namespaces() -> Result<Vec<String>, TestbedError> {
+    let out = run("ip", &["netns", "list"])?;
+    Ok(out.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect())
 }
 
 /// A testbed name unique to this process and call: "<tag>-<pid>-<n>".
@@ -94,37 +144,77 @@ impl Testbed {
         let interfaces = topology.interfaces()?;
         let namespaces: BTreeMap<String, String> =
             topology.nodes().map(|n| (n.name.clone(), format!("{NETNS_PREFIX}{name}-{}", n.name))).collect();
-        let work_dir = std::env::temp_dir().join(format!("{NETNS_PREFIX}{name}"));
-        let mut tb = Testbed { name: name.to_string(), topology, interfaces, namespaces, work_dir, removed: false };
-        // Record first: a crash half-way through leaves a state file that `down` can use.
-        tb.save_state()?;
-        if let Err(e) = tb.build() {
+        ensure_state_dir()?;
+        // The state file is created, never overwritten: two testbeds of one name cannot both
+        // start, and from here on a crash leaves a file that `down` can use.
+        let path = state_path(name);
+        fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => TestbedError::Exists(name.to_string()),
+            _ => TestbedError::Io { what: path.display().to_string(), source: e },
+        })?;
+        let work_dir = work_dir_of(name);
+        let mut tb = Testbed {
+            name: name.to_string(),
+            topology,
+            interfaces,
+            namespaces,
+            work_dir,
+            created: Vec::new(),
+            made_work_dir: false,
+            removed: false,
+        };
+        if let Err(e) = tb.claim().and_then(|()| tb.build()) {
             tb.down();
             return Err(e);
         }
         Ok(tb)
     }
 
-    fn save_state(&self) -> Result<(), TestbedError> {
-        let io = |what: &str| {
-            let what = what.to_string();
-            move |source| TestbedError::Io { what, source }
-        };
-        fs::create_dir_all(STATE_DIR).map_err(io(STATE_DIR))?;
-        fs::create_dir_all(&self.work_dir).map_err(io("the testbed work directory"))?;
-        let state = State {
-            name: self.name.clone(),
-            owner_pid: std::process::id(),
-            namespaces: self.namespaces.values().cloned().collect(),
-        };
+    /// Makes the work directory (fresh, 0700) and checks that no namespace this testbed
+    /// would make exists already or belongs to another testbed ("a" with node "b-c" and
+    /// "a-b" with node "c" both give "pfcs-a-b-c").
+    fn claim(&mut self) -> Result<(), TestbedError> {
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new().mode(0o700).create(&self.work_dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => TestbedError::Exists(self.name.clone()),
+            _ => TestbedError::Io { what: self.work_dir.display().to_string(), source: e },
+        })?;
+        self.made_work_dir = true;
+        let existing = existing_namespaces()?;
+        let others: Vec<State> = list().into_iter().filter(|s| s.name != self.name).collect();
+        for ns in self.namespaces.values() {
+            let owner = others.iter().find(|s| s.namespaces.contains(ns));
+            if owner.is_some() || existing.contains(ns) {
+                return Err(TestbedError::NamespaceTaken {
+                    name: self.name.clone(),
+                    ns: ns.clone(),
+                    owner: owner.map_or(String::new(), |s| format!(" (testbed {})", s.name)),
+                });
+            }
+        }
+        self.save_state(std::process::id())
+    }
+
+    /// Records what this testbed made so far (and who owns it: 0 once kept on purpose).
+    fn save_state(&self, owner_pid: u32) -> Result<(), TestbedError> {
+        let state = State { name: self.name.clone(), owner_pid, namespaces: self.created.clone() };
         let path = state_path(&self.name);
         fs::write(&path, serde_json::to_string_pretty(&state).expect("state serializes"))
-            .map_err(io(&path.display().to_string()))
+            .map_err(|source| TestbedError::Io { what: path.display().to_string(), source })
     }
 
     fn build(&mut self) -> Result<(), TestbedError> {
-        for ns in self.namespaces.values() {
-            run("ip", &["netns", "add", ns])?;
+        let namespaces: Vec<String> = self.namespaces.values().cloned().collect();
+        for ns in &namespaces {
+            // Recorded before it exists: a crash between the two leaves a name `down`
+            // finds nothing behind, never a namespace no record names.
+            self.created.push(ns.clone());
+            self.save_state(std::process::id())?;
+            if let Err(e) = run("ip", &["netns", "add", ns]) {
+                // Not ours after all (made by someone else since the check).
+                self.created.pop();
+                return Err(e);
+            }
             run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
         }
         for pair in self.interfaces.chunks(2) {
@@ -250,11 +340,7 @@ impl Testbed {
     /// Leaves the testbed in place after this process exits, until `testbed down NAME`.
     pub fn keep(mut self) -> Result<(), TestbedError> {
         self.removed = true;
-        let state =
-            State { name: self.name.clone(), owner_pid: 0, namespaces: self.namespaces.values().cloned().collect() };
-        let path = state_path(&self.name);
-        fs::write(&path, serde_json::to_string_pretty(&state).expect("state serializes"))
-            .map_err(|source| TestbedError::Io { what: path.display().to_string(), source })
+        self.save_state(0)
     }
 
     /// Removes every namespace (and with them the veths) and the state file. Idempotent.
@@ -263,9 +349,11 @@ impl Testbed {
             return;
         }
         self.removed = true;
-        remove_namespaces(self.namespaces.values());
+        remove_namespaces(self.created.iter());
         let _ = fs::remove_file(state_path(&self.name));
-        let _ = fs::remove_dir_all(&self.work_dir);
+        if self.made_work_dir {
+            let _ = fs::remove_dir_all(&self.work_dir);
+        }
     }
 }
 
@@ -298,7 +386,7 @@ pub fn down_by_name(name: &str) -> Result<State, TestbedError> {
         .map_err(|e| TestbedError::Io { what: path.display().to_string(), source: std::io::Error::other(e) })?;
     remove_namespaces(state.namespaces.iter());
     let _ = fs::remove_file(&path);
-    let _ = fs::remove_dir_all(std::env::temp_dir().join(format!("{NETNS_PREFIX}{name}")));
+    let _ = fs::remove_dir_all(work_dir_of(name));
     Ok(state)
 }
 
@@ -306,8 +394,8 @@ pub fn down_by_name(name: &str) -> Result<State, TestbedError> {
 /// kept on purpose (`testbed up` from the command line, owner 0) stay.
 pub fn clean_stale() -> Vec<String> {
     let mut removed = Vec::new();
-    let Ok(dir) = fs::read_dir(STATE_DIR) else { return removed };
-    for entry in dir.flatten() {
+    let Ok(dir) = fs::read_dir(state_dir()) else { return removed };
+    for entry in dir.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")) {
         let Some(name) = entry.path().file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
         let Ok(text) = fs::read_to_string(entry.path()) else { continue };
         let Ok(state) = serde_json::from_str::<State>(&text) else { continue };
@@ -321,8 +409,9 @@ pub fn clean_stale() -> Vec<String> {
 
 /// Testbeds on this machine, from their state files.
 pub fn list() -> Vec<State> {
-    let Ok(dir) = fs::read_dir(STATE_DIR) else { return Vec::new() };
+    let Ok(dir) = fs::read_dir(state_dir()) else { return Vec::new() };
     dir.flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
         .filter_map(|e| fs::read_to_string(e.path()).ok())
         .filter_map(|t| serde_json::from_str(&t).ok())
         .collect()
