@@ -311,7 +311,9 @@ pub fn read_table(path: &Path) -> Result<SwitchTables, SystemError> {
     parse_table(&name, &text, path.extension().is_some_and(|e| e == "json"))
 }
 
-fn parse_table(name: &str, text: &str, json: bool) -> Result<SwitchTables, SystemError> {
+/// Parses one switch's tables from `text` (JSON when `json` or when it starts with `{`);
+/// `name` says where the text came from in errors.
+pub fn parse_table(name: &str, text: &str, json: bool) -> Result<SwitchTables, SystemError> {
     let bad = |problem: String| SystemError::Table { file: name.to_string(), problem };
     if json || text.trim_start().starts_with('{') {
         serde_json::from_str(text).map_err(|e| bad(e.to_string()))

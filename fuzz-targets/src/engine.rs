@@ -1,0 +1,264 @@
+//! The engine's receive path under arbitrary input: frames of any bytes on any port,
+//! interleaved with transmit turns, time passing, ports blocked and unblocked, and a
+//! slowpath that sometimes cannot take what is handed to it. Afterwards everything is
+//! let go, and every frame must be back in the pool and every buffer byte released.
+
+use std::time::Duration;
+
+use pfcswitch_core::checking::CheckingMessage;
+use pfcswitch_core::config::{Config, DeadlockResolution, PortRole};
+use pfcswitch_core::mac::MacAddr;
+use pfcswitch_core::pfc::{self, MacControl, Pfc};
+use pfcswitch_core::queue::FrameId;
+use pfcswitch_core::slowpath::{Slowpath, ToSlowpath};
+use pfcswitch_core::speed::Speed;
+use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
+use pfcswitch_core::time::Time;
+
+const PORTS: usize = 4;
+const FRAMES: u32 = 512;
+/// Operations taken from one input at most.
+const MAX_OPS: usize = 4096;
+
+/// A pool of heap frames that knows which ids are out.
+struct Pool {
+    frames: Vec<Vec<u8>>,
+    free: Vec<FrameId>,
+    out: Vec<bool>,
+}
+
+impl Pool {
+    fn new() -> Pool {
+        Pool {
+            frames: vec![Vec::new(); FRAMES as usize],
+            free: (0..FRAMES).rev().map(FrameId).collect(),
+            out: vec![false; FRAMES as usize],
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Option<FrameId> {
+        let id = self.alloc()?;
+        self.write(id, bytes.len()).copy_from_slice(bytes);
+        Some(id)
+    }
+}
+
+impl FramePool for Pool {
+    fn alloc(&mut self) -> Option<FrameId> {
+        let id = self.free.pop()?;
+        self.out[id.0 as usize] = true;
+        Some(id)
+    }
+    fn free(&mut self, id: FrameId) {
+        assert!(self.out[id.0 as usize], "frame {id:?} freed twice");
+        self.out[id.0 as usize] = false;
+        self.free.push(id);
+    }
+    fn bytes(&self, id: FrameId) -> &[u8] {
+        &self.frames[id.0 as usize]
+    }
+    fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
+        let f = &mut self.frames[id.0 as usize];
+        f.clear();
+        f.resize(len, 0);
+        f
+    }
+    fn bytes_mut(&mut self, id: FrameId) -> &mut [u8] {
+        &mut self.frames[id.0 as usize]
+    }
+    fn copy(&mut self, from: FrameId, to: FrameId) {
+        let data = self.frames[from.0 as usize].clone();
+        self.frames[to.0 as usize] = data;
+    }
+    fn free_frames(&self) -> usize {
+        self.free.len()
+    }
+}
+
+/// Reads the fuzzer's bytes as a script.
+struct Script<'a> {
+    data: &'a [u8],
+}
+
+impl Script<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.data.split_first()?;
+        self.data = rest;
+        Some(b)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_be_bytes([self.byte()?, self.byte()?]))
+    }
+    fn bytes(&mut self, n: usize) -> &[u8] {
+        let (taken, rest) = self.data.split_at(n.min(self.data.len()));
+        self.data = rest;
+        taken
+    }
+}
+
+/// A small switch with everything on that a frame can reach: two host and two switch
+/// ports, small buffers and frame caps (so XOFF, drops and caps all happen), DCFIT with
+/// the drop resolution, and a quick PFC watchdog.
+fn config() -> Config {
+    let mut c = Config::for_interfaces(&["h0", "h1", "s2", "s3"]);
+    for (i, p) in c.ports.iter_mut().enumerate() {
+        p.mac = Some(MacAddr([0x02, 0xee, 0, 0, 0, i as u8]));
+        p.speed = if i == 1 { Speed::gbps(1) } else { Speed::gbps(10) };
+        if i >= 2 {
+            p.role = PortRole::Switch;
+        }
+    }
+    c.buffer.xoff_bytes = Some(8_000);
+    c.buffer.xon_offset_bytes = Some(3_000);
+    c.buffer.headroom_bytes = 6_000;
+    c.buffer.lossy_queue_bytes = 20_000;
+    c.buffer.lossy_port_frames = Some(48);
+    c.buffer.slowpath_frames = Some(64);
+    c.dcfit.resolution = DeadlockResolution::Drop;
+    c.dcfit.drop_ms = 5;
+    c.pfcwd.detection_ms = 20;
+    c.pfcwd.restoration_ms = 20;
+    c.fdb.max_entries = 8;
+    c.validate().expect("the fuzz configuration is valid");
+    c
+}
+
+/// A frame from a few script bytes: addresses from small sets (so learning, flooding and
+/// forwarding all happen), a DSCP or VLAN priority, a length.
+fn data_frame(s: &mut Script) -> Vec<u8> {
+    let (dst, src, class, len) = (s.byte().unwrap_or(0), s.byte().unwrap_or(0), s.byte().unwrap_or(0), s.byte());
+    let mac = |n: u8| match n % 8 {
+        7 => MacAddr::BROADCAST,
+        6 => MacAddr([0x01, 0x80, 0xc2, 0, 0, n / 8 % 16]),
+        k => MacAddr([0x02, 0, 0, 0, 0, k]),
+    };
+    let mut f = Vec::with_capacity(1600);
+    f.extend_from_slice(&mac(dst).0);
+    f.extend_from_slice(&mac(src).0);
+    if class & 0x80 != 0 {
+        f.extend_from_slice(&[0x81, 0x00, (class & 7) << 5, 1]);
+    }
+    f.extend_from_slice(&[0x08, 0x00, 0x45, (class & 0x3f) << 2]);
+    let len = usize::from(len.unwrap_or(0)) * 6 + 60;
+    f.resize(len, 0xab);
+    f
+}
+
+fn pfc_frame(s: &mut Script) -> Vec<u8> {
+    let enabled = s.byte().unwrap_or(0);
+    let quanta = s.u16().unwrap_or(0);
+    let mut p = Pfc::pause(enabled, quanta);
+    if s.byte().unwrap_or(0) & 1 == 1 {
+        let b = s.bytes(6).to_vec();
+        let at = |i: usize| b.get(i).copied().unwrap_or(0);
+        p.checking = Some(CheckingMessage {
+            origin_switch: u32::from(at(0)),
+            origin_port: u16::from(at(1) % 6),
+            seq: u32::from(at(2)),
+            hops: u16::from(at(3)),
+            prios: at(4),
+        });
+    }
+    let mut b = vec![0u8; pfc::MIN_FRAME_LEN];
+    pfc::encode(&mut b, MacAddr([0x02, 0, 0, 0, 0, 9]), &MacControl::Pfc(p));
+    b
+}
+
+/// Runs one script; panics if the engine lost a frame or freed one twice.
+pub fn run(data: &[u8]) {
+    let config = config();
+    let mut now = Time::from_millis(1000);
+    let mut sw = Switch::new(&config, None, FRAMES, now);
+    let mut slow = Slowpath::new("fuzz", sw.port_names(), FRAMES as usize);
+    let mut pool = Pool::new();
+    let mut batch = TxBatch::new();
+    let mut s = Script { data };
+    let mut refuse_next = false;
+    for _ in 0..MAX_OPS {
+        let Some(op) = s.byte() else { break };
+        let port = usize::from(op >> 4) % PORTS;
+        match op % 8 {
+            0 => {
+                let len = usize::from(s.byte().unwrap_or(0)) * 8;
+                let raw = s.bytes(len).to_vec();
+                if let Some(id) = pool.put(&raw) {
+                    sw.receive(now, &mut pool, port, id);
+                }
+            }
+            1 | 2 => {
+                let f = data_frame(&mut s);
+                if let Some(id) = pool.put(&f) {
+                    sw.receive(now, &mut pool, port, id);
+                }
+            }
+            3 => {
+                let f = pfc_frame(&mut s);
+                if let Some(id) = pool.put(&f) {
+                    sw.receive(now, &mut pool, port, id);
+                }
+            }
+            4 => transmit(&mut sw, &mut pool, &mut batch, now, port, usize::from(s.byte().unwrap_or(1)) % 64 + 1),
+            5 => {
+                now = now + Duration::from_micros(u64::from(s.u16().unwrap_or(0)));
+                sw.on_timer(now);
+            }
+            6 => {
+                let blocked = sw.is_blocked(port);
+                sw.set_blocked(port, !blocked);
+            }
+            _ => refuse_next = s.byte().unwrap_or(0) & 1 == 1,
+        }
+        slowpath_turn(&mut sw, &mut slow, &mut pool, now, refuse_next);
+    }
+    // Let everything go: unblocked ports, time for every pause and drop window to end.
+    for port in 0..PORTS {
+        sw.set_blocked(port, false);
+    }
+    for _ in 0..2000 {
+        slowpath_turn(&mut sw, &mut slow, &mut pool, now, false);
+        for port in 0..PORTS {
+            transmit(&mut sw, &mut pool, &mut batch, now, port, TxBatch::CAPACITY);
+        }
+        if sw.queued_frames() == 0 && slow.held() == 0 {
+            break;
+        }
+        now = now + Duration::from_millis(5);
+        sw.on_timer(now);
+    }
+    let stats = sw.stats(now);
+    assert_eq!((sw.queued_frames(), slow.held()), (0, 0), "frames stuck after everything was let go");
+    assert_eq!(pool.free.len(), FRAMES as usize, "frames leaked");
+    assert_eq!(stats.shared_buffer_used, 0, "buffer still charged with every frame gone");
+    for p in &stats.ports {
+        for q in &p.priorities {
+            assert_eq!(q.ingress_bytes, 0, "{} prio {}: bytes still charged", p.name, q.priority);
+        }
+    }
+}
+
+/// Sends what `port` may send now; the frames go back to the pool as the wire took them.
+fn transmit(sw: &mut Switch, pool: &mut Pool, batch: &mut TxBatch, now: Time, port: usize, limit: usize) {
+    batch.reset(limit.min(TxBatch::CAPACITY));
+    sw.transmit(now, pool, port, batch);
+    for f in batch.frames() {
+        assert_eq!(pool.bytes(f.id).len(), f.len as usize, "a frame's length is what the batch says");
+        pool.free(f.id);
+    }
+}
+
+/// Hands the engine's events to the slowpath (or, when `refuse`, back to the engine as a
+/// full channel would) and puts back what the slowpath releases.
+fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Time, refuse: bool) {
+    let events: Vec<ToSlowpath> = sw.drain_outbox().collect();
+    for ev in events {
+        if refuse && matches!(ev, ToSlowpath::Held(_)) {
+            sw.slowpath_refused(pool, ev);
+        } else {
+            slow.handle_event(ev);
+        }
+    }
+    let released = slow.release(|e| sw.stopped_mask(now, e)).to_vec();
+    for r in released {
+        sw.reinject(now, pool, r);
+    }
+}

@@ -1,0 +1,116 @@
+//! What each fuzz target checks, as plain functions of the fuzzer's bytes: cargo-fuzz
+//! (`fuzz/`) drives them with coverage guidance, and `tests/corpus.rs` runs them over
+//! the committed seed corpora and a few seconds of mutations on every test run.
+//!
+//! Each one panics only on a real fault: the engine losing a frame or a byte of buffer,
+//! a codec whose output does not read back as its input, a parser that accepts what it
+//! cannot write back.
+
+pub mod engine;
+
+use pfcswitch_core::checking::{CheckingMessage, ENCODED_LEN};
+use pfcswitch_core::config::Config;
+use pfcswitch_core::mac::MacAddr;
+use pfcswitch_core::pfc::{self, MacControl, Pfc};
+use pfcswitch_core::tagging::TagTable;
+
+/// The fuzz targets by name (the names of `fuzz/fuzz_targets/*.rs` and of the corpora).
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("engine_rx", engine::run),
+    ("pfc_codec", pfc_codec),
+    ("checking_codec", checking_codec),
+    ("config", config),
+    ("tagger_table", tagger_table),
+];
+
+/// PAUSE/PFC frames: whatever decodes encodes back to a frame that decodes the same; and
+/// any PFC the bytes describe survives encode → decode.
+pub fn pfc_codec(data: &[u8]) {
+    let own = MacAddr([0x02, 0, 0, 0, 0, 1]);
+    if let Ok(frame) = pfc::decode(data, own) {
+        let mut buf = [0u8; pfc::MIN_FRAME_LEN];
+        let len = pfc::encode(&mut buf, frame.src, &frame.body);
+        let again = pfc::decode(&buf[..len], own).expect("an encoded frame decodes");
+        assert_eq!(again, frame, "{data:02x?}");
+    }
+    if data.len() >= 19 {
+        let mut p = Pfc::pause(data[0], 0);
+        for (i, q) in p.quanta.iter_mut().enumerate() {
+            *q = u16::from_be_bytes([data[1 + 2 * i], data[2 + 2 * i]]);
+        }
+        p.checking = (data[17] & 1 == 1).then(|| message(&data[18..]));
+        let mut buf = [0u8; pfc::MIN_FRAME_LEN];
+        let len = pfc::encode(&mut buf, own, &MacControl::Pfc(p));
+        match pfc::decode(&buf[..len], own) {
+            Ok(f) => assert_eq!(f.body, MacControl::Pfc(p)),
+            Err(reject) => assert!(p.enabled == 0, "{p:?} did not read back: {reject:?}"),
+        }
+    }
+}
+
+/// A checking message from bytes (missing bytes are zero).
+fn message(data: &[u8]) -> CheckingMessage {
+    let b = |i: usize| data.get(i).copied().unwrap_or(0);
+    CheckingMessage {
+        origin_switch: u32::from_be_bytes([b(0), b(1), b(2), b(3)]),
+        origin_port: u16::from_be_bytes([b(4), b(5)]),
+        seq: u32::from_be_bytes([b(6), b(7), b(8), b(9)]),
+        hops: u16::from_be_bytes([b(10), b(11)]),
+        prios: b(12),
+    }
+}
+
+/// DCFIT checking messages in PFC padding: decode → encode → decode is the identity,
+/// and every message encodes to padding that decodes to it.
+pub fn checking_codec(data: &[u8]) {
+    if let Some(m) = CheckingMessage::decode(data) {
+        let mut pad = [0u8; ENCODED_LEN];
+        m.encode(&mut pad);
+        assert_eq!(CheckingMessage::decode(&pad), Some(m));
+    }
+    let m = message(data);
+    let mut pad = [0u8; ENCODED_LEN];
+    m.encode(&mut pad);
+    assert_eq!(CheckingMessage::decode(&pad), Some(m));
+}
+
+/// The configuration file: never a panic; what is accepted writes back to a file that
+/// reads as the same configuration.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(c) = Config::from_toml(text) else { return };
+    let written = c.to_toml();
+    let again = Config::from_toml(&written).unwrap_or_else(|e| panic!("{text:?} was accepted, {written:?} not: {e}"));
+    assert_eq!(again, c, "{text:?}");
+    // What the engine derives from it must not panic either.
+    let _ = (c.switch_id(), c.frame_caps(1 << 16), c.lossless_mask());
+    for i in 0..c.ports.len() {
+        let _ = c.ports[i].speed.quanta_duration(c.pfc.quanta);
+    }
+}
+
+/// A Tagger table file (TOML or JSON): parsed and compiled for switches of 1..=8 ports,
+/// and every lookup of a compiled table answered, never a panic.
+pub fn tagger_table(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(tables) = tagger::system::parse_table("fuzz", text, false) else { return };
+    for ports in 1..=8 {
+        let lossless = [3u8, 4];
+        for wanted in [None, Some(&lossless[..])] {
+            let Ok(t) = TagTable::compile(&tables, "fuzz", ports, wanted) else { continue };
+            for tag in 0..=255u8 {
+                for i in 0..ports {
+                    let _ = t.ingress(i, tag);
+                    for e in 0..ports {
+                        let _ = t.rewrite(i, tag, e);
+                        let _ = t.egress_queues(i, tag, e);
+                    }
+                }
+                let _ = t.priority_of(tag);
+            }
+            for prio in 0..8 {
+                let _ = t.tag_of(prio);
+            }
+        }
+    }
+}
