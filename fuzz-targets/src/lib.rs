@@ -14,8 +14,11 @@ use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
 use pfcswitch_core::tagging::TagTable;
 
+/// A fuzz target: takes any bytes, panics only on a fault.
+pub type Target = fn(&[u8]);
+
 /// The fuzz targets by name (the names of `fuzz/fuzz_targets/*.rs` and of the corpora).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("engine_rx", engine::run),
     ("pfc_codec", pfc_codec),
     ("checking_codec", checking_codec),
