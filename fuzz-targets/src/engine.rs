@@ -1,7 +1,8 @@
 //! The engine's receive path under arbitrary input: frames of any bytes on any port,
-//! interleaved with transmit turns, time passing, ports blocked and unblocked, and a
-//! slowpath that sometimes cannot take what is handed to it. Afterwards everything is
-//! let go, and every frame must be back in the pool and every buffer byte released.
+//! interleaved with transmit turns, time passing, ports blocked and unblocked, links
+//! going down and up, and a slowpath that sometimes cannot take what is handed to it.
+//! Afterwards everything is let go, and every frame must be back in the pool and every
+//! buffer byte released.
 
 use std::time::Duration;
 
@@ -206,13 +207,22 @@ pub fn run(data: &[u8]) {
                 let blocked = sw.is_blocked(port);
                 sw.set_blocked(port, !blocked);
             }
-            _ => refuse_next = s.byte().unwrap_or(0) & 1 == 1,
+            _ => {
+                let b = s.byte().unwrap_or(0);
+                refuse_next = b & 1 == 1;
+                if b & 2 != 0 {
+                    let up = sw.link_up(port);
+                    sw.set_link(&mut pool, port, !up);
+                }
+            }
         }
         slowpath_turn(&mut sw, &mut slow, &mut pool, now, refuse_next);
     }
-    // Let everything go: unblocked ports, time for every pause and drop window to end.
+    // Let everything go: unblocked ports with their links up, time for every pause and
+    // drop window to end.
     for port in 0..PORTS {
         sw.set_blocked(port, false);
+        sw.set_link(&mut pool, port, true);
     }
     for _ in 0..2000 {
         slowpath_turn(&mut sw, &mut slow, &mut pool, now, false);

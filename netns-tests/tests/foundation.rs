@@ -312,3 +312,68 @@ fn testbeds_never_share_a_namespace_a_name_or_a_state_directory() {
     let left = pfctools::testbed::run("ip", &["netns", "list"]).unwrap();
     assert!(!left.contains(&base), "{left}");
 }
+
+/// CPU seconds process `pid` used so far (user + system).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / hz
+}
+
+#[test]
+fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forwarding() {
+    let _serial = serial();
+    let tb = star("lost", 3);
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let port =
+        |s: &pfcswitch::core::stats::SwitchStats, name: &str| s.ports.iter().find(|p| p.name == name).unwrap().clone();
+    let ping = |to: &str| tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", to]);
+    assert!(ping("10.0.0.3").unwrap().contains("2 received"));
+    let h2 = mac_of(&tb, "h2");
+    let send_to_h2 = |n: &str| {
+        let sink = SinkProc::start(&tb, "h2", &format!("sink-{n}"), &["--idle", "1"]).unwrap();
+        let g = run_gen(
+            &tb,
+            "h1",
+            &format!("gen-{n}"),
+            &["--dst-mac", &h2, "--count", "2000", "--rate", "20k"],
+            GEN_TIMEOUT,
+        )
+        .unwrap();
+        let rx = sink.finish(SINK_TIMEOUT).unwrap();
+        assert_eq!((g.sent, rx.received), (2000, 2000), "{n}");
+    };
+
+    // h3's end goes down: the switch's p3 loses its carrier.
+    tb.exec("h3", &["ip", "link", "set", "eth0", "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let s = sw.stats().unwrap();
+    let p3 = port(&s, "p3");
+    assert!(!p3.link_up && p3.counters.link_downs == 1, "{p3:?}");
+    assert!(sw.fdb().unwrap().iter().all(|r| r.port != 2), "what p3 learned is forgotten");
+    send_to_h2("while-p3-down");
+
+    // Up again: it carries traffic again.
+    tb.exec("h3", &["ip", "link", "set", "eth0", "up"]).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(port(&sw.stats().unwrap(), "p3").link_up);
+    assert!(ping("10.0.0.3").unwrap().contains("2 received"), "p3 forwards again");
+
+    // h3's namespace goes away, and with it the veth: the port is gone for good.
+    pfctools::testbed::run("ip", &["netns", "del", &tb.ns("h3").unwrap()]).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let p3 = port(&sw.stats().unwrap(), "p3");
+    assert!(!p3.link_up && p3.counters.link_downs == 2, "{p3:?}");
+    send_to_h2("after-p3-gone");
+    // Idle, with a dead port, the switch sleeps rather than spins.
+    let pid = sw.proc.pid();
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(pid) - before;
+    assert!(used < 0.5, "the idle switch used {used:.2} CPU seconds in 2 s");
+    assert!(sw.stop().success(), "and it still stops cleanly");
+}

@@ -30,6 +30,12 @@ pub enum DropReason {
     FrameCap,
     /// Held for a blocked port, but the slowpath could not take it (its channel was full).
     SlowpathRefused,
+    /// For a port whose link is down (or whose interface is gone).
+    LinkDown,
+}
+
+fn up() -> bool {
+    true
 }
 
 /// One stretch of a port pausing its upstream for a priority.
@@ -78,6 +84,9 @@ pub struct DropCounters {
     pub frame_cap: u64,
     #[serde(default)]
     pub slowpath_refused: u64,
+    /// Frames for this egress while its link was down, or queued on it when it went down.
+    #[serde(default)]
+    pub link_down: u64,
     /// Dropped while breaking a deadlock or cutting a PFC storm off on this (egress) port.
     pub watchdog: u64,
 }
@@ -95,6 +104,7 @@ impl DropCounters {
             DropReason::Lossy => &mut self.lossy,
             DropReason::FrameCap => &mut self.frame_cap,
             DropReason::SlowpathRefused => &mut self.slowpath_refused,
+            DropReason::LinkDown => &mut self.link_down,
         } += 1;
     }
 
@@ -109,6 +119,7 @@ impl DropCounters {
             + self.lossy
             + self.frame_cap
             + self.slowpath_refused
+            + self.link_down
             + self.watchdog
     }
 }
@@ -213,6 +224,9 @@ pub struct PortCounters {
     /// Unicast frames flooded because their destination was not in the FDB.
     #[serde(default)]
     pub unknown_unicast_flooded: u64,
+    /// Times the link went down (or the interface went away).
+    #[serde(default)]
+    pub link_downs: u64,
 }
 
 /// Frames the XDP program saw, per class (filled in by the dataplane).
@@ -289,6 +303,9 @@ pub struct PortStats {
     /// What the port faces: "host" or "switch".
     #[serde(default)]
     pub role: String,
+    /// The link is up (the dataplane says so; frames for a port that is down are dropped).
+    #[serde(default = "up")]
+    pub link_up: bool,
     pub blocked: bool,
     /// Frames for this egress held by the slowpath.
     pub held_by_slowpath: u64,

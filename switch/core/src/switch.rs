@@ -192,6 +192,8 @@ struct Port {
     speed: Speed,
     mode: PauseMode,
     role: PortRole,
+    /// The link carries frames (see [`Switch::set_link`]).
+    link_up: bool,
     flood: bool,
     max_frame: usize,
     refresh: Duration,
@@ -288,6 +290,7 @@ impl Switch {
                     speed: p.speed,
                     mode: p.pause_mode,
                     role: p.role,
+                    link_up: true,
                     flood: p.flood,
                     max_frame: p.max_frame,
                     refresh,
@@ -491,8 +494,12 @@ impl Switch {
     }
 
     fn flood<P: FramePool>(&mut self, now: Time, pool: &mut P, ingress: PortId, id: FrameId, len: usize, class: Class) {
-        let targets: u64 =
-            self.ports.iter().enumerate().filter(|(i, p)| *i != ingress && p.flood).fold(0, |m, (i, _)| m | (1 << i));
+        let targets: u64 = self
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i != ingress && p.flood && p.link_up)
+            .fold(0, |m, (i, _)| m | (1 << i));
         if targets == 0 {
             self.drop_frame(pool, ingress, id, DropReason::Filtered);
             return;
@@ -527,6 +534,11 @@ impl Switch {
         len: usize,
         class: Class,
     ) {
+        if !self.ports[egress].link_up {
+            self.ports[egress].counters.drops.count(DropReason::LinkDown);
+            pool.free(id);
+            return;
+        }
         let at = self.place(ingress, egress, class);
         let (p, q) = (usize::from(at.group), usize::from(at.queue));
         let bytes = len as u64;
@@ -661,6 +673,12 @@ impl Switch {
         let f = released.frame;
         let (i, e, p) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
         self.map.returned_from_slowpath(i, e, p);
+        if !self.ports[e].link_up {
+            self.map.sent_last_of_pair(i, e);
+            self.ports[e].counters.drops.count(DropReason::LinkDown);
+            self.give_back(pool, f.id);
+            return;
+        }
         if self.dropping(now, e) & (1 << p) != 0 {
             self.discard(pool, e, p, f.id);
             return;
@@ -935,6 +953,9 @@ impl Switch {
     /// The frames in `out` belong to the caller, who frees them once sent.
     pub fn transmit<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, out: &mut TxBatch) {
         self.clock = self.clock.max(now);
+        if !self.ports[port].link_up {
+            return;
+        }
         self.check_pfcwd(now, port);
         self.empty_dropped_queues(now, pool, port);
         self.build_pause_frame(now, pool, port);
@@ -1007,14 +1028,58 @@ impl Switch {
             self.ports[port].deadlock_drop = None;
         }
         for prio in pfc::bits(self.dropping(now, port)) {
-            while let Some(id) = self.ports[port].queues[prio].pop(&mut self.frames) {
-                let ingress = self.frames.get(id).ingress;
-                if ingress != NO_PORT {
-                    self.map.dequeued(usize::from(ingress), port);
-                }
+            while let Some(id) = self.unqueue(port, prio) {
                 self.discard(pool, port, prio, id);
             }
         }
+    }
+
+    /// Takes the head of a queue that will not be sent, keeping the traffic map right.
+    fn unqueue(&mut self, port: PortId, prio: usize) -> Option<FrameId> {
+        let id = self.ports[port].queues[prio].pop(&mut self.frames)?;
+        let meta = *self.frames.get(id);
+        if meta.ingress != NO_PORT {
+            self.map.dequeued(usize::from(meta.ingress), port);
+            if meta.last_of_pair {
+                self.map.sent_last_of_pair(usize::from(meta.ingress), port);
+            }
+        }
+        Some(id)
+    }
+
+    /// The link of `port` went down (its interface may even be gone) or came up again.
+    /// Down: what it learned is forgotten, what waits for it is dropped (its buffer
+    /// released, so its ingresses resume), the pauses it received are void, and frames
+    /// for it are dropped until it is up. The shell decides what "up" means and neither
+    /// receives from nor sends on a port that is down.
+    pub fn set_link<P: FramePool>(&mut self, pool: &mut P, port: PortId, up: bool) {
+        if self.ports[port].link_up == up {
+            return;
+        }
+        self.ports[port].link_up = up;
+        if up {
+            return;
+        }
+        self.ports[port].counters.link_downs += 1;
+        self.fdb.flush_port(port);
+        for prio in 0..PRIORITIES {
+            while let Some(id) = self.unqueue(port, prio) {
+                self.ports[port].counters.drops.count(DropReason::LinkDown);
+                self.give_back(pool, id);
+            }
+        }
+        while let Some(id) = self.ports[port].control.pop(&mut self.frames) {
+            pool.free(id);
+        }
+        let p = &mut self.ports[port];
+        p.pause = EgressPause::default();
+        p.resume_due = [None; PRIORITIES];
+        p.pending = PendingPause::default();
+    }
+
+    /// Whether `port`'s link is up (as the shell last said).
+    pub fn link_up(&self, port: PortId) -> bool {
+        self.ports[port].link_up
     }
 
     /// The next watchdog event (a storm detected, a priority restored), oldest first.
@@ -1182,6 +1247,10 @@ impl Switch {
     /// shaper or a received pause holds back.
     pub fn port_wakeup(&self, now: Time, port: PortId) -> Option<Time> {
         let p = &self.ports[port];
+        if !p.link_up {
+            // Nothing goes out of it; what it still owes its partner (a resume) waits.
+            return None;
+        }
         if p.pending.pause | p.pending.resume != 0 || !p.control.is_empty() {
             return Some(now);
         }
@@ -1294,6 +1363,7 @@ impl Switch {
             speed: p.speed.to_string(),
             pause_mode: format!("{:?}", p.mode).to_lowercase(),
             role: format!("{:?}", p.role).to_lowercase(),
+            link_up: p.link_up,
             blocked: self.is_blocked(index),
             held_by_slowpath: self.map.held_at_slowpath_for(index),
             watchdog_active: p.deadlock_drop.is_some_and(|(until, _)| now < until),

@@ -24,7 +24,7 @@ use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
-use sys::{SysError, Waker};
+use sys::{LinkState, SysError, Waker};
 use xdp::{Classifier, XdpError};
 use xsk::{usable_frame_bytes, UmemPool, XskError, XskPort};
 
@@ -39,6 +39,8 @@ const SLEEP_MARGIN: Duration = Duration::from_micros(100);
 const KICK_ROUNDS: usize = 16;
 /// How long shutdown keeps sending what is queued.
 const DRAIN_TIME: Duration = Duration::from_millis(500);
+/// How often the ports' link states are read.
+const LINK_CHECK: Duration = Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataplaneError {
@@ -84,6 +86,11 @@ pub struct Dataplane {
     slowpath_overflow: u64,
     /// Those events, until the engine takes their frames back.
     refused: Vec<ToSlowpath>,
+    /// Per port: the interface index it was bound at, and its link as last seen. Only
+    /// ports that are up are polled, received from and sent on.
+    ifindex: Vec<u32>,
+    links: Vec<LinkState>,
+    next_link_check: Time,
     stalls: stall::StallMeter,
 }
 
@@ -205,6 +212,9 @@ impl Dataplane {
             view,
             slowpath_overflow: 0,
             refused: Vec::with_capacity(1024),
+            ifindex: infos.iter().map(|i| i.ifindex).collect(),
+            links: vec![LinkState::Up; infos.len()],
+            next_link_check: sys::now(),
             stalls: stall::StallMeter::default(),
         };
         for port in &mut dp.ports {
@@ -238,6 +248,15 @@ impl Dataplane {
         while !stop.load(Ordering::Relaxed) {
             let now = sys::now();
             self.stalls.poll(now);
+            if now >= self.next_link_check {
+                self.next_link_check = now + LINK_CHECK;
+                self.check_links();
+            }
+            // A port that is down or gone is not polled: its socket may report an error
+            // for ever, and the loop would spin on it.
+            for (pfd, (port, link)) in pollfds.iter_mut().zip(self.ports.iter().zip(&self.links)) {
+                pfd.fd = if *link == LinkState::Up { port.fd() } else { -1 };
+            }
             let mut work = self.turn(now, true)?;
             while let Ok(msg) = commands.try_recv() {
                 let reply = self.handle(now, &msg.request);
@@ -254,8 +273,8 @@ impl Dataplane {
                 idle_since = now;
                 continue;
             }
-            let wake = self.switch.next_wakeup(now);
-            if wake <= now || self.ports.iter().any(|p| p.tx_outstanding() > 0) {
+            let wake = self.switch.next_wakeup(now).min(self.next_link_check);
+            if wake <= now || self.tx_outstanding() > 0 {
                 continue;
             }
             let until_wake = wake.saturating_since(now);
@@ -277,8 +296,8 @@ impl Dataplane {
     fn turn(&mut self, now: Time, receive: bool) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
         let mut work = self.apply_slowpath_messages(now);
-        let Dataplane { ports, pool, switch, .. } = self;
-        for (i, port) in ports.iter_mut().enumerate() {
+        let Dataplane { ports, pool, switch, links, .. } = self;
+        for (i, port) in ports.iter_mut().enumerate().filter(|(i, _)| links[*i] == LinkState::Up) {
             port.reclaim(pool);
             if receive {
                 work += port.receive(pool, batch, |pool, id| switch.receive(now, pool, i, id));
@@ -287,10 +306,12 @@ impl Dataplane {
         self.switch.on_timer(now);
         self.tx_blocked = false;
         for i in 0..self.ports.len() {
-            // A fresh reading: what goes out is timed when it goes out, not when the turn began.
-            work += self.transmit(sys::now(), i)?;
+            if self.links[i] == LinkState::Up {
+                // A fresh reading: what goes out is timed when it goes out, not when the turn began.
+                work += self.transmit(sys::now(), i)?;
+            }
         }
-        for port in &mut self.ports {
+        for (port, _) in self.ports.iter_mut().zip(&self.links).filter(|(_, l)| **l == LinkState::Up) {
             port.refill(&mut self.pool, POOL_RESERVE);
         }
         self.publish_for_slowpath(now);
@@ -344,7 +365,14 @@ impl Dataplane {
             if port.tx_outstanding() == 0 {
                 break;
             }
-            port.kick().map_err(|source| DataplaneError::Kick { iface: port.iface.clone(), source })?;
+            if let Err(source) = port.kick() {
+                if sys::is_link_error(&source) {
+                    // Gone or down between two link checks: found out now.
+                    self.link_changed(i, sys::link_state(&self.config.ports[i].iface, self.ifindex[i]));
+                    return Ok(sent);
+                }
+                return Err(DataplaneError::Kick { iface: port.iface.clone(), source });
+            }
             if round == 0 {
                 // Pause frames lead the batch: the first sendto put this one on the wire.
                 if let Some(trigger) = trigger {
@@ -372,7 +400,7 @@ impl Dataplane {
             let now = sys::now();
             self.turn(now, false)?;
             let queued = self.switch.queued_frames();
-            let outstanding: u32 = self.ports.iter().map(|p| p.tx_outstanding()).sum();
+            let outstanding = self.tx_outstanding();
             if queued == 0 && outstanding == 0 {
                 break;
             }
@@ -383,6 +411,43 @@ impl Dataplane {
             tracing::warn!(frames = left, "frames still queued (paused priorities) were discarded at shutdown");
         }
         Ok(())
+    }
+
+    /// Frames on the tx rings of ports that are up (a port that is down may keep some
+    /// there until it comes back; nothing can be done for them meanwhile).
+    fn tx_outstanding(&self) -> u32 {
+        self.ports.iter().zip(&self.links).filter(|(_, l)| **l == LinkState::Up).map(|(p, _)| p.tx_outstanding()).sum()
+    }
+
+    /// Reads every port's link state and acts on changes.
+    fn check_links(&mut self) {
+        for i in 0..self.ports.len() {
+            if self.links[i] != LinkState::Gone {
+                let state = sys::link_state(&self.config.ports[i].iface, self.ifindex[i]);
+                self.link_changed(i, state);
+            }
+        }
+    }
+
+    /// Port `i`'s link is now `state`: the engine is told, and the change logged.
+    fn link_changed(&mut self, i: usize, state: LinkState) {
+        let was = self.links[i];
+        if state == was || was == LinkState::Gone {
+            return;
+        }
+        self.links[i] = state;
+        self.switch.set_link(&mut self.pool, i, state == LinkState::Up);
+        let (port, iface) = (self.config.port_name(i), &self.config.ports[i].iface);
+        match state {
+            LinkState::Up => tracing::info!(port, iface, "link up: the port forwards again"),
+            LinkState::Down => tracing::warn!(port, iface, "link down: its stations forgotten, its queues dropped"),
+            LinkState::Gone => tracing::warn!(
+                port,
+                iface,
+                lost_frames = self.ports[i].tx_outstanding(),
+                "interface gone: the port stays down until the switch is restarted"
+            ),
+        }
     }
 
     fn handle(&mut self, now: Time, request: &Request) -> Reply {

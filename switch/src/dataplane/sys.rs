@@ -51,6 +51,45 @@ pub fn interface(name: &str) -> Result<InterfaceInfo, SysError> {
     Ok(InterfaceInfo { name: name.to_string(), ifindex, mac, mtu })
 }
 
+/// Whether an interface can carry frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    Up,
+    /// Administratively down, or no carrier (a veth whose peer is down).
+    Down,
+    /// Deleted, or replaced by another interface of the same name (a veth whose peer's
+    /// namespace went away): the socket bound to it is dead for good.
+    Gone,
+}
+
+/// The state of interface `name`, bound when it had index `ifindex`.
+pub fn link_state(name: &str, ifindex: u32) -> LinkState {
+    let Ok(cname) = CString::new(name) else { return LinkState::Gone };
+    // SAFETY: cname is a valid NUL-terminated string.
+    if unsafe { libc::if_nametoindex(cname.as_ptr()) } != ifindex {
+        return LinkState::Gone;
+    }
+    let read = |what: &str| fs::read_to_string(format!("/sys/class/net/{name}/{what}")).unwrap_or_default();
+    match read("operstate").trim() {
+        "up" => LinkState::Up,
+        // Drivers that do not report an operational state: admin state alone.
+        "unknown" => {
+            let flags = u32::from_str_radix(read("flags").trim().trim_start_matches("0x"), 16).unwrap_or(0);
+            if flags & libc::IFF_UP as u32 != 0 {
+                LinkState::Up
+            } else {
+                LinkState::Down
+            }
+        }
+        _ => LinkState::Down,
+    }
+}
+
+/// Whether a send failed because the interface is down or gone (not a fault of ours).
+pub fn is_link_error(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::ENOBUFS))
+}
+
 /// Fails early, with a clear message, when the process cannot use AF_XDP and XDP.
 pub fn check_privileges() -> Result<(), SysError> {
     // SAFETY: geteuid has no preconditions.
