@@ -350,7 +350,9 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forward
 
     // h3's end goes down: the switch's p3 loses its carrier.
     tb.exec("h3", &["ip", "link", "set", "eth0", "down"]).unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    // A link must stay down for over a second before the switch acts (a veth reads down
+    // for a moment whenever an XDP program is attached at either end).
+    std::thread::sleep(Duration::from_millis(1800));
     let s = sw.stats().unwrap();
     let p3 = port(&s, "p3");
     assert!(!p3.link_up && p3.counters.link_downs == 1, "{p3:?}");

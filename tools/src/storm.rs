@@ -110,6 +110,9 @@ pub struct StormReport {
     pub continuous: bool,
     /// Frames the device refused for a moment (retried).
     pub retries: u64,
+    /// When the first frame went out (CLOCK_MONOTONIC, ns: comparable across namespaces).
+    #[serde(default)]
+    pub first_frame_ns: u64,
 }
 
 /// Builds the storm's frame.
@@ -225,6 +228,7 @@ pub fn run(args: &StormArgs, stop: &AtomicBool) -> Result<StormReport> {
     let mut counts = vec![0u64; senders.len()];
     let mut gaps = GapStats::default();
     let mut retries = 0;
+    let mut first_frame_ns = 0;
     let start = sys::now();
     let end = args.duration.map(|d| start + d);
     let mut next = start;
@@ -253,6 +257,9 @@ pub fn run(args: &StormArgs, stop: &AtomicBool) -> Result<StormReport> {
             while !s.send(&frames[i])? {
                 retries += 1;
             }
+            if first_frame_ns == 0 {
+                first_frame_ns = sys::now().as_nanos();
+            }
             counts[i] += 1;
         }
         gaps.record(sys::now());
@@ -273,6 +280,7 @@ pub fn run(args: &StormArgs, stop: &AtomicBool) -> Result<StormReport> {
         interval_mean_us: gaps.mean().as_secs_f64() * 1e6,
         largest_gap_us: largest.as_secs_f64() * 1e6,
         continuous: largest < pause,
+        first_frame_ns,
         retries,
     })
 }

@@ -84,6 +84,10 @@ pub struct WatchdogCounters {
     pub dropped_frames: u64,
     /// From the start of the continuous pause to the last detection, µs.
     pub last_detection_us: u64,
+    /// When the last detection happened (the switch's monotonic clock, ns; 0: never),
+    /// for comparing with when a storm tool started.
+    #[serde(default)]
+    pub last_detection_ns: u64,
 }
 
 /// A change of state, for the log.
@@ -207,6 +211,7 @@ impl PortWatchdog {
                         let c = &mut self.counters[prio];
                         c.storms_detected += 1;
                         c.last_detection_us = now.saturating_since(since).as_micros() as u64;
+                        c.last_detection_ns = now.as_nanos();
                         event(WatchdogEvent::StormDetected {
                             port,
                             prio: prio as u8,

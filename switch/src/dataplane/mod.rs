@@ -41,6 +41,10 @@ const KICK_ROUNDS: usize = 16;
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 /// How often the ports' link states are read.
 const LINK_CHECK: Duration = Duration::from_millis(100);
+/// How many checks in a row must find a link down before the port is taken down: the
+/// kernel reports a veth down for a few hundred ms when an XDP program is attached to it
+/// or its peer (and link events are batched up to a second), while frames still flow.
+const LINK_DOWN_CHECKS: u32 = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataplaneError {
@@ -90,6 +94,8 @@ pub struct Dataplane {
     /// ports that are up are polled, received from and sent on.
     ifindex: Vec<u32>,
     links: Vec<LinkState>,
+    /// Per port: consecutive checks that found the link down while it counted as up.
+    down_checks: Vec<u32>,
     next_link_check: Time,
     stalls: stall::StallMeter,
 }
@@ -214,6 +220,7 @@ impl Dataplane {
             refused: Vec::with_capacity(1024),
             ifindex: infos.iter().map(|i| i.ifindex).collect(),
             links: vec![LinkState::Up; infos.len()],
+            down_checks: vec![0; infos.len()],
             next_link_check: sys::now(),
             stalls: stall::StallMeter::default(),
         };
@@ -366,10 +373,13 @@ impl Dataplane {
                 break;
             }
             if let Err(source) = port.kick() {
-                if sys::is_link_error(&source) {
-                    // Gone or down between two link checks: found out now.
-                    self.link_changed(i, sys::link_state(&self.config.ports[i].iface, self.ifindex[i]));
+                if sys::is_gone_error(&source) {
+                    // Gone between two link checks: found out now.
+                    self.link_changed(i, LinkState::Gone);
                     return Ok(sent);
+                }
+                if sys::is_transient_error(&source) {
+                    break;
                 }
                 return Err(DataplaneError::Kick { iface: port.iface.clone(), source });
             }
@@ -422,10 +432,19 @@ impl Dataplane {
     /// Reads every port's link state and acts on changes.
     fn check_links(&mut self) {
         for i in 0..self.ports.len() {
-            if self.links[i] != LinkState::Gone {
-                let state = sys::link_state(&self.config.ports[i].iface, self.ifindex[i]);
-                self.link_changed(i, state);
+            if self.links[i] == LinkState::Gone {
+                continue;
             }
+            let mut state = sys::link_state(&self.config.ports[i].iface, self.ifindex[i]);
+            if state == LinkState::Down && self.links[i] == LinkState::Up {
+                self.down_checks[i] += 1;
+                if self.down_checks[i] < LINK_DOWN_CHECKS {
+                    state = LinkState::Up;
+                }
+            } else {
+                self.down_checks[i] = 0;
+            }
+            self.link_changed(i, state);
         }
     }
 

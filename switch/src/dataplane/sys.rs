@@ -85,9 +85,15 @@ pub fn link_state(name: &str, ifindex: u32) -> LinkState {
     }
 }
 
-/// Whether a send failed because the interface is down or gone (not a fault of ours).
-pub fn is_link_error(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::ENOBUFS))
+/// Whether a send failed because the interface is gone (not a fault of ours).
+pub fn is_gone_error(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENXIO | libc::ENODEV))
+}
+
+/// Whether a send failed for a moment (a full queue, a link that is down for now): the
+/// frames stay on the ring and go with a later kick.
+pub fn is_transient_error(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENOBUFS | libc::EAGAIN | libc::EBUSY))
 }
 
 /// Fails early, with a clear message, when the process cannot use AF_XDP and XDP.

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod forward;
 pub mod lab;
 pub mod pfc;
+pub mod pfcwd;
 pub mod report;
 pub mod sim;
 
@@ -21,6 +22,8 @@ pub enum BenchCommand {
     Pfc(pfc::PfcArgs),
     /// DCFIT deadlock detection time on a three-switch ring.
     Dcfit(dcfit::DcfitArgs),
+    /// The PFC watchdog's accuracy: storm start to detection against detection_ms.
+    Pfcwd(pfcwd::PfcwdArgs),
     /// The simulator's speed on one core, from a ring to a k=8 fat-tree.
     Sim(sim::SimBenchArgs),
 }
@@ -30,6 +33,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Forward(args) => forward::run(&args),
         BenchCommand::Pfc(args) => pfc::run(&args),
         BenchCommand::Dcfit(args) => dcfit::run(&args),
+        BenchCommand::Pfcwd(args) => pfcwd::run(&args),
         BenchCommand::Sim(args) => sim::run(&args),
     }
 }
