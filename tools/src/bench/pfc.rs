@@ -219,12 +219,21 @@ pub struct ResponseTime {
     pub external_max_us: f64,
     pub external_p50_quanta: f64,
     pub samples_us: Vec<f64>,
+    /// Trials thrown away because the flow had a gap longer than the pause (the machine
+    /// stopped the generator or the switch): extra trials stand in for them.
+    #[serde(default)]
+    pub external_disturbed: usize,
 }
 
 pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
-    // A dense, smooth flow: the stop can only be placed to within one interval.
-    let (trials, _, dut) = probe_switch_with_response(speed, repeats)?;
-    let samples: Vec<f64> = trials.iter().filter_map(|t| t.response_us).collect();
+    // A dense, smooth flow: the stop can only be placed to within one interval. Twice
+    // the trials asked for, so that those a busy machine disturbs can be left out.
+    let (trials, _, dut) = probe_switch_with_response(speed, repeats * 2)?;
+    let disturbed = trials.iter().filter(|t| t.disturbed).count();
+    let samples: Vec<f64> = trials.iter().filter(|t| !t.disturbed).filter_map(|t| t.response_us).collect();
+    if samples.is_empty() {
+        bail!("all {} trials were disturbed by the machine (gaps longer than the pause); run again", trials.len());
+    }
     let quantum_us = pfcswitch::core::speed::BITS_PER_QUANTUM as f64 / speed.bps() as f64 * 1e6;
     let (p50, max) = (median(&samples), samples.iter().copied().fold(0.0, f64::max));
     Ok(ResponseTime {
@@ -238,6 +247,7 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
         external_max_us: max,
         external_p50_quanta: p50 / quantum_us,
         samples_us: samples,
+        external_disturbed: disturbed,
     })
 }
 

@@ -45,7 +45,18 @@ pub struct ProbeTrial {
     /// interval after it; this is the middle of that span (veth transit included). None
     /// when the flow already had a gap when the pause was sent (nothing to place).
     pub response_us: Option<f64>,
+    /// The largest gap is longer than the pause by over a millisecond (something else
+    /// stopped the flow as well: the generator or the switch off its CPU), or sending the
+    /// pause took the probe too long (it lost its CPU): this trial's gap and response say
+    /// nothing about the pause.
+    #[serde(default)]
+    pub disturbed: bool,
 }
+
+/// How much longer than the pause a gap may be before the trial counts as disturbed.
+const DISTURBED_BEYOND: Duration = Duration::from_millis(1);
+/// How long sending the pause may take before the trial counts as disturbed.
+const SEND_WITHIN: Duration = Duration::from_micros(200);
 
 struct Receiver {
     host: HostPort,
@@ -129,6 +140,8 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
             rx.arrivals.extend(last);
             let t0 = sys::now();
             while !raw.send(&frame)? {}
+            // Off the CPU between taking the time and sending: the pause left late.
+            let send_took = sys::now().saturating_since(t0);
             rx.run_for(expected * 2 + Duration::from_millis(20), stop);
             if stop.load(Ordering::Relaxed) {
                 bail!("stopped");
@@ -151,6 +164,7 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
                         (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6
                     })
                 },
+                disturbed: gap > expected + interval + DISTURBED_BEYOND || send_took > SEND_WITHIN,
             });
         }
     }
