@@ -317,6 +317,10 @@ pub struct PortStats {
     pub checks: CheckCounters,
     /// The latest times this port paused its upstream (oldest first).
     pub xoff_episodes: Vec<XoffEpisode>,
+    /// When the latest PFC frames that paused something arrived on this port (monotonic
+    /// clock, ns, oldest first; at most 64).
+    #[serde(default)]
+    pub pause_arrivals_ns: Vec<u64>,
     #[serde(flatten)]
     pub counters: PortCounters,
     pub xdp: XdpClassCounters,

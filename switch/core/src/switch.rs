@@ -153,6 +153,8 @@ const SHAPER_BURST: Duration = Duration::from_micros(30);
 const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
 /// XOFF episodes remembered per port.
 const EPISODES: usize = 64;
+/// Arrival times of pausing PFC frames remembered per port.
+const PAUSE_ARRIVALS: usize = 64;
 /// Own checking messages remembered per port: more than are in flight around a cycle.
 const ORIGINATED: usize = 16;
 /// A priority counts as flowing when a pause arrives if it sent within this long before.
@@ -213,6 +215,10 @@ struct Port {
     last_tx: [Time; PRIORITIES],
     /// The latest XOFF episodes, a ring of fixed size (oldest overwritten).
     episodes: [XoffEpisode; EPISODES],
+    /// When the latest pausing PFC frames arrived (ns; a ring): a test tool matches them
+    /// with when it sent its pauses, to tell the testbed's delay from the switch's.
+    pause_arrivals: [u64; PAUSE_ARRIVALS],
+    next_arrival: usize,
     /// The latest messages originated on this port since it last stopped pausing its
     /// upstream (a ring, oldest overwritten, emptied when the pausing stops): a returning
     /// message not among them no longer proves a standing cycle; one among them is judged
@@ -310,6 +316,8 @@ impl Switch {
                     upstream_response: [Duration::ZERO; PRIORITIES],
                     last_tx: [Time::ZERO; PRIORITIES],
                     episodes: [XoffEpisode::default(); EPISODES],
+                    pause_arrivals: [0; PAUSE_ARRIVALS],
+                    next_arrival: 0,
                     originated: [None; ORIGINATED],
                     next_originated: 0,
                     departed: [None; PRIORITIES],
@@ -807,6 +815,10 @@ impl Switch {
                 if p.mode != PauseMode::Pfc {
                     c.pfc_ignored += 1;
                     return;
+                }
+                if pfc.classes().any(|(_, q)| q > 0) {
+                    p.pause_arrivals[p.next_arrival % PAUSE_ARRIVALS] = now.as_nanos();
+                    p.next_arrival += 1;
                 }
                 for (prio, quanta) in pfc.classes() {
                     if lossless & (1 << prio) == 0 {
@@ -1379,6 +1391,10 @@ impl Switch {
             xoff_episodes: {
                 let n = p.next_episode.min(EPISODES);
                 (0..n).map(|k| p.episodes[(p.next_episode - n + k) % EPISODES]).collect()
+            },
+            pause_arrivals_ns: {
+                let n = p.next_arrival.min(PAUSE_ARRIVALS);
+                (0..n).map(|k| p.pause_arrivals[(p.next_arrival - n + k) % PAUSE_ARRIVALS]).collect()
             },
             counters: p.counters,
             xdp: Default::default(),

@@ -228,11 +228,24 @@ pub struct ResponseTime {
 pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
     // A dense, smooth flow: the stop can only be placed to within one interval. Twice
     // the trials asked for, so that those a busy machine disturbs can be left out.
-    let (trials, _, dut) = probe_switch_with_response(speed, repeats * 2)?;
+    let (mut trials, _, dut, arrivals) = probe_switch_with_response(speed, repeats * 2)?;
+    // The testbed may hold the pause back too (its softirq work waits for a CPU): a
+    // trial whose pause reached the switch late says nothing about the switch.
+    for t in &mut trials {
+        let arrived = arrivals.iter().copied().find(|&a| a >= t.sent_ns);
+        let transit = arrived.map(|a| Duration::from_nanos(a - t.sent_ns));
+        if transit.is_none_or(|d| d > crate::traffic::probe::SEND_WITHIN) {
+            t.disturbed = true;
+        }
+    }
     let disturbed = trials.iter().filter(|t| t.disturbed).count();
     let samples: Vec<f64> = trials.iter().filter(|t| !t.disturbed).filter_map(|t| t.response_us).collect();
     if samples.is_empty() {
-        bail!("all {} trials were disturbed by the machine (gaps longer than the pause); run again", trials.len());
+        bail!(
+            "all {} trials were disturbed by the machine (a gap longer than the pause, a pause sent or delivered \
+             late, or the flow held up over 1 ms in the testbed); run again on a quieter machine",
+            trials.len()
+        );
     }
     let quantum_us = pfcswitch::core::speed::BITS_PER_QUANTUM as f64 / speed.bps() as f64 * 1e6;
     let (p50, max) = (median(&samples), samples.iter().copied().fold(0.0, f64::max));
@@ -251,9 +264,15 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
     })
 }
 
-fn probe_switch_with_response(speed: Speed, repeats: usize) -> Result<(Vec<ProbeTrial>, Percentiles, Percentiles)> {
+/// The trials, the switch's resume lateness and pause response, and when the pauses
+/// arrived at the switch (the probe's port).
+fn probe_switch_with_response(
+    speed: Speed,
+    repeats: usize,
+) -> Result<(Vec<ProbeTrial>, Percentiles, Percentiles, Vec<u64>)> {
     let (trials, _, stats) = probe_switch(speed, &[u16::MAX], repeats, 8, "200k", true)?;
-    Ok((trials, stats.resume_lateness, stats.pause_response))
+    let arrivals = stats.ports[1].pause_arrivals_ns.clone();
+    Ok((trials, stats.resume_lateness, stats.pause_response, arrivals))
 }
 
 pub fn run(args: &PfcArgs) -> Result<()> {

@@ -46,21 +46,30 @@ pub struct ProbeTrial {
     /// when the flow already had a gap when the pause was sent (nothing to place).
     pub response_us: Option<f64>,
     /// The largest gap is longer than the pause by over a millisecond (something else
-    /// stopped the flow as well: the generator or the switch off its CPU), or sending the
-    /// pause took the probe too long (it lost its CPU): this trial's gap and response say
-    /// nothing about the pause.
+    /// stopped the flow as well: the generator or the switch off its CPU), sending the
+    /// pause took the probe too long (it lost its CPU), or the flow's frames took over a
+    /// millisecond from the generator (held up in the testbed): this trial's gap and
+    /// response say nothing about the pause.
     #[serde(default)]
     pub disturbed: bool,
+    /// When the probe sent the pause (CLOCK_MONOTONIC, ns: comparable with the switch's
+    /// record of when it arrived).
+    #[serde(default)]
+    pub sent_ns: u64,
 }
 
 /// How much longer than the pause a gap may be before the trial counts as disturbed.
 const DISTURBED_BEYOND: Duration = Duration::from_millis(1);
 /// How long sending the pause may take before the trial counts as disturbed.
-const SEND_WITHIN: Duration = Duration::from_micros(200);
+pub const SEND_WITHIN: Duration = Duration::from_micros(200);
+/// The longest transit from the generator to the probe of an undisturbed trial's frames.
+const TRANSIT_WITHIN: Duration = Duration::from_millis(1);
 
 struct Receiver {
     host: HostPort,
     arrivals: Vec<Time>,
+    /// Per arrival: how long the frame took from the generator (its stamp) to here, ns.
+    transit: Vec<u32>,
     pollfd: [libc::pollfd; 1],
 }
 
@@ -68,13 +77,15 @@ impl Receiver {
     /// Reads whatever arrived; test frames are timestamped with their arrival.
     fn poll(&mut self) -> usize {
         let now = sys::now();
-        let Receiver { host, arrivals, .. } = self;
+        let Receiver { host, arrivals, transit, .. } = self;
         let HostPort { port, pool, .. } = host;
         let mut n = 0;
         port.receive(pool, BATCH, |pool, id| {
-            if read_stamp(pool.bytes(id)).is_some() {
+            if let Some(stamp) = read_stamp(pool.bytes(id)) {
                 // The XDP program's arrival stamp, when the driver has a metadata area.
-                arrivals.push(pool.arrival(id).unwrap_or(now));
+                let at = pool.arrival(id).unwrap_or(now);
+                arrivals.push(at);
+                transit.push((at.as_nanos() as u32).wrapping_sub(stamp.tx_ns));
                 n += 1;
             }
             pool.free(id);
@@ -99,6 +110,14 @@ impl Receiver {
     }
 }
 
+/// The longest generator-to-probe transit of the frames that arrived up to `until`: a
+/// flow that was held up in the testbed (its softirq work waiting for a CPU) arrives
+/// late, and its stop with it.
+fn slowest_transit(arrivals: &[Time], transit: &[u32], until: Time) -> Duration {
+    let ns = arrivals.iter().zip(transit).filter(|(a, _)| **a <= until).map(|(_, &t)| t).max().unwrap_or(0);
+    Duration::from_nanos(u64::from(ns))
+}
+
 /// The mean time between arrivals of a steady flow.
 fn steady_interval(arrivals: &[Time]) -> Result<Duration> {
     if arrivals.len() < 10 {
@@ -113,7 +132,7 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
     let raw = RawSender::open(&opts.iface)?;
     let src = host.mac;
     let pollfd = [sys::pollfd(host.fd)];
-    let mut rx = Receiver { host, arrivals: Vec::with_capacity(1 << 20), pollfd };
+    let mut rx = Receiver { host, arrivals: Vec::with_capacity(1 << 20), transit: Vec::with_capacity(1 << 20), pollfd };
     eprintln!("{}", super::sink::READY_LINE);
     // Wait for a steady flow and measure its interval.
     let deadline = sys::now() + Duration::from_secs(10);
@@ -132,12 +151,16 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
             // Let the switch drain what the last pause queued, then time the steady flow.
             rx.run_for(expected, stop);
             rx.arrivals.clear();
+            rx.transit.clear();
             rx.run_for(Duration::from_millis(30), stop);
             let interval = steady_interval(&rx.arrivals)?;
             // Keep the last arrival: it may be the last frame before the pause.
             let last = rx.arrivals.last().copied();
+            let last_transit = rx.transit.last().copied();
             rx.arrivals.clear();
             rx.arrivals.extend(last);
+            rx.transit.clear();
+            rx.transit.extend(last_transit);
             let t0 = sys::now();
             while !raw.send(&frame)? {}
             // Off the CPU between taking the time and sending: the pause left late.
@@ -164,7 +187,10 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
                         (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6
                     })
                 },
-                disturbed: gap > expected + interval + DISTURBED_BEYOND || send_took > SEND_WITHIN,
+                disturbed: gap > expected + interval + DISTURBED_BEYOND
+                    || send_took > SEND_WITHIN
+                    || slowest_transit(&rx.arrivals, &rx.transit, last_before) > TRANSIT_WITHIN,
+                sent_ns: t0.as_nanos(),
             });
         }
     }
