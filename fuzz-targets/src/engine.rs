@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use pfcswitch_core::checking::CheckingMessage;
 use pfcswitch_core::config::{Config, DeadlockResolution, PortRole};
+use pfcswitch_core::heap_pool::HeapPool as Pool;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
-use pfcswitch_core::queue::FrameId;
 use pfcswitch_core::slowpath::{Slowpath, ToSlowpath};
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
@@ -20,61 +20,6 @@ const PORTS: usize = 4;
 const FRAMES: u32 = 512;
 /// Operations taken from one input at most.
 const MAX_OPS: usize = 4096;
-
-/// A pool of heap frames that knows which ids are out.
-struct Pool {
-    frames: Vec<Vec<u8>>,
-    free: Vec<FrameId>,
-    out: Vec<bool>,
-}
-
-impl Pool {
-    fn new() -> Pool {
-        Pool {
-            frames: vec![Vec::new(); FRAMES as usize],
-            free: (0..FRAMES).rev().map(FrameId).collect(),
-            out: vec![false; FRAMES as usize],
-        }
-    }
-
-    fn put(&mut self, bytes: &[u8]) -> Option<FrameId> {
-        let id = self.alloc()?;
-        self.write(id, bytes.len()).copy_from_slice(bytes);
-        Some(id)
-    }
-}
-
-impl FramePool for Pool {
-    fn alloc(&mut self) -> Option<FrameId> {
-        let id = self.free.pop()?;
-        self.out[id.0 as usize] = true;
-        Some(id)
-    }
-    fn free(&mut self, id: FrameId) {
-        assert!(self.out[id.0 as usize], "frame {id:?} freed twice");
-        self.out[id.0 as usize] = false;
-        self.free.push(id);
-    }
-    fn bytes(&self, id: FrameId) -> &[u8] {
-        &self.frames[id.0 as usize]
-    }
-    fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
-        let f = &mut self.frames[id.0 as usize];
-        f.clear();
-        f.resize(len, 0);
-        f
-    }
-    fn bytes_mut(&mut self, id: FrameId) -> &mut [u8] {
-        &mut self.frames[id.0 as usize]
-    }
-    fn copy(&mut self, from: FrameId, to: FrameId) {
-        let data = self.frames[from.0 as usize].clone();
-        self.frames[to.0 as usize] = data;
-    }
-    fn free_frames(&self) -> usize {
-        self.free.len()
-    }
-}
 
 /// Reads the fuzzer's bytes as a script.
 struct Script<'a> {
@@ -171,7 +116,7 @@ pub fn run(data: &[u8]) {
     let mut now = Time::from_millis(1000);
     let mut sw = Switch::new(&config, None, FRAMES, now);
     let mut slow = Slowpath::new("fuzz", sw.port_names(), FRAMES as usize);
-    let mut pool = Pool::new();
+    let mut pool = Pool::new(FRAMES);
     let mut batch = TxBatch::new();
     let mut s = Script { data };
     let mut refuse_next = false;
@@ -237,7 +182,7 @@ pub fn run(data: &[u8]) {
     }
     let stats = sw.stats(now);
     assert_eq!((sw.queued_frames(), slow.held()), (0, 0), "frames stuck after everything was let go");
-    assert_eq!(pool.free.len(), FRAMES as usize, "frames leaked");
+    assert_eq!(pool.free_count(), pool.capacity(), "frames leaked");
     assert_eq!(stats.shared_buffer_used, 0, "buffer still charged with every frame gone");
     for p in &stats.ports {
         for q in &p.priorities {

@@ -10,6 +10,7 @@ pub mod config;
 pub mod dcfit;
 pub mod ether;
 pub mod fdb;
+pub mod heap_pool;
 pub mod histogram;
 pub mod mac;
 pub mod pause;

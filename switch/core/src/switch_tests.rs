@@ -5,55 +5,7 @@ use crate::pfc::ControlFrame;
 use crate::stats::{TagCounters, TaggerStats};
 use crate::tagging::TagTable;
 
-/// Frames as plain vectors.
-pub(crate) struct VecPool {
-    frames: Vec<Vec<u8>>,
-    free: Vec<FrameId>,
-}
-
-impl VecPool {
-    pub(crate) fn new(n: u32) -> VecPool {
-        VecPool { frames: vec![Vec::new(); n as usize], free: (0..n).rev().map(FrameId).collect() }
-    }
-
-    pub(crate) fn put(&mut self, bytes: &[u8]) -> FrameId {
-        let id = self.alloc().expect("test pool has room");
-        self.write(id, bytes.len()).copy_from_slice(bytes);
-        id
-    }
-
-    pub(crate) fn free_count(&self) -> usize {
-        self.free.len()
-    }
-}
-
-impl FramePool for VecPool {
-    fn alloc(&mut self) -> Option<FrameId> {
-        self.free.pop()
-    }
-    fn free(&mut self, id: FrameId) {
-        assert!(!self.free.contains(&id), "double free of {id:?}");
-        self.free.push(id);
-    }
-    fn bytes(&self, id: FrameId) -> &[u8] {
-        &self.frames[id.0 as usize]
-    }
-    fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
-        let f = &mut self.frames[id.0 as usize];
-        f.resize(len, 0);
-        f
-    }
-    fn bytes_mut(&mut self, id: FrameId) -> &mut [u8] {
-        &mut self.frames[id.0 as usize]
-    }
-    fn copy(&mut self, from: FrameId, to: FrameId) {
-        let data = self.frames[from.0 as usize].clone();
-        self.frames[to.0 as usize] = data;
-    }
-    fn free_frames(&self) -> usize {
-        self.free.len()
-    }
-}
+pub(crate) type VecPool = crate::heap_pool::HeapPool;
 
 const POOL: u32 = 4096;
 
@@ -102,7 +54,7 @@ impl Rig {
     }
 
     pub(crate) fn rx(&mut self, port: PortId, bytes: &[u8]) {
-        let id = self.pool.put(bytes);
+        let id = self.pool.put(bytes).expect("the test pool has room");
         self.sw.receive(self.now, &mut self.pool, port, id);
     }
 

@@ -305,6 +305,13 @@ mod tests {
     use crate::control::Response;
     use std::io::{BufRead, BufReader};
 
+    /// Routes to a dataplane and a slowpath that never answer.
+    fn silent_routes() -> Routes {
+        let (dataplane, _) = crossbeam_channel::bounded(1);
+        let (slowpath, _) = crossbeam_channel::bounded(1);
+        Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath }
+    }
+
     /// A server at a fresh path whose dataplane answers every request with "done".
     fn server(dir: &Path) -> (ControlServer, PathBuf) {
         let path = dir.join("sw.sock");
@@ -365,10 +372,7 @@ mod tests {
         let dir = temp_dir("file");
         let path = dir.join("sw.sock");
         std::fs::write(&path, "precious").unwrap();
-        let (dataplane, _r) = crossbeam_channel::bounded(1);
-        let (slowpath, _s) = crossbeam_channel::bounded(1);
-        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
-        let err = ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap_err();
+        let err = ControlServer::start(&path, silent_routes(), SocketAccess::owner_only()).unwrap_err();
         assert!(matches!(err, ControlError::NotASocket(_)), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
         let _ = std::fs::remove_dir_all(&dir);
@@ -379,16 +383,8 @@ mod tests {
         let dir = temp_dir("stale");
         let path = dir.join("sw.sock");
         drop(UnixListener::bind(&path).unwrap());
-        let (server1, path) = {
-            let (dataplane, _r) = crossbeam_channel::bounded(1);
-            let (slowpath, _s) = crossbeam_channel::bounded(1);
-            let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
-            (ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap(), path)
-        };
-        let (dataplane, _r) = crossbeam_channel::bounded(1);
-        let (slowpath, _s) = crossbeam_channel::bounded(1);
-        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
-        let err = ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap_err();
+        let server1 = ControlServer::start(&path, silent_routes(), SocketAccess::owner_only()).unwrap();
+        let err = ControlServer::start(&path, silent_routes(), SocketAccess::owner_only()).unwrap_err();
         assert!(matches!(err, ControlError::InUse(_)), "{err}");
         drop(server1);
         assert!(!path.exists(), "removed on shutdown");
