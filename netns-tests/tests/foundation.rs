@@ -379,3 +379,22 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forward
     assert!(used < 0.5, "the idle switch used {used:.2} CPU seconds in 2 s");
     assert!(sw.stop().success(), "and it still stops cleanly");
 }
+
+#[test]
+fn ctl_block_takes_a_port_by_its_name_or_its_interface() {
+    use pfcswitch::control::Request;
+    let _serial = serial();
+    let tb = star("block-by-iface", 2);
+    let mut config = switch_config(&tb, "sw1");
+    config.ports[1].name = Some("to-h2".into());
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let iface = config.ports[1].iface.clone();
+    let reply = sw.command(&Request::Block { port: iface.clone() }).unwrap();
+    assert!(reply.contains("to-h2 blocked") || reply.contains(&format!("{iface} blocked")), "{reply}");
+    assert!(sw.stats().unwrap().ports[1].blocked);
+    sw.command(&Request::Unblock { port: "to-h2".into() }).unwrap();
+    assert!(!sw.stats().unwrap().ports[1].blocked);
+    let err = sw.command(&Request::Block { port: "nowhere".into() }).unwrap_err().to_string();
+    assert!(err.contains("to-h2") && err.contains(&iface), "the error lists names and interfaces: {err}");
+    assert!(sw.stop().success());
+}
