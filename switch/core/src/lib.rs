@@ -17,6 +17,7 @@ pub mod pause;
 pub mod pfc;
 pub mod pfcwd;
 pub mod queue;
+pub mod ring;
 pub mod shaper;
 pub mod slowpath;
 pub mod speed;

@@ -19,6 +19,7 @@ use super::pause::EgressPause;
 use super::pfc::{self, MacControl, Pfc, PRIORITIES};
 use super::pfcwd::{Observed, PortWatchdog, WatchdogAction, WatchdogEvent, WatchdogEvents};
 use super::queue::{Fifo, FrameId, FrameTable, NO_PORT};
+use super::ring::Ring;
 use super::shaper::Shaper;
 use super::slowpath::{HeldFrame, Released, ToSlowpath};
 use super::speed::Speed;
@@ -161,7 +162,7 @@ const ORIGINATED: usize = 16;
 const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 
 /// A checking message this switch originated: when, and for which paused groups.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Originated {
     seq: u32,
     at: Time,
@@ -213,21 +214,18 @@ struct Port {
     upstream_response: [Duration; PRIORITIES],
     /// Per priority: when its last frame was handed out for transmission.
     last_tx: [Time; PRIORITIES],
-    /// The latest XOFF episodes, a ring of fixed size (oldest overwritten).
-    episodes: [XoffEpisode; EPISODES],
-    /// When the latest pausing PFC frames arrived (ns; a ring): a test tool matches them
-    /// with when it sent its pauses, to tell the testbed's delay from the switch's.
-    pause_arrivals: [u64; PAUSE_ARRIVALS],
-    next_arrival: usize,
+    /// The latest XOFF episodes.
+    episodes: Ring<XoffEpisode, EPISODES>,
+    /// When the latest pausing PFC frames arrived (ns): a test tool matches them with
+    /// when it sent its pauses, to tell the testbed's delay from the switch's.
+    pause_arrivals: Ring<u64, PAUSE_ARRIVALS>,
     /// The latest messages originated on this port since it last stopped pausing its
-    /// upstream (a ring, oldest overwritten, emptied when the pausing stops): a returning
-    /// message not among them no longer proves a standing cycle; one among them is judged
-    /// by the groups it left for and what moved since.
-    originated: [Option<Originated>; ORIGINATED],
-    next_originated: usize,
+    /// upstream (emptied when the pausing stops): a returning message not among them no
+    /// longer proves a standing cycle; one among them is judged by the groups it left for
+    /// and what moved since.
+    originated: Ring<Originated, ORIGINATED>,
     /// Per ingress group: when a frame charged to it last left the switch.
     departed: [Option<Time>; PRIORITIES],
-    next_episode: usize,
     /// Deadlock resolution: drop these priorities' frames for this egress until then.
     deadlock_drop: Option<(Time, u8)>,
     pfcwd: PortWatchdog,
@@ -315,13 +313,10 @@ impl Switch {
                     xoff_since: [Time::ZERO; PRIORITIES],
                     upstream_response: [Duration::ZERO; PRIORITIES],
                     last_tx: [Time::ZERO; PRIORITIES],
-                    episodes: [XoffEpisode::default(); EPISODES],
-                    pause_arrivals: [0; PAUSE_ARRIVALS],
-                    next_arrival: 0,
-                    originated: [None; ORIGINATED],
-                    next_originated: 0,
+                    episodes: Ring::default(),
+                    pause_arrivals: Ring::default(),
+                    originated: Ring::default(),
                     departed: [None; PRIORITIES],
-                    next_episode: 0,
                     deadlock_drop: None,
                     pfcwd: PortWatchdog::new(&config.pfcwd.with(p.pfcwd.as_ref())),
                     counters: PortCounters::default(),
@@ -707,8 +702,7 @@ impl Switch {
 
     fn remember_originated(&mut self, port: PortId, seq: u32, groups: u8) {
         let p = &mut self.ports[port];
-        p.originated[p.next_originated] = Some(Originated { seq, at: self.clock, groups });
-        p.next_originated = (p.next_originated + 1) % ORIGINATED;
+        p.originated.push(Originated { seq, at: self.clock, groups });
     }
 
     /// Events for the slowpath since the last call.
@@ -763,8 +757,7 @@ impl Switch {
     fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
         let p = &mut self.ports[port];
         p.xoff_since[prio] = now;
-        p.episodes[p.next_episode % EPISODES] = XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 };
-        p.next_episode += 1;
+        p.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
         let pending = &mut self.ports[port].pending;
         pending.pause |= 1 << prio;
         pending.resume &= !(1 << prio);
@@ -778,7 +771,7 @@ impl Switch {
             e.end_ns = now.as_nanos().max(e.start_ns);
         }
         if !pfc::bits(self.lossless).any(|q| self.buffer.group(port, q).xoff) {
-            p.originated = [None; ORIGINATED];
+            p.originated.clear();
             self.port_checks[port].retry = false;
         }
         let pending = &mut self.ports[port].pending;
@@ -817,8 +810,7 @@ impl Switch {
                     return;
                 }
                 if pfc.classes().any(|(_, q)| q > 0) {
-                    p.pause_arrivals[p.next_arrival % PAUSE_ARRIVALS] = now.as_nanos();
-                    p.next_arrival += 1;
+                    p.pause_arrivals.push(now.as_nanos());
                 }
                 for (prio, quanta) in pfc.classes() {
                     if lossless & (1 << prio) == 0 {
@@ -889,8 +881,7 @@ impl Switch {
         // another group's or another priority's pauses closed no cycle of buffers.
         self.ports[port].checks.own_returned += 1;
         let origin = usize::from(msg.origin_port);
-        let sent =
-            self.ports.get(origin).and_then(|o| o.originated.iter().flatten().find(|m| m.seq == msg.seq).copied());
+        let sent = self.ports.get(origin).and_then(|o| o.originated.iter().find(|m| m.seq == msg.seq).copied());
         let waiting =
             sent.map_or(0, |m| self.groups_waiting_in(origin, m.groups & self.xoff_mask(origin), port, msg.prios));
         let Some(sent) = sent.filter(|_| waiting != 0) else {
@@ -1388,14 +1379,8 @@ impl Switch {
                 })
                 .collect(),
             checks: p.checks,
-            xoff_episodes: {
-                let n = p.next_episode.min(EPISODES);
-                (0..n).map(|k| p.episodes[(p.next_episode - n + k) % EPISODES]).collect()
-            },
-            pause_arrivals_ns: {
-                let n = p.next_arrival.min(PAUSE_ARRIVALS);
-                (0..n).map(|k| p.pause_arrivals[(p.next_arrival - n + k) % PAUSE_ARRIVALS]).collect()
-            },
+            xoff_episodes: p.episodes.iter().copied().collect(),
+            pause_arrivals_ns: p.pause_arrivals.iter().copied().collect(),
             counters: p.counters,
             xdp: Default::default(),
             socket: Default::default(),
