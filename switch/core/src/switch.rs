@@ -646,8 +646,7 @@ impl Switch {
     pub fn slowpath_refused<P: FramePool>(&mut self, pool: &mut P, event: ToSlowpath) {
         if let ToSlowpath::Held(f) = event {
             let (i, e, q) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
-            self.map.returned_from_slowpath(i, e, q);
-            self.map.sent_last_of_pair(i, e);
+            self.map.dropped_from_slowpath(i, e, q);
             self.ports[i].counters.drops.count(DropReason::SlowpathRefused);
             self.give_back(pool, f.id);
         }
@@ -675,17 +674,18 @@ impl Switch {
     pub fn reinject<P: FramePool>(&mut self, now: Time, pool: &mut P, released: Released) {
         let f = released.frame;
         let (i, e, p) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
-        self.map.returned_from_slowpath(i, e, p);
         if !self.ports[e].link_up {
-            self.map.sent_last_of_pair(i, e);
+            self.map.dropped_from_slowpath(i, e, p);
             self.ports[e].counters.drops.count(DropReason::LinkDown);
             self.give_back(pool, f.id);
             return;
         }
         if self.dropping(now, e) & (1 << p) != 0 {
+            self.map.dropped_from_slowpath(i, e, p);
             self.discard(pool, e, p, f.id);
             return;
         }
+        self.map.returned_from_slowpath(i, e, p);
         let port = &mut self.ports[e];
         self.frames.get_mut(f.id).last_of_pair = released.last_of_pair;
         port.queues[p].push(&mut self.frames, f.id);

@@ -890,6 +890,7 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     assert!(r.tx(1).is_empty());
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 3 + 11);
     assert_eq!(r.stats().ports[1].held_by_slowpath, 0);
+    assert_eq!(r.sw.traffic_map_row(0), 0, "nothing of (p0, p1) waits any more");
 }
 
 mod tagger {

@@ -67,6 +67,14 @@ impl TrafficMap {
         }
     }
 
+    /// A frame of (i, e) for e's queue `prio` that was handed to the slowpath will not be
+    /// sent after all (dropped on its way there or back): the pair's mark goes with the
+    /// last such frame, as if it had been sent.
+    pub fn dropped_from_slowpath(&mut self, i: usize, e: usize, prio: usize) {
+        self.returned_from_slowpath(i, e, prio);
+        self.sent_last_of_pair(i, e);
+    }
+
     /// Frames for egress `e`'s queue `prio` the slowpath holds (or that are on their way
     /// to or from it).
     pub fn held_at_slowpath(&self, e: usize, prio: usize) -> u32 {
@@ -174,6 +182,17 @@ mod tests {
         m.returned_from_slowpath(1, 0, 3);
         m.sent_last_of_pair(1, 0);
         assert_eq!(m.slowpath_row(1), 0);
+    }
+
+    #[test]
+    fn frames_dropped_on_the_way_to_or_from_the_slowpath_unmark_their_pair_with_the_last() {
+        let mut m = TrafficMap::new(2);
+        m.handed_to_slowpath(0, 1, 3);
+        m.handed_to_slowpath(0, 1, 3);
+        m.dropped_from_slowpath(0, 1, 3);
+        assert_eq!((m.row(0), m.held_total()), (0b10, 1), "one frame still held");
+        m.dropped_from_slowpath(0, 1, 3);
+        assert_eq!((m.row(0), m.held_total(), m.held_at_slowpath(1, 3)), (0, 0, 0));
     }
 
     #[test]
