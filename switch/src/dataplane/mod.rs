@@ -90,13 +90,17 @@ pub struct Dataplane {
     slowpath_overflow: u64,
     /// Those events, until the engine takes their frames back.
     refused: Vec<ToSlowpath>,
-    /// Per port: the interface index it was bound at, and its link as last seen. Only
-    /// ports that are up are polled, received from and sent on.
+    /// Per port: the interface index it was bound at. Whether a port is up the engine
+    /// keeps ([`Switch::link_up`]); only ports that are up are polled, received from and
+    /// sent on.
     ifindex: Vec<u32>,
-    links: Vec<LinkState>,
+    /// Per port: its interface is gone for good (a port that is gone is also down).
+    gone: Vec<bool>,
     /// Per port: consecutive checks that found the link down while it counted as up.
     down_checks: Vec<u32>,
     next_link_check: Time,
+    /// A port went up or down since the poll set was last made.
+    links_changed: bool,
     stalls: stall::StallMeter,
 }
 
@@ -219,9 +223,10 @@ impl Dataplane {
             slowpath_overflow: 0,
             refused: Vec::with_capacity(1024),
             ifindex: infos.iter().map(|i| i.ifindex).collect(),
-            links: vec![LinkState::Up; infos.len()],
+            gone: vec![false; infos.len()],
             down_checks: vec![0; infos.len()],
             next_link_check: sys::now(),
+            links_changed: false,
             stalls: stall::StallMeter::default(),
         };
         for port in &mut dp.ports {
@@ -259,10 +264,12 @@ impl Dataplane {
                 self.next_link_check = now + LINK_CHECK;
                 self.check_links();
             }
-            // A port that is down or gone is not polled: its socket may report an error
-            // for ever, and the loop would spin on it.
-            for (pfd, (port, link)) in pollfds.iter_mut().zip(self.ports.iter().zip(&self.links)) {
-                pfd.fd = if *link == LinkState::Up { port.fd() } else { -1 };
+            if std::mem::take(&mut self.links_changed) {
+                // A port that is down or gone is not polled: its socket may report an
+                // error for ever, and the loop would spin on it.
+                for (i, (pfd, port)) in pollfds.iter_mut().zip(&self.ports).enumerate() {
+                    pfd.fd = if self.switch.link_up(i) { port.fd() } else { -1 };
+                }
             }
             let mut work = self.turn(now, true)?;
             while let Ok(msg) = commands.try_recv() {
@@ -303,8 +310,11 @@ impl Dataplane {
     fn turn(&mut self, now: Time, receive: bool) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
         let mut work = self.apply_slowpath_messages(now);
-        let Dataplane { ports, pool, switch, links, .. } = self;
-        for (i, port) in ports.iter_mut().enumerate().filter(|(i, _)| links[*i] == LinkState::Up) {
+        let Dataplane { ports, pool, switch, .. } = self;
+        for (i, port) in ports.iter_mut().enumerate() {
+            if !switch.link_up(i) {
+                continue;
+            }
             port.reclaim(pool);
             if receive {
                 work += port.receive(pool, batch, |pool, id| switch.receive(now, pool, i, id));
@@ -313,13 +323,15 @@ impl Dataplane {
         self.switch.on_timer(now);
         self.tx_blocked = false;
         for i in 0..self.ports.len() {
-            if self.links[i] == LinkState::Up {
+            if self.switch.link_up(i) {
                 // A fresh reading: what goes out is timed when it goes out, not when the turn began.
                 work += self.transmit(sys::now(), i)?;
             }
         }
-        for (port, _) in self.ports.iter_mut().zip(&self.links).filter(|(_, l)| **l == LinkState::Up) {
-            port.refill(&mut self.pool, POOL_RESERVE);
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            if self.switch.link_up(i) {
+                port.refill(&mut self.pool, POOL_RESERVE);
+            }
         }
         self.publish_for_slowpath(now);
         Ok(work)
@@ -426,17 +438,17 @@ impl Dataplane {
     /// Frames on the tx rings of ports that are up (a port that is down may keep some
     /// there until it comes back; nothing can be done for them meanwhile).
     fn tx_outstanding(&self) -> u32 {
-        self.ports.iter().zip(&self.links).filter(|(_, l)| **l == LinkState::Up).map(|(p, _)| p.tx_outstanding()).sum()
+        self.ports.iter().enumerate().filter(|(i, _)| self.switch.link_up(*i)).map(|(_, p)| p.tx_outstanding()).sum()
     }
 
     /// Reads every port's link state and acts on changes.
     fn check_links(&mut self) {
         for i in 0..self.ports.len() {
-            if self.links[i] == LinkState::Gone {
+            if self.gone[i] {
                 continue;
             }
             let mut state = sys::link_state(&self.config.ports[i].iface, self.ifindex[i]);
-            if state == LinkState::Down && self.links[i] == LinkState::Up {
+            if state == LinkState::Down && self.switch.link_up(i) {
                 self.down_checks[i] += 1;
                 if self.down_checks[i] < LINK_DOWN_CHECKS {
                     state = LinkState::Up;
@@ -450,11 +462,16 @@ impl Dataplane {
 
     /// Port `i`'s link is now `state`: the engine is told, and the change logged.
     fn link_changed(&mut self, i: usize, state: LinkState) {
-        let was = self.links[i];
+        let was = match (self.gone[i], self.switch.link_up(i)) {
+            (true, _) => LinkState::Gone,
+            (false, true) => LinkState::Up,
+            (false, false) => LinkState::Down,
+        };
         if state == was || was == LinkState::Gone {
             return;
         }
-        self.links[i] = state;
+        self.gone[i] = state == LinkState::Gone;
+        self.links_changed = true;
         self.switch.set_link(&mut self.pool, i, state == LinkState::Up);
         let (port, iface) = (self.config.port_name(i), &self.config.ports[i].iface);
         match state {
