@@ -170,15 +170,12 @@ fn admit(
 ) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let refuse = |stream: &mut UnixStream, why: String| {
-        let line = serde_json::to_string(&ReplyLine::Error(why)).unwrap_or_default();
-        let _ = writeln!(stream, "{line}");
-    };
     match peer_cred(&stream) {
         Ok(peer) if access.allows(&peer) => {}
         Ok(peer) => {
             tracing::warn!(uid = peer.uid, pid = peer.pid, "control socket: connection refused (not the owner)");
-            return refuse(&mut stream, "permission denied".into());
+            let _ = write_reply(&mut stream, Err("permission denied".into()));
+            return;
         }
         Err(e) => {
             tracing::warn!("control socket: no peer credentials: {e}");
@@ -187,7 +184,8 @@ fn admit(
     }
     if clients.fetch_add(1, Ordering::Relaxed) >= MAX_CLIENTS {
         clients.fetch_sub(1, Ordering::Relaxed);
-        return refuse(&mut stream, format!("busy: {MAX_CLIENTS} clients connected; try again"));
+        let _ = write_reply(&mut stream, Err(format!("busy: {MAX_CLIENTS} clients connected; try again")));
+        return;
     }
     let (routes, clients, stop) = (routes.clone(), clients.clone(), stop.clone());
     let spawned = std::thread::Builder::new().name("control-client".into()).spawn(move || {
