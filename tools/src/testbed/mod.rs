@@ -393,18 +393,12 @@ pub fn down_by_name(name: &str) -> Result<State, TestbedError> {
 /// Removes every testbed whose owning process is gone; returns their names. Testbeds
 /// kept on purpose (`testbed up` from the command line, owner 0) stay.
 pub fn clean_stale() -> Vec<String> {
-    let mut removed = Vec::new();
-    let Ok(dir) = fs::read_dir(state_dir()) else { return removed };
-    for entry in dir.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")) {
-        let Some(name) = entry.path().file_stem().map(|s| s.to_string_lossy().into_owned()) else { continue };
-        let Ok(text) = fs::read_to_string(entry.path()) else { continue };
-        let Ok(state) = serde_json::from_str::<State>(&text) else { continue };
-        let owner_gone = state.owner_pid != 0 && !Path::new(&format!("/proc/{}", state.owner_pid)).exists();
-        if owner_gone && down_by_name(&name).is_ok() {
-            removed.push(name);
-        }
-    }
-    removed
+    list()
+        .into_iter()
+        .filter(|s| s.owner_pid != 0 && !Path::new(&format!("/proc/{}", s.owner_pid)).exists())
+        .filter(|s| down_by_name(&s.name).is_ok())
+        .map(|s| s.name)
+        .collect()
 }
 
 /// Testbeds on this machine, from their state files.
