@@ -219,8 +219,8 @@ pub struct ResponseTime {
     pub external_max_us: f64,
     pub external_p50_quanta: f64,
     pub samples_us: Vec<f64>,
-    /// Trials thrown away because the flow had a gap longer than the pause (the machine
-    /// stopped the generator or the switch): extra trials stand in for them.
+    /// Trials the machine disturbed (see [`ProbeTrial::disturbed`]; also a pause that
+    /// reached the switch late), left out: extra trials stand in for them.
     #[serde(default)]
     pub external_disturbed: usize,
 }
@@ -234,7 +234,7 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
     for t in &mut trials {
         let arrived = arrivals.iter().copied().find(|&a| a >= t.sent_ns);
         let transit = arrived.map(|a| Duration::from_nanos(a - t.sent_ns));
-        if transit.is_none_or(|d| d > crate::traffic::probe::SEND_WITHIN) {
+        if transit.is_none_or(|d| d > crate::traffic::probe::PAUSE_WITHIN) {
             t.disturbed = true;
         }
     }

@@ -60,16 +60,22 @@ pub struct ProbeTrial {
 
 /// How much longer than the pause a gap may be before the trial counts as disturbed.
 const DISTURBED_BEYOND: Duration = Duration::from_millis(1);
-/// How long sending the pause may take before the trial counts as disturbed.
-pub const SEND_WITHIN: Duration = Duration::from_micros(200);
+/// How long the pause may take to leave the probe, or to reach the switch, before the
+/// trial counts as disturbed.
+pub const PAUSE_WITHIN: Duration = Duration::from_micros(200);
 /// The longest transit from the generator to the probe of an undisturbed trial's frames.
 const TRANSIT_WITHIN: Duration = Duration::from_millis(1);
 
+/// A test frame received: when, and how long it took from the generator (its stamp).
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    at: Time,
+    transit_ns: u32,
+}
+
 struct Receiver {
     host: HostPort,
-    arrivals: Vec<Time>,
-    /// Per arrival: how long the frame took from the generator (its stamp) to here, ns.
-    transit: Vec<u32>,
+    arrivals: Vec<Arrival>,
     pollfd: [libc::pollfd; 1],
 }
 
@@ -77,15 +83,14 @@ impl Receiver {
     /// Reads whatever arrived; test frames are timestamped with their arrival.
     fn poll(&mut self) -> usize {
         let now = sys::now();
-        let Receiver { host, arrivals, transit, .. } = self;
+        let Receiver { host, arrivals, .. } = self;
         let HostPort { port, pool, .. } = host;
         let mut n = 0;
         port.receive(pool, BATCH, |pool, id| {
             if let Some(stamp) = read_stamp(pool.bytes(id)) {
                 // The XDP program's arrival stamp, when the driver has a metadata area.
                 let at = pool.arrival(id).unwrap_or(now);
-                arrivals.push(at);
-                transit.push((at.as_nanos() as u32).wrapping_sub(stamp.tx_ns));
+                arrivals.push(Arrival { at, transit_ns: (at.as_nanos() as u32).wrapping_sub(stamp.tx_ns) });
                 n += 1;
             }
             pool.free(id);
@@ -113,17 +118,17 @@ impl Receiver {
 /// The longest generator-to-probe transit of the frames that arrived up to `until`: a
 /// flow that was held up in the testbed (its softirq work waiting for a CPU) arrives
 /// late, and its stop with it.
-fn slowest_transit(arrivals: &[Time], transit: &[u32], until: Time) -> Duration {
-    let ns = arrivals.iter().zip(transit).filter(|(a, _)| **a <= until).map(|(_, &t)| t).max().unwrap_or(0);
+fn slowest_transit(arrivals: &[Arrival], until: Time) -> Duration {
+    let ns = arrivals.iter().filter(|a| a.at <= until).map(|a| a.transit_ns).max().unwrap_or(0);
     Duration::from_nanos(u64::from(ns))
 }
 
 /// The mean time between arrivals of a steady flow.
-fn steady_interval(arrivals: &[Time]) -> Result<Duration> {
+fn steady_interval(arrivals: &[Arrival]) -> Result<Duration> {
     if arrivals.len() < 10 {
         bail!("the test flow stalled ({} frames in 30 ms)", arrivals.len());
     }
-    let span = arrivals[arrivals.len() - 1].saturating_since(arrivals[0]);
+    let span = arrivals[arrivals.len() - 1].at.saturating_since(arrivals[0].at);
     Ok(span / (arrivals.len() as u32 - 1))
 }
 
@@ -132,7 +137,7 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
     let raw = RawSender::open(&opts.iface)?;
     let src = host.mac;
     let pollfd = [sys::pollfd(host.fd)];
-    let mut rx = Receiver { host, arrivals: Vec::with_capacity(1 << 20), transit: Vec::with_capacity(1 << 20), pollfd };
+    let mut rx = Receiver { host, arrivals: Vec::with_capacity(1 << 20), pollfd };
     eprintln!("{}", super::sink::READY_LINE);
     // Wait for a steady flow and measure its interval.
     let deadline = sys::now() + Duration::from_secs(10);
@@ -151,16 +156,12 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
             // Let the switch drain what the last pause queued, then time the steady flow.
             rx.run_for(expected, stop);
             rx.arrivals.clear();
-            rx.transit.clear();
             rx.run_for(Duration::from_millis(30), stop);
             let interval = steady_interval(&rx.arrivals)?;
             // Keep the last arrival: it may be the last frame before the pause.
             let last = rx.arrivals.last().copied();
-            let last_transit = rx.transit.last().copied();
             rx.arrivals.clear();
             rx.arrivals.extend(last);
-            rx.transit.clear();
-            rx.transit.extend(last_transit);
             let t0 = sys::now();
             while !raw.send(&frame)? {}
             // Off the CPU between taking the time and sending: the pause left late.
@@ -172,7 +173,7 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
             let (gap, last_before) = rx
                 .arrivals
                 .windows(2)
-                .map(|w| (w[1].saturating_since(w[0]), w[0]))
+                .map(|w| (w[1].at.saturating_since(w[0].at), w[0].at))
                 .max_by_key(|(g, _)| *g)
                 .unwrap_or((Duration::ZERO, t0));
             trials.push(ProbeTrial {
@@ -188,8 +189,8 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
                     })
                 },
                 disturbed: gap > expected + interval + DISTURBED_BEYOND
-                    || send_took > SEND_WITHIN
-                    || slowest_transit(&rx.arrivals, &rx.transit, last_before) > TRANSIT_WITHIN,
+                    || send_took > PAUSE_WITHIN
+                    || slowest_transit(&rx.arrivals, last_before) > TRANSIT_WITHIN,
                 sent_ns: t0.as_nanos(),
             });
         }
