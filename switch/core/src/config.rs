@@ -464,6 +464,21 @@ impl Config {
         self.lossless_priorities().iter().fold(0u8, |m, &p| m | (1 << p))
     }
 
+    /// The frame caps for a switch of `frame_capacity` frames. By default the frames the
+    /// AF_XDP rings do not take are shared: half among the ports' lossy queues, a quarter
+    /// for the slowpath, and the last quarter left for lossless frames (bounded by their
+    /// bytes, XOFF and headroom), flood copies and pause frames. A pool no larger than
+    /// the rings would be has none (a test's), and is shared whole.
+    pub fn frame_caps(&self, frame_capacity: u32) -> FrameCaps {
+        let ports = self.ports.len().max(1) as u32;
+        let rings = ports.saturating_mul(self.dataplane.ring_size).saturating_mul(2);
+        let spare = if frame_capacity > rings { frame_capacity - rings } else { frame_capacity };
+        FrameCaps {
+            lossy_port: self.buffer.lossy_port_frames.unwrap_or((spare / 2 / ports).max(1)),
+            slowpath: self.buffer.slowpath_frames.unwrap_or((spare / 4).max(1)),
+        }
+    }
+
     /// The DCFIT switch id: configured, or a stable hash of the name and the ports'
     /// addresses. The addresses make it differ between switches left with the default
     /// name (their interfaces' MACs differ), and stay the same across restarts.
@@ -670,23 +685,6 @@ impl Config {
             }
         }
         Ok(())
-    }
-}
-
-impl Config {
-    /// The frame caps for a switch of `frame_capacity` frames. By default the frames the
-    /// AF_XDP rings do not take are shared: half among the ports' lossy queues, a quarter
-    /// for the slowpath, and the last quarter left for lossless frames (bounded by their
-    /// bytes, XOFF and headroom), flood copies and pause frames. A pool no larger than
-    /// the rings would be has none (a test's), and is shared whole.
-    pub fn frame_caps(&self, frame_capacity: u32) -> FrameCaps {
-        let ports = self.ports.len().max(1) as u32;
-        let rings = ports.saturating_mul(self.dataplane.ring_size).saturating_mul(2);
-        let spare = if frame_capacity > rings { frame_capacity - rings } else { frame_capacity };
-        FrameCaps {
-            lossy_port: self.buffer.lossy_port_frames.unwrap_or((spare / 2 / ports).max(1)),
-            slowpath: self.buffer.slowpath_frames.unwrap_or((spare / 4).max(1)),
-        }
     }
 }
 
