@@ -13,6 +13,11 @@ use crate::traffic::flow::{FlowSpec, FCS_LEN};
 use crate::traffic::gen::{GenFlow, GenOptions};
 use crate::traffic::sink::SinkOptions;
 
+/// `text` as a finite number that `ok` accepts.
+fn finite(text: &str, ok: impl Fn(f64) -> bool) -> Option<f64> {
+    text.trim().parse::<f64>().ok().filter(|&v| v.is_finite() && ok(v))
+}
+
 /// Parses "250000", "250k", "1.5M" (frames per second).
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim();
@@ -21,41 +26,31 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         Some((i, 'm' | 'M')) => (&t[..i], 1e6),
         _ => (t, 1.0),
     };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * mult),
-        _ => Err(format!("invalid rate {s:?}: frames per second, e.g. 100000, 250k, 1.2M")),
-    }
+    finite(num, |v| v > 0.0)
+        .map(|v| v * mult)
+        .ok_or_else(|| format!("invalid rate {s:?}: frames per second, e.g. 100000, 250k, 1.2M"))
 }
 
 /// A finite number of at least zero (a delay in µs, a length in metres).
 pub fn parse_non_negative(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("invalid value {s:?}: a finite number, 0 or more")),
-    }
+    finite(s, |v| v >= 0.0).ok_or_else(|| format!("invalid value {s:?}: a finite number, 0 or more"))
 }
 
 /// A finite number above zero (an interval, a duration, a load).
 pub fn parse_positive(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("invalid value {s:?}: a finite number above 0")),
-    }
+    finite(s, |v| v > 0.0).ok_or_else(|| format!("invalid value {s:?}: a finite number above 0"))
 }
 
 /// A share of line rate in percent: above 0, at most 100.
 pub fn parse_percent(s: &str) -> Result<f64, String> {
-    match s.trim().trim_end_matches('%').parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
-        _ => Err(format!("invalid percentage {s:?}: above 0, at most 100")),
-    }
+    finite(s.trim().trim_end_matches('%'), |v| v > 0.0 && v <= 100.0)
+        .ok_or_else(|| format!("invalid percentage {s:?}: above 0, at most 100"))
 }
 
 pub fn parse_secs(s: &str) -> Result<Duration, String> {
-    match s.trim().trim_end_matches('s').parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(Duration::from_secs_f64(v)),
-        _ => Err(format!("invalid duration {s:?}: seconds, e.g. 2 or 0.5")),
-    }
+    finite(s.trim().trim_end_matches('s'), |v| v >= 0.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("invalid duration {s:?}: seconds, e.g. 2 or 0.5"))
 }
 
 #[derive(Args, Clone, Debug)]
