@@ -64,6 +64,18 @@ pub const MAX_FLOWS: usize = 4096;
 /// huge sequence number, forged or corrupt, must not make the sink allocate gigabytes.
 pub const MAX_SEEN_WORDS: usize = 1 << 24;
 
+/// Grows `f`'s bitmap to `words` if all flows' bitmaps together (`seen_words`) stay within
+/// [`MAX_SEEN_WORDS`]; says whether it did.
+fn grow_seen(seen_words: &mut usize, f: &mut FlowRx, words: usize) -> bool {
+    let others = *seen_words - f.seen.len();
+    if others + words > MAX_SEEN_WORDS {
+        return false;
+    }
+    *seen_words = others + words;
+    f.seen.resize(words, 0);
+    true
+}
+
 #[derive(Debug, Default)]
 pub struct RxStats {
     flows: BTreeMap<u16, FlowRx>,
@@ -85,18 +97,12 @@ impl RxStats {
         let seq = stamp.seq;
         let (word, bit) = ((seq / 64) as usize, seq % 64);
         if f.seen.len() <= word {
-            // Grows by doubling: amortised, not per packet.
-            let mut new_len = (word + 1).max(f.seen.len() * 2);
-            let others = self.seen_words - f.seen.len();
-            if others + new_len > MAX_SEEN_WORDS {
-                new_len = word + 1;
-            }
-            if others + new_len > MAX_SEEN_WORDS {
+            // Grows by doubling: amortised, not per packet; by just enough near the budget.
+            let doubled = (word + 1).max(f.seen.len() * 2);
+            if !grow_seen(&mut self.seen_words, f, doubled) && !grow_seen(&mut self.seen_words, f, word + 1) {
                 self.untracked_frames += 1;
                 return;
             }
-            self.seen_words = others + new_len;
-            f.seen.resize(new_len, 0);
         }
         if f.seen[word] & (1 << bit) != 0 {
             f.duplicates += 1;
@@ -126,9 +132,8 @@ impl RxStats {
     pub fn reserve(&mut self, flow: u16, frames: u64) {
         let f = self.flows.entry(flow).or_default();
         let words = (frames.div_ceil(64) as usize).min(MAX_SEEN_WORDS);
-        if f.seen.len() < words && self.seen_words - f.seen.len() + words <= MAX_SEEN_WORDS {
-            self.seen_words += words - f.seen.len();
-            f.seen.resize(words, 0);
+        if f.seen.len() < words {
+            grow_seen(&mut self.seen_words, f, words);
         }
     }
 
