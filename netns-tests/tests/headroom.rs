@@ -122,7 +122,7 @@ fn dut_response_time_is_measured_in_quanta_and_microseconds() {
             .args(["headroom", "--response-time", "--speed", "10G", "--repeats", "7", "--json"])
             .output()
             .unwrap();
-        let disturbed = String::from_utf8_lossy(&out.stderr).contains("disturbed by the machine");
+        let disturbed = String::from_utf8_lossy(&out.stderr).contains("the machine disturbed them");
         if !(disturbed && attempts < 3) {
             break out;
         }

@@ -219,7 +219,7 @@ pub struct ResponseTime {
     pub external_max_us: f64,
     pub external_p50_quanta: f64,
     pub samples_us: Vec<f64>,
-    /// Trials the machine disturbed (see [`ProbeTrial::disturbed`]; also a pause that
+    /// Trials that placed no stop (see [`ProbeTrial::response_us`]; also a pause that
     /// reached the switch late), left out: extra trials stand in for them.
     #[serde(default)]
     pub external_disturbed: usize,
@@ -228,26 +228,26 @@ pub struct ResponseTime {
 pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
     // A dense, smooth flow: the stop can only be placed to within one interval. Twice
     // the trials asked for, so that those a busy machine disturbs can be left out.
-    let (mut trials, _, dut, arrivals) = probe_switch_with_response(speed, repeats * 2)?;
+    let (trials, _, dut, arrivals) = probe_switch_with_response(speed, repeats * 2)?;
     // The testbed may hold the pause back too (its softirq work waits for a CPU): a
     // trial whose pause reached the switch late says nothing about the switch.
-    for t in &mut trials {
-        let arrived = arrivals.iter().copied().find(|&a| a >= t.sent_ns);
-        let transit = arrived.map(|a| Duration::from_nanos(a - t.sent_ns));
-        if transit.is_none_or(|d| d > crate::traffic::probe::PAUSE_WITHIN) {
-            t.disturbed = true;
-        }
-    }
-    let disturbed = trials.iter().filter(|t| t.disturbed).count();
-    let samples: Vec<f64> = trials.iter().filter(|t| !t.disturbed).filter_map(|t| t.response_us).collect();
+    let samples: Vec<f64> = trials
+        .iter()
+        .filter(|t| {
+            let arrived = arrivals.iter().copied().find(|&a| a >= t.sent_ns);
+            arrived.is_some_and(|a| Duration::from_nanos(a - t.sent_ns) <= crate::traffic::probe::PAUSE_WITHIN)
+        })
+        .filter_map(|t| t.response_us)
+        .collect();
     if samples.is_empty() {
         bail!(
-            "all {} trials were disturbed by the machine (a gap longer than the pause, a pause sent or delivered \
-             late, or the flow held up over 1 ms in the testbed); run again on a quieter machine",
+            "none of {} trials placed the stop (the machine disturbed them: a pause sent or delivered late, or \
+             a flow with holes around the pause); run again on a quieter machine",
             trials.len()
         );
     }
     let quantum_us = pfcswitch::core::speed::BITS_PER_QUANTUM as f64 / speed.bps() as f64 * 1e6;
+    let unplaced = trials.len() - samples.len();
     let (p50, max) = (median(&samples), samples.iter().copied().fold(0.0, f64::max));
     Ok(ResponseTime {
         speed: speed.to_string(),
@@ -260,7 +260,7 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
         external_max_us: max,
         external_p50_quanta: p50 / quantum_us,
         samples_us: samples,
-        external_disturbed: disturbed,
+        external_disturbed: unplaced,
     })
 }
 

@@ -40,16 +40,19 @@ pub struct ProbeTrial {
     /// The pause as measured: the gap less half the flow's inter-arrival interval.
     pub measured_us: f64,
     pub interval_us: f64,
-    /// How long after the pause was sent the flow stopped: the switch stopped between the
-    /// last frame before the gap (or the pause, if later) and the next frame due one
-    /// interval after it; this is the middle of that span (veth transit included). None
-    /// when the flow already had a gap when the pause was sent (nothing to place).
+    /// How long after the pause was sent the flow stopped (veth transit included), placed
+    /// by the pause's own gap: the first gap after the pause was sent that is at least
+    /// half the pause long. The switch stopped between the last frame before that gap (or
+    /// the pause, if later) and the next frame due one interval after it; this is the
+    /// middle of that span. None when the stop cannot be placed: the pause left late, the
+    /// flow already had a gap when it was sent, or the pause's gap is not the pause's
+    /// length (an upstream hole in the flow merged with it, or the path to this receiver
+    /// held some frames and not others).
     pub response_us: Option<f64>,
     /// The largest gap is longer than the pause by over a millisecond (something else
-    /// stopped the flow as well: the generator or the switch off its CPU), sending the
-    /// pause took the probe too long (it lost its CPU), or the flow's frames took over a
-    /// millisecond from the generator (held up in the testbed): this trial's gap and
-    /// response say nothing about the pause.
+    /// stopped the flow as well: the generator or the switch off its CPU), or sending the
+    /// pause took the probe too long (it lost its CPU): this trial's largest gap says
+    /// nothing about the pause's length.
     #[serde(default)]
     pub disturbed: bool,
     /// When the probe sent the pause (CLOCK_MONOTONIC, ns: comparable with the switch's
@@ -63,19 +66,14 @@ const DISTURBED_BEYOND: Duration = Duration::from_millis(1);
 /// How long the pause may take to leave the probe, or to reach the switch, before the
 /// trial counts as disturbed.
 pub const PAUSE_WITHIN: Duration = Duration::from_micros(200);
-/// The longest transit from the generator to the probe of an undisturbed trial's frames.
-const TRANSIT_WITHIN: Duration = Duration::from_millis(1);
-
-/// A test frame received: when, and how long it took from the generator (its stamp).
-#[derive(Clone, Copy, Debug)]
-struct Arrival {
-    at: Time,
-    transit_ns: u32,
-}
+/// How far the pause's gap may differ from the pause (beyond one interval) for the stop
+/// to be placed by it. Within a stall-free testbed the gap is the pause plus at most one
+/// interval; a gap off by more was shaped by something other than the switch.
+const GAP_MATCHES_PAUSE_WITHIN: Duration = Duration::from_micros(200);
 
 struct Receiver {
     host: HostPort,
-    arrivals: Vec<Arrival>,
+    arrivals: Vec<Time>,
     pollfd: [libc::pollfd; 1],
 }
 
@@ -87,10 +85,9 @@ impl Receiver {
         let HostPort { port, pool, .. } = host;
         let mut n = 0;
         port.receive(pool, BATCH, |pool, id| {
-            if let Some(stamp) = read_stamp(pool.bytes(id)) {
+            if read_stamp(pool.bytes(id)).is_some() {
                 // The XDP program's arrival stamp, when the driver has a metadata area.
-                let at = pool.arrival(id).unwrap_or(now);
-                arrivals.push(Arrival { at, transit_ns: (at.as_nanos() as u32).wrapping_sub(stamp.tx_ns) });
+                arrivals.push(pool.arrival(id).unwrap_or(now));
                 n += 1;
             }
             pool.free(id);
@@ -115,20 +112,12 @@ impl Receiver {
     }
 }
 
-/// The longest generator-to-probe transit of the frames that arrived up to `until`: a
-/// flow that was held up in the testbed (its softirq work waiting for a CPU) arrives
-/// late, and its stop with it.
-fn slowest_transit(arrivals: &[Arrival], until: Time) -> Duration {
-    let ns = arrivals.iter().filter(|a| a.at <= until).map(|a| a.transit_ns).max().unwrap_or(0);
-    Duration::from_nanos(u64::from(ns))
-}
-
 /// The mean time between arrivals of a steady flow.
-fn steady_interval(arrivals: &[Arrival]) -> Result<Duration> {
+fn steady_interval(arrivals: &[Time]) -> Result<Duration> {
     if arrivals.len() < 10 {
         bail!("the test flow stalled ({} frames in 30 ms)", arrivals.len());
     }
-    let span = arrivals[arrivals.len() - 1].at.saturating_since(arrivals[0].at);
+    let span = arrivals[arrivals.len() - 1].saturating_since(arrivals[0]);
     Ok(span / (arrivals.len() as u32 - 1))
 }
 
@@ -170,30 +159,122 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
             if stop.load(Ordering::Relaxed) {
                 bail!("stopped");
             }
-            let (gap, last_before) = rx
-                .arrivals
-                .windows(2)
-                .map(|w| (w[1].at.saturating_since(w[0].at), w[0].at))
-                .max_by_key(|(g, _)| *g)
-                .unwrap_or((Duration::ZERO, t0));
-            trials.push(ProbeTrial {
-                quanta,
-                expected_us: expected.as_secs_f64() * 1e6,
-                gap_us: gap.as_secs_f64() * 1e6,
-                measured_us: gap.saturating_sub(interval / 2).as_secs_f64() * 1e6,
-                interval_us: interval.as_secs_f64() * 1e6,
-                response_us: {
-                    let (earliest, latest) = (last_before.max(t0), last_before + interval);
-                    (latest > t0).then(|| {
-                        (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6
-                    })
-                },
-                disturbed: gap > expected + interval + DISTURBED_BEYOND
-                    || send_took > PAUSE_WITHIN
-                    || slowest_transit(&rx.arrivals, last_before) > TRANSIT_WITHIN,
-                sent_ns: t0.as_nanos(),
-            });
+            trials.push(judge(quanta, expected, interval, &rx.arrivals, t0, send_took));
         }
     }
     Ok(trials)
+}
+
+/// One trial from what the receiver saw: `arrivals` runs from the last frame before the
+/// pause was sent at `t0` (which took `send_took`); `interval` is the flow's own.
+fn judge(
+    quanta: u16,
+    expected: Duration,
+    interval: Duration,
+    arrivals: &[Time],
+    t0: Time,
+    send_took: Duration,
+) -> ProbeTrial {
+    let gaps = || arrivals.windows(2).map(|w| (w[0], w[1].saturating_since(w[0])));
+    let gap = gaps().map(|(_, g)| g).max().unwrap_or(Duration::ZERO);
+    let pause_gap = gaps().find(|&(start, g)| start + g > t0 && g >= expected / 2);
+    let response = pause_gap.and_then(|(last_before, g)| {
+        let (earliest, latest) = (last_before.max(t0), last_before + interval);
+        let matches_pause =
+            g + GAP_MATCHES_PAUSE_WITHIN >= expected && g <= expected + interval + GAP_MATCHES_PAUSE_WITHIN;
+        (latest > t0 && matches_pause && send_took <= PAUSE_WITHIN)
+            .then(|| (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6)
+    });
+    ProbeTrial {
+        quanta,
+        expected_us: expected.as_secs_f64() * 1e6,
+        gap_us: gap.as_secs_f64() * 1e6,
+        measured_us: gap.saturating_sub(interval / 2).as_secs_f64() * 1e6,
+        interval_us: interval.as_secs_f64() * 1e6,
+        response_us: response,
+        disturbed: gap > expected + interval + DISTURBED_BEYOND || send_took > PAUSE_WITHIN,
+        sent_ns: t0.as_nanos(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAUSE: Duration = Duration::from_micros(3355);
+    const EVERY: Duration = Duration::from_micros(5);
+
+    /// A steady flow from `from` to `to`, one frame every 5 µs.
+    fn flow(from: Duration, to: Duration) -> Vec<Time> {
+        let mut at = Vec::new();
+        let mut t = from;
+        while t < to {
+            at.push(Time::ZERO + t);
+            t += EVERY;
+        }
+        at
+    }
+
+    fn trial(arrivals: &[Time], t0: Duration) -> ProbeTrial {
+        judge(65535, PAUSE, EVERY, arrivals, Time::ZERO + t0, Duration::from_micros(10))
+    }
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn a_clean_pause_places_the_stop_and_measures_the_pause() {
+        // Pause sent at 1000 µs; the flow stops at 1030 µs and resumes a pause later.
+        let mut a = flow(us(998), us(1031));
+        a.extend(flow(us(1030) + PAUSE, us(6000)));
+        let t = trial(&a, us(1000));
+        assert!(!t.disturbed);
+        let r = t.response_us.unwrap();
+        assert!((27.0..=35.0).contains(&r), "{t:?}");
+        assert!((t.measured_us - 3355.0).abs() < 5.0, "{t:?}");
+    }
+
+    #[test]
+    fn a_hole_upstream_after_the_pause_does_not_stand_in_for_the_stop() {
+        // The flow stops 20 µs after the pause; resumes; then a 5 ms hole upstream (the
+        // generator's softirq work off the CPU) leaves the largest gap 15 ms later.
+        let mut a = flow(us(995), us(1021));
+        a.extend(flow(us(1020) + PAUSE, us(16000)));
+        a.extend(flow(us(21000), us(25000)));
+        let t = trial(&a, us(1000));
+        let r = t.response_us.unwrap();
+        assert!(r < 30.0, "the pause's own gap places the stop, not the later hole: {t:?}");
+        assert!(t.disturbed, "the largest gap says nothing about the pause's length");
+    }
+
+    #[test]
+    fn a_hole_merged_with_the_pause_places_nothing() {
+        // A hole upstream began 500 µs before the switch stopped: the pause's gap is
+        // 500 µs too long, and its start is not the stop.
+        let mut a = flow(us(995), us(1001));
+        a.extend(flow(us(1500) + PAUSE, us(6000)));
+        assert_eq!(trial(&a, us(1000)).response_us, None);
+        // Delivery to the receiver held the frames before the stop and not those after:
+        // the gap is short, and where it starts is not the stop either.
+        let mut b = flow(us(995), us(2000));
+        b.extend(flow(us(1020) + PAUSE, us(6000)));
+        assert_eq!(trial(&b, us(1000)).response_us, None);
+    }
+
+    #[test]
+    fn a_flow_already_stopped_when_the_pause_was_sent_places_nothing() {
+        let mut a = flow(us(900), us(950));
+        a.extend(flow(us(950) + PAUSE, us(6000)));
+        assert_eq!(trial(&a, us(1000)).response_us, None);
+    }
+
+    #[test]
+    fn a_pause_sent_late_disturbs_the_trial() {
+        let mut a = flow(us(995), us(1021));
+        a.extend(flow(us(1020) + PAUSE, us(6000)));
+        let t = judge(65535, PAUSE, EVERY, &a, Time::ZERO + us(1000), PAUSE_WITHIN * 2);
+        assert!(t.disturbed);
+        assert_eq!(t.response_us, None);
+    }
 }
