@@ -247,6 +247,7 @@ fn check_config(file: &Path, force: bool) -> Result<()> {
         config.pfc.lossless = Some(config.lossless_priorities().to_vec());
     }
     print!("{}", config.to_toml());
+    print!("{}", report::profiles_comment(&config));
     if let Some(t) = tags {
         println!(
             "# Tagger table {} for {}: {} ingress and {} rewrite rules; lossless priorities {:?}; hosts stamp tag {}; \

@@ -201,6 +201,7 @@ pub fn stats_table(s: &SwitchStats) -> String {
         "xon rx",
         "ingress B",
         "watermark",
+        "XOFF/XON/headroom B",
         "headroom B",
         "hr watermark",
         "upstream resp max µs",
@@ -228,6 +229,11 @@ pub fn stats_table(s: &SwitchStats) -> String {
                 n(c.xon_received),
                 n(q.ingress_bytes),
                 n(q.ingress_watermark),
+                if q.lossless {
+                    format!("{}/{}/{}", q.xoff_threshold, q.xon_threshold, q.headroom_size)
+                } else {
+                    "-".into()
+                },
                 n(q.headroom_bytes),
                 n(q.headroom_watermark),
                 format!("{:.1}", q.upstream_response_max_us),
@@ -241,7 +247,7 @@ pub fn stats_table(s: &SwitchStats) -> String {
     if !prios.is_empty() {
         out += "\n";
         out += &prios.render();
-        out += "(L lossless, XOFF: pausing the upstream, upstream resp: the longest frames kept arriving \
+        out += "(L lossless, XOFF: pausing the upstream, XOFF/XON/headroom: the group's buffer profile, upstream resp: the longest frames kept arriving \
                 after an XOFF, *: paused by the link partner now)\n";
     }
 
@@ -366,10 +372,69 @@ pub fn traffic_map_table(map: &TrafficMapView) -> String {
     t.render() + "(* waiting at the slowpath, q waiting in an egress queue)\n"
 }
 
+/// The buffer profile every (port, lossless priority) ends up with, as TOML comments
+/// (after `check-config`'s TOML, which stays valid), and the profiles that do nothing.
+pub fn profiles_comment(config: &crate::core::config::Config) -> String {
+    use crate::core::config::{XoffRule, XonRule};
+    let mut t = Table::new(&["port", "prio", "XOFF", "XON", "headroom B"]);
+    for port in 0..config.ports.len() {
+        for &prio in config.lossless_priorities() {
+            let g = config.group_profile(port, prio);
+            t.row(vec![
+                config.port_name(port).to_string(),
+                prio.to_string(),
+                match g.xoff {
+                    XoffRule::Static(b) => format!("{b} B"),
+                    XoffRule::Dynamic(alpha) => format!("{alpha} × free shared"),
+                },
+                match g.xon {
+                    XonRule::Static(b) => format!("{b} B"),
+                    XonRule::BelowXoff(offset) => format!("XOFF − {offset} B"),
+                },
+                n(g.headroom_bytes),
+            ]);
+        }
+    }
+    let mut out = String::from("\n# Effective buffer profile of each (port, lossless priority):\n");
+    for line in t.render().lines() {
+        let _ = writeln!(out, "# {line}");
+    }
+    let lossless = config.lossless_priorities();
+    let wide = config.buffer.priority.keys().map(|k| ("buffer.priority".to_string(), k));
+    let per_port = config
+        .ports
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.priority.keys().map(move |k| (format!("port[{i}].priority"), k)));
+    for (level, key) in wide.chain(per_port) {
+        if !key.parse::<u8>().is_ok_and(|p| lossless.contains(&p)) {
+            let _ = writeln!(out, "# {level}.{key}: priority {key} is lossy here; its profile has no effect");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::stats::PortStats;
+
+    #[test]
+    fn check_config_lists_every_lossless_group_and_the_profiles_that_do_nothing() {
+        let c = crate::core::config::Config::from_toml(
+            "[buffer.priority.4]\nxoff_alpha = 0.5\n[buffer.priority.2]\nheadroom_bytes = 1\n\
+             [[port]]\niface = \"a\"\n[port.priority.3]\nxon_bytes = 100\n",
+        )
+        .unwrap();
+        let text = profiles_comment(&c);
+        let rows: Vec<Vec<&str>> =
+            text.lines().filter(|l| l.starts_with("# a ")).map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert_eq!(rows[0][2..], ["3", "98304", "B", "100", "B", "65536"]);
+        assert_eq!(rows[1][3..6], ["0.5", "×", "free"]);
+        assert!(text.contains("buffer.priority.2: priority 2 is lossy"), "{text}");
+        assert!(text.lines().all(|l| l.is_empty() || l.starts_with('#')), "the TOML stays valid");
+    }
 
     #[test]
     fn tables_align_and_show_active_rows() {

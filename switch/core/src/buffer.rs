@@ -10,7 +10,7 @@
 //! A lossy group draws from the shared pool only and never pauses anyone; its frames are
 //! tail-dropped by the egress queue limit or when the pool is exhausted.
 
-use super::config::{XoffRule, XonRule};
+use super::config::{GroupProfile, XoffRule, XonRule};
 use super::pfc::PRIORITIES;
 
 /// Per (ingress port, priority) state.
@@ -42,43 +42,60 @@ pub struct Admission {
 pub struct SharedBuffer {
     shared_total: u64,
     shared_used: u64,
-    xoff: XoffRule,
-    xon: XonRule,
-    /// Headroom size per ingress port.
-    headroom: Vec<u64>,
-    /// Static XOFF overriding the rule, per ingress port.
-    xoff_override: Vec<Option<u64>>,
+    /// The buffer-wide rules, for what a group without a profile of its own would get.
+    wide: GroupProfile,
+    /// Each group's thresholds and headroom size (see [`crate::config::Config::group_profile`]).
+    profiles: Vec<[GroupProfile; PRIORITIES]>,
     groups: Vec<[Group; PRIORITIES]>,
 }
 
 impl SharedBuffer {
-    pub fn new(shared_total: u64, xoff: XoffRule, xon: XonRule, headroom_per_port: Vec<u64>) -> SharedBuffer {
-        let ports = headroom_per_port.len();
+    /// A pool of `shared_total` bytes; `profiles` holds one profile per (port, priority).
+    pub fn new(shared_total: u64, wide: GroupProfile, profiles: Vec<[GroupProfile; PRIORITIES]>) -> SharedBuffer {
+        let ports = profiles.len();
         SharedBuffer {
             shared_total,
             shared_used: 0,
-            xoff,
-            xon,
-            headroom: headroom_per_port,
-            xoff_override: vec![None; ports],
+            wide,
+            profiles,
             groups: vec![[Group::default(); PRIORITIES]; ports],
         }
     }
 
-    /// Gives `port` a static XOFF threshold of its own.
-    pub fn set_port_xoff(&mut self, port: usize, bytes: u64) {
-        self.xoff_override[port] = Some(bytes);
+    /// Every group of `ports` ports held to the same profile.
+    pub fn uniform(shared_total: u64, profile: GroupProfile, ports: usize) -> SharedBuffer {
+        SharedBuffer::new(shared_total, profile, vec![[profile; PRIORITIES]; ports])
     }
 
-    /// The XOFF threshold `port`'s groups are held to right now.
-    pub fn xoff_threshold_for(&self, port: usize) -> u64 {
-        self.xoff_override[port].unwrap_or_else(|| self.xoff_threshold())
+    pub fn profile(&self, port: usize, prio: usize) -> &GroupProfile {
+        &self.profiles[port][prio]
     }
 
-    pub fn xon_threshold_for(&self, port: usize) -> u64 {
-        match self.xon {
+    /// The XOFF threshold `port`'s group for `prio` is held to right now.
+    pub fn xoff_threshold(&self, port: usize, prio: usize) -> u64 {
+        self.xoff_of(&self.profiles[port][prio])
+    }
+
+    pub fn xon_threshold(&self, port: usize, prio: usize) -> u64 {
+        self.xon_of(&self.profiles[port][prio])
+    }
+
+    /// The buffer-wide rules' XOFF and XON thresholds right now.
+    pub fn wide_thresholds(&self) -> (u64, u64) {
+        (self.xoff_of(&self.wide), self.xon_of(&self.wide))
+    }
+
+    fn xoff_of(&self, p: &GroupProfile) -> u64 {
+        match p.xoff {
+            XoffRule::Static(b) => b,
+            XoffRule::Dynamic(alpha) => (alpha * self.shared_total.saturating_sub(self.shared_used) as f64) as u64,
+        }
+    }
+
+    fn xon_of(&self, p: &GroupProfile) -> u64 {
+        match p.xon {
             XonRule::Static(b) => b,
-            XonRule::BelowXoff(offset) => self.xoff_threshold_for(port).saturating_sub(offset),
+            XonRule::BelowXoff(offset) => self.xoff_of(p).saturating_sub(offset),
         }
     }
 
@@ -94,30 +111,11 @@ impl SharedBuffer {
         self.shared_total
     }
 
-    pub fn headroom_size(&self, port: usize) -> u64 {
-        self.headroom[port]
-    }
-
-    /// The XOFF threshold a group is held to right now.
-    pub fn xoff_threshold(&self) -> u64 {
-        match self.xoff {
-            XoffRule::Static(b) => b,
-            XoffRule::Dynamic(alpha) => (alpha * self.shared_total.saturating_sub(self.shared_used) as f64) as u64,
-        }
-    }
-
-    pub fn xon_threshold(&self) -> u64 {
-        match self.xon {
-            XonRule::Static(b) => b,
-            XonRule::BelowXoff(offset) => self.xoff_threshold().saturating_sub(offset),
-        }
-    }
-
     /// Offers `len` bytes to a lossless group.
     pub fn admit_lossless(&mut self, port: usize, prio: usize, len: u64) -> Admission {
-        let threshold = self.xoff_threshold_for(port);
+        let threshold = self.xoff_threshold(port, prio);
         let fits_pool = self.shared_used + len <= self.shared_total;
-        let headroom_size = self.headroom[port];
+        let headroom_size = self.profiles[port][prio].headroom_bytes;
         let g = &mut self.groups[port][prio];
         if !g.xoff && g.shared + len <= threshold && fits_pool {
             g.shared += len;
@@ -158,7 +156,7 @@ impl SharedBuffer {
         let from_shared = (len - from_headroom).min(g.shared);
         g.shared -= from_shared;
         self.shared_used -= from_shared;
-        if g.xoff && g.occupancy() <= self.xon_threshold_for(port) {
+        if g.xoff && g.occupancy() <= self.xon_threshold(port, prio) {
             self.groups[port][prio].xoff = false;
             return true;
         }
@@ -179,8 +177,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn profile(xoff: u64, offset: u64, headroom: u64) -> GroupProfile {
+        GroupProfile { xoff: XoffRule::Static(xoff), xon: XonRule::BelowXoff(offset), headroom_bytes: headroom }
+    }
+
     fn buffer(xoff: u64, offset: u64, headroom: u64) -> SharedBuffer {
-        SharedBuffer::new(1 << 20, XoffRule::Static(xoff), XonRule::BelowXoff(offset), vec![headroom; 2])
+        SharedBuffer::uniform(1 << 20, profile(xoff, offset, headroom), 2)
     }
 
     #[test]
@@ -210,24 +212,34 @@ mod tests {
 
     #[test]
     fn dynamic_threshold_shrinks_as_the_pool_fills() {
-        let mut b = SharedBuffer::new(10_000, XoffRule::Dynamic(1.0), XonRule::BelowXoff(0), vec![0; 2]);
-        assert_eq!(b.xoff_threshold(), 10_000);
+        let dynamic = GroupProfile { xoff: XoffRule::Dynamic(1.0), xon: XonRule::BelowXoff(0), headroom_bytes: 0 };
+        let mut b = SharedBuffer::uniform(10_000, dynamic, 2);
+        assert_eq!(b.xoff_threshold(0, 3), 10_000);
         for _ in 0..5 {
             assert!(b.admit_lossless(0, 3, 1000).admitted);
         }
         // alpha × free = 5000: the group at 5000 cannot grow.
-        assert_eq!(b.xoff_threshold(), 5000);
+        assert_eq!(b.xoff_threshold(0, 3), 5000);
+        assert_eq!(b.wide_thresholds(), (5000, 5000));
         assert!(b.admit_lossless(0, 3, 1000).crossed_xoff);
     }
 
     #[test]
-    fn a_port_can_have_its_own_xoff() {
-        let mut b = buffer(3000, 1000, 2000);
-        b.set_port_xoff(1, 1000);
+    fn each_group_is_held_to_its_own_profile() {
+        // Port 1's priority 3 pauses at 1000 B with 500 B of headroom; priority 4 beside
+        // it, and port 0, keep 3000 B and 2000 B.
+        let wide = profile(3000, 1000, 2000);
+        let mut port1 = [wide; PRIORITIES];
+        port1[3] = profile(1000, 1000, 500);
+        let mut b = SharedBuffer::new(1 << 20, wide, vec![[wide; PRIORITIES], port1]);
         assert!(b.admit_lossless(1, 3, 1000).admitted);
-        assert!(b.admit_lossless(1, 3, 1000).crossed_xoff, "port 1 pauses at 1000 bytes");
-        assert!(!b.admit_lossless(0, 3, 2000).crossed_xoff, "port 0 keeps the rule's 3000");
-        assert_eq!((b.xoff_threshold_for(1), b.xon_threshold_for(1)), (1000, 0));
+        assert!(b.admit_lossless(1, 3, 500).crossed_xoff, "port 1 pauses priority 3 above 1000 B");
+        assert!(!b.admit_lossless(1, 3, 1).admitted, "its 500 B of headroom are full");
+        assert!(!b.admit_lossless(1, 4, 2500).crossed_xoff, "priority 4 keeps the buffer-wide 3000 B");
+        assert!(!b.admit_lossless(0, 3, 2500).crossed_xoff, "so does port 0");
+        assert_eq!((b.xoff_threshold(1, 3), b.xon_threshold(1, 3)), (1000, 0));
+        assert_eq!((b.xoff_threshold(1, 4), b.xon_threshold(1, 4)), (3000, 2000));
+        assert_eq!(b.profile(1, 3).headroom_bytes, 500);
     }
 
     #[test]

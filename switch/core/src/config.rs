@@ -143,6 +143,10 @@ pub struct PortConfig {
     /// buffer's rule (per-port buffer profiles).
     #[serde(default)]
     pub xoff_bytes: Option<u64>,
+    /// `[port.priority.N]`: this port's own profile for priority N, overriding every
+    /// other level.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub priority: BTreeMap<String, BufferProfile>,
     #[serde(default)]
     pub scheduler: Scheduler,
     /// Overrides `[pfcwd]` for this port, e.g. `pfcwd = { action = "alert" }`.
@@ -213,6 +217,47 @@ pub struct BufferConfig {
     /// ever must not empty the frame pool. Absent: see [`Config::frame_caps`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slowpath_frames: Option<u32>,
+    /// `[buffer.priority.N]`: priority N's own profile on every port, overriding the
+    /// buffer-wide XOFF, XON and headroom rules it sets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub priority: BTreeMap<String, BufferProfile>,
+}
+
+/// A priority group's buffer settings, every one optional: `[buffer.priority.N]` for
+/// priority N on every port, `[port.priority.N]` for one port's. A rule a profile leaves
+/// out comes from the level above (see [`Config::group_profile`]). Exactly one form of
+/// each rule per level: `xoff_bytes` or `xoff_alpha`, `xon_bytes` or `xon_offset_bytes`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BufferProfile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xoff_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xoff_alpha: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xon_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xon_offset_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom_bytes: Option<u64>,
+}
+
+impl BufferProfile {
+    fn xoff(&self) -> Option<XoffRule> {
+        self.xoff_alpha.map(XoffRule::Dynamic).or(self.xoff_bytes.map(XoffRule::Static))
+    }
+
+    fn xon(&self) -> Option<XonRule> {
+        self.xon_bytes.map(XonRule::Static).or(self.xon_offset_bytes.map(XonRule::BelowXoff))
+    }
+}
+
+/// What one (ingress port, priority) group is held to, every level resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupProfile {
+    pub xoff: XoffRule,
+    pub xon: XonRule,
+    pub headroom_bytes: u64,
 }
 
 /// How many frames (not bytes) lossy queues and the slowpath may hold.
@@ -236,19 +281,22 @@ impl Default for BufferConfig {
             lossy_queue_bytes: 512 << 10,
             lossy_port_frames: None,
             slowpath_frames: None,
+            priority: BTreeMap::new(),
         }
     }
 }
 
 /// The resolved XOFF rule.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum XoffRule {
     Static(u64),
     Dynamic(f64),
 }
 
 /// The resolved XON rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum XonRule {
     BelowXoff(u64),
     Static(u64),
@@ -259,6 +307,17 @@ pub const DEFAULT_LOSSLESS: [u8; 2] = [3, 4];
 pub const DEFAULT_XON_OFFSET_BYTES: u64 = 16 << 10;
 
 impl BufferConfig {
+    /// The buffer-wide rules as a profile, the last level before the defaults.
+    fn wide_profile(&self) -> BufferProfile {
+        BufferProfile {
+            xoff_bytes: self.xoff_bytes,
+            xoff_alpha: self.xoff_alpha,
+            xon_bytes: self.xon_bytes,
+            xon_offset_bytes: self.xon_offset_bytes,
+            headroom_bytes: Some(self.headroom_bytes),
+        }
+    }
+
     pub fn xoff_rule(&self) -> XoffRule {
         match (self.xoff_bytes, self.xoff_alpha) {
             (_, Some(alpha)) => XoffRule::Dynamic(alpha),
@@ -464,6 +523,25 @@ impl Config {
         self.lossless_priorities().iter().fold(0u8, |m, &p| m | (1 << p))
     }
 
+    /// The buffer profile of `port`'s group for `prio`. Each rule (XOFF, XON, headroom)
+    /// comes from the most specific level that sets it: the port's own profile for the
+    /// priority, then the port's `xoff_bytes`/`headroom_bytes`, then
+    /// `[buffer.priority.N]`, then `[buffer]`, then the defaults.
+    pub fn group_profile(&self, port: usize, prio: u8) -> GroupProfile {
+        let key = prio.to_string();
+        let p = &self.ports[port];
+        let port_wide =
+            BufferProfile { xoff_bytes: p.xoff_bytes, headroom_bytes: p.headroom_bytes, ..Default::default() };
+        let wide = self.buffer.wide_profile();
+        let levels = [p.priority.get(&key), Some(&port_wide), self.buffer.priority.get(&key), Some(&wide)];
+        let levels = || levels.iter().flatten();
+        GroupProfile {
+            xoff: levels().find_map(|l| l.xoff()).unwrap_or(XoffRule::Static(DEFAULT_XOFF_BYTES)),
+            xon: levels().find_map(|l| l.xon()).unwrap_or(XonRule::BelowXoff(DEFAULT_XON_OFFSET_BYTES)),
+            headroom_bytes: levels().find_map(|l| l.headroom_bytes).unwrap_or(self.buffer.headroom_bytes),
+        }
+    }
+
     /// The frame caps for a switch of `frame_capacity` frames. By default the frames the
     /// AF_XDP rings do not take are shared: half among the ports' lossy queues, a quarter
     /// for the slowpath, and the last quarter left for lossless frames (bounded by their
@@ -617,6 +695,17 @@ impl Config {
                 return Err(invalid(format!("pfc.lossless[{i}]"), format!("priority {p} is not 0..7")));
             }
         }
+        check_profiles("buffer.priority", &b.priority)?;
+        for (i, p) in self.ports.iter().enumerate() {
+            check_profiles(format!("port[{i}].priority"), &p.priority)?;
+        }
+        // Rules from different levels must still make sense together.
+        for i in 0..self.ports.len() {
+            for &prio in self.lossless_priorities() {
+                let field = format!("buffer profile of port {} priority {prio}", self.port_name(i));
+                check_group(field, &self.group_profile(i, prio), b.shared_bytes)?;
+            }
+        }
         if self.pfc.quanta == 0 {
             return Err(invalid("pfc.quanta", "a pause of zero quanta is a resume; use 1..65535"));
         }
@@ -688,6 +777,58 @@ impl Config {
     }
 }
 
+/// One level's profiles on their own: keys that are priorities, one form of each rule,
+/// sizes in range.
+fn check_profiles(prefix: impl fmt::Display, profiles: &BTreeMap<String, BufferProfile>) -> Result<(), ConfigError> {
+    for (key, p) in profiles {
+        let field = |f: &str| format!("{prefix}.{key}.{f}");
+        if !key.parse::<u8>().is_ok_and(|prio| usize::from(prio) < PRIORITIES) {
+            return Err(invalid(format!("{prefix}.{key}"), "profiles are keyed by priority, 0..7"));
+        }
+        if p.xoff_bytes.is_some() && p.xoff_alpha.is_some() {
+            return Err(invalid(field("xoff_alpha"), "give either xoff_bytes or xoff_alpha, not both"));
+        }
+        if p.xon_bytes.is_some() && p.xon_offset_bytes.is_some() {
+            return Err(invalid(field("xon_bytes"), "give either xon_bytes or xon_offset_bytes, not both"));
+        }
+        if p.xoff_alpha.is_some_and(|a| !(a.is_finite() && a > 0.0 && a <= 64.0)) {
+            return Err(invalid(field("xoff_alpha"), "must be above 0 and at most 64"));
+        }
+        if p.xoff_bytes.is_some_and(|x| x == 0 || x > MAX_BUFFER_BYTES) {
+            return Err(invalid(field("xoff_bytes"), format!("must be 1..{MAX_BUFFER_BYTES}")));
+        }
+        for (name, v) in
+            [("xon_bytes", p.xon_bytes), ("xon_offset_bytes", p.xon_offset_bytes), ("headroom_bytes", p.headroom_bytes)]
+        {
+            if v.is_some_and(|v| v > MAX_BUFFER_BYTES) {
+                return Err(invalid(field(name), format!("at most {MAX_BUFFER_BYTES}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A group's resolved profile as a whole: an XON below its XOFF, an XOFF within the pool.
+fn check_group(field: String, g: &GroupProfile, shared_bytes: u64) -> Result<(), ConfigError> {
+    match (g.xoff, g.xon) {
+        (XoffRule::Static(xoff), _) if xoff > shared_bytes => {
+            Err(invalid(field, format!("XOFF ({xoff} B) exceeds the shared buffer ({shared_bytes} B)")))
+        }
+        (XoffRule::Static(xoff), XonRule::Static(xon)) if xon > xoff => {
+            Err(invalid(field, format!("XON ({xon} B) must not exceed XOFF ({xoff} B)")))
+        }
+        (XoffRule::Static(xoff), XonRule::BelowXoff(offset)) if offset >= xoff => Err(invalid(
+            field,
+            format!("an XON offset of {offset} B leaves no XON below XOFF ({xoff} B): the group would never resume"),
+        )),
+        (XoffRule::Dynamic(_), XonRule::Static(_)) => Err(invalid(
+            field,
+            "a static XON cannot go with a dynamic XOFF (it could lie above it); use xon_offset_bytes",
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl DataplaneConfig {
     /// The UMEM size to use for `ports` ports.
     pub fn umem_frames_for(&self, ports: usize) -> u32 {
@@ -709,6 +850,7 @@ impl PortConfig {
             max_frame: DEFAULT_MAX_FRAME,
             headroom_bytes: None,
             xoff_bytes: None,
+            priority: BTreeMap::new(),
             scheduler: Scheduler::default(),
             pfcwd: None,
         }
@@ -852,5 +994,80 @@ mod tests {
         assert_eq!(a.switch_id(), a.clone().switch_id(), "and each keeps its own");
         b.switch_id = Some(7);
         assert_eq!(b.switch_id(), 7);
+    }
+
+    const PROFILES: &str = r#"
+        [buffer]
+        xoff_bytes = 65536
+        xon_offset_bytes = 16384
+        headroom_bytes = 49152
+
+        [buffer.priority.4]
+        xoff_alpha = 0.5
+        headroom_bytes = 98304
+
+        [[port]]
+        iface = "a"
+        headroom_bytes = 40000
+
+        [[port]]
+        iface = "b"
+        [port.priority.3]
+        xoff_bytes = 20000
+        xon_bytes = 10000
+    "#;
+
+    #[test]
+    fn a_group_takes_each_rule_from_the_most_specific_level_that_sets_it() {
+        let c = Config::from_toml(PROFILES).unwrap();
+        let (static_, offset) = (XoffRule::Static(65536), XonRule::BelowXoff(16384));
+        // Port a, priority 3: the buffer's rules, the port's own headroom.
+        assert_eq!(c.group_profile(0, 3), GroupProfile { xoff: static_, xon: offset, headroom_bytes: 40000 });
+        // Priority 4's profile: a dynamic XOFF everywhere; its headroom is overridden again
+        // by port a's, not by port b, which sets none.
+        let dynamic = XoffRule::Dynamic(0.5);
+        assert_eq!(c.group_profile(0, 4), GroupProfile { xoff: dynamic, xon: offset, headroom_bytes: 40000 });
+        assert_eq!(c.group_profile(1, 4), GroupProfile { xoff: dynamic, xon: offset, headroom_bytes: 98304 });
+        // Port b's own profile for priority 3 replaces both threshold rules, and keeps
+        // the buffer's headroom.
+        let own = GroupProfile { xoff: XoffRule::Static(20000), xon: XonRule::Static(10000), headroom_bytes: 49152 };
+        assert_eq!(c.group_profile(1, 3), own);
+        // With nothing configured: the defaults.
+        let d = Config::for_interfaces(&["a"]).group_profile(0, 3);
+        let defaults = GroupProfile {
+            xoff: XoffRule::Static(DEFAULT_XOFF_BYTES),
+            xon: XonRule::BelowXoff(DEFAULT_XON_OFFSET_BYTES),
+            headroom_bytes: BufferConfig::default().headroom_bytes,
+        };
+        assert_eq!(d, defaults);
+        // What we print we can read back.
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn profiles_are_checked_alone_and_as_resolved() {
+        let base = "[[port]]\niface = \"a\"\n";
+        let cases = [
+            ("[buffer.priority.8]\nxoff_bytes = 1000\n", "buffer.priority.8"),
+            ("[buffer.priority.x]\nxoff_bytes = 1000\n", "buffer.priority.x"),
+            ("[buffer.priority.3]\nxoff_bytes = 1000\nxoff_alpha = 1.0\n", "buffer.priority.3.xoff_alpha"),
+            ("[buffer.priority.3]\nxon_bytes = 1\nxon_offset_bytes = 1\n", "buffer.priority.3.xon_bytes"),
+            ("[buffer.priority.3]\nxoff_alpha = 100.0\n", "buffer.priority.3.xoff_alpha"),
+            ("[buffer.priority.3]\nheadroom_bytes = 2000000000\n", "buffer.priority.3.headroom_bytes"),
+            ("[buffer.priority.3]\nsize = 1\n", "size"),
+            // Each level is fine alone; together the XON lies above the XOFF.
+            ("[buffer]\nxon_bytes = 30000\n[buffer.priority.3]\nxoff_bytes = 20000\n", "port a priority 3"),
+            // A dynamic XOFF for priority 4 under the buffer's static XON.
+            ("[buffer]\nxon_bytes = 3000\n[buffer.priority.4]\nxoff_alpha = 1.0\n", "port a priority 4"),
+            ("[buffer.priority.3]\nxoff_bytes = 10000\n", "port a priority 3"),
+            ("[buffer.priority.3]\nxoff_bytes = 8000000\n", "exceeds the shared buffer"),
+        ];
+        for (text, field) in cases {
+            let err = Config::from_toml(&format!("{text}{base}")).unwrap_err().to_string();
+            assert!(err.contains(field), "{text:?}: {err}");
+        }
+        let per_port = format!("{base}[port.priority.3]\nxoff_bytes = 1000\nxoff_alpha = 1.0\n");
+        let err = Config::from_toml(&per_port).unwrap_err().to_string();
+        assert!(err.contains("port[0].priority.3.xoff_alpha"), "{err}");
     }
 }

@@ -192,6 +192,15 @@ pub struct PrioStats {
     pub ingress_watermark: u64,
     pub headroom_bytes: u64,
     pub headroom_watermark: u64,
+    /// The group's buffer profile now, lossless priorities only (zero for lossy ones):
+    /// its XOFF and XON thresholds (a dynamic XOFF follows the free pool) and the
+    /// headroom it may fill after XOFF.
+    #[serde(default)]
+    pub xoff_threshold: u64,
+    #[serde(default)]
+    pub xon_threshold: u64,
+    #[serde(default)]
+    pub headroom_size: u64,
     /// XOFF asserted toward the upstream.
     pub xoff: bool,
     /// Frames waiting in this port's egress queue.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::buffer::SharedBuffer;
 use super::checking::CheckingMessage;
 use super::classify::Classifier;
-use super::config::{Config, DcfitConfig, DeadlockResolution, FrameCaps, PauseMode, PortRole, Scheduler};
+use super::config::{Config, DcfitConfig, DeadlockResolution, FrameCaps, GroupProfile, PauseMode, PortRole, Scheduler};
 use super::dcfit::{self, Cause, CheckChoice, DeadlockTracker, PortChecks};
 use super::ether::{self, FrameHeader, IpAt};
 use super::fdb::{Fdb, Learned, PortId};
@@ -325,7 +325,6 @@ impl Switch {
                 }
             })
             .collect();
-        let headroom = config.ports.iter().map(|p| p.headroom_bytes.unwrap_or(config.buffer.headroom_bytes)).collect();
         let mut fdb = Fdb::new(config.fdb.max_entries, Duration::from_secs(config.fdb.aging_s));
         for e in &config.fdb_entries {
             if let Some(port) = config.port_index(&e.port) {
@@ -333,17 +332,13 @@ impl Switch {
             }
         }
         let n = config.ports.len();
-        let mut buffer = SharedBuffer::new(
-            config.buffer.shared_bytes,
-            config.buffer.xoff_rule(),
-            config.buffer.xon_rule(),
-            headroom,
-        );
-        for (i, p) in config.ports.iter().enumerate() {
-            if let Some(xoff) = p.xoff_bytes {
-                buffer.set_port_xoff(i, xoff);
-            }
-        }
+        let wide = GroupProfile {
+            xoff: config.buffer.xoff_rule(),
+            xon: config.buffer.xon_rule(),
+            headroom_bytes: config.buffer.headroom_bytes,
+        };
+        let profiles = (0..n).map(|port| std::array::from_fn(|prio| config.group_profile(port, prio as u8))).collect();
+        let buffer = SharedBuffer::new(config.buffer.shared_bytes, wide, profiles);
         Switch {
             name: config.name.clone(),
             switch_id: config.switch_id(),
@@ -1295,8 +1290,8 @@ impl Switch {
             fdb_entries: self.fdb.len(),
             shared_buffer_bytes: self.buffer.shared_total(),
             shared_buffer_used: self.buffer.shared_used(),
-            xoff_threshold: self.buffer.xoff_threshold(),
-            xon_threshold: self.buffer.xon_threshold(),
+            xoff_threshold: self.buffer.wide_thresholds().0,
+            xon_threshold: self.buffer.wide_thresholds().1,
             free_frames: 0,
             pfc_reaction: self.reaction.percentiles(),
             resume_lateness: self.resume_lateness.percentiles(),
@@ -1341,14 +1336,19 @@ impl Switch {
         let priorities = (0..PRIORITIES)
             .map(|prio| {
                 let g = self.buffer.group(index, prio);
+                let lossless = self.is_lossless(prio);
+                let profile = |v: u64| if lossless { v } else { 0 };
                 PrioStats {
                     priority: prio as u8,
-                    lossless: self.is_lossless(prio),
+                    lossless,
                     counters: p.prio[prio],
                     ingress_bytes: g.occupancy(),
                     ingress_watermark: g.watermark,
                     headroom_bytes: g.headroom,
                     headroom_watermark: g.headroom_watermark,
+                    xoff_threshold: profile(self.buffer.xoff_threshold(index, prio)),
+                    xon_threshold: profile(self.buffer.xon_threshold(index, prio)),
+                    headroom_size: profile(self.buffer.profile(index, prio).headroom_bytes),
                     xoff: g.xoff,
                     egress_queue_frames: p.queues[prio].len(),
                     egress_queue_bytes: p.queues[prio].bytes(),

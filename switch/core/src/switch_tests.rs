@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::{Config, PauseMode, Scheduler};
+use crate::config::{BufferProfile, Config, PauseMode, Scheduler};
 use crate::ether::tests::udp_frame;
 use crate::pfc::ControlFrame;
 use crate::stats::{TagCounters, TaggerStats};
@@ -193,6 +193,44 @@ fn congested_on(mut c: Config, lossless: bool) -> (Rig, Vec<u8>) {
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
     (r, data(1, 2, 3, 1000))
+}
+
+#[test]
+fn each_lossless_priority_pauses_at_its_own_profile() {
+    let mut c = Rig::ports(2);
+    c.buffer.xoff_bytes = Some(10_000);
+    c.buffer.headroom_bytes = 5_000;
+    // Priority 4 pauses at 3000 B and may take 20 000 B after its pause.
+    c.buffer.priority.insert(
+        "4".into(),
+        BufferProfile { xoff_bytes: Some(3_000), headroom_bytes: Some(20_000), ..Default::default() },
+    );
+    c.buffer.xon_offset_bytes = Some(1_000);
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    let (p3, p4) = (data(1, 2, 3, 1000), data(1, 2, 4, 1000));
+    for _ in 0..4 {
+        r.rx(0, &p4);
+        r.rx(0, &p3);
+    }
+    let sent = r.tx(0);
+    assert_eq!(sent.len(), 1, "priority 4 passed its 3000 B; priority 3 is below its 10 000 B");
+    assert_eq!(pfc_of(&sent[0]).enabled, 1 << 4);
+    for _ in 0..15 {
+        r.rx(0, &p4);
+    }
+    let s = r.stats();
+    let (g3, g4) = (&s.ports[0].priorities[3], &s.ports[0].priorities[4]);
+    assert_eq!(
+        (g4.counters.lossless_drops, g4.headroom_bytes),
+        (0, 16_000),
+        "its headroom holds what priority 3's could not"
+    );
+    assert!(!g3.xoff);
+    assert_eq!((g3.xoff_threshold, g3.xon_threshold, g3.headroom_size), (10_000, 9_000, 5_000));
+    assert_eq!((g4.xoff_threshold, g4.xon_threshold, g4.headroom_size), (3_000, 2_000, 20_000));
+    assert_eq!(s.ports[0].priorities[0].xoff_threshold, 0, "a lossy priority has no profile");
 }
 
 #[test]
