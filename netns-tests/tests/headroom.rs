@@ -73,6 +73,88 @@ fn headroom_test_plan_on_priorities_3_and_4() {
     test_plan(&[3, 4]);
 }
 
+/// `pfctools headroom --plan` at short timings: JSON verdicts, and the exit status.
+fn plan(extra: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let pfctools = harness::bin("pfctools").unwrap();
+    let out = std::process::Command::new(pfctools)
+        .args(["headroom", "--plan", "--settle-s", "0.3", "--traffic-s", "0.4", "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out, report)
+}
+
+#[test]
+fn the_plan_passes_with_enough_headroom_and_fails_when_the_lossless_delay_overruns_it() {
+    let _serial = serial();
+    // The calculator's delays: half and twice the 48 KiB of headroom.
+    let (out, r) = plan(&[]);
+    assert!(out.status.success(), "{}\n{r}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(r["verdict"], "pass");
+    let checks = r["checks"].as_array().unwrap();
+    for case in ["lossless", "lossy"] {
+        let names: Vec<&str> =
+            checks.iter().filter(|k| k["case"] == case).map(|k| k["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "storm_continuous",
+                "background_all_arrived",
+                "no_test_frame_arrived",
+                "test_bytes_against_buffer",
+                "ingress_drops"
+            ],
+            "{case}"
+        );
+    }
+    assert!(checks.iter().all(|k| k["passed"] == true), "{r}");
+    let lossy_drops = checks.iter().find(|k| k["case"] == "lossy" && k["name"] == "ingress_drops").unwrap();
+    assert!(lossy_drops["figures"]["dropped_frames"].as_f64().unwrap() > 0.0, "{lossy_drops}");
+    // Background on every priority neither tested nor lossless, as the plan says.
+    assert_eq!(r["background_prios"], serde_json::json!([0, 1, 2, 5, 6, 7]));
+
+    // 3000 quanta at 1G need about 96 KiB: the headroom cannot absorb that "lossless" delay.
+    let (out, r) = plan(&["--lossless-delay", "3000", "--lossy-delay", "6000"]);
+    assert!(!out.status.success(), "{r}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("failed the plan"), "{stderr}");
+    assert_eq!(r["verdict"], "fail");
+    let failed: Vec<(&str, &str)> = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["passed"] == false)
+        .map(|k| (k["case"].as_str().unwrap(), k["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(failed, [("lossless", "test_bytes_against_buffer"), ("lossless", "ingress_drops")], "{r}");
+}
+
+#[test]
+fn two_lossless_priorities_with_different_headroom_are_tested_side_by_side() {
+    let _serial = serial();
+    // 32 KiB of headroom on priority 3, 128 KiB on priority 4 (its own profile); each
+    // carries 25 % of 1G, which a 4000-quanta delay turns into about 65 KiB in flight.
+    let mut opts =
+        SweepOptions { prios: vec![3, 4], delays: vec![0, 4000], headroom_bytes: 32 << 10, ..SweepOptions::default() };
+    opts.prio_headroom.insert(4, 128 << 10);
+    let report = sweep::run(&opts, &|_| {}).unwrap();
+    let run = report.runs.iter().find(|r| r.delay_quanta == 4000).unwrap();
+    let (p3, p4) = (&run.prios[0], &run.prios[1]);
+    assert!(p3.drops > 0, "32 KiB overrun: {p3:?}");
+    assert_eq!(p4.drops, 0, "128 KiB hold the same delay: {p4:?}");
+    assert!(p4.headroom_watermark > 32 << 10, "priority 4 used more than priority 3 could: {p4:?}");
+    assert!(p3.headroom_watermark <= 32 << 10);
+    // The calculator's figure for each priority against its own headroom.
+    let check = |prio| report.checks.iter().find(|c| c.delay_quanta == 4000 && c.prio == prio).unwrap();
+    let (c3, c4) = (check(3), check(4));
+    assert_eq!((c3.headroom_configured, c4.headroom_configured), (32 << 10, 128 << 10));
+    assert!(!c3.lossless && c3.agrees, "the calculator, too, needs more than 32 KiB: {c3:?}");
+    assert!(c3.predicted_bytes > 32 << 10, "{c3:?}");
+    assert!(c4.lossless && c4.predicted_bytes < 128 << 10 && c4.measured_bytes < 128 << 10, "{c4:?}");
+    assert!(run.storm_continuous && run.background_received == run.background_sent, "{run:?}");
+}
+
 #[test]
 fn the_real_switch_needs_headroom_growing_with_the_delay_as_the_calculator_says() {
     let _serial = serial();

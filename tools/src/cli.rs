@@ -47,6 +47,20 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("invalid percentage {s:?}: above 0, at most 100"))
 }
 
+/// A share of line rate in percent that may be zero (no traffic of that kind).
+pub fn parse_percent_or_zero(s: &str) -> Result<f64, String> {
+    finite(s.trim().trim_end_matches('%'), |v| (0.0..=100.0).contains(&v))
+        .ok_or_else(|| format!("invalid percentage {s:?}: 0 to 100"))
+}
+
+/// `PRIO=BYTES`, e.g. `3=49152`: one priority's size.
+pub fn parse_prio_bytes(s: &str) -> Result<(u8, u64), String> {
+    let bad = || format!("invalid {s:?}: PRIORITY=BYTES, e.g. 3=49152");
+    let (p, b) = s.split_once('=').ok_or_else(bad)?;
+    let prio: u8 = p.trim().parse().ok().filter(|&p| p < 8).ok_or_else(bad)?;
+    Ok((prio, b.trim().parse().map_err(|_| bad())?))
+}
+
 pub fn parse_secs(s: &str) -> Result<Duration, String> {
     finite(s.trim().trim_end_matches('s'), |v| v >= 0.0)
         .map(Duration::from_secs_f64)

@@ -2,6 +2,7 @@
 //! DUT's response-time measurement, and their reports.
 
 pub mod calc;
+pub mod plan;
 pub mod plot;
 pub mod sweep;
 
@@ -24,6 +25,42 @@ pub struct HeadroomArgs {
     /// Measure how long the DUT takes from receiving a pause to stopping the priority.
     #[arg(long, conflicts_with = "calc")]
     pub response_time: bool,
+    /// Run the pause-response test plan as written: a lossless and a lossy case, each
+    /// check PASS or FAIL; exits non-zero unless every check passes.
+    #[arg(long, conflicts_with_all = ["calc", "response_time"])]
+    pub plan: bool,
+    /// Plan: the sender's response delay, quanta, that the headroom must absorb (default:
+    /// the calculator's delay needing half the headroom).
+    #[arg(long, requires = "plan")]
+    pub lossless_delay: Option<u32>,
+    /// Plan: a delay the headroom must not absorb (default: the calculator's delay
+    /// needing twice the headroom).
+    #[arg(long, requires = "plan")]
+    pub lossy_delay: Option<u32>,
+    /// Plan and sweep: seconds of storm before the traffic starts (default: the plan's
+    /// 1 s with --plan, else 0.3 s).
+    #[arg(long, value_parser = crate::cli::parse_positive)]
+    pub settle_s: Option<f64>,
+    /// Plan and sweep: seconds of traffic (default: the plan's 5 s with --plan, else 0.4 s).
+    #[arg(long, value_parser = crate::cli::parse_positive)]
+    pub traffic_s: Option<f64>,
+    /// Plan and sweep: test traffic, percent of line rate shared by the test priorities.
+    #[arg(long, default_value_t = 50.0, value_parser = crate::cli::parse_percent)]
+    pub test_load: f64,
+    /// Plan and sweep: background traffic, percent of line rate (0: none).
+    #[arg(long, default_value_t = 50.0, value_parser = crate::cli::parse_percent_or_zero)]
+    pub background_load: f64,
+    /// Plan and sweep: the background's priorities (default: every priority neither under
+    /// test nor lossless on the DUT, whose lossless priorities are 3, 4 and those tested).
+    #[arg(long, value_delimiter = ',')]
+    pub background_prios: Option<Vec<u8>>,
+    /// Plan and sweep: a test priority's own headroom on the DUT, PRIO=BYTES (its
+    /// `[buffer.priority.N]` profile), e.g. 3=32768,4=98304.
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::parse_prio_bytes)]
+    pub prio_headroom: Vec<(u8, u64)>,
+    /// Plan and sweep: a test priority's own XOFF on the DUT, PRIO=BYTES.
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::parse_prio_bytes)]
+    pub prio_xoff: Vec<(u8, u64)>,
     /// Port speed.
     #[arg(long, default_value = "1G")]
     pub speed: Speed,
@@ -54,10 +91,10 @@ pub struct HeadroomArgs {
     /// Sweep: sender response delays in quanta.
     #[arg(long, value_delimiter = ',', default_value = "0,250,500,750,1000,1500,2000,3000")]
     pub delays: Vec<u32>,
-    /// Sweep: headroom configured in the DUT per (port, priority).
+    /// Plan and sweep: headroom configured in the DUT per (port, priority).
     #[arg(long, default_value_t = 48 << 10)]
     pub headroom_bytes: u64,
-    /// Sweep: XOFF threshold in the DUT.
+    /// Plan and sweep: XOFF threshold in the DUT.
     #[arg(long, default_value_t = 64 << 10)]
     pub xoff_bytes: u64,
     /// Sweep: frame size on the wire.
@@ -100,18 +137,30 @@ impl HeadroomArgs {
         if !(self.max_overhead_us >= 0.0 && self.max_overhead_us.is_finite()) {
             bail!("--max-overhead-us must be a finite number of µs, 0 or more");
         }
-        Ok(SweepOptions {
+        let defaults = SweepOptions::default();
+        let (settle, traffic) =
+            if self.plan { (plan::PLAN_SETTLE, plan::PLAN_TRAFFIC) } else { (defaults.settle, defaults.traffic) };
+        let opts = SweepOptions {
             speed: self.speed,
             prios: self.prios.clone(),
             delays: self.delays.clone(),
             headroom_bytes: self.headroom_bytes,
             xoff_bytes: self.xoff_bytes,
+            prio_headroom: self.prio_headroom.iter().copied().collect(),
+            prio_xoff: self.prio_xoff.iter().copied().collect(),
+            test_load: self.test_load,
+            background_load: self.background_load,
+            background_prios: self.background_prios.clone(),
             frame_size: self.frame_size,
+            settle: self.settle_s.map_or(settle, Duration::from_secs_f64),
+            traffic: self.traffic_s.map_or(traffic, Duration::from_secs_f64),
             repeats: self.repeats,
             max_overhead: Duration::from_secs_f64(self.max_overhead_us / 1e6),
             retries: self.retries,
-            ..SweepOptions::default()
-        })
+            ..defaults
+        };
+        opts.validate()?;
+        Ok(opts)
     }
 }
 
@@ -148,6 +197,9 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
         return Ok(());
     }
     let opts = args.sweep_options()?;
+    if args.plan {
+        return run_plan(args, &opts);
+    }
     eprintln!(
         "headroom sweep at {}: priorities {:?}, headroom {} B, XOFF {} B, {} B frames, delays {:?} quanta",
         opts.speed, opts.prios, opts.headroom_bytes, opts.xoff_bytes, opts.frame_size, opts.delays
@@ -174,6 +226,43 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn run_plan(args: &HeadroomArgs, opts: &sweep::SweepOptions) -> Result<()> {
+    let (picked_lossless, picked_lossy) = plan::pick_delays(opts);
+    let delays = (args.lossless_delay.unwrap_or(picked_lossless), args.lossy_delay.unwrap_or(picked_lossy));
+    eprintln!(
+        "test plan at {}: priorities {:?}, lossless case {} quanta, lossy case {} quanta{}",
+        opts.speed,
+        opts.prios,
+        delays.0,
+        delays.1,
+        if args.lossless_delay.is_none() || args.lossy_delay.is_none() { " (calculator's choice)" } else { "" }
+    );
+    let report = plan::run(opts, delays, &|case, r| {
+        eprintln!(
+            "  {case:?} case, delay {} quanta: drops {}, headroom used {} B{}",
+            r.delay_quanta,
+            r.prios.iter().map(|p| p.drops).sum::<u64>(),
+            r.prios.iter().map(|p| p.headroom_watermark).max().unwrap_or(0),
+            if r.disturbed { " (disturbed by the host: repeated)" } else { "" }
+        )
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", plan::text(&report));
+    }
+    match report.verdict {
+        plan::Verdict::Pass => Ok(()),
+        plan::Verdict::Fail => {
+            let failed = report.checks.iter().filter(|k| !k.passed).count();
+            bail!("the DUT failed the plan: {failed} of {} checks", report.checks.len())
+        }
+        plan::Verdict::NoVerdict => {
+            bail!("no verdict: the testbed disturbed a case in every attempt; run again on a quieter machine")
+        }
+    }
 }
 
 /// The sweep as the test plan's table.
@@ -215,8 +304,12 @@ pub fn text(r: &SweepReport) -> String {
         }
     }
     let mut out = format!(
-        "PFC headroom sweep at {}, priorities {:?}: DUT shared buffer {} B, XOFF {} B, headroom {} B per priority\n",
-        r.speed, r.prios, r.shared_bytes, r.xoff_bytes, r.headroom_configured
+        "PFC headroom sweep at {}, priorities {:?}: DUT shared buffer {} B, XOFF {} B, headroom {}\n",
+        r.speed,
+        r.prios,
+        r.shared_bytes,
+        r.xoff_bytes,
+        r.prio_headroom.iter().map(|(p, h)| format!("{h} B on priority {p}")).collect::<Vec<_>>().join(", ")
     );
     out += &t.render();
     out += "(testbed µs: how much longer than the sender's delay test frames kept arriving after XOFF: the DUT's \
@@ -230,11 +323,22 @@ pub fn text(r: &SweepReport) -> String {
             r.max_overhead_us
         );
     }
-    let mut c =
-        Table::new(&["delay q", "response µs", "needed B", "calculated B", "difference B", "lossless", "agrees"]);
+    let mut c = Table::new(&[
+        "delay q",
+        "prio",
+        "headroom B",
+        "response µs",
+        "needed B",
+        "calculated B",
+        "difference B",
+        "lossless",
+        "agrees",
+    ]);
     for k in &r.checks {
         c.row(vec![
             k.delay_quanta.to_string(),
+            k.prio.to_string(),
+            k.headroom_configured.to_string(),
             format!("{:.1}", k.response_us),
             if k.lossless { k.measured_bytes.to_string() } else { format!("> {}", k.measured_bytes) },
             k.predicted_bytes.to_string(),
@@ -252,10 +356,7 @@ pub fn text(r: &SweepReport) -> String {
     );
     out += &c.render();
     out += &match r.largest_lossless_delay_quanta {
-        Some(d) => format!(
-            "largest lossless sender delay: {d} quanta; with {} B of headroom configured\n",
-            r.headroom_configured
-        ),
+        Some(d) => format!("largest sender delay lossless on every priority: {d} quanta\n"),
         None => "no delay was lossless: the headroom is too small even for an immediate response\n".into(),
     };
     out

@@ -21,6 +21,7 @@ fn draw(report: &SweepReport, path: &Path) -> Result<(), Box<dyn std::error::Err
         .checks
         .iter()
         .flat_map(|c| [c.measured_bytes, c.predicted_bytes])
+        .chain(report.prio_headroom.values().copied())
         .chain([report.headroom_configured])
         .max()
         .unwrap_or(1) as f64
@@ -42,24 +43,31 @@ fn draw(report: &SweepReport, path: &Path) -> Result<(), Box<dyn std::error::Err
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
     chart.configure_mesh().x_desc("sender response delay (quanta)").y_desc("headroom (KiB)").draw()?;
-    let measured: Vec<(f64, f64)> =
-        report.checks.iter().map(|c| (f64::from(c.delay_quanta), c.measured_bytes as f64 / 1024.0)).collect();
-    let predicted: Vec<(f64, f64)> =
-        report.checks.iter().map(|c| (f64::from(c.delay_quanta), c.predicted_bytes as f64 / 1024.0)).collect();
-    chart
-        .draw_series(LineSeries::new(measured.clone(), RED.stroke_width(2)))?
-        .label("needed (measured)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(2)));
-    chart.draw_series(measured.iter().map(|p| Circle::new(*p, 4, RED.filled())))?;
-    chart
-        .draw_series(LineSeries::new(predicted, BLUE.stroke_width(2)))?
-        .label("calculated")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
-    let h = report.headroom_configured as f64 / 1024.0;
-    chart
-        .draw_series(LineSeries::new(vec![(0.0, h), (xmax, h)], BLACK.stroke_width(1)))?
-        .label("configured")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    // One colour per priority under test: measured solid with points, calculated thin,
+    // its configured headroom dashed-thin across.
+    let palette = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
+    for (i, &prio) in report.prios.iter().enumerate() {
+        let colour = palette[i % palette.len()];
+        let of_prio = || report.checks.iter().filter(move |c| c.prio == prio);
+        let measured: Vec<(f64, f64)> =
+            of_prio().map(|c| (f64::from(c.delay_quanta), c.measured_bytes as f64 / 1024.0)).collect();
+        let predicted: Vec<(f64, f64)> =
+            of_prio().map(|c| (f64::from(c.delay_quanta), c.predicted_bytes as f64 / 1024.0)).collect();
+        chart
+            .draw_series(LineSeries::new(measured.clone(), colour.stroke_width(2)))?
+            .label(format!("priority {prio}: needed (measured)"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+        chart.draw_series(measured.iter().map(|p| Circle::new(*p, 4, colour.filled())))?;
+        chart
+            .draw_series(LineSeries::new(predicted, colour.mix(0.5).stroke_width(1)))?
+            .label(format!("priority {prio}: calculated"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.mix(0.5)));
+        let h = report.prio_headroom.get(&prio).copied().unwrap_or(report.headroom_configured) as f64 / 1024.0;
+        chart
+            .draw_series(LineSeries::new(vec![(0.0, h), (xmax, h)], colour.mix(0.3).stroke_width(1)))?
+            .label(format!("priority {prio}: configured headroom"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.mix(0.3)));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

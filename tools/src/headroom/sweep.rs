@@ -3,17 +3,21 @@
 //! 1. a PFC storm from the rx side keeps the lossless priorities under test paused at the
 //!    DUT's egress;
 //! 2. after a settle time the tx side sends test traffic on those priorities (50 % of line
-//!    rate) and background traffic on priority 0 (50 %), honouring the DUT's pauses after
-//!    a response delay of N quanta;
+//!    rate) and background traffic on the priorities that are neither under test nor
+//!    lossless on the DUT (50 %), honouring the DUT's pauses after a response delay of N
+//!    quanta;
 //! 3. traffic stops after a fixed time, then the storm;
 //! 4. all background frames must arrive and no test frame may; the test bytes all sit in
 //!    the DUT's buffer; lossless ingress drops stay zero while the headroom holds.
 //!
 //! Sweeping N finds the largest delay that stays lossless and the headroom each delay needs.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use pfcswitch::core::config::{BufferProfile, DEFAULT_LOSSLESS};
+use pfcswitch::core::pfc::PRIORITIES;
 use pfcswitch::core::pfcwd::WatchdogAction;
 use pfcswitch::core::speed::Speed;
 use serde::{Deserialize, Serialize};
@@ -34,7 +38,21 @@ pub struct SweepOptions {
     /// Headroom configured per (port, lossless priority).
     pub headroom_bytes: u64,
     pub xoff_bytes: u64,
+    /// A priority under test's own headroom and XOFF where they differ from the above
+    /// (its `[buffer.priority.N]` profile on the DUT).
+    #[serde(default)]
+    pub prio_headroom: BTreeMap<u8, u64>,
+    #[serde(default)]
+    pub prio_xoff: BTreeMap<u8, u64>,
     pub shared_bytes: u64,
+    /// Test traffic in percent of line rate, shared equally among the priorities under test.
+    pub test_load: f64,
+    /// Background traffic in percent of line rate, shared equally among its priorities.
+    pub background_load: f64,
+    /// The background's priorities; by default every priority neither under test nor
+    /// lossless on the DUT, as the plan has it.
+    #[serde(default)]
+    pub background_prios: Option<Vec<u8>>,
     /// Test and background frame size on the wire, FCS included.
     pub frame_size: usize,
     pub traffic: Duration,
@@ -57,7 +75,12 @@ impl Default for SweepOptions {
             delays: vec![0, 250, 500, 750, 1000, 1500, 2000, 3000],
             headroom_bytes: 48 << 10,
             xoff_bytes: 64 << 10,
+            prio_headroom: BTreeMap::new(),
+            prio_xoff: BTreeMap::new(),
             shared_bytes: 4 << 20,
+            test_load: 50.0,
+            background_load: 50.0,
+            background_prios: None,
             frame_size: 1000,
             traffic: Duration::from_millis(400),
             settle: Duration::from_millis(300),
@@ -67,6 +90,67 @@ impl Default for SweepOptions {
             max_overhead: Duration::from_micros(150),
             retries: 2,
         }
+    }
+}
+
+impl SweepOptions {
+    /// The headroom `prio` has on the DUT.
+    pub fn headroom_for(&self, prio: u8) -> u64 {
+        self.prio_headroom.get(&prio).copied().unwrap_or(self.headroom_bytes)
+    }
+
+    /// The XOFF threshold `prio` has on the DUT.
+    pub fn xoff_for(&self, prio: u8) -> u64 {
+        self.prio_xoff.get(&prio).copied().unwrap_or(self.xoff_bytes)
+    }
+
+    /// The DUT's lossless priorities: its defaults and those under test.
+    pub fn dut_lossless(&self) -> Vec<u8> {
+        let mut l: Vec<u8> = DEFAULT_LOSSLESS.iter().chain(&self.prios).copied().collect();
+        l.sort_unstable();
+        l.dedup();
+        l
+    }
+
+    /// The background's priorities (none without background load).
+    pub fn background(&self) -> Vec<u8> {
+        if self.background_load <= 0.0 {
+            return Vec::new();
+        }
+        self.background_prios.clone().unwrap_or_else(|| {
+            let lossless = self.dut_lossless();
+            (0..PRIORITIES as u8).filter(|p| !lossless.contains(p)).collect()
+        })
+    }
+
+    /// Each test flow's share of line rate, percent.
+    pub fn test_load_per_prio(&self) -> f64 {
+        self.test_load / self.prios.len().max(1) as f64
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.prios.is_empty() || self.prios.iter().any(|&p| usize::from(p) >= PRIORITIES) {
+            bail!("test priorities must be 0..7");
+        }
+        let bg = self.background();
+        if let Some(p) = bg.iter().find(|p| usize::from(**p) >= PRIORITIES || self.prios.contains(p)) {
+            bail!("background priority {p} is not 0..7 or is under test");
+        }
+        if !(self.test_load > 0.0 && self.background_load >= 0.0 && self.test_load + self.background_load <= 100.0) {
+            bail!("test and background load are percent of line rate: test above 0, together at most 100");
+        }
+        if self.background_load > 0.0 && bg.is_empty() {
+            bail!("background load without background priorities");
+        }
+        for (p, _) in self.prio_headroom.iter().chain(&self.prio_xoff) {
+            if !self.prios.contains(p) {
+                bail!("a profile for priority {p}, which is not under test");
+            }
+        }
+        if self.delays.is_empty() {
+            bail!("no delays to sweep");
+        }
+        Ok(())
     }
 }
 
@@ -147,16 +231,19 @@ impl RunOutcome {
     }
 }
 
-/// The calculator against the sweep, for one delay.
+/// The calculator against the sweep, for one delay and one priority under test.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalcCheck {
     pub delay_quanta: u32,
-    /// The largest need among the priorities, averaged over the repeats without the
-    /// lowest and the highest.
+    pub prio: u8,
+    /// The priority's headroom on the DUT.
+    pub headroom_configured: u64,
+    /// The priority's need, averaged over the repeats without the lowest and the highest.
     pub measured_bytes: u64,
     pub lossless: bool,
-    /// The upstream's response the DUT measured (the sender's delay and what the testbed
-    /// adds), averaged like the need, µs: the calculator's response-time input.
+    /// The upstream's response the DUT measured on this priority (the sender's delay and
+    /// what the testbed adds), averaged like the need, µs: the calculator's response-time
+    /// input.
     pub response_us: f64,
     pub predicted_bytes: u64,
     /// Lossless runs: measured within one maximum frame of the prediction. Runs that
@@ -169,7 +256,10 @@ pub struct CalcCheck {
 pub struct SweepReport {
     pub speed: String,
     pub prios: Vec<u8>,
+    /// The buffer-wide headroom, and each priority under test's (its own or this).
     pub headroom_configured: u64,
+    #[serde(default)]
+    pub prio_headroom: BTreeMap<u8, u64>,
     pub xoff_bytes: u64,
     pub shared_bytes: u64,
     pub frame_size: usize,
@@ -187,7 +277,8 @@ pub struct SweepReport {
     pub checks: Vec<CalcCheck>,
 }
 
-fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
+/// One run of the plan at sender delay `delay` on `tb` (a star of two hosts).
+pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
     // A DUT preempted for a few milliseconds would let frames pile up unseen in its rx
     // ring, like a longer cable: the switch gets a CPU of its own.
     let cpus = harness::CpuPlan::split();
@@ -196,12 +287,26 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
     for p in &mut config.ports {
         p.speed = opts.speed;
     }
-    config.pfc.lossless = Some(opts.prios.clone());
-    config.classify.dscp = opts.prios.iter().map(|p| (p.to_string(), *p)).collect();
+    let background = opts.background();
+    config.pfc.lossless = Some(opts.dut_lossless());
+    // DSCP p marks priority p.
+    config.classify.dscp = opts.prios.iter().chain(&background).map(|p| (p.to_string(), *p)).collect();
     config.buffer.xoff_bytes = Some(opts.xoff_bytes);
     config.buffer.xon_offset_bytes = Some(opts.xoff_bytes / 4);
     config.buffer.headroom_bytes = opts.headroom_bytes;
     config.buffer.shared_bytes = opts.shared_bytes;
+    for &p in &opts.prios {
+        let (headroom, xoff) = (opts.prio_headroom.get(&p).copied(), opts.prio_xoff.get(&p).copied());
+        if headroom.is_some() || xoff.is_some() {
+            let profile = BufferProfile {
+                headroom_bytes: headroom,
+                xoff_bytes: xoff,
+                xon_offset_bytes: xoff.map(|x| x / 4),
+                ..Default::default()
+            };
+            config.buffer.priority.insert(p.to_string(), profile);
+        }
+    }
     // The background must all arrive, but a userspace DUT sharing two cores with a sender,
     // a storm and a sink now and then loses its core for a few ms: half of the shared pool
     // for the lossy queue (about 30 ms at 1G) keeps that from dropping background frames.
@@ -225,12 +330,14 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
     )?;
     std::thread::sleep(opts.settle);
 
-    // Test flows share 50 % of line rate; background gets the other 50 %.
-    let test_load = 50.0 / opts.prios.len() as f64;
+    // The test flows share their load, and the background flows theirs.
+    let test_load = opts.test_load_per_prio();
     let mut dscps: Vec<String> = opts.prios.iter().map(|p| p.to_string()).collect();
-    dscps.push("0".into());
     let mut loads: Vec<String> = opts.prios.iter().map(|_| format!("{test_load}")).collect();
-    loads.push("50".into());
+    for b in &background {
+        dscps.push(b.to_string());
+        loads.push(format!("{}", opts.background_load / background.len() as f64));
+    }
     let dst = tb.host_iface("h2")?.mac.to_string();
     let (flows, size, delay_s, traffic_s) =
         (dscps.len().to_string(), opts.frame_size.to_string(), delay.to_string(), traffic.to_string());
@@ -276,7 +383,7 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
             }
         })
         .collect();
-    let bg = gen.flows.last().expect("background flow");
+    let bg = &gen.flows[opts.prios.len()..];
     let delay_us = opts.speed.bit_times(u64::from(delay) * 512).as_secs_f64() * 1e6;
     let overheads_us: Vec<f64> = prios.iter().filter_map(|p| Some(p.measured_response_us()? - delay_us)).collect();
     let frame_interval = opts.speed.wire_time(opts.frame_size.saturating_sub(4)).mul_f64(100.0 / test_load);
@@ -284,8 +391,8 @@ fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<RunOutcome> {
         delay_quanta: delay,
         delay_us,
         prios,
-        background_sent: bg.sent,
-        background_received: received(bg.flow),
+        background_sent: bg.iter().map(|f| f.sent).sum(),
+        background_received: bg.iter().map(|f| received(f.flow)).sum(),
         storm_continuous: storm.continuous,
         dut_drops: stats.ports.iter().map(|p| p.counters.drops.total()).sum(),
         dut_drop_reasons: stats.ports.iter().map(|p| p.counters.drops).collect(),
@@ -313,12 +420,7 @@ fn disturbed(allowance: Duration, frame_interval: Duration, overheads_us: &[f64]
 
 /// Runs the sweep; `progress` hears about each run.
 pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepReport> {
-    if opts.prios.is_empty() || opts.prios.iter().any(|&p| p > 7 || p == 0) {
-        bail!("test priorities must be 1..7 (priority 0 carries the background traffic)");
-    }
-    if opts.delays.is_empty() {
-        bail!("no delays to sweep");
-    }
+    opts.validate()?;
     let tb = Testbed::up(&unique_name("headroom"), Topology::star(2))?;
     let (mut runs, mut disturbed) = (Vec::new(), Vec::new());
     for &delay in &opts.delays {
@@ -339,7 +441,7 @@ pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepR
 /// Runs `trial` until a run is not disturbed, at most `retries` times more; the disturbed
 /// runs go to `set_aside`. The last run is kept even when it, too, was disturbed: a host
 /// that disturbs every attempt shows in the result.
-fn undisturbed(
+pub(super) fn undisturbed(
     retries: usize,
     set_aside: &mut Vec<RunOutcome>,
     mut trial: impl FnMut() -> Result<RunOutcome>,
@@ -372,7 +474,8 @@ fn trimmed_mean(v: &[f64]) -> f64 {
     }
 }
 
-/// Summarises runs: the largest lossless delay and the calculator's agreement.
+/// Summarises runs: the largest lossless delay and the calculator's agreement, per
+/// priority under test (each against its own headroom).
 pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
     let frame_len = opts.frame_size as u64 - 4;
     let mut delays: Vec<u32> = runs.iter().map(|r| r.delay_quanta).collect();
@@ -384,47 +487,52 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
         max_frame: frame_len as u32,
         response,
         switch_delay: Duration::ZERO,
-        load: 0.5 / opts.prios.len() as f64,
+        load: opts.test_load_per_prio() / 100.0,
     };
-    /// One delay's runs, summarised once.
-    struct Delay {
+    /// One (delay, priority)'s runs, summarised once.
+    struct Entry {
         quanta: u32,
+        prio: u8,
+        headroom: u64,
         measured: u64,
         lossless: bool,
         response_us: f64,
         calculated: f64,
     }
-    let per_delay: Vec<Delay> = delays
+    let entries: Vec<Entry> = delays
         .iter()
-        .map(|&d| {
-            let these: Vec<&RunOutcome> = runs.iter().filter(|r| r.delay_quanta == d).collect();
-            let needs: Vec<f64> = these
-                .iter()
-                .map(|r| r.prios.iter().map(|p| r.needed(p, opts.headroom_bytes, frame_len)).max().unwrap_or(0) as f64)
-                .collect();
+        .flat_map(|&d| opts.prios.iter().enumerate().map(move |(i, &prio)| (d, i, prio)))
+        .map(|(d, i, prio)| {
+            let headroom = opts.headroom_for(prio);
+            let these: Vec<(&RunOutcome, &PrioOutcome)> =
+                runs.iter().filter(|r| r.delay_quanta == d).filter_map(|r| Some((r, r.prios.get(i)?))).collect();
+            let needs: Vec<f64> = these.iter().map(|(r, p)| r.needed(p, headroom, frame_len) as f64).collect();
             // The calculator is given the response as it was: the sender's delay plus what
             // this testbed adds, which drifts by tens of µs (a frame or two) between runs.
-            let responses: Vec<f64> = these.iter().map(|r| r.response_us()).collect();
+            let responses: Vec<f64> =
+                these.iter().map(|(r, p)| p.measured_response_us().unwrap_or(r.delay_us)).collect();
             let response_us = trimmed_mean(&responses);
             let calculated = input(Duration::from_secs_f64(response_us.max(0.0) / 1e6)).calculate().total_bytes as f64;
-            Delay {
+            Entry {
                 quanta: d,
+                prio,
+                headroom,
                 measured: trimmed_mean(&needs).round() as u64,
-                lossless: these.iter().all(|r| r.lossless()),
+                lossless: these.iter().all(|(_, p)| p.drops == 0),
                 response_us,
                 calculated,
             }
         })
         .collect();
-    let largest_lossless = per_delay.iter().filter(|e| e.lossless).map(|e| e.quanta).max();
+    let largest_lossless =
+        delays.iter().copied().filter(|&d| runs.iter().filter(|r| r.delay_quanta == d).all(RunOutcome::lossless)).max();
 
     // What the model's fixed terms miss here is fitted as the median residual over the
-    // lossless delays, so that one noisy delay does not move it for the others; what is
-    // checked is that every delay then lands within one frame.
-    let residuals: Vec<f64> =
-        per_delay.iter().filter(|e| e.lossless).map(|e| e.measured as f64 - e.calculated).collect();
+    // lossless entries, so that one noisy delay does not move it for the others; what is
+    // checked is that every entry then lands within one frame.
+    let residuals: Vec<f64> = entries.iter().filter(|e| e.lossless).map(|e| e.measured as f64 - e.calculated).collect();
     let offset = median(&residuals);
-    let checks = per_delay
+    let checks = entries
         .iter()
         .map(|e| {
             let predicted = (e.calculated + offset).round().max(0.0) as u64;
@@ -434,10 +542,12 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
             let agrees = if e.lossless {
                 e.measured.abs_diff(predicted) <= frame_len
             } else {
-                predicted + frame_len > opts.headroom_bytes
+                predicted + frame_len > e.headroom
             };
             CalcCheck {
                 delay_quanta: e.quanta,
+                prio: e.prio,
+                headroom_configured: e.headroom,
                 measured_bytes: e.measured,
                 lossless: e.lossless,
                 response_us: e.response_us,
@@ -450,6 +560,7 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
         speed: opts.speed.to_string(),
         prios: opts.prios.clone(),
         headroom_configured: opts.headroom_bytes,
+        prio_headroom: opts.prios.iter().map(|&p| (p, opts.headroom_for(p))).collect(),
         xoff_bytes: opts.xoff_bytes,
         shared_bytes: opts.shared_bytes,
         frame_size: opts.frame_size,
@@ -553,6 +664,49 @@ mod tests {
         // No retries: the first run stands.
         let kept = undisturbed(0, &mut Vec::new(), || Ok(outcome(true, 5.0))).unwrap();
         assert!(kept.disturbed);
+    }
+
+    #[test]
+    fn each_priority_is_checked_against_its_own_headroom() {
+        // Priority 3 with 20 000 B of headroom drops at 1000 quanta; priority 4 beside it
+        // has 60 000 B and does not.
+        let mut opts = SweepOptions { prios: vec![3, 4], headroom_bytes: 20_000, ..SweepOptions::default() };
+        opts.prio_headroom.insert(4, 60_000);
+        // 25 % of 1G each: 16 wire bytes per quantum.
+        let per_quantum = 16.0 * 996.0 / 1020.0;
+        let at = |d: u32, drops3: u64| {
+            let need = (3_000.0 + f64::from(d) * per_quantum) as u64;
+            let mut r = run(d, need.min(20_000), drops3);
+            r.prios.push(PrioOutcome { prio: 4, headroom_watermark: need, ..Default::default() });
+            r
+        };
+        let r = report(&opts, vec![at(0, 0), at(1000, 0), at(2000, 5)]);
+        assert_eq!(r.checks.len(), 6);
+        let of = |d: u32, p: u8| r.checks.iter().find(|c| c.delay_quanta == d && c.prio == p).unwrap();
+        assert!(!of(2000, 3).lossless && of(2000, 4).lossless);
+        assert_eq!((of(2000, 3).headroom_configured, of(2000, 4).headroom_configured), (20_000, 60_000));
+        assert!(of(2000, 3).agrees, "the calculator, too, says 20 000 B are not enough: {:?}", of(2000, 3));
+        assert!(of(2000, 4).agrees, "{:?}", of(2000, 4));
+        assert_eq!(r.largest_lossless_delay_quanta, Some(1000));
+        assert_eq!(r.prio_headroom, BTreeMap::from([(3, 20_000), (4, 60_000)]));
+    }
+
+    #[test]
+    fn the_background_takes_the_priorities_neither_tested_nor_lossless() {
+        let opts = SweepOptions { prios: vec![3], ..SweepOptions::default() };
+        assert_eq!(opts.background(), [0, 1, 2, 5, 6, 7]);
+        let opts = SweepOptions { prios: vec![5], ..SweepOptions::default() };
+        assert_eq!((opts.dut_lossless(), opts.background()), (vec![3, 4, 5], vec![0, 1, 2, 6, 7]));
+        let none = SweepOptions { background_load: 0.0, ..SweepOptions::default() };
+        assert!(none.background().is_empty());
+        let mut bad = SweepOptions { background_prios: Some(vec![3]), ..SweepOptions::default() };
+        assert!(bad.validate().is_err(), "background on the priority under test");
+        bad.background_prios = Some(vec![0]);
+        bad.test_load = 80.0;
+        assert!(bad.validate().is_err(), "130 % of line rate");
+        bad.test_load = 50.0;
+        bad.prio_headroom.insert(4, 1);
+        assert!(bad.validate().is_err(), "a profile for a priority not under test");
     }
 
     #[test]
