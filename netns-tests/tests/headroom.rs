@@ -77,7 +77,8 @@ fn headroom_test_plan_on_priorities_3_and_4() {
 fn plan(extra: &[&str]) -> (std::process::Output, serde_json::Value) {
     let pfctools = harness::bin("pfctools").unwrap();
     let out = std::process::Command::new(pfctools)
-        .args(["headroom", "--plan", "--settle-s", "0.3", "--traffic-s", "0.4", "--json"])
+        // A run the machine disturbed is repeated, up to four times.
+        .args(["headroom", "--plan", "--settle-s", "0.3", "--traffic-s", "0.4", "--retries", "4", "--json"])
         .args(extra)
         .output()
         .unwrap();
