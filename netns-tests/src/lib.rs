@@ -63,3 +63,28 @@ pub fn link_counter(tb: &Testbed, node: &str, iface: &str, direction: &str, fiel
 pub fn has_xdp(tb: &Testbed, node: &str, iface: &str) -> bool {
     tb.exec(node, &["ip", "link", "show", "dev", iface]).expect("ip link").contains("xdp")
 }
+
+/// `GET path` from `127.0.0.1:port` inside `node`'s namespace: the status line and the
+/// body. Runs on a thread of its own that joins the namespace (setns moves only the
+/// calling thread), so no client program is needed in the namespace.
+pub fn http_get(tb: &Testbed, node: &str, port: u16, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let ns_path = format!("/run/netns/{}", tb.ns(node).expect("node has a namespace"));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let reply = std::thread::spawn(move || {
+        let ns = std::fs::File::open(&ns_path).unwrap_or_else(|e| panic!("{ns_path}: {e}"));
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on this thread with a namespace fd we hold open.
+        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {ns_path}");
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics port");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        reply
+    })
+    .join()
+    .expect("the HTTP client thread");
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    (head.lines().next().unwrap_or("").to_string(), body.to_string())
+}

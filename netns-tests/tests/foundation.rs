@@ -398,3 +398,52 @@ fn ctl_block_takes_a_port_by_its_name_or_its_interface() {
     assert!(err.contains("to-h2") && err.contains(&iface), "the error lists names and interfaces: {err}");
     assert!(sw.stop().success());
 }
+
+/// One sample of an OpenMetrics family, by port label.
+fn scraped(text: &str, family: &str, port: &str) -> f64 {
+    use openmetrics_parser::{openmetrics::parse_openmetrics, OpenMetricsValue};
+    let exposition = parse_openmetrics(text).unwrap_or_else(|e| panic!("not OpenMetrics: {e:?}"));
+    let f = exposition.families.get(family).unwrap_or_else(|| panic!("no {family}"));
+    let s = f
+        .iter_samples()
+        .find(|s| s.get_labelset().is_ok_and(|l| l.get_label_value("port") == Some(port)))
+        .unwrap_or_else(|| panic!("no {family} for {port}"));
+    match &s.value {
+        OpenMetricsValue::Counter(c) => c.value.as_f64(),
+        OpenMetricsValue::Gauge(g) => g.as_f64(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn prometheus_scrapes_read_the_counters_while_the_traffic_passes_untouched() {
+    let _serial = serial();
+    let tb = star("metrics", 2);
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &["--metrics", "127.0.0.1:9469"]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let dst = mac_of(&tb, "h2");
+    let gen =
+        start_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--count", "40000", "--rate", "20k", "--tx-only"]).unwrap();
+    // Scrape as fast as the endpoint answers while the 2 s of traffic pass.
+    let started = std::time::Instant::now();
+    let mut scrapes = 0;
+    while started.elapsed() < Duration::from_millis(1500) {
+        let (status, body) = http_get(&tb, "sw1", 9469, "/metrics");
+        assert!(status.contains("200"), "{status}");
+        scraped(&body, "pfcswitch_port_rx_frames", "p1");
+        scrapes += 1;
+    }
+    let g = gen.finish(GEN_TIMEOUT).unwrap();
+    let rx = sink.finish(SINK_TIMEOUT).unwrap();
+    assert!(scrapes >= 10, "{scrapes} scrapes");
+    assert_eq!((g.sent, rx.received), (40_000, 40_000), "every frame through, {scrapes} scrapes meanwhile");
+    // The scrape and `ctl stats` read the same counters.
+    let stats = sw.stats().unwrap();
+    let (_, body) = http_get(&tb, "sw1", 9469, "/metrics");
+    assert_eq!(scraped(&body, "pfcswitch_port_rx_frames", "p1"), stats.ports[0].counters.rx_frames as f64);
+    assert_eq!(scraped(&body, "pfcswitch_port_tx_frames", "p2"), stats.ports[1].counters.tx_frames as f64);
+    assert_eq!(scraped(&body, "pfcswitch_port_link_up", "p1"), 1.0);
+    let (status, _) = http_get(&tb, "sw1", 9469, "/other");
+    assert!(status.contains("404"), "{status}");
+    assert!(sw.stop().success());
+}

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use pfcswitch::control::metrics::MetricsServer;
 use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
 use pfcswitch::core::config::{Config, TaggerConfig};
@@ -73,6 +74,9 @@ struct RunArgs {
     /// the owner and root only).
     #[arg(long)]
     socket_group: Option<String>,
+    /// Serve the counters for Prometheus at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9469).
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args)]
@@ -204,12 +208,20 @@ fn run(args: RunArgs) -> Result<()> {
         Some(group) => SocketAccess::group(group)?,
         None => SocketAccess::owner_only(),
     };
+    let metrics = match args.metrics {
+        Some(addr) => Some(MetricsServer::start(addr, routes.try_clone()?)?),
+        None => None,
+    };
+    if let Some(m) = &metrics {
+        tracing::info!(addr = %m.addr(), "serving Prometheus metrics at /metrics");
+    }
     let server = ControlServer::start(&socket, routes, access)?;
     let mut dataplane = Dataplane::open(config, Options { force: args.force, tags }, waker, slowpath_commands)?;
     tracing::info!(socket = %socket.display(), "switching; stop with Ctrl-C");
     let result = dataplane.run(&stop, &commands, &[signal_rx.as_raw_fd()]);
     drop(dataplane);
     drop(server);
+    drop(metrics);
     tracing::info!("stopped: XDP programs detached, sockets closed");
     Ok(result?)
 }

@@ -4,6 +4,7 @@
 //! answers between two batches, or to the slowpath thread.
 
 pub mod client;
+pub mod metrics;
 pub mod server;
 
 use std::path::PathBuf;
@@ -119,4 +120,6 @@ pub enum ControlError {
     WrongReply { request: String, got: String },
     #[error("the switch refused: {0}")]
     Refused(String),
+    #[error("metrics listener on {0}: {1}")]
+    Metrics(String, String),
 }

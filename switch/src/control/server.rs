@@ -146,6 +146,17 @@ pub struct Routes {
     pub slowpath: Sender<ControlMsg>,
 }
 
+impl Routes {
+    /// The same routes for another listener (the metrics endpoint).
+    pub fn try_clone(&self) -> Result<Routes, crate::dataplane::sys::SysError> {
+        Ok(Routes {
+            dataplane: self.dataplane.clone(),
+            dataplane_waker: self.dataplane_waker.try_clone()?,
+            slowpath: self.slowpath.clone(),
+        })
+    }
+}
+
 fn serve(listener: UnixListener, routes: Arc<Routes>, access: SocketAccess, stop: Arc<AtomicBool>) {
     let clients = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
@@ -249,7 +260,8 @@ fn write_reply(stream: &mut UnixStream, reply: super::Reply) -> std::io::Result<
     writeln!(stream, "{line}")
 }
 
-fn ask(request: Request, routes: &Routes) -> super::Reply {
+/// Passes `request` to whoever answers it and waits (bounded) for the reply.
+pub(super) fn ask(request: Request, routes: &Routes) -> super::Reply {
     let (reply, answer) = crossbeam_channel::bounded(1);
     if request.for_slowpath() {
         routes.slowpath.send(ControlMsg { request, reply }).map_err(|_| "the slowpath has stopped".to_string())?;

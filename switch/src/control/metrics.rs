@@ -1,0 +1,458 @@
+//! `pfcswitch run --metrics ADDR:PORT`: the `ctl stats` counters on `/metrics`, in the
+//! OpenMetrics text format that Prometheus scrapes.
+//!
+//! A scrape asks the dataplane for a snapshot the way `ctl stats` does (it answers
+//! between two batches, a bounded piece of work, so a scrape never holds up frames), and
+//! encodes it with `prometheus-client` on the metrics thread. Counters keep the switch's
+//! names with `_total`; labels are `port`, `priority` and `reason`.
+
+use std::hash::Hash;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::server::{ask, Routes};
+use super::{ControlError, Request, Response};
+use crate::core::stats::{DropCounters, MacControlCounters, SwitchStats};
+
+/// What Prometheus is told the body is.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PortLabels {
+    port: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PrioLabels {
+    port: String,
+    priority: u8,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    port: String,
+    reason: Reason,
+}
+
+/// A drop or MAC-control reason, as the label value.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct Reason(&'static str);
+
+impl EncodeLabelValue for Reason {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelValueEncoder) -> std::fmt::Result {
+        EncodeLabelValue::encode(&self.0, encoder)
+    }
+}
+
+fn drop_reasons(d: &DropCounters) -> [(Reason, u64); 12] {
+    [
+        (Reason("runt"), d.runt),
+        (Reason("oversize"), d.oversize),
+        (Reason("link_local"), d.link_local),
+        (Reason("bad_source"), d.bad_source),
+        (Reason("filtered"), d.filtered),
+        (Reason("no_buffer"), d.no_buffer),
+        (Reason("lossless"), d.lossless),
+        (Reason("lossy"), d.lossy),
+        (Reason("frame_cap"), d.frame_cap),
+        (Reason("slowpath_refused"), d.slowpath_refused),
+        (Reason("link_down"), d.link_down),
+        (Reason("watchdog"), d.watchdog),
+    ]
+}
+
+/// MAC-control frames received and not acted on, by why.
+fn control_rejects(m: &MacControlCounters) -> [(Reason, u64); 9] {
+    [
+        (Reason("pause_ignored"), m.pause_ignored),
+        (Reason("pfc_ignored"), m.pfc_ignored),
+        (Reason("lossy_class_ignored"), m.lossy_class_ignored),
+        (Reason("truncated"), m.truncated),
+        (Reason("unknown_opcode"), m.unknown_opcode),
+        (Reason("wrong_destination"), m.wrong_destination),
+        (Reason("reserved_bits"), m.reserved_bits),
+        (Reason("no_class_enabled"), m.no_class_enabled),
+        (Reason("zero_source"), m.zero_source),
+    ]
+}
+
+/// One scrape's registry, filled from a snapshot.
+struct Scrape {
+    registry: Registry,
+}
+
+impl Scrape {
+    fn counters<L>(&mut self, name: &str, help: &str, rows: impl IntoIterator<Item = (L, u64)>)
+    where
+        L: EncodeLabelSet + Clone + Hash + Eq + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let rows: Vec<(L, u64)> = rows.into_iter().collect();
+        // A family without samples is left out: some parsers take its metadata for the
+        // next family's.
+        if rows.is_empty() {
+            return;
+        }
+        let family = Family::<L, Counter>::default();
+        for (labels, v) in rows {
+            family.get_or_create(&labels).inc_by(v);
+        }
+        self.registry.register(name, help, family);
+    }
+
+    fn gauges<L>(&mut self, name: &str, help: &str, rows: impl IntoIterator<Item = (L, f64)>)
+    where
+        L: EncodeLabelSet + Clone + Hash + Eq + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let rows: Vec<(L, f64)> = rows.into_iter().collect();
+        if rows.is_empty() {
+            return;
+        }
+        let family = Family::<L, Gauge<f64, AtomicU64>>::default();
+        for (labels, v) in rows {
+            family.get_or_create(&labels).set(v);
+        }
+        self.registry.register(name, help, family);
+    }
+
+    fn counter(&mut self, name: &str, help: &str, v: u64) {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        self.registry.register(name, help, c);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, v: f64) {
+        let g = Gauge::<f64, AtomicU64>::default();
+        g.set(v);
+        self.registry.register(name, help, g);
+    }
+}
+
+/// The snapshot as OpenMetrics text.
+pub fn encode(s: &SwitchStats) -> String {
+    let mut m = Scrape { registry: Registry::with_prefix("pfcswitch") };
+    m.gauge("uptime_seconds", "Time since the switch started", s.uptime_s);
+    m.gauge("fdb_entries", "Addresses in the forwarding database", s.fdb_entries as f64);
+    m.gauge("shared_buffer_size_bytes", "The shared buffer pool", s.shared_buffer_bytes as f64);
+    m.gauge("shared_buffer_used_bytes", "Bytes of the shared pool in use", s.shared_buffer_used as f64);
+    m.gauge("free_frames", "UMEM frames free for reception", s.free_frames as f64);
+    m.counter("deadlocks_detected", "PFC deadlocks DCFIT detected", s.deadlocks_detected);
+    m.counter("slowpath_overflow", "Events the slowpath channel refused", s.slowpath_overflow);
+    m.counter("loop_stalls", "Gaps of 1 ms or more in the dataplane's polling", s.stalls.stalls);
+
+    let port = |name: &str| PortLabels { port: name.to_string() };
+    let ports = &s.ports;
+    let per_port = |f: fn(&crate::core::stats::PortStats) -> u64| ports.iter().map(move |p| (port(&p.name), f(p)));
+    m.counters("port_rx_frames", "Data frames received", per_port(|p| p.counters.rx_frames));
+    m.counters("port_rx_bytes", "Data bytes received", per_port(|p| p.counters.rx_bytes));
+    m.counters("port_tx_frames", "Data frames sent", per_port(|p| p.counters.tx_frames));
+    m.counters("port_tx_bytes", "Data bytes sent", per_port(|p| p.counters.tx_bytes));
+    m.counters("port_pfc_received", "PFC frames received", per_port(|p| p.counters.mac_control.pfc_received));
+    m.counters(
+        "port_pause_received",
+        "802.3x PAUSE frames received",
+        per_port(|p| p.counters.mac_control.pause_received),
+    );
+    m.counters("port_pfc_sent", "PFC frames sent", per_port(|p| p.counters.mac_control.pfc_sent));
+    m.counters("port_pause_sent", "802.3x PAUSE frames sent", per_port(|p| p.counters.mac_control.pause_sent));
+    m.counters("port_fdb_full", "Source addresses not learned: the FDB was full", per_port(|p| p.counters.fdb_full));
+    m.counters(
+        "port_unknown_unicast_flooded",
+        "Unicast frames flooded for want of an FDB entry",
+        per_port(|p| p.counters.unknown_unicast_flooded),
+    );
+    m.counters("port_link_downs", "Times the link went down", per_port(|p| p.counters.link_downs));
+    m.counters(
+        "port_socket_rx_ring_full",
+        "Frames the kernel dropped: the AF_XDP rx ring was full",
+        per_port(|p| p.socket.rx_ring_full),
+    );
+    m.counters(
+        "port_socket_rx_dropped",
+        "Frames the kernel dropped for the AF_XDP socket",
+        per_port(|p| p.socket.rx_dropped),
+    );
+    m.gauges(
+        "port_link_up",
+        "1 while the link is up",
+        ports.iter().map(|p| (port(&p.name), f64::from(u8::from(p.link_up)))),
+    );
+    m.gauges(
+        "port_held_by_slowpath_frames",
+        "Frames for this egress held by the slowpath",
+        ports.iter().map(|p| (port(&p.name), p.held_by_slowpath as f64)),
+    );
+    m.counters(
+        "port_drops",
+        "Frames not forwarded, by reason",
+        ports.iter().flat_map(|p| {
+            drop_reasons(&p.counters.drops).map(|(r, v)| (ReasonLabels { port: p.name.clone(), reason: r }, v))
+        }),
+    );
+    m.counters(
+        "port_mac_control_rejected",
+        "MAC-control frames received and not acted on, by reason",
+        ports.iter().flat_map(|p| {
+            control_rejects(&p.counters.mac_control).map(|(r, v)| (ReasonLabels { port: p.name.clone(), reason: r }, v))
+        }),
+    );
+
+    let prios = || {
+        ports.iter().flat_map(|p| {
+            p.priorities.iter().map(move |q| (PrioLabels { port: p.name.clone(), priority: q.priority }, q))
+        })
+    };
+    m.counters(
+        "priority_rx_frames",
+        "Data frames received, per priority",
+        prios().map(|(l, q)| (l, q.counters.rx_frames)),
+    );
+    m.counters("priority_tx_frames", "Data frames sent, per priority", prios().map(|(l, q)| (l, q.counters.tx_frames)));
+    m.counters(
+        "priority_xoff_sent",
+        "Pauses sent for the priority (XOFF and refreshes)",
+        prios().map(|(l, q)| (l, q.counters.xoff_sent)),
+    );
+    m.counters("priority_xon_sent", "Zero-quanta resumes sent", prios().map(|(l, q)| (l, q.counters.xon_sent)));
+    m.counters(
+        "priority_xoff_received",
+        "Pauses received for the priority",
+        prios().map(|(l, q)| (l, q.counters.xoff_received)),
+    );
+    m.counters(
+        "priority_xon_received",
+        "Resumes received for the priority",
+        prios().map(|(l, q)| (l, q.counters.xon_received)),
+    );
+    m.counters(
+        "priority_lossless_drops",
+        "Frames dropped beyond a lossless priority's headroom",
+        prios().map(|(l, q)| (l, q.counters.lossless_drops)),
+    );
+    m.counters(
+        "priority_lossy_drops",
+        "Frames tail-dropped on a lossy priority",
+        prios().map(|(l, q)| (l, q.counters.lossy_drops)),
+    );
+    let lossless = || prios().filter(|(_, q)| q.lossless);
+    m.gauges(
+        "priority_ingress_bytes",
+        "Bytes the port's ingress holds for the priority",
+        prios().map(|(l, q)| (l, q.ingress_bytes as f64)),
+    );
+    m.gauges(
+        "priority_ingress_watermark_bytes",
+        "The most it held since the watermarks were cleared",
+        prios().map(|(l, q)| (l, q.ingress_watermark as f64)),
+    );
+    m.gauges("priority_headroom_used_bytes", "Headroom in use", lossless().map(|(l, q)| (l, q.headroom_bytes as f64)));
+    m.gauges(
+        "priority_headroom_watermark_bytes",
+        "The most headroom used since the watermarks were cleared",
+        lossless().map(|(l, q)| (l, q.headroom_watermark as f64)),
+    );
+    m.gauges(
+        "priority_xoff_threshold_bytes",
+        "The group's XOFF threshold now",
+        lossless().map(|(l, q)| (l, q.xoff_threshold as f64)),
+    );
+    m.gauges(
+        "priority_xon_threshold_bytes",
+        "The group's XON threshold now",
+        lossless().map(|(l, q)| (l, q.xon_threshold as f64)),
+    );
+    m.gauges(
+        "priority_headroom_size_bytes",
+        "The group's headroom",
+        lossless().map(|(l, q)| (l, q.headroom_size as f64)),
+    );
+    m.gauges(
+        "priority_xoff",
+        "1 while the port pauses its upstream on the priority",
+        lossless().map(|(l, q)| (l, f64::from(u8::from(q.xoff)))),
+    );
+    m.gauges(
+        "priority_egress_paused",
+        "1 while the link partner pauses the priority",
+        lossless().map(|(l, q)| (l, f64::from(u8::from(q.egress_paused)))),
+    );
+    m.gauges(
+        "priority_egress_queue_frames",
+        "Frames waiting in the egress queue",
+        prios().map(|(l, q)| (l, f64::from(q.egress_queue_frames))),
+    );
+    m.gauges(
+        "priority_egress_queue_bytes",
+        "Bytes waiting in the egress queue",
+        prios().map(|(l, q)| (l, q.egress_queue_bytes as f64)),
+    );
+    m.counters(
+        "priority_paused_microseconds",
+        "Time the link partner kept the priority paused",
+        prios().map(|(l, q)| (l, q.paused_us)),
+    );
+
+    let wd = || {
+        ports
+            .iter()
+            .flat_map(|p| p.pfcwd.iter().map(move |w| (PrioLabels { port: p.name.clone(), priority: w.priority }, w)))
+    };
+    m.counters(
+        "pfcwd_storms_detected",
+        "PFC storms the watchdog detected",
+        wd().map(|(l, w)| (l, w.counters.storms_detected)),
+    );
+    m.counters("pfcwd_restored", "Priorities the watchdog restored", wd().map(|(l, w)| (l, w.counters.restored)));
+    m.counters(
+        "pfcwd_dropped_frames",
+        "Frames the watchdog dropped",
+        wd().map(|(l, w)| (l, w.counters.dropped_frames)),
+    );
+    m.gauges(
+        "pfcwd_active",
+        "1 while the watchdog acts on the priority",
+        wd().map(|(l, w)| (l, f64::from(u8::from(w.active)))),
+    );
+
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &m.registry);
+    out
+}
+
+/// The HTTP listener behind `--metrics`; stops when dropped.
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How often the listener looks at its stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+impl MetricsServer {
+    pub fn start(addr: SocketAddr, routes: Routes) -> Result<MetricsServer, ControlError> {
+        let server =
+            tiny_http::Server::http(addr).map_err(|e| ControlError::Metrics(addr.to_string(), e.to_string()))?;
+        let addr = server.server_addr().to_ip().unwrap_or(addr);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || serve(server, routes, thread_stop))
+            .map_err(|e| ControlError::Metrics(addr.to_string(), e.to_string()))?;
+        Ok(MetricsServer { addr, stop, thread: Some(thread) })
+    }
+
+    /// Where it listens (the port the kernel chose, if given port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(server: tiny_http::Server, routes: Routes, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let request = match server.recv_timeout(POLL) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!("metrics listener: {e}");
+                std::thread::sleep(POLL);
+                continue;
+            }
+        };
+        let response = if request.method() != &tiny_http::Method::Get
+            || request.url().split('?').next() != Some("/metrics")
+        {
+            tiny_http::Response::from_string("pfcswitch serves /metrics only\n").with_status_code(404)
+        } else {
+            match ask(Request::Stats, &routes) {
+                Ok(Response::Stats(s)) => {
+                    let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE).expect("a valid header");
+                    tiny_http::Response::from_string(encode(&s)).with_header(header)
+                }
+                Ok(_) => tiny_http::Response::from_string("unexpected reply\n").with_status_code(500),
+                Err(e) => tiny_http::Response::from_string(format!("{e}\n")).with_status_code(503),
+            }
+        };
+        if let Err(e) = request.respond(response) {
+            tracing::debug!("metrics client went away: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::stats::{PortStats, PrioStats};
+    use openmetrics_parser::{openmetrics::parse_openmetrics, OpenMetricsValue};
+
+    fn snapshot() -> SwitchStats {
+        let mut p = PortStats { name: "p1".into(), link_up: true, ..Default::default() };
+        p.counters.rx_frames = 42;
+        p.counters.drops.lossy = 7;
+        p.counters.mac_control.truncated = 2;
+        p.priorities = (0..8)
+            .map(|q| PrioStats { priority: q, lossless: q == 3 || q == 4, xoff_threshold: 98304, ..Default::default() })
+            .collect();
+        p.priorities[3].counters.xoff_sent = 5;
+        p.pfcwd = vec![crate::core::stats::WatchdogStats { priority: 3, active: true, ..Default::default() }];
+        p.pfcwd[0].counters.storms_detected = 1;
+        let p2 = PortStats { name: "p2".into(), ..p.clone() };
+        SwitchStats { name: "sw".into(), uptime_s: 1.5, ports: vec![p, p2], ..Default::default() }
+    }
+
+    /// The value of `family`'s sample whose labels include every `(name, value)` given,
+    /// read back by an OpenMetrics parser (which also checks the whole text's syntax).
+    fn value(text: &str, family: &str, labels: &[(&str, &str)]) -> f64 {
+        let exposition = parse_openmetrics(text).unwrap_or_else(|e| panic!("not OpenMetrics: {e:?}\n{text}"));
+        let f = exposition.families.get(family).unwrap_or_else(|| panic!("no family {family}"));
+        let sample = f
+            .iter_samples()
+            .find(|s| {
+                let set = s.get_labelset().expect("labels");
+                labels.iter().all(|(k, v)| set.get_label_value(k) == Some(*v))
+            })
+            .unwrap_or_else(|| panic!("no {family} sample with {labels:?}"));
+        match &sample.value {
+            OpenMetricsValue::Counter(c) => c.value.as_f64(),
+            OpenMetricsValue::Gauge(g) => g.as_f64(),
+            other => panic!("{family}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_is_valid_openmetrics_with_ports_priorities_and_reasons_as_labels() {
+        let text = encode(&snapshot());
+        assert_eq!(value(&text, "pfcswitch_port_rx_frames", &[("port", "p1")]), 42.0);
+        assert_eq!(value(&text, "pfcswitch_port_drops", &[("port", "p2"), ("reason", "lossy")]), 7.0);
+        assert_eq!(value(&text, "pfcswitch_port_mac_control_rejected", &[("reason", "truncated")]), 2.0);
+        assert_eq!(value(&text, "pfcswitch_priority_xoff_sent", &[("port", "p1"), ("priority", "3")]), 5.0);
+        assert_eq!(value(&text, "pfcswitch_priority_xoff_threshold_bytes", &[("priority", "4")]), 98304.0);
+        assert_eq!(value(&text, "pfcswitch_uptime_seconds", &[]), 1.5);
+        assert_eq!(value(&text, "pfcswitch_pfcwd_storms_detected", &[("port", "p2"), ("priority", "3")]), 1.0);
+        assert_eq!(value(&text, "pfcswitch_pfcwd_active", &[("port", "p1")]), 1.0);
+        assert!(text.contains("pfcswitch_port_rx_frames_total{port=\"p1\"} 42"), "{text}");
+        assert!(
+            !text.contains("priority_xoff_threshold_bytes{port=\"p1\",priority=\"0\"}"),
+            "lossy priorities have no profile"
+        );
+    }
+}
