@@ -60,14 +60,42 @@ fn congest(
 fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_valid() {
     let _serial = serial();
     let tb = star("lossless", 3);
-    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::mbps(100)), &[]).unwrap();
-    let capture = tb.work_dir().join("pfc-at-h1.pcap");
-    let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
+    // A run the machine disturbed is repeated, up to three attempts: one in which the
+    // sink's socket dropped frames (the receiver was off its CPU for longer than its ring
+    // holds), or the switch's loop stalled for longer than the headroom lasts at one
+    // sender's 80 Mb/s (frames then wait unseen in its rx ring past the point of pausing).
+    let config = config_at(&tb, Speed::mbps(100));
+    let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
+    let mut attempt = 0;
+    let (sw, capture, g1, g2, rx) = loop {
+        attempt += 1;
+        let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+        let capture = tb.work_dir().join(format!("pfc-at-h1-{attempt}.pcap"));
+        let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
+        let lost = rx.received < g1.sent + g2.sent;
+        let stalls = sw.stats().unwrap().stalls;
+        let disturbed = rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us;
+        if lost && disturbed && attempt < 3 {
+            eprintln!(
+                "attempt {attempt} disturbed by the machine (sink socket drops {}, longest switch stall {} µs): repeated",
+                rx.socket_dropped, stalls.longest_us
+            );
+            assert!(sw.stop().success());
+            continue;
+        }
+        break (sw, capture, g1, g2, rx);
+    };
 
     // Nothing lost: every frame each sender sent arrived.
     for (g, flow) in [(&g1, 1), (&g2, 2)] {
         let f = rx.flows.iter().find(|f| f.flow == flow).unwrap_or_else(|| panic!("flow {flow} missing: {rx:?}"));
-        assert_eq!((f.received, f.lost, f.duplicates), (g.sent, 0, 0), "flow {flow}: {f:?}");
+        assert_eq!(
+            (f.received, f.lost, f.duplicates),
+            (g.sent, 0, 0),
+            "flow {flow}: {f:?}; switch drops {:?}; sink socket drops {}",
+            sw.stats().unwrap().ports.iter().map(|p| p.counters.drops).collect::<Vec<_>>(),
+            rx.socket_dropped
+        );
         // Both senders were paused and resumed.
         assert!(g.pauses.xoff[3] > 0 && g.pauses.xon[3] > 0, "flow {flow} pauses: {:?}", g.pauses);
     }
