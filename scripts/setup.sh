@@ -10,6 +10,7 @@ fi
 packages=(
   clang libelf-dev zlib1g-dev pkg-config m4 # the XDP program and libbpf/libxdp (built by cargo)
   iproute2 iputils-ping util-linux           # ip netns / veth testbeds, ping, setpriv
+  ethtool                                    # testbed hosts checksum in software (see testbed/mod.rs)
 )
 missing=()
 for p in "${packages[@]}"; do

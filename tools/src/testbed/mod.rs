@@ -220,10 +220,13 @@ impl Testbed {
         for pair in self.interfaces.chunks(2) {
             let (a, b) = (&pair[0], &pair[1]);
             let (na, nb) = (self.ns(&a.node)?, self.ns(&b.node)?);
-            run(
-                "ip",
-                &["link", "add", "name", &a.name, "netns", &na, "type", "veth", "peer", "name", &b.name, "netns", &nb],
-            )?;
+            let queues = a.queues.unwrap_or(1).to_string();
+            let q = ["numtxqueues", queues.as_str(), "numrxqueues", queues.as_str()];
+            let mut args = vec!["link", "add", "name", &a.name, "netns", &na];
+            args.extend(q);
+            args.extend(["type", "veth", "peer", "name", &b.name, "netns", &nb]);
+            args.extend(q);
+            run("ip", &args)?;
         }
         for i in &self.interfaces {
             let ns = self.ns(&i.node)?;
@@ -237,6 +240,13 @@ impl Testbed {
             }
             if let Some(addr) = &i.addr {
                 run("ip", &["-n", &ns, "addr", "add", addr, "dev", &i.name])?;
+            }
+            if self.topology.hosts.iter().any(|h| h.name == i.node) {
+                // A veth leaves the transport checksum of the kernel's TCP and UDP to
+                // "hardware" that never comes when an XDP program redirects the frame to
+                // an AF_XDP socket: the switch would forward it unfinished and the other
+                // host drop it. Hosts therefore checksum in software.
+                run("ip", &["netns", "exec", &ns, "ethtool", "-K", &i.name, "tx", "off"])?;
             }
             run("ip", &["-n", &ns, "link", "set", "dev", &i.name, "up"])?;
         }

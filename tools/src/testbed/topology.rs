@@ -48,6 +48,10 @@ pub struct Link {
     pub b: Endpoint,
     #[serde(default)]
     pub mtu: Option<u32>,
+    /// Rx and tx queues of each end (a multi-queue veth spreads flows over them, as a
+    /// NIC's RSS does); one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
 }
 
 /// One end of a link: a node, optionally with interface name, MAC and address.
@@ -95,6 +99,9 @@ pub struct Interface {
     pub mac: MacAddr,
     pub addr: Option<String>,
     pub mtu: Option<u32>,
+    /// Rx and tx queues (see [`Link::queues`]).
+    #[serde(default)]
+    pub queues: Option<u32>,
     /// The node and interface at the other end of the veth.
     pub peer_node: String,
     pub peer_iface: String,
@@ -179,6 +186,9 @@ impl Topology {
             if a.0 == b.0 {
                 return Err(invalid(format!("link[{li}]"), "a link needs two different nodes"));
             }
+            if link.queues.is_some_and(|q| !(1..=64).contains(&q)) {
+                return Err(invalid(format!("link[{li}].queues"), "1 to 64 queues"));
+            }
             for (me, peer) in [(a, b), (b, a)] {
                 out.push(Interface {
                     node: me.0.clone(),
@@ -186,6 +196,7 @@ impl Topology {
                     mac: me.2,
                     addr: me.3.clone(),
                     mtu: link.mtu,
+                    queues: link.queues,
                     peer_node: peer.0.clone(),
                     peer_iface: peer.1.clone(),
                 });
@@ -204,6 +215,7 @@ impl Topology {
                 a: Endpoint::Short(format!("h{i}:eth0")),
                 b: Endpoint::Short(format!("sw{i}:host")),
                 mtu: None,
+                queues: None,
             });
         }
         for i in 1..=n {
@@ -212,6 +224,7 @@ impl Topology {
                 a: Endpoint::Short(format!("sw{i}:cw")),
                 b: Endpoint::Short(format!("sw{next}:ccw")),
                 mtu: None,
+                queues: None,
             });
         }
         t
@@ -226,17 +239,24 @@ impl Topology {
         for i in 1..=n {
             t.switches.push(Node { name: format!("sw{i}") });
         }
-        t.links.push(Link { a: Endpoint::Short("h1:eth0".into()), b: Endpoint::Short("sw1:host".into()), mtu: None });
+        t.links.push(Link {
+            a: Endpoint::Short("h1:eth0".into()),
+            b: Endpoint::Short("sw1:host".into()),
+            mtu: None,
+            queues: None,
+        });
         t.links.push(Link {
             a: Endpoint::Short(format!("h{n}:eth0")),
             b: Endpoint::Short(format!("sw{n}:host")),
             mtu: None,
+            queues: None,
         });
         for i in 1..n {
             t.links.push(Link {
                 a: Endpoint::Short(format!("sw{i}:right")),
                 b: Endpoint::Short(format!("sw{}:left", i + 1)),
                 mtu: None,
+                queues: None,
             });
         }
         t
@@ -256,6 +276,7 @@ impl Topology {
                 }),
                 b: Endpoint::Short(format!("sw1:p{i}")),
                 mtu: None,
+                queues: None,
             });
         }
         t
