@@ -86,7 +86,7 @@ pub fn config(data: &[u8]) {
     let again = Config::from_toml(&written).unwrap_or_else(|e| panic!("{text:?} was accepted, {written:?} not: {e}"));
     assert_eq!(again, c, "{text:?}");
     // What the engine derives from it must not panic either.
-    let _ = (c.switch_id(), c.frame_caps(1 << 16), c.lossless_mask());
+    let _ = (c.switch_id(), c.frame_caps(1 << 16, c.ports.len()), c.lossless_mask());
     for i in 0..c.ports.len() {
         let _ = c.ports[i].speed.quanta_duration(c.pfc.quanta);
     }

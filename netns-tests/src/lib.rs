@@ -65,26 +65,72 @@ pub fn has_xdp(tb: &Testbed, node: &str, iface: &str) -> bool {
 }
 
 /// `GET path` from `127.0.0.1:port` inside `node`'s namespace: the status line and the
-/// body. Runs on a thread of its own that joins the namespace (setns moves only the
-/// calling thread), so no client program is needed in the namespace.
+/// body (no client program needed in the namespace: see [`in_netns`]).
 pub fn http_get(tb: &Testbed, node: &str, port: u16, path: &str) -> (String, String) {
     use std::io::{Read, Write};
-    let ns_path = format!("/run/netns/{}", tb.ns(node).expect("node has a namespace"));
     let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
-    let reply = std::thread::spawn(move || {
-        let ns = std::fs::File::open(&ns_path).unwrap_or_else(|e| panic!("{ns_path}: {e}"));
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns on this thread with a namespace fd we hold open.
-        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {ns_path}");
+    let reply = in_netns(tb, node, move || {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics port");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(request.as_bytes()).unwrap();
         let mut reply = String::new();
         s.read_to_string(&mut reply).unwrap();
         reply
-    })
-    .join()
-    .expect("the HTTP client thread");
+    });
     let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
     (head.lines().next().unwrap_or("").to_string(), body.to_string())
+}
+
+/// Runs `f` on a thread that has joined `node`'s network namespace (setns moves only the
+/// calling thread, so the test's own threads stay where they are).
+pub fn in_netns<T: Send + 'static>(tb: &Testbed, node: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::os::fd::AsRawFd;
+    let ns_path = format!("/run/netns/{}", tb.ns(node).expect("node has a namespace"));
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(&ns_path).unwrap_or_else(|e| panic!("{ns_path}: {e}"));
+        // SAFETY: setns on this thread with a namespace fd we hold open.
+        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {ns_path}");
+        f()
+    })
+    .join()
+    .expect("the thread in the namespace")
+}
+
+/// Kernel UDP traffic of `flows` flows (one source port each), `per_flow` datagrams
+/// each, from `from` to `to_addr:9` in `to`; returns how many arrived. The kernel hashes
+/// each flow to a tx queue of `from`'s interface, which on a veth is the rx queue it
+/// arrives on at the other end.
+pub fn udp_flows(tb: &Testbed, from: &str, to: &str, to_addr: &str, flows: usize, per_flow: usize) -> usize {
+    let total = flows * per_flow;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let ns_to = format!("/run/netns/{}", tb.ns(to).expect("node has a namespace"));
+    let receiver = std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let ns = std::fs::File::open(&ns_to).unwrap();
+        // SAFETY: setns on this thread with a namespace fd we hold open.
+        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let sock = std::net::UdpSocket::bind("0.0.0.0:9").expect("bind UDP 9");
+        sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut n = 0;
+        while n < total && sock.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    });
+    ready_rx.recv().expect("the receiver started");
+    let dst = format!("{to_addr}:9");
+    in_netns(tb, from, move || {
+        let sockets: Vec<std::net::UdpSocket> =
+            (0..flows).map(|_| std::net::UdpSocket::bind("0.0.0.0:0").expect("bind a source port")).collect();
+        for round in 0..per_flow {
+            for s in &sockets {
+                s.send_to(format!("flow datagram {round}").as_bytes(), &dst).expect("send");
+            }
+            // Well below any rate a veth or the switch could drop for.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    receiver.join().expect("the receiver")
 }

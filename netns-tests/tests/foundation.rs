@@ -447,3 +447,100 @@ fn prometheus_scrapes_read_the_counters_while_the_traffic_passes_untouched() {
     assert!(status.contains("404"), "{status}");
     assert!(sw.stop().success());
 }
+
+#[test]
+fn every_rx_queue_is_bound_so_kernel_flows_spread_over_queues_all_pass_the_switch() {
+    let _serial = serial();
+    let mut topology = Topology::star(2);
+    for link in &mut topology.links {
+        link.queues = Some(4);
+    }
+    let tb = Testbed::up(&unique_name("queues"), topology).unwrap();
+    // Static neighbours: no ARP, which the one-queue switch below could lose.
+    for (me, peer, addr) in [("h1", "h2", "10.0.0.2"), ("h2", "h1", "10.0.0.1")] {
+        let mac = mac_of(&tb, peer);
+        tb.exec(me, &["ip", "neigh", "replace", addr, "lladdr", &mac, "dev", "eth0", "nud", "permanent"]).unwrap();
+    }
+    let (flows, per_flow) = (64, 10);
+
+    // Every queue bound (the default): every datagram of every flow arrives, and through
+    // the switch, the only path between the hosts.
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let before = sw.stats().unwrap();
+    assert!(
+        before.ports.iter().all(|p| p.rx_queues == 4),
+        "{:?}",
+        before.ports.iter().map(|p| p.rx_queues).collect::<Vec<_>>()
+    );
+    let arrived = udp_flows(&tb, "h1", "h2", "10.0.0.2", flows, per_flow);
+    let after = sw.stats().unwrap();
+    assert_eq!(arrived, flows * per_flow);
+    let through = after.ports[0].counters.rx_frames - before.ports[0].counters.rx_frames;
+    assert!(through >= (flows * per_flow) as u64, "the switch received {through}");
+    assert!(sw.stop().success());
+
+    // One queue of four bound: the flows the kernel hashed to the other three are
+    // dropped by the classifier (never handed to the switch namespace's stack), so only
+    // some arrive: the kernel did spread the flows, and binding every queue is needed.
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &["--queues", "1"]).unwrap();
+    assert_eq!(sw.stats().unwrap().ports[0].rx_queues, 1);
+    let arrived = udp_flows(&tb, "h1", "h2", "10.0.0.2", flows, per_flow);
+    assert!(
+        arrived > 0 && arrived < flows * per_flow / 2,
+        "{arrived} of {} arrived through one queue of four",
+        flows * per_flow
+    );
+    assert_eq!(arrived % per_flow, 0, "whole flows are lost, each on its own queue: {arrived}");
+    assert!(sw.stop().success());
+}
+
+#[test]
+fn each_port_reports_its_xdp_and_bind_mode_and_a_forced_mode_veth_lacks_is_refused() {
+    use pfcswitch::core::config::{BindMode, XdpMode};
+    let _serial = serial();
+    let tb = star("modes", 2);
+    let ping = |tb: &Testbed| tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.2"]).is_ok();
+
+    // Left to choose: veth takes native XDP and has no zero-copy AF_XDP, so the sockets
+    // fell back to copy mode.
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    for p in sw.stats().unwrap().ports {
+        assert_eq!((p.xdp_mode, p.bind_mode), (Some(XdpMode::Native), Some(BindMode::Copy)), "{}", p.name);
+    }
+    assert!(ping(&tb));
+    assert!(sw.stop().success());
+
+    // Generic XDP forced: it says so, and still switches.
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &["--xdp-mode", "generic"]).unwrap();
+    assert!(sw.stats().unwrap().ports.iter().all(|p| p.xdp_mode == Some(XdpMode::Generic)));
+    assert!(ping(&tb));
+    assert!(sw.stop().success());
+
+    // Zero-copy forced on veth: refused at start, with the reason and the way out, and
+    // nothing left attached.
+    let exe = harness::bin("pfcswitch").unwrap().display().to_string();
+    let ns = tb.ns("sw1").unwrap();
+    let socket = tb.work_dir().join("zc.sock").display().to_string();
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            &exe,
+            "run",
+            "-i",
+            "p1",
+            "-i",
+            "p2",
+            "--bind-mode",
+            "zero-copy",
+            "--socket",
+            &socket,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("zero-copy") && stderr.contains("--bind-mode copy"), "{stderr}");
+    assert!(!has_xdp(&tb, "sw1", "p1") && !has_xdp(&tb, "sw1", "p2"));
+}

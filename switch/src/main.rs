@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use pfcswitch::control::metrics::MetricsServer;
 use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
-use pfcswitch::core::config::{Config, TaggerConfig};
+use pfcswitch::core::config::{BindMode, Config, TaggerConfig, XdpMode};
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{sys::Waker, Dataplane, Options};
@@ -74,9 +74,33 @@ struct RunArgs {
     /// the owner and root only).
     #[arg(long)]
     socket_group: Option<String>,
+    /// Bind at most N rx queues of each interface (default: all it has). Frames the NIC
+    /// steers to the other queues are dropped; `ethtool -L IF combined N` avoids that.
+    #[arg(long, value_name = "N")]
+    queues: Option<u32>,
+    /// Attach the classifier in this XDP mode only (default: native where the driver
+    /// takes it, else generic).
+    #[arg(long, value_enum)]
+    xdp_mode: Option<XdpModeArg>,
+    /// Bind the sockets in this mode only (default: zero-copy where the driver offers
+    /// it, else copy).
+    #[arg(long, value_enum)]
+    bind_mode: Option<BindModeArg>,
     /// Serve the counters for Prometheus at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9469).
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<std::net::SocketAddr>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum XdpModeArg {
+    Native,
+    Generic,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BindModeArg {
+    ZeroCopy,
+    Copy,
 }
 
 #[derive(Args)]
@@ -174,6 +198,21 @@ fn run(args: RunArgs) -> Result<()> {
         for p in &mut config.ports {
             p.speed = speed;
         }
+    }
+    if let Some(q) = args.queues {
+        config.dataplane.queues = Some(q);
+    }
+    if let Some(m) = args.xdp_mode {
+        config.dataplane.xdp_mode = Some(match m {
+            XdpModeArg::Native => XdpMode::Native,
+            XdpModeArg::Generic => XdpMode::Generic,
+        });
+    }
+    if let Some(m) = args.bind_mode {
+        config.dataplane.bind_mode = Some(match m {
+            BindModeArg::ZeroCopy => BindMode::ZeroCopy,
+            BindModeArg::Copy => BindMode::Copy,
+        });
     }
     if let Some(table) = &args.tagger_table {
         let switch = config.tagger.take().and_then(|t| t.switch);

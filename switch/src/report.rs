@@ -82,6 +82,8 @@ pub fn stats_table(s: &SwitchStats) -> String {
         "iface",
         "speed",
         "mode",
+        "rx queues",
+        "xdp/bind",
         "rx frames",
         "rx bytes",
         "tx frames",
@@ -100,6 +102,18 @@ pub fn stats_table(s: &SwitchStats) -> String {
             p.iface.clone(),
             p.speed.clone(),
             p.pause_mode.clone() + if p.blocked { " BLOCKED" } else { "" },
+            n(u64::from(p.rx_queues)),
+            format!(
+                "{}/{}",
+                p.xdp_mode.map_or("?", |m| match m {
+                    crate::core::config::XdpMode::Native => "native",
+                    crate::core::config::XdpMode::Generic => "generic",
+                }),
+                p.bind_mode.map_or("?", |m| match m {
+                    crate::core::config::BindMode::ZeroCopy => "zero-copy",
+                    crate::core::config::BindMode::Copy => "copy",
+                })
+            ),
             n(c.rx_frames),
             n(c.rx_bytes),
             n(c.tx_frames),

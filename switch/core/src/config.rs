@@ -418,6 +418,39 @@ pub struct DataplaneConfig {
     pub drop_without_socket: bool,
     /// Pin the dataplane thread to this CPU.
     pub cpu: Option<usize>,
+    /// Bind at most this many rx queues of each port (queues 0..N-1); every queue the
+    /// interface has when absent. Frames the NIC steers to a queue left out are dropped
+    /// by the classifier, never passed around the switch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
+    /// How the classifier is attached: native (in the driver) or generic (after the
+    /// kernel built an skb). Absent: native where the driver takes it, else generic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp_mode: Option<XdpMode>,
+    /// How the AF_XDP sockets use the UMEM: zero-copy (the NIC writes frames into it) or
+    /// copy. Absent: zero-copy where the driver offers it, else copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind_mode: Option<BindMode>,
+}
+
+/// Where an XDP program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum XdpMode {
+    /// In the driver, before any skb is built.
+    Native,
+    /// In the kernel's generic path, on an skb: works on any interface, slower.
+    Generic,
+}
+
+/// How an AF_XDP socket gets its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BindMode {
+    /// The driver receives into (and sends from) the UMEM itself.
+    ZeroCopy,
+    /// The kernel copies each frame between its buffers and the UMEM.
+    Copy,
 }
 
 impl Default for DataplaneConfig {
@@ -430,6 +463,9 @@ impl Default for DataplaneConfig {
             busy_poll_us: 200,
             drop_without_socket: false,
             cpu: None,
+            queues: None,
+            xdp_mode: None,
+            bind_mode: None,
         }
     }
 }
@@ -547,9 +583,9 @@ impl Config {
     /// for the slowpath, and the last quarter left for lossless frames (bounded by their
     /// bytes, XOFF and headroom), flood copies and pause frames. A pool no larger than
     /// the rings would be has none (a test's), and is shared whole.
-    pub fn frame_caps(&self, frame_capacity: u32) -> FrameCaps {
+    pub fn frame_caps(&self, frame_capacity: u32, rx_sockets: usize) -> FrameCaps {
         let ports = self.ports.len().max(1) as u32;
-        let rings = ports.saturating_mul(self.dataplane.ring_size).saturating_mul(2);
+        let rings = self.dataplane.ring_frames(self.ports.len(), rx_sockets);
         let spare = if frame_capacity > rings { frame_capacity - rings } else { frame_capacity };
         FrameCaps {
             lossy_port: self.buffer.lossy_port_frames.unwrap_or((spare / 2 / ports).max(1)),
@@ -750,6 +786,9 @@ impl Config {
                 format!("must be 1..{MAX_AGING_S} (0 would forget every address at once)"),
             ));
         }
+        if d.queues.is_some_and(|q| !(1..=1024).contains(&q)) {
+            return Err(invalid("dataplane.queues", "must be 1..1024"));
+        }
         if d.busy_poll_us > 1_000_000 {
             return Err(invalid("dataplane.busy_poll_us", "at most 1000000"));
         }
@@ -831,8 +870,16 @@ fn check_group(field: String, g: &GroupProfile, shared_bytes: u64) -> Result<(),
 
 impl DataplaneConfig {
     /// The UMEM size to use for `ports` ports.
-    pub fn umem_frames_for(&self, ports: usize) -> u32 {
-        self.umem_frames.unwrap_or(ports as u32 * self.ring_size * 2 + 16384)
+    /// The UMEM size for `ports` ports with `rx_sockets` sockets in all (one per bound
+    /// rx queue): a fill ring's worth per socket, a tx ring's worth per port (ports send
+    /// on their first queue), and 16384 for the frames the switch holds.
+    pub fn umem_frames_for(&self, ports: usize, rx_sockets: usize) -> u32 {
+        self.umem_frames.unwrap_or(self.ring_frames(ports, rx_sockets) + 16384)
+    }
+
+    /// Frames the AF_XDP rings take: see [`DataplaneConfig::umem_frames_for`].
+    pub fn ring_frames(&self, ports: usize, rx_sockets: usize) -> u32 {
+        (ports + rx_sockets) as u32 * self.ring_size
     }
 }
 
@@ -864,12 +911,16 @@ mod tests {
     #[test]
     fn frame_caps_share_what_the_rings_leave_unless_given() {
         let mut c = Config::for_interfaces(&["a", "b"]);
-        let umem = c.dataplane.umem_frames_for(2);
+        let umem = c.dataplane.umem_frames_for(2, 2);
         assert_eq!(umem, 2 * 4096 * 2 + 16384);
-        assert_eq!(c.frame_caps(umem), FrameCaps { lossy_port: 4096, slowpath: 4096 });
+        assert_eq!(c.frame_caps(umem, 2), FrameCaps { lossy_port: 4096, slowpath: 4096 });
+        // Four rx queues per port: their fill rings take more frames, not the spare.
+        let umem4 = c.dataplane.umem_frames_for(2, 8);
+        assert_eq!(umem4, 10 * 4096 + 16384);
+        assert_eq!(c.frame_caps(umem4, 8), FrameCaps { lossy_port: 4096, slowpath: 4096 });
         c.buffer.lossy_port_frames = Some(10);
         c.buffer.slowpath_frames = Some(20);
-        assert_eq!(c.frame_caps(umem), FrameCaps { lossy_port: 10, slowpath: 20 });
+        assert_eq!(c.frame_caps(umem, 2), FrameCaps { lossy_port: 10, slowpath: 20 });
         c.buffer.slowpath_frames = Some(0);
         assert!(c.validate().unwrap_err().to_string().contains("buffer.slowpath_frames"));
     }

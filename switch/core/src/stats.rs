@@ -315,6 +315,15 @@ pub struct PortStats {
     /// The link is up (the dataplane says so; frames for a port that is down are dropped).
     #[serde(default = "up")]
     pub link_up: bool,
+    /// Rx queues of the interface with a socket of the switch (filled in by the dataplane).
+    #[serde(default)]
+    pub rx_queues: u32,
+    /// Where the classifier runs and how the sockets bound, as the kernel reports them
+    /// (filled in by the dataplane; absent when unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp_mode: Option<crate::config::XdpMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind_mode: Option<crate::config::BindMode>,
     pub blocked: bool,
     /// Frames for this egress held by the slowpath.
     pub held_by_slowpath: u64,

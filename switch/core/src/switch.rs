@@ -353,7 +353,7 @@ impl Switch {
             tags,
             quanta,
             lossy_queue_bytes: config.buffer.lossy_queue_bytes,
-            frame_caps: config.frame_caps(frame_capacity),
+            frame_caps: config.frame_caps(frame_capacity, config.ports.len()),
             next_aging: now + FDB_AGING_PERIOD,
             reaction: Histogram::default(),
             resume_lateness: Histogram::default(),
@@ -650,6 +650,12 @@ impl Switch {
     /// Blocks `port` (its frames go to the slowpath) or unblocks it. Unblocking tells the
     /// slowpath to give back what it holds; until it has, new frames for the port's
     /// queues still go through it, behind the held ones.
+    /// Replaces the frame caps [`Switch::new`] derived for one rx socket per port: the
+    /// shell, which knows how many rings it bound, passes [`Config::frame_caps`] for them.
+    pub fn set_frame_caps(&mut self, caps: FrameCaps) {
+        self.frame_caps = caps;
+    }
+
     pub fn set_blocked(&mut self, port: PortId, blocked: bool) {
         if blocked {
             self.blocked |= 1 << port;
@@ -1367,6 +1373,10 @@ impl Switch {
             pause_mode: format!("{:?}", p.mode).to_lowercase(),
             role: format!("{:?}", p.role).to_lowercase(),
             link_up: p.link_up,
+            // The shell's to say.
+            rx_queues: 0,
+            xdp_mode: None,
+            bind_mode: None,
             blocked: self.is_blocked(index),
             held_by_slowpath: self.map.held_at_slowpath_for(index),
             watchdog_active: p.deadlock_drop.is_some_and(|(until, _)| now < until),

@@ -1,7 +1,8 @@
-//! The IO shell around [`crate::core::switch::Switch`]: one AF_XDP socket per port on a
-//! shared UMEM, the XDP classifier, and a single polling loop that moves frames between
-//! the rings and the engine in batches.
+//! The IO shell around [`crate::core::switch::Switch`]: one AF_XDP socket per port and
+//! rx queue on a shared UMEM, the XDP classifier, and a single polling loop that moves
+//! frames between the rings and the engine in batches.
 
+pub mod port;
 pub mod slowpath;
 pub mod stall;
 pub mod sys;
@@ -23,10 +24,11 @@ use crate::core::stats::{SocketCounters, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
+use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
 use sys::{LinkState, SysError, Waker};
 use xdp::{Classifier, XdpError};
-use xsk::{usable_frame_bytes, UmemPool, XskError, XskPort};
+use xsk::{usable_frame_bytes, UmemPool, XskError};
 
 /// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
 const POOL_RESERVE: usize = 256;
@@ -54,6 +56,8 @@ pub enum DataplaneError {
     Xdp(#[from] XdpError),
     #[error(transparent)]
     Xsk(#[from] XskError),
+    #[error(transparent)]
+    Port(#[from] PortError),
     #[error("{field}: {problem}")]
     Config { field: String, problem: String },
     #[error("kicking tx on {iface}: {source}")]
@@ -73,7 +77,7 @@ pub struct Dataplane {
     // Field order is drop order: stop the slowpath, detach XDP, close sockets, free the UMEM.
     _slowpath: SlowpathThread,
     classifiers: Vec<Classifier>,
-    ports: Vec<XskPort>,
+    ports: Vec<PortSockets>,
     pool: UmemPool,
     switch: Switch,
     config: Config,
@@ -153,13 +157,32 @@ impl Dataplane {
             }
         }
         let d = &config.dataplane;
-        let umem_frames = d.umem_frames_for(config.ports.len());
-        let rings_need = config.ports.len() as u32 * d.ring_size * 2 + POOL_RESERVE as u32;
+        // Every rx queue gets a socket, unless `dataplane.queues` binds fewer.
+        let mut queues = Vec::new();
+        for info in &infos {
+            let has = sys::rx_queues(&info.name)?;
+            let bind = d.queues.map_or(has, |q| q.min(has));
+            if bind < has {
+                tracing::warn!(
+                    iface = %info.name,
+                    queues = has,
+                    bound = bind,
+                    "binding only some rx queues: frames the NIC steers to the others are dropped; \
+                     `ethtool -L {} combined {bind}` steers every frame to the bound ones",
+                    info.name
+                );
+            }
+            queues.push((has, bind));
+        }
+        let rx_sockets: usize = queues.iter().map(|&(_, bind)| bind as usize).sum();
+        let umem_frames = d.umem_frames_for(config.ports.len(), rx_sockets);
+        let rings_need = d.ring_frames(config.ports.len(), rx_sockets) + POOL_RESERVE as u32;
         if umem_frames < rings_need {
             return Err(DataplaneError::Config {
                 field: "dataplane.umem_frames".into(),
                 problem: format!(
-                    "{umem_frames} frames cannot fill the rings of {} ports with ring_size {} (need at least {rings_need})",
+                    "{umem_frames} frames cannot fill the rings of {} ports ({rx_sockets} rx queues) with ring_size {} \
+                     (need at least {rings_need})",
                     config.ports.len(),
                     d.ring_size
                 ),
@@ -170,20 +193,33 @@ impl Dataplane {
         let pool = UmemPool::new(umem_frames, frame_size, d.ring_size)?;
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
-        for info in &infos {
-            let classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket)?;
-            let port = XskPort::bind(&pool, &info.name, 0, d.ring_size, d.batch)?;
-            classifier.bind_socket(0, port.fd())?;
+        for (info, &(has, bind)) in infos.iter().zip(&queues) {
+            // A queue left without a socket must not pass frames around the switch.
+            let classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket || bind < has)?;
+            let port = PortSockets::bind(&pool, &info.name, bind, d.ring_size, d.batch, d.bind_mode)?;
+            for (queue, socket) in port.sockets().iter().enumerate() {
+                classifier.bind_socket(queue as u32, socket.fd())?;
+            }
             classifiers.push(classifier);
             ports.push(port);
         }
-        for c in &mut classifiers {
-            c.attach(options.force)?;
+        for (c, port) in classifiers.iter_mut().zip(&ports) {
+            c.attach(options.force, config.dataplane.xdp_mode)?;
+            tracing::info!(
+                iface = port.iface(),
+                rx_queues = port.sockets().len(),
+                xdp = c.mode().map_or("unknown", xdp::mode_name),
+                bind = ?port.bind_mode(),
+                "port bound"
+            );
         }
-        let switch = Switch::new(&config, options.tags, pool.capacity(), sys::now());
+        let mut switch = Switch::new(&config, options.tags, pool.capacity(), sys::now());
+        let frame_caps = config.frame_caps(pool.capacity(), rx_sockets);
+        switch.set_frame_caps(frame_caps);
         tracing::info!(
             name = %config.name,
             ports = config.ports.len(),
+            rx_queues = ?queues.iter().map(|q| q.1).collect::<Vec<_>>(),
             umem_frames = pool.capacity(),
             frame_size,
             "dataplane ready"
@@ -194,11 +230,7 @@ impl Dataplane {
         let (slowpath_out, from_slowpath) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
         let view = Arc::new(SharedView::new(ports.len()));
         let slowpath = SlowpathThread::start(SlowpathParts {
-            slowpath: Slowpath::new(
-                &config.name,
-                switch.port_names(),
-                config.frame_caps(pool.capacity()).slowpath as usize,
-            ),
+            slowpath: Slowpath::new(&config.name, switch.port_names(), frame_caps.slowpath as usize),
             from_dataplane: slowpath_events,
             to_dataplane: slowpath_out,
             waker: waker.try_clone()?,
@@ -253,7 +285,10 @@ impl Dataplane {
             tracing::info!(cpu, "dataplane pinned");
         }
         let busy_poll = Duration::from_micros(self.config.dataplane.busy_poll_us);
-        let mut pollfds: Vec<libc::pollfd> = self.ports.iter().map(|p| sys::pollfd(p.fd())).collect();
+        // One entry per (port, rx queue), then the waker and `wake_fds`.
+        let port_fds: Vec<(usize, RawFd)> =
+            self.ports.iter().enumerate().flat_map(|(i, p)| p.fds().map(move |fd| (i, fd))).collect();
+        let mut pollfds: Vec<libc::pollfd> = port_fds.iter().map(|&(_, fd)| sys::pollfd(fd)).collect();
         pollfds.push(sys::pollfd(self.waker.fd()));
         pollfds.extend(wake_fds.iter().map(|&fd| sys::pollfd(fd)));
         let mut idle_since = sys::now();
@@ -267,8 +302,8 @@ impl Dataplane {
             if std::mem::take(&mut self.links_changed) {
                 // A port that is down or gone is not polled: its socket may report an
                 // error for ever, and the loop would spin on it.
-                for (i, (pfd, port)) in pollfds.iter_mut().zip(&self.ports).enumerate() {
-                    pfd.fd = if self.switch.link_up(i) { port.fd() } else { -1 };
+                for (pfd, &(i, fd)) in pollfds.iter_mut().zip(&port_fds) {
+                    pfd.fd = if self.switch.link_up(i) { fd } else { -1 };
                 }
             }
             let mut work = self.turn(now, true)?;
@@ -370,7 +405,7 @@ impl Dataplane {
     fn transmit(&mut self, now: Time, i: usize) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
         let Dataplane { ports, pool, switch, batch: tx, .. } = self;
-        let port = &mut ports[i];
+        let port = ports[i].tx();
         let room = port.tx_room(batch);
         tx.reset(room.min(batch));
         switch.transmit(now, pool, i, tx);
@@ -528,17 +563,10 @@ impl Dataplane {
         s.stalls = self.stalls.stats();
         for (((p, c), x), busy) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports).zip(&self.tx_busy) {
             p.xdp = c.class_counters();
-            if let Some(st) = x.statistics() {
-                p.socket = SocketCounters {
-                    tx_kernel_busy: *busy,
-                    rx_dropped: st.rx_dropped(),
-                    rx_invalid_descs: st.rx_invalid_descs(),
-                    rx_ring_full: st.rx_ring_full(),
-                    rx_fill_ring_empty: st.rx_fill_ring_empty_descs(),
-                    tx_invalid_descs: st.tx_invalid_descs(),
-                    tx_ring_empty: st.tx_ring_empty_descs(),
-                };
-            }
+            p.rx_queues = x.sockets().len() as u32;
+            p.xdp_mode = c.mode();
+            p.bind_mode = x.bind_mode();
+            p.socket = SocketCounters { tx_kernel_busy: *busy, ..x.statistics() };
         }
         s
     }

@@ -51,6 +51,18 @@ pub fn interface(name: &str) -> Result<InterfaceInfo, SysError> {
     Ok(InterfaceInfo { name: name.to_string(), ifindex, mac, mtu })
 }
 
+/// How many rx queues interface `name` has (its `queues/rx-N` entries in sysfs).
+pub fn rx_queues(name: &str) -> Result<u32, SysError> {
+    let dir = format!("/sys/class/net/{name}/queues");
+    let entries = fs::read_dir(&dir).map_err(|source| SysError::InterfaceInfo {
+        iface: name.to_string(),
+        what: "queues",
+        source,
+    })?;
+    let n = entries.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count();
+    Ok((n as u32).max(1))
+}
+
 /// Whether an interface can carry frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkState {

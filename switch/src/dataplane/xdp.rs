@@ -2,13 +2,15 @@
 //!
 //! Each port loads its own instance, so its XSKMAP (keyed by rx queue) and its class
 //! counters are its own. The program is attached through a bpf_link: the kernel detaches
-//! it when the link is dropped, and also when the process dies without dropping it.
+//! it when the link's last descriptor closes, also when the process dies.
 
 use std::ffi::CStr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
+use libbpf_rs::libbpf_sys as sys;
+use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
+use crate::core::config::XdpMode;
 use crate::core::stats::XdpClassCounters;
 
 /// The compiled classifier, built by build.rs with libbpf-cargo.
@@ -26,8 +28,8 @@ pub enum XdpError {
     Load(libbpf_rs::Error),
     #[error("the XDP classifier object lacks {0}")]
     Missing(&'static str),
-    #[error("attaching XDP to {iface}: {source}")]
-    Attach { iface: String, source: libbpf_rs::Error },
+    #[error("attaching XDP to {iface} ({mode}): {source}")]
+    Attach { iface: String, mode: &'static str, source: libbpf_rs::Error },
     #[error(
         "interface {iface} already has an XDP program attached ({program}); another pfcswitch or a stale \
          program from a crashed run? Re-run with --force to replace it, or remove it with \
@@ -53,7 +55,8 @@ pub struct Classifier {
     xsks: MapHandle,
     counters: MapHandle,
     config: MapHandle,
-    link: Option<Link>,
+    /// The bpf_link holding the program on the interface.
+    link: Option<OwnedFd>,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -90,8 +93,9 @@ impl Classifier {
     }
 
     /// Attaches the program, after dealing with whatever XDP program is already there:
-    /// an error naming it, or with `force` its removal.
-    pub fn attach(&mut self, force: bool) -> Result<(), XdpError> {
+    /// an error naming it, or with `force` its removal. `mode` forces native or generic
+    /// XDP; without it native is tried first and generic taken when the driver refuses.
+    pub fn attach(&mut self, force: bool, mode: Option<XdpMode>) -> Result<(), XdpError> {
         if let Some(program) = attached_program(self.ifindex) {
             if !force {
                 return Err(XdpError::Stale { iface: self.iface.clone(), program });
@@ -99,17 +103,60 @@ impl Classifier {
             tracing::warn!(iface = %self.iface, %program, "replacing the XDP program already attached (--force)");
             self.detach_foreign(&program)?;
         }
-        let prog =
-            self.object.progs_mut().find(|p| p.name() == PROGRAM).ok_or(XdpError::Missing("pfcswitch_classify"))?;
-        let link = prog
-            .attach_xdp(self.ifindex as i32)
-            .map_err(|source| XdpError::Attach { iface: self.iface.clone(), source })?;
+        let prog = self.object.progs().find(|p| p.name() == PROGRAM).ok_or(XdpError::Missing("pfcswitch_classify"))?;
+        let prog_fd = prog.as_fd().as_raw_fd();
+        let link = match mode {
+            Some(m) => self.link(prog_fd, m)?,
+            None => match self.link(prog_fd, XdpMode::Native) {
+                Ok(link) => link,
+                Err(native) => {
+                    tracing::info!(iface = %self.iface, "{native}; attaching generic XDP instead");
+                    self.link(prog_fd, XdpMode::Generic)?
+                }
+            },
+        };
         self.link = Some(link);
         Ok(())
     }
 
+    /// A bpf_link of the program to the interface in `mode`.
+    fn link(&self, prog_fd: RawFd, mode: XdpMode) -> Result<OwnedFd, XdpError> {
+        // SAFETY: a zeroed options struct is valid input; only its size and flags are set.
+        let mut opts: sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of::<sys::bpf_link_create_opts>() as _;
+        opts.flags = match mode {
+            XdpMode::Native => sys::XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => sys::XDP_FLAGS_SKB_MODE,
+        };
+        // SAFETY: a valid program fd, the interface index, and a sized options struct.
+        let fd = unsafe { sys::bpf_link_create(prog_fd, self.ifindex as i32, sys::BPF_XDP, &opts) };
+        if fd < 0 {
+            return Err(XdpError::Attach {
+                iface: self.iface.clone(),
+                mode: mode_name(mode),
+                source: libbpf_rs::Error::from(std::io::Error::from_raw_os_error(-fd)),
+            });
+        }
+        // SAFETY: the kernel just gave us this descriptor; nobody else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Where the program runs, as the kernel reports it.
+    pub fn mode(&self) -> Option<XdpMode> {
+        let mut opts =
+            sys::bpf_xdp_query_opts { sz: std::mem::size_of::<sys::bpf_xdp_query_opts>() as _, ..Default::default() };
+        // SAFETY: opts is a properly sized, zeroed query struct.
+        if unsafe { sys::bpf_xdp_query(self.ifindex as i32, 0, &mut opts) } != 0 {
+            return None;
+        }
+        match u32::from(opts.attach_mode) {
+            m if m == sys::XDP_ATTACHED_DRV => Some(XdpMode::Native),
+            m if m == sys::XDP_ATTACHED_SKB => Some(XdpMode::Generic),
+            _ => None,
+        }
+    }
+
     fn detach_foreign(&self, program: &str) -> Result<(), XdpError> {
-        use libbpf_rs::libbpf_sys as sys;
         for mode in [0, sys::XDP_FLAGS_DRV_MODE, sys::XDP_FLAGS_SKB_MODE] {
             // SAFETY: plain netlink request; a null opts pointer is allowed.
             let rc = unsafe { sys::bpf_xdp_detach(self.ifindex as i32, mode, std::ptr::null()) };
@@ -131,27 +178,23 @@ impl Classifier {
     /// interface after this process exits, like one left by a crashed tool. Only for
     /// testing how the switch deals with stale programs.
     pub fn attach_without_link(&self) -> Result<(), XdpError> {
-        use std::os::fd::{AsFd, AsRawFd};
         let prog = self.object.progs().find(|p| p.name() == PROGRAM).ok_or(XdpError::Missing("pfcswitch_classify"))?;
         let fd = prog.as_fd().as_raw_fd();
         // SAFETY: plain netlink request with a valid program fd; null opts is allowed.
-        let rc = unsafe { libbpf_rs::libbpf_sys::bpf_xdp_attach(self.ifindex as i32, fd, 0, std::ptr::null()) };
+        let rc = unsafe { sys::bpf_xdp_attach(self.ifindex as i32, fd, 0, std::ptr::null()) };
         if rc != 0 {
             return Err(XdpError::Attach {
                 iface: self.iface.clone(),
+                mode: "without a link",
                 source: libbpf_rs::Error::from(std::io::Error::from_raw_os_error(-rc)),
             });
         }
         Ok(())
     }
 
-    /// Detaches the program (dropping the link). Idempotent.
+    /// Detaches the program: closing the link's only descriptor ends the link. Idempotent.
     pub fn detach(&mut self) {
-        if let Some(link) = self.link.take() {
-            if let Err(e) = link.detach() {
-                tracing::warn!(iface = %self.iface, "detaching XDP: {e}");
-            }
-        }
+        self.link = None;
     }
 
     /// Frames seen per class, summed over CPUs.
@@ -183,12 +226,10 @@ impl Drop for Classifier {
 
 /// The XDP program attached to `ifindex`, described as "name (id N)", if any.
 pub fn attached_program(ifindex: u32) -> Option<String> {
-    let mut opts = libbpf_rs::libbpf_sys::bpf_xdp_query_opts {
-        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_xdp_query_opts>() as _,
-        ..Default::default()
-    };
+    let mut opts =
+        sys::bpf_xdp_query_opts { sz: std::mem::size_of::<sys::bpf_xdp_query_opts>() as _, ..Default::default() };
     // SAFETY: opts is a properly sized, zeroed query struct.
-    let rc = unsafe { libbpf_rs::libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut opts) };
+    let rc = unsafe { sys::bpf_xdp_query(ifindex as i32, 0, &mut opts) };
     if rc != 0 {
         return None;
     }
@@ -196,8 +237,15 @@ pub fn attached_program(ifindex: u32) -> Option<String> {
     Some(format!("{} (id {id})", program_name(id).unwrap_or_else(|| "unnamed".into())))
 }
 
+/// The mode's name in messages and stats.
+pub fn mode_name(mode: XdpMode) -> &'static str {
+    match mode {
+        XdpMode::Native => "native",
+        XdpMode::Generic => "generic",
+    }
+}
+
 fn program_name(id: u32) -> Option<String> {
-    use libbpf_rs::libbpf_sys as sys;
     // SAFETY: plain libbpf calls; the fd is closed below and the info struct is sized.
     unsafe {
         let fd = sys::bpf_prog_get_fd_by_id(id);

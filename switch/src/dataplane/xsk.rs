@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
+use crate::core::config::BindMode;
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
 use crate::core::time::Time;
@@ -48,6 +49,9 @@ fn socket_hint(e: &xsk_rs::socket::SocketCreateError) -> &'static str {
         Some(libc::EBUSY) => " (EBUSY: another AF_XDP socket or XDP program holds this queue)",
         Some(libc::EPERM) => " (EPERM: run as root)",
         Some(libc::ENOMEM | libc::ENOBUFS) => " (out of locked memory: raise `ulimit -l`)",
+        Some(libc::EOPNOTSUPP) => {
+            " (EOPNOTSUPP: the driver has no zero-copy AF_XDP; use --bind-mode copy, or leave the mode out to fall back)"
+        }
         _ => "",
     }
 }
@@ -253,14 +257,29 @@ impl std::fmt::Debug for XskPort {
 
 impl XskPort {
     /// Binds a socket to `iface`/`queue` on the pool's UMEM, without letting libxdp load
-    /// an XDP program of its own (we steer frames with our classifier's XSKMAP).
-    pub fn bind(pool: &UmemPool, iface: &str, queue: u32, ring_size: u32, batch: usize) -> Result<XskPort, XskError> {
+    /// an XDP program of its own (we steer frames with our classifier's XSKMAP). `mode`
+    /// forces zero-copy or copy; without it the kernel takes zero-copy where the driver
+    /// offers it and copies otherwise.
+    pub fn bind(
+        pool: &UmemPool,
+        iface: &str,
+        queue: u32,
+        ring_size: u32,
+        batch: usize,
+        mode: Option<BindMode>,
+    ) -> Result<XskPort, XskError> {
         let geometry = |e: &dyn std::fmt::Display| XskError::Geometry(e.to_string());
+        let flags = BindFlags::XDP_USE_NEED_WAKEUP
+            | match mode {
+                Some(BindMode::ZeroCopy) => BindFlags::XDP_ZEROCOPY,
+                Some(BindMode::Copy) => BindFlags::XDP_COPY,
+                None => BindFlags::empty(),
+            };
         let config = SocketConfig::builder()
             .rx_queue_size(QueueSize::new(ring_size).map_err(|e| geometry(&e))?)
             .tx_queue_size(QueueSize::new(ring_size).map_err(|e| geometry(&e))?)
             .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
-            .bind_flags(BindFlags::XDP_USE_NEED_WAKEUP)
+            .bind_flags(flags)
             .build();
         let name = iface.parse().map_err(|_| XskError::Geometry(format!("interface name {iface:?}")))?;
         // A socket closed a moment ago (a restart) releases its queue asynchronously in the
@@ -408,6 +427,27 @@ impl XskPort {
     /// Whether the kernel wants a poll/recvmsg to look at the fill ring again.
     pub fn fill_needs_wakeup(&self) -> bool {
         self.fill.needs_wakeup()
+    }
+
+    /// How the socket bound, as the kernel reports it (XDP_OPTIONS).
+    pub fn bind_mode(&self) -> Option<BindMode> {
+        let mut opts = libc::xdp_options { flags: 0 };
+        let mut len = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
+        // SAFETY: getsockopt into a properly sized struct on our socket.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::SOL_XDP,
+                libc::XDP_OPTIONS,
+                &mut opts as *mut libc::xdp_options as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        (rc == 0).then_some(if opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 {
+            BindMode::ZeroCopy
+        } else {
+            BindMode::Copy
+        })
     }
 
     pub fn statistics(&self) -> Option<xsk_rs::socket::XdpStatistics> {

@@ -290,7 +290,7 @@ impl<'f> Sim<'f> {
             .switches
             .iter()
             .map(|s| {
-                let frames = s.config.dataplane.umem_frames_for(s.config.ports.len());
+                let frames = s.config.dataplane.umem_frames_for(s.config.ports.len(), s.config.ports.len());
                 let switch = Switch::new(&s.config, s.tags.clone(), frames, start);
                 let names = switch.port_names();
                 SwitchState {

@@ -29,14 +29,14 @@ impl HostPort {
         let info = sys::interface(iface)?;
         let frame_size = if info.mtu + 18 <= 2048 - 256 { 2048 } else { 4096 };
         let mut pool = UmemPool::new(frames, frame_size, RING_SIZE)?;
-        let mut port = XskPort::bind(&pool, iface, 0, RING_SIZE, BATCH)?;
+        let mut port = XskPort::bind(&pool, iface, 0, RING_SIZE, BATCH, None)?;
         let classifier = if receive {
             // Buffers first: a frame that arrives once the program is attached and finds
             // the fill ring empty is dropped.
             port.refill(&mut pool, frames as usize / 2);
             let mut c = Classifier::load(iface, info.ifindex, false)?;
             c.bind_socket(0, port.fd())?;
-            c.attach(force).with_context(|| format!("attaching the receive program to {iface}"))?;
+            c.attach(force, None).with_context(|| format!("attaching the receive program to {iface}"))?;
             Some(c)
         } else {
             None

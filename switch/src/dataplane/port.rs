@@ -1,0 +1,136 @@
+//! A port's AF_XDP sockets: one per bound rx queue of its interface, all on the shared
+//! UMEM. A NIC (or a multi-queue veth) spreads flows over its queues, and a queue without
+//! a socket would hand its frames to the kernel stack, around the switch: so every queue
+//! is bound. Frames leave through the first queue's socket alone, which keeps each
+//! priority's frames in order on the wire.
+
+use std::os::fd::RawFd;
+
+use crate::core::config::BindMode;
+use crate::core::queue::FrameId;
+use crate::core::stats::SocketCounters;
+
+use super::xsk::{UmemPool, XskError, XskPort};
+
+#[derive(Debug)]
+pub struct PortSockets {
+    /// Queue k's socket at index k; never empty. The first also sends.
+    sockets: Vec<XskPort>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{source}; {iface} has {queues} rx queues and every one needs a socket: bind fewer with `--queues {queue}` \
+     (frames the NIC steers to the others are then dropped), or give the NIC fewer with \
+     `ethtool -L {iface} combined {queue}`"
+)]
+pub struct QueueBindError {
+    pub iface: String,
+    pub queue: u32,
+    pub queues: u32,
+    #[source]
+    pub source: XskError,
+}
+
+impl PortSockets {
+    /// Binds queues `0..queues` of `iface`, in `mode` (see [`XskPort::bind`]).
+    pub fn bind(
+        pool: &UmemPool,
+        iface: &str,
+        queues: u32,
+        ring_size: u32,
+        batch: usize,
+        mode: Option<BindMode>,
+    ) -> Result<PortSockets, PortError> {
+        let mut sockets = Vec::with_capacity(queues as usize);
+        for queue in 0..queues.max(1) {
+            match XskPort::bind(pool, iface, queue, ring_size, batch, mode) {
+                Ok(s) => sockets.push(s),
+                // The first queue failing is the port failing; a later one, the NIC
+                // having more queues than can be bound.
+                Err(source) if queue == 0 => return Err(PortError::Xsk(source)),
+                Err(source) => {
+                    return Err(PortError::Queue(QueueBindError { iface: iface.to_string(), queue, queues, source }))
+                }
+            }
+        }
+        Ok(PortSockets { sockets })
+    }
+
+    pub fn iface(&self) -> &str {
+        &self.sockets[0].iface
+    }
+
+    pub fn sockets(&self) -> &[XskPort] {
+        &self.sockets
+    }
+
+    /// The socket frames leave through.
+    pub fn tx(&mut self) -> &mut XskPort {
+        &mut self.sockets[0]
+    }
+
+    pub fn fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.sockets.iter().map(XskPort::fd)
+    }
+
+    /// Takes up to `max` received frames off each queue, calling `on_frame` for each.
+    pub fn receive(
+        &mut self,
+        pool: &mut UmemPool,
+        max: usize,
+        mut on_frame: impl FnMut(&mut UmemPool, FrameId),
+    ) -> usize {
+        self.sockets.iter_mut().map(|s| s.receive(pool, max, &mut on_frame)).sum()
+    }
+
+    /// Returns completed tx frames to the pool (only the first queue's socket sends).
+    pub fn reclaim(&mut self, pool: &mut UmemPool) -> usize {
+        self.sockets[0].reclaim(pool)
+    }
+
+    /// Tops up every queue's fill ring, leaving `reserve` frames in the pool.
+    pub fn refill(&mut self, pool: &mut UmemPool, reserve: usize) {
+        for s in &mut self.sockets {
+            s.refill(pool, reserve);
+        }
+    }
+
+    pub fn tx_outstanding(&self) -> u32 {
+        self.sockets[0].tx_outstanding()
+    }
+
+    /// How the sockets bound: zero-copy only if every one did.
+    pub fn bind_mode(&self) -> Option<BindMode> {
+        let modes: Vec<Option<BindMode>> = self.sockets.iter().map(XskPort::bind_mode).collect();
+        if modes.iter().all(|m| *m == Some(BindMode::ZeroCopy)) {
+            Some(BindMode::ZeroCopy)
+        } else if modes.iter().all(Option::is_some) {
+            Some(BindMode::Copy)
+        } else {
+            None
+        }
+    }
+
+    /// The kernel's counters, summed over the queues.
+    pub fn statistics(&self) -> SocketCounters {
+        let mut c = SocketCounters::default();
+        for st in self.sockets.iter().filter_map(XskPort::statistics) {
+            c.rx_dropped += st.rx_dropped();
+            c.rx_invalid_descs += st.rx_invalid_descs();
+            c.rx_ring_full += st.rx_ring_full();
+            c.rx_fill_ring_empty += st.rx_fill_ring_empty_descs();
+            c.tx_invalid_descs += st.tx_invalid_descs();
+            c.tx_ring_empty += st.tx_ring_empty_descs();
+        }
+        c
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error(transparent)]
+    Xsk(#[from] XskError),
+    #[error(transparent)]
+    Queue(#[from] QueueBindError),
+}
