@@ -109,9 +109,10 @@ pub struct HeadroomArgs {
     /// 0 keeps every run.
     #[arg(long, default_value_t = 150.0, value_parser = crate::cli::parse_non_negative)]
     pub max_overhead_us: f64,
-    /// Sweep: how many times a disturbed run is repeated.
-    #[arg(long, default_value_t = 2)]
-    pub retries: usize,
+    /// Sweep and plan: how many times a disturbed run is repeated (default: 2 for the
+    /// sweep; 5 for the plan, whose 5-second runs the machine disturbs more often).
+    #[arg(long)]
+    pub retries: Option<usize>,
     /// Sweep: write a chart of the sweep (SVG).
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -156,7 +157,7 @@ impl HeadroomArgs {
             traffic: self.traffic_s.map_or(traffic, Duration::from_secs_f64),
             repeats: self.repeats,
             max_overhead: Duration::from_secs_f64(self.max_overhead_us / 1e6),
-            retries: self.retries,
+            retries: self.retries.unwrap_or(if self.plan { 5 } else { defaults.retries }),
             ..defaults
         };
         opts.validate()?;
