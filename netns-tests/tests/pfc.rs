@@ -160,49 +160,21 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
 fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     let _serial = serial();
     let tb = star("storm", 2);
-    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::gbps(1)), &[]).unwrap();
-    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--duration", "2.2"]).unwrap();
-    // A PFC storm from h2 on priority 3, for longer than the traffic runs.
-    let storm = tb
-        .spawn(
-            "h2",
-            "storm",
-            &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-s", "3.5", "--speed", "1G", "--json"],
-        )
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let dst = mac_of(&tb, "h2");
-    // Flow 0 on lossless priority 3, flow 1 on priority 0, 10k frames/s each.
-    let g = run_gen(
-        &tb,
-        "h1",
-        "gen",
-        &[
-            "--dst-mac",
-            &dst,
-            "--dscp",
-            "3",
-            "--dscp",
-            "0",
-            "--flows",
-            "2",
-            "--size",
-            "200",
-            "--rate",
-            "20k",
-            "--duration",
-            "1.5",
-            "--speed",
-            "1G",
-        ],
-        GEN_TIMEOUT,
-    )
-    .unwrap();
-    let rx = sink.finish(SINK_TIMEOUT).unwrap();
-    let storm = storm.wait(Duration::from_secs(10));
-    let storm: pfctools::storm::StormReport = serde_json::from_str(storm.stdout.trim()).unwrap();
-    assert!(storm.continuous, "the storm had a gap longer than a pause: {storm:?}");
+    // A storm generator that lost its CPU for longer than a pause (33.5 ms at 1G) let
+    // priority 3 through: that attempt says nothing about the switch and is repeated, up
+    // to three attempts.
+    let mut attempt = 0;
+    let (sw, g, rx) = loop {
+        attempt += 1;
+        let (sw, g, rx, storm) = storm_attempt(&tb);
+        if !storm.continuous && attempt < 3 {
+            eprintln!("attempt {attempt}: the storm had a gap of {:.1} ms: repeated", storm.largest_gap_us / 1e3);
+            assert!(sw.stop().success());
+            continue;
+        }
+        assert!(storm.continuous, "the storm had a gap longer than a pause in {attempt} attempts: {storm:?}");
+        break (sw, g, rx);
+    };
 
     let background = rx.flows.iter().find(|f| f.flow == 1).expect("background flow arrived");
     let sent_bg = g.flows.iter().find(|f| f.flow == 1).unwrap().sent;
@@ -336,4 +308,56 @@ fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
     assert_eq!(stats.ports[1].counters.rx_frames, 0, "pause frames are not data");
     assert_eq!(stats.ports[1].counters.drops.total(), 0, "nor drops");
     assert!(sw.stop().success());
+}
+
+/// One attempt of the storm test on `tb`: a fresh switch, the storm from h2, the traffic
+/// from h1; the switch still running, the generator's, sink's and storm's reports.
+fn storm_attempt(
+    tb: &Testbed,
+) -> (SwitchProc, pfctools::traffic::gen::GenReport, pfctools::traffic::sink::SinkReport, pfctools::storm::StormReport)
+{
+    let sw = SwitchProc::start(tb, "sw1", &config_at(tb, Speed::gbps(1)), &[]).unwrap();
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    let sink = SinkProc::start(tb, "h2", "sink", &["--duration", "2.2"]).unwrap();
+    // A PFC storm from h2 on priority 3, for longer than the traffic runs.
+    let storm = tb
+        .spawn(
+            "h2",
+            "storm",
+            &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-s", "3.5", "--speed", "1G", "--json"],
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let dst = mac_of(tb, "h2");
+    // Flow 0 on lossless priority 3, flow 1 on priority 0, 10k frames/s each.
+    let g = run_gen(
+        tb,
+        "h1",
+        "gen",
+        &[
+            "--dst-mac",
+            &dst,
+            "--dscp",
+            "3",
+            "--dscp",
+            "0",
+            "--flows",
+            "2",
+            "--size",
+            "200",
+            "--rate",
+            "20k",
+            "--duration",
+            "1.5",
+            "--speed",
+            "1G",
+        ],
+        GEN_TIMEOUT,
+    )
+    .unwrap();
+    let rx = sink.finish(SINK_TIMEOUT).unwrap();
+    let storm = storm.wait(Duration::from_secs(10));
+    let storm: pfctools::storm::StormReport = serde_json::from_str(storm.stdout.trim()).unwrap();
+
+    (sw, g, rx, storm)
 }
