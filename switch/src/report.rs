@@ -103,17 +103,7 @@ pub fn stats_table(s: &SwitchStats) -> String {
             p.speed.clone(),
             p.pause_mode.clone() + if p.blocked { " BLOCKED" } else { "" },
             n(u64::from(p.rx_queues)),
-            format!(
-                "{}/{}",
-                p.xdp_mode.map_or("?", |m| match m {
-                    crate::core::config::XdpMode::Native => "native",
-                    crate::core::config::XdpMode::Generic => "generic",
-                }),
-                p.bind_mode.map_or("?", |m| match m {
-                    crate::core::config::BindMode::ZeroCopy => "zero-copy",
-                    crate::core::config::BindMode::Copy => "copy",
-                })
-            ),
+            format!("{}/{}", p.xdp_mode.map_or("?", |m| m.as_str()), p.bind_mode.map_or("?", |m| m.as_str())),
             n(c.rx_frames),
             n(c.rx_bytes),
             n(c.tx_frames),

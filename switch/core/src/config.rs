@@ -443,6 +443,16 @@ pub enum XdpMode {
     Generic,
 }
 
+impl XdpMode {
+    /// The mode's name in logs, messages and stats tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+        }
+    }
+}
+
 /// How an AF_XDP socket gets its frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -451,6 +461,15 @@ pub enum BindMode {
     ZeroCopy,
     /// The kernel copies each frame between its buffers and the UMEM.
     Copy,
+}
+
+impl BindMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BindMode::ZeroCopy => "zero-copy",
+            BindMode::Copy => "copy",
+        }
+    }
 }
 
 impl Default for DataplaneConfig {

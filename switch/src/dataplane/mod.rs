@@ -17,7 +17,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::control::{ControlMsg, Reply, Request, Response};
-use crate::core::config::Config;
+use crate::core::config::{Config, XdpMode};
 use crate::core::pfcwd::WatchdogEvent;
 use crate::core::slowpath::{Released, Slowpath, ToSlowpath};
 use crate::core::stats::{SocketCounters, SwitchStats};
@@ -208,7 +208,7 @@ impl Dataplane {
             tracing::info!(
                 iface = port.iface(),
                 rx_queues = port.sockets().len(),
-                xdp = c.mode().map_or("unknown", xdp::mode_name),
+                xdp = c.mode().map_or("unknown", XdpMode::as_str),
                 bind = ?port.bind_mode(),
                 "port bound"
             );

@@ -133,7 +133,7 @@ impl Classifier {
         if fd < 0 {
             return Err(XdpError::Attach {
                 iface: self.iface.clone(),
-                mode: mode_name(mode),
+                mode: mode.as_str(),
                 source: libbpf_rs::Error::from(std::io::Error::from_raw_os_error(-fd)),
             });
         }
@@ -235,14 +235,6 @@ pub fn attached_program(ifindex: u32) -> Option<String> {
     }
     let id = [opts.prog_id, opts.drv_prog_id, opts.skb_prog_id, opts.hw_prog_id].into_iter().find(|&i| i != 0)?;
     Some(format!("{} (id {id})", program_name(id).unwrap_or_else(|| "unnamed".into())))
-}
-
-/// The mode's name in messages and stats.
-pub fn mode_name(mode: XdpMode) -> &'static str {
-    match mode {
-        XdpMode::Native => "native",
-        XdpMode::Generic => "generic",
-    }
 }
 
 fn program_name(id: u32) -> Option<String> {

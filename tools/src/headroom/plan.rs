@@ -17,7 +17,6 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use super::calc::CalcInput;
 use super::sweep::{self, RunOutcome, SweepOptions};
 use crate::testbed::{unique_name, Testbed, Topology};
 
@@ -84,17 +83,9 @@ pub struct PlanReport {
 /// needs half of each priority's headroom, the lossy case's twice of it, so that neither
 /// sits near the edge that the testbed's own tens of µs could move.
 pub fn pick_delays(opts: &SweepOptions) -> (u32, u32) {
-    let frame_len = opts.frame_size as u32 - 4;
     // The quanta of sender delay after which a priority needs `target` bytes.
     let delay_needing = |target: f64| -> f64 {
-        let input = CalcInput {
-            speed: opts.speed,
-            cable_m: 0.0,
-            max_frame: frame_len,
-            response: Duration::ZERO,
-            switch_delay: Duration::ZERO,
-            load: opts.test_load_per_prio() / 100.0,
-        };
+        let input = opts.calc_input(Duration::ZERO);
         let fixed = input.calculate().total_bytes as f64;
         let per_s = input.bytes_during(Duration::from_secs(1));
         let response_s = ((target - fixed) / per_s).max(0.0);
@@ -272,6 +263,7 @@ pub fn text(r: &PlanReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headroom::calc::CalcInput;
     use crate::headroom::sweep::PrioOutcome;
 
     fn outcome(sent: u64, held: u64, drops: u64) -> RunOutcome {

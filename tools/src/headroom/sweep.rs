@@ -123,6 +123,19 @@ impl SweepOptions {
         })
     }
 
+    /// The calculator's input for one test priority of this run, given the sender's
+    /// response: no cable (veth), the test frames as the largest, each flow's load.
+    pub fn calc_input(&self, response: Duration) -> CalcInput {
+        CalcInput {
+            speed: self.speed,
+            cable_m: 0.0,
+            max_frame: self.frame_size.saturating_sub(4) as u32,
+            response,
+            switch_delay: Duration::ZERO,
+            load: self.test_load_per_prio() / 100.0,
+        }
+    }
+
     /// Each test flow's share of line rate, percent.
     pub fn test_load_per_prio(&self) -> f64 {
         self.test_load / self.prios.len().max(1) as f64
@@ -390,7 +403,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
     let delay_us = opts.speed.bit_times(u64::from(delay) * 512).as_secs_f64() * 1e6;
     let overheads_us: Vec<f64> = prios.iter().filter_map(|p| Some(p.measured_response_us()? - delay_us)).collect();
     let frame_interval = opts.speed.wire_time(opts.frame_size.saturating_sub(4)).mul_f64(100.0 / test_load);
-    Ok(RunOutcome {
+    let mut outcome = RunOutcome {
         delay_quanta: delay,
         delay_us,
         prios,
@@ -406,12 +419,10 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         dut_longest_stall_us: stats.stalls.longest_us,
         overhead_us: overheads_us.iter().copied().fold(0.0, f64::max),
         disturbed: false,
-    })
-    .map(|mut r| {
-        r.disturbed = disturbed(opts.max_overhead, frame_interval, &overheads_us, storm.continuous)
-            || (!opts.max_overhead.is_zero() && stall_explains_background_loss(opts, &r));
-        r
-    })
+    };
+    outcome.disturbed = disturbed(opts.max_overhead, frame_interval, &overheads_us, storm.continuous)
+        || (!opts.max_overhead.is_zero() && stall_explains_background_loss(opts, &outcome));
+    Ok(outcome)
 }
 
 /// Whether the DUT's loop stalled for long enough to lose background frames on its own.
@@ -508,14 +519,6 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
     let mut delays: Vec<u32> = runs.iter().map(|r| r.delay_quanta).collect();
     delays.sort_unstable();
     delays.dedup();
-    let input = |response: Duration| CalcInput {
-        speed: opts.speed,
-        cable_m: 0.0,
-        max_frame: frame_len as u32,
-        response,
-        switch_delay: Duration::ZERO,
-        load: opts.test_load_per_prio() / 100.0,
-    };
     /// One (delay, priority)'s runs, summarised once.
     struct Entry {
         quanta: u32,
@@ -539,7 +542,8 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
             let responses: Vec<f64> =
                 these.iter().map(|(r, p)| p.measured_response_us().unwrap_or(r.delay_us)).collect();
             let response_us = trimmed_mean(&responses);
-            let calculated = input(Duration::from_secs_f64(response_us.max(0.0) / 1e6)).calculate().total_bytes as f64;
+            let calculated =
+                opts.calc_input(Duration::from_secs_f64(response_us.max(0.0) / 1e6)).calculate().total_bytes as f64;
             Entry {
                 quanta: d,
                 prio,
