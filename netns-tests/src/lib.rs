@@ -84,6 +84,15 @@ pub fn http_get(tb: &Testbed, node: &str, port: u16, path: &str) -> (String, Str
 /// Runs `f` on a thread that has joined `node`'s network namespace (setns moves only the
 /// calling thread, so the test's own threads stay where they are).
 pub fn in_netns<T: Send + 'static>(tb: &Testbed, node: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    spawn_in_netns(tb, node, f).join().expect("the thread in the namespace")
+}
+
+/// [`in_netns`] without waiting for the thread.
+pub fn spawn_in_netns<T: Send + 'static>(
+    tb: &Testbed,
+    node: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     use std::os::fd::AsRawFd;
     let ns_path = format!("/run/netns/{}", tb.ns(node).expect("node has a namespace"));
     std::thread::spawn(move || {
@@ -92,8 +101,6 @@ pub fn in_netns<T: Send + 'static>(tb: &Testbed, node: &str, f: impl FnOnce() ->
         assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {ns_path}");
         f()
     })
-    .join()
-    .expect("the thread in the namespace")
 }
 
 /// Kernel UDP traffic of `flows` flows (one source port each), `per_flow` datagrams
@@ -103,12 +110,7 @@ pub fn in_netns<T: Send + 'static>(tb: &Testbed, node: &str, f: impl FnOnce() ->
 pub fn udp_flows(tb: &Testbed, from: &str, to: &str, to_addr: &str, flows: usize, per_flow: usize) -> usize {
     let total = flows * per_flow;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let ns_to = format!("/run/netns/{}", tb.ns(to).expect("node has a namespace"));
-    let receiver = std::thread::spawn(move || {
-        use std::os::fd::AsRawFd;
-        let ns = std::fs::File::open(&ns_to).unwrap();
-        // SAFETY: setns on this thread with a namespace fd we hold open.
-        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let receiver = spawn_in_netns(tb, to, move || {
         let sock = std::net::UdpSocket::bind("0.0.0.0:9").expect("bind UDP 9");
         sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         ready_tx.send(()).unwrap();
