@@ -11,6 +11,15 @@
 //! of its groups each message left for: one that comes back through the pauses of
 //! another group of the same port closed no cycle either.
 //!
+//! # One group per message
+//! A pause frame may pause several groups of a port at once, and each group's traffic
+//! may wait behind a different chain of pauses. Under a Tagger table a chain changes
+//! priority where a tag is rewritten, so a message sent for groups 3 and 4 together can
+//! leave along group 3's chain and come back along group 4's, and the origin would take
+//! that for a cycle (seen on a busy machine: a ring made deadlock-free by its tables, and
+//! a "deadlock" on it). So a message is originated for one group, and successive
+//! messages on a port take its paused groups in turn.
+//!
 //! # Storing
 //! A port that receives a pause carrying a checking message stores it: one per port, a
 //! newer one replaces the older, a resume on that port (a frame resuming every class it
@@ -67,7 +76,8 @@ pub const CYCLE_MEMORY: Duration = Duration::from_secs(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckChoice {
     Forward(CheckingMessage),
-    Originate,
+    /// A new message, for one of these groups (see [`PortChecks::take_turn`]).
+    Originate(u8),
     Plain,
 }
 
@@ -80,9 +90,12 @@ pub struct PortChecks {
     pub to_forward: Option<CheckingMessage>,
     /// This switch's own message came back on this port.
     pub in_cycle: bool,
-    /// An own message sent on this port came back around a cycle whose traffic still
-    /// moved: the next pause here originates a fresh one to look again.
-    pub retry: bool,
+    /// Groups whose own message came back around a cycle whose traffic still moved (or
+    /// along a chain already broken): the next pause for each originates a fresh one to
+    /// look again.
+    pub retry: u8,
+    /// The group the next message originated here is for, if it is among those asked.
+    next_group: u8,
 }
 
 impl PortChecks {
@@ -94,6 +107,15 @@ impl PortChecks {
         } else if let Some(m) = msg {
             self.stored = Some(m);
         }
+    }
+
+    /// Of `groups` (not empty), the one a new message is for: the first at or after the
+    /// last one's successor, so that every paused group is looked at in turn.
+    pub fn take_turn(&mut self, groups: u8) -> u8 {
+        let from = u32::from(self.next_group % 8);
+        let k = (groups.rotate_right(from).trailing_zeros() + from) % 8;
+        self.next_group = (k as u8 + 1) % 8;
+        groups & (1 << k)
     }
 }
 
@@ -107,23 +129,27 @@ pub struct Cause {
     pub queues: u8,
 }
 
-/// The rule above for a pause sent on ingress `i`. `causes`: the egress ports holding its
-/// traffic back; `ports`: every port's state (`ports[i]` is the ingress).
-pub fn choose(i: usize, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
-    if std::mem::take(&mut ports[i].retry) {
-        return CheckChoice::Originate;
+/// The rule above for a pause of the groups `paused` sent on ingress `i`. `causes`: the
+/// egress ports holding its traffic back; `ports`: every port's state (`ports[i]` is the
+/// ingress).
+pub fn choose(i: usize, paused: u8, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
+    let retry = ports[i].retry & paused;
+    if retry != 0 {
+        let group = retry & retry.wrapping_neg();
+        ports[i].retry &= !group;
+        return CheckChoice::Originate(group);
     }
     if let Some(m) = ports[i].to_forward.take() {
         return CheckChoice::Forward(m);
     }
     if causes.is_empty() {
-        return CheckChoice::Originate;
+        return CheckChoice::Originate(paused);
     }
     let mut stored = None;
     for c in causes {
         let p = &ports[c.port];
         if p.in_cycle {
-            return CheckChoice::Originate;
+            return CheckChoice::Originate(c.groups);
         }
         stored = stored.or(p.stored.filter(|m| m.prios & c.queues != 0).map(|m| m.forwarded(c.groups)));
     }
@@ -220,20 +246,42 @@ mod tests {
         let at2 = [Cause { port: 2, groups: 1 << 3, queues: 1 << 3 }];
         // Nothing holds ingress 0's traffic back downstream (its egress is not paused, or
         // not in the queues it waits in): congestion or a blocked port here. Originate.
-        assert_eq!(choose(0, &[], &mut ports), CheckChoice::Originate);
+        assert_eq!(choose(0, 1 << 3, &[], &mut ports), CheckChoice::Originate(1 << 3));
         // Egress 2 is paused downstream but no message came with it yet: plain pause.
-        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Plain);
+        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Plain);
         // With a stored message there: forward it, one hop further.
         ports[2].stored = Some(msg(7, 1, 9));
         let expected = CheckingMessage { hops: 1, ..msg(7, 1, 9) };
-        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Forward(expected));
         // What the switch queued for this port wins, once.
         ports[0].to_forward = Some(msg(3, 3, 3));
-        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
-        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
+        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Forward(expected));
         // A detected cycle keeps originating.
         ports[2].in_cycle = true;
-        assert_eq!(choose(0, &at2, &mut ports), CheckChoice::Originate);
+        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Originate(1 << 3));
+    }
+
+    #[test]
+    fn a_retry_originates_for_each_group_that_asked_for_one_once() {
+        let mut ports = [PortChecks::default(); 3];
+        let at2 = [Cause { port: 2, groups: 1 << 3 | 1 << 4, queues: 1 << 3 }];
+        ports[0].retry = 1 << 3 | 1 << 4;
+        // A frame pausing only group 4 looks again for group 4; group 3 waits its turn.
+        assert_eq!(choose(0, 1 << 4, &at2, &mut ports), CheckChoice::Originate(1 << 4));
+        assert_eq!(choose(0, 1 << 3 | 1 << 4, &at2, &mut ports), CheckChoice::Originate(1 << 3));
+        assert_eq!(choose(0, 1 << 3 | 1 << 4, &at2, &mut ports), CheckChoice::Plain);
+    }
+
+    #[test]
+    fn originated_messages_take_the_paused_groups_in_turn() {
+        let mut p = PortChecks::default();
+        let both = 1 << 3 | 1 << 4;
+        assert_eq!([p.take_turn(both), p.take_turn(both), p.take_turn(both)], [1 << 3, 1 << 4, 1 << 3]);
+        // A group asked alone is taken, and the turn moves on from it.
+        assert_eq!(p.take_turn(1 << 7), 1 << 7);
+        assert_eq!(p.take_turn(both | 1), 1);
+        assert_eq!(p.take_turn(both | 1), 1 << 3);
     }
 
     #[test]
@@ -242,11 +290,11 @@ mod tests {
         // The stored message follows priority 3's pauses; the traffic waits in queue 4.
         ports[2].stored = Some(msg(7, 1, 9));
         let in4 = [Cause { port: 2, groups: 1 << 4, queues: 1 << 4 }];
-        assert_eq!(choose(0, &in4, &mut ports), CheckChoice::Plain);
+        assert_eq!(choose(0, 1 << 4, &in4, &mut ports), CheckChoice::Plain);
         // Group 4 waits in queue 3 (a Tagger rewrite): the message goes on, following group 4.
         let in3 = [Cause { port: 2, groups: 1 << 4, queues: 1 << 3 }];
         let expected = CheckingMessage { hops: 1, prios: 1 << 4, ..msg(7, 1, 9) };
-        assert_eq!(choose(0, &in3, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(0, 1 << 4, &in3, &mut ports), CheckChoice::Forward(expected));
     }
 
     #[test]

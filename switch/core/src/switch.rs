@@ -773,7 +773,7 @@ impl Switch {
         }
         if !pfc::bits(self.lossless).any(|q| self.buffer.group(port, q).xoff) {
             p.originated.clear();
-            self.port_checks[port].retry = false;
+            self.port_checks[port].retry = 0;
         }
         let pending = &mut self.ports[port].pending;
         pending.resume |= 1 << prio;
@@ -891,8 +891,8 @@ impl Switch {
             // port. If the port pauses its upstream again, a cycle may have formed since
             // (with no local cause left anywhere to originate a message, only the old one
             // would go round for ever): its next pause carries a fresh message.
-            if self.ports.get(origin).is_some() && self.xoff_mask(origin) != 0 {
-                self.port_checks[origin].retry = true;
+            if self.ports.get(origin).is_some() {
+                self.port_checks[origin].retry |= self.xoff_mask(origin);
             }
             return;
         };
@@ -905,7 +905,7 @@ impl Switch {
         let o = &self.ports[origin];
         if !pfc::bits(waiting).any(|g| o.departed[g].is_none_or(|left| left < sent.at)) {
             self.ports[port].checks.draining_returns += 1;
-            self.port_checks[origin].retry = true;
+            self.port_checks[origin].retry |= waiting;
             return;
         }
         self.port_checks[port].in_cycle = true;
@@ -1165,23 +1165,24 @@ impl Switch {
                 n += 1;
             }
         }
-        let choice = dcfit::choose(port, &causes[..n], &mut self.port_checks);
+        let choice = dcfit::choose(port, prios, &causes[..n], &mut self.port_checks);
         let counters = &mut self.ports[port].checks;
         match choice {
             CheckChoice::Forward(m) => {
                 counters.forwarded += 1;
                 Some(m)
             }
-            CheckChoice::Originate => {
+            CheckChoice::Originate(groups) => {
                 counters.originated += 1;
+                let group = self.port_checks[port].take_turn(groups);
                 self.check_seq = self.check_seq.wrapping_add(1);
-                self.remember_originated(port, self.check_seq, prios);
+                self.remember_originated(port, self.check_seq, group);
                 Some(CheckingMessage {
                     origin_switch: self.switch_id,
                     origin_port: port as u16,
                     seq: self.check_seq,
                     hops: 0,
-                    prios,
+                    prios: group,
                 })
             }
             CheckChoice::Plain => None,

@@ -1137,6 +1137,83 @@ mod tagger {
         assert_eq!(r.stats().deadlocks_detected, 1);
     }
 
+    /// The middle switch of a ring under a Tagger table, seen from its ccw port (index 1):
+    /// tag 2 (priority 4) goes on round the ring through cw (index 2), tag 1 (priority 3,
+    /// demoted upstream) ends at the host (index 0).
+    const RING_MIDDLE: &str = r#"
+        switch = "sw1"
+        algorithm = "greedy"
+        lossless_tags = 2
+        initial_tag = 2
+        priorities = [3, 4]
+        [default]
+        tag = 0
+        priority = 0
+        [[ingress]]
+        port = 2
+        tag = 2
+        priority = 4
+        [[ingress]]
+        port = 2
+        tag = 1
+        priority = 3
+        [[rewrite]]
+        ingress = 2
+        tag = 2
+        egress = 3
+        new_tag = 2
+        [[rewrite]]
+        ingress = 2
+        tag = 1
+        egress = 1
+        new_tag = 1
+    "#;
+
+    #[test]
+    fn a_message_leaves_for_one_group_so_a_return_along_another_groups_chain_is_no_deadlock() {
+        let mut c = Rig::switch_ports(3);
+        c.buffer.xoff_bytes = Some(2_000);
+        c.buffer.xon_offset_bytes = Some(1_000);
+        let mut r = Rig::tagged(c, RING_MIDDLE);
+        // The host's station behind port 0, the next switch's behind port 2.
+        r.rx(0, &data(10, 99, 0, 64));
+        r.rx(2, &data(20, 99, 0, 64));
+        for p in 0..3 {
+            r.tx(p);
+        }
+        // Both of ccw's groups cross XOFF at once, each congested locally: one pause
+        // frame stops both, and the message it carries is for one of them.
+        for _ in 0..3 {
+            r.rx(1, &data(1, 20, 2, 1000));
+            r.rx(1, &data(1, 10, 1, 1000));
+        }
+        let first = pfc_of(&r.tx(1)[0]);
+        assert_eq!(first.enabled, 1 << 3 | 1 << 4, "one frame pauses both groups");
+        let mine = first.checking.expect("a local cause originates");
+        assert_eq!(mine.prios, 1 << 3, "for one group: priority 3's traffic, which waits at the host");
+        // It comes back at cw following priority 4's pauses: that is group 4's chain (the
+        // ring demotes it to 3 two hops on), not the one group 3 waits behind. No cycle.
+        r.rx(2, &pfc_with(1 << 4, 65535, Some(CheckingMessage { hops: 2, prios: 1 << 4, ..mine })));
+        let s = r.stats();
+        assert_eq!((s.deadlocks_detected, s.ports[2].checks.stale_returns), (0, 1));
+        // Group 4's own message, back along the same pauses, closes a cycle of buffers.
+        let mut for4 = None;
+        for _ in 0..4 {
+            r.advance(Duration::from_millis(2));
+            let sent = r.tx(1).iter().filter_map(|f| pfc::decode(f, MacAddr::ZERO).ok()).find_map(|f| match f.body {
+                MacControl::Pfc(p) => p.checking,
+                _ => None,
+            });
+            if let Some(m) = sent.filter(|m| m.origin_switch == my_id(&r) && m.prios == 1 << 4) {
+                for4 = Some(m);
+                break;
+            }
+        }
+        let for4 = for4.expect("group 4 gets its turn");
+        r.rx(2, &pfc_with(1 << 4, 65535, Some(CheckingMessage { hops: 2, ..for4 })));
+        assert_eq!(r.stats().deadlocks_detected, 1);
+    }
+
     #[test]
     fn frames_without_an_ip_header_take_the_default_priority() {
         let mut r = rig();
