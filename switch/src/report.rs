@@ -62,7 +62,7 @@ pub fn stats_table(s: &SwitchStats) -> String {
     let mut out = format!(
         "switch {} (id {:#010x}), up {:.1} s, {} FDB entries ({} sources not learned: table full; {} unknown unicast flooded), \
          shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\
-         loop stalls of 1 ms or more: {} (longest {:.1} ms)\n\n",
+         loop stalls of 1 ms or more: {} (longest {:.1} ms); waited for a CPU {}\n\n",
         s.name,
         s.switch_id,
         s.uptime_s,
@@ -75,7 +75,8 @@ pub fn stats_table(s: &SwitchStats) -> String {
         s.xon_threshold,
         s.free_frames,
         s.stalls.stalls,
-        s.stalls.longest_us as f64 / 1e3
+        s.stalls.longest_us as f64 / 1e3,
+        s.stalls.cpu_wait_us.map_or("(not known)".to_string(), |us| format!("{:.1} ms", us as f64 / 1e3))
     );
     let mut ports = Table::new(&[
         "port",

@@ -262,6 +262,11 @@ pub struct StallStats {
     pub longest_us: u64,
     /// The latest stalls, oldest first.
     pub recent: Vec<Stall>,
+    /// How long the polling thread has waited for a CPU in all, runnable but not running
+    /// (the kernel's schedstat), µs. A switch that shares its CPU falls behind its traffic
+    /// without any single long stall; absent where the kernel does not keep the figure.
+    #[serde(default)]
+    pub cpu_wait_us: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

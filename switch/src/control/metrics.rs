@@ -147,6 +147,11 @@ pub fn encode(s: &SwitchStats) -> String {
     m.counter("deadlocks_detected", "PFC deadlocks DCFIT detected", s.deadlocks_detected);
     m.counter("slowpath_overflow", "Events the slowpath channel refused", s.slowpath_overflow);
     m.counter("loop_stalls", "Gaps of 1 ms or more in the dataplane's polling", s.stalls.stalls);
+    if let Some(us) = s.stalls.cpu_wait_us {
+        let waited = Counter::<f64, AtomicU64>::default();
+        waited.inc_by(us as f64 / 1e6);
+        m.registry.register("loop_cpu_wait_seconds", "Time the dataplane thread waited for a CPU", waited);
+    }
 
     let port = |name: &str| PortLabels { port: name.to_string() };
     let ports = &s.ports;
@@ -416,7 +421,9 @@ mod tests {
         p.pfcwd = vec![crate::core::stats::WatchdogStats { priority: 3, active: true, ..Default::default() }];
         p.pfcwd[0].counters.storms_detected = 1;
         let p2 = PortStats { name: "p2".into(), ..p.clone() };
-        SwitchStats { name: "sw".into(), uptime_s: 1.5, ports: vec![p, p2], ..Default::default() }
+        let mut s = SwitchStats { name: "sw".into(), uptime_s: 1.5, ports: vec![p, p2], ..Default::default() };
+        s.stalls.cpu_wait_us = Some(2_500_000);
+        s
     }
 
     /// The value of `family`'s sample whose labels include every `(name, value)` given,
@@ -447,6 +454,7 @@ mod tests {
         assert_eq!(value(&text, "pfcswitch_priority_xoff_sent", &[("port", "p1"), ("priority", "3")]), 5.0);
         assert_eq!(value(&text, "pfcswitch_priority_xoff_threshold_bytes", &[("priority", "4")]), 98304.0);
         assert_eq!(value(&text, "pfcswitch_uptime_seconds", &[]), 1.5);
+        assert_eq!(value(&text, "pfcswitch_loop_cpu_wait_seconds", &[]), 2.5);
         assert_eq!(value(&text, "pfcswitch_pfcwd_storms_detected", &[("port", "p2"), ("priority", "3")]), 1.0);
         assert_eq!(value(&text, "pfcswitch_pfcwd_active", &[("port", "p1")]), 1.0);
         assert!(text.contains("pfcswitch_port_rx_frames_total{port=\"p1\"} 42"), "{text}");

@@ -106,6 +106,8 @@ pub struct Dataplane {
     /// A port went up or down since the poll set was last made.
     links_changed: bool,
     stalls: stall::StallMeter,
+    /// The polling thread, once it runs: its run-queue wait is part of the stall figures.
+    loop_thread: Option<libc::pid_t>,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -260,6 +262,7 @@ impl Dataplane {
             next_link_check: sys::now(),
             links_changed: false,
             stalls: stall::StallMeter::default(),
+            loop_thread: None,
         };
         for port in &mut dp.ports {
             port.refill(&mut dp.pool, POOL_RESERVE);
@@ -280,6 +283,7 @@ impl Dataplane {
         wake_fds: &[RawFd],
     ) -> Result<(), DataplaneError> {
         sys::tighten_timer_slack();
+        self.loop_thread = Some(sys::thread_id());
         if let Some(cpu) = self.config.dataplane.cpu {
             sys::pin_to_cpu(cpu)?;
             tracing::info!(cpu, "dataplane pinned");
@@ -561,6 +565,7 @@ impl Dataplane {
         s.free_frames = self.pool.free_count() as u64;
         s.slowpath_overflow = self.slowpath_overflow;
         s.stalls = self.stalls.stats();
+        s.stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);
         for (((p, c), x), busy) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports).zip(&self.tx_busy) {
             p.xdp = c.class_counters();
             p.rx_queues = x.sockets().len() as u32;

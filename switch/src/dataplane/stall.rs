@@ -63,7 +63,7 @@ impl StallMeter {
     pub fn stats(&self) -> StallStats {
         let kept = self.next.min(RECENT);
         let recent = (self.next - kept..self.next).map(|i| self.recent[i % RECENT]).collect();
-        StallStats { stalls: self.stalls, longest_us: self.longest_us, recent }
+        StallStats { stalls: self.stalls, longest_us: self.longest_us, recent, cpu_wait_us: None }
     }
 }
 

@@ -133,6 +133,20 @@ pub fn check_privileges() -> Result<(), SysError> {
     }
 }
 
+/// The calling thread's id.
+pub fn thread_id() -> libc::pid_t {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// How long thread `tid` of this process has spent runnable but waiting for a CPU (the
+/// second field of its schedstat), where the kernel keeps that figure.
+pub fn cpu_wait(tid: libc::pid_t) -> Option<Duration> {
+    let text = fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let ns = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
 /// The monotonic clock as the core's [`Time`].
 pub fn now() -> Time {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
