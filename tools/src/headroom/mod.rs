@@ -212,7 +212,7 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
             r.prios.iter().map(|p| p.drops).sum::<u64>(),
             r.prios.iter().map(|p| p.headroom_watermark).max().unwrap_or(0),
             r.overhead_us,
-            if r.disturbed { " (disturbed by the host)" } else { "" }
+            if r.disturbed { format!(" (disturbed by the host: {})", r.dut_off_cpu()) } else { String::new() }
         )
     })?;
     if let Some(path) = &args.plot {
@@ -246,7 +246,11 @@ fn run_plan(args: &HeadroomArgs, opts: &sweep::SweepOptions) -> Result<()> {
             r.delay_quanta,
             r.prios.iter().map(|p| p.drops).sum::<u64>(),
             r.prios.iter().map(|p| p.headroom_watermark).max().unwrap_or(0),
-            if r.disturbed { " (disturbed by the host: repeated)" } else { "" }
+            if r.disturbed {
+                format!(" (disturbed by the host, repeated: {})", r.dut_off_cpu())
+            } else {
+                String::new()
+            }
         )
     })?;
     if args.json {

@@ -216,6 +216,10 @@ pub struct RunOutcome {
     /// The DUT's longest loop stall during the run (its `ctl stats` stalls), µs.
     #[serde(default)]
     pub dut_longest_stall_us: u64,
+    /// How long the DUT's loop waited for a CPU during the traffic, in all, µs (where the
+    /// kernel tells): a DUT sharing its CPU falls behind without one long stall.
+    #[serde(default)]
+    pub dut_cpu_wait_us: Option<u64>,
     /// What the testbed added to the configured delay, µs: the longest upstream response
     /// among the paused priorities, less the delay (0 when every one was shorter).
     pub overhead_us: f64,
@@ -226,6 +230,13 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// What the host did to the DUT during the run, for a progress line.
+    pub fn dut_off_cpu(&self) -> String {
+        let wait =
+            self.dut_cpu_wait_us.map_or(String::new(), |us| format!(", waited {:.1} ms for a CPU", us as f64 / 1e3));
+        format!("DUT's longest stall {:.1} ms{wait}", self.dut_longest_stall_us as f64 / 1e3)
+    }
+
     pub fn lossless(&self) -> bool {
         self.prios.iter().all(|p| p.drops == 0)
     }
@@ -345,6 +356,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         &[&exe, "storm", "-i", "eth0", "-p", &bitmap, "-s", &storm_secs, "--speed", &speed, "--json"],
     )?;
     std::thread::sleep(opts.settle);
+    let waited_before = sw.stats()?.stalls.cpu_wait_us;
 
     // The test flows share their load, and the background flows theirs.
     let test_load = opts.test_load_per_prio();
@@ -417,20 +429,24 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         sink_socket_drops: rx.socket_dropped,
         dut_reaction_max_us: stats.pfc_reaction.max_us,
         dut_longest_stall_us: stats.stalls.longest_us,
+        dut_cpu_wait_us: waited_before.zip(stats.stalls.cpu_wait_us).map(|(a, b)| b.saturating_sub(a)),
         overhead_us: overheads_us.iter().copied().fold(0.0, f64::max),
         disturbed: false,
     };
     outcome.disturbed = disturbed(opts.max_overhead, frame_interval, &overheads_us, storm.continuous)
-        || (!opts.max_overhead.is_zero() && stall_explains_background_loss(opts, &outcome));
+        || (!opts.max_overhead.is_zero() && machine_explains_background_loss(opts, &outcome));
     Ok(outcome)
 }
 
-/// Whether the DUT's loop stalled for long enough to lose background frames on its own.
-/// What arrives while the switch is off its CPU waits in its rx ring, and is admitted all
-/// at once when it returns: a stall of T puts T of background into the queues at once,
-/// more than the shared pool holds (less what the test priorities hold) once T exceeds
-/// the pool's time at the background's rate. The headroom is not to blame for that.
-fn stall_explains_background_loss(opts: &SweepOptions, r: &RunOutcome) -> bool {
+/// Whether the DUT was kept off its CPU for long enough to lose background frames on its
+/// own. What arrives while the switch is off its CPU waits in its rx ring, and is admitted
+/// all at once when it returns: a stall of T puts T of background into the queues at
+/// once, more than the shared pool holds (less what the test priorities hold) once T
+/// exceeds the pool's time at the background's rate. Many short waits for a CPU add up
+/// the same way when the DUT, sharing its CPU, cannot catch up between them; below the
+/// pool's time in all they cannot fill it, and a loss is the switch's. The headroom is not
+/// to blame for either.
+fn machine_explains_background_loss(opts: &SweepOptions, r: &RunOutcome) -> bool {
     if r.background_received >= r.background_sent || opts.background_load <= 0.0 {
         return false;
     }
@@ -440,7 +456,8 @@ fn stall_explains_background_loss(opts: &SweepOptions, r: &RunOutcome) -> bool {
     let held: u64 = r.prios.iter().map(|p| p.held_bytes).sum();
     let pool_lasts_us = opts.shared_bytes.saturating_sub(held) as f64 / per_s * 1e6;
     // A tenth off for the frames that keep arriving while the backlog is admitted.
-    r.dut_longest_stall_us as f64 >= 0.9 * pool_lasts_us
+    let off_cpu_us = r.dut_longest_stall_us.max(r.dut_cpu_wait_us.unwrap_or(0));
+    off_cpu_us as f64 >= 0.9 * pool_lasts_us
 }
 
 /// Whether the host disturbed a run. `overheads_us` holds, per paused priority, how much
@@ -675,19 +692,24 @@ mod tests {
     }
 
     #[test]
-    fn background_lost_while_the_dut_stalled_for_the_pools_time_disturbs_a_run() {
+    fn background_lost_while_the_dut_was_off_its_cpu_for_the_pools_time_disturbs_a_run() {
         // 1G, background at 50 %: 4 MiB less 100 kB held lasts about 67 ms.
         let opts = SweepOptions::default();
         let mut r = run(0, 1000, 0);
         r.prios[0].held_bytes = 100_000;
         (r.background_sent, r.background_received) = (24_000, 23_500);
         r.dut_longest_stall_us = 70_000;
-        assert!(stall_explains_background_loss(&opts, &r));
+        assert!(machine_explains_background_loss(&opts, &r));
         r.dut_longest_stall_us = 8_000;
-        assert!(!stall_explains_background_loss(&opts, &r), "an 8 ms stall loses nothing: the loss is the DUT's");
+        assert!(!machine_explains_background_loss(&opts, &r), "an 8 ms stall loses nothing: the loss is the DUT's");
+        // Sharing its CPU, the DUT waited for it 70 ms in all, without one long stall.
+        r.dut_cpu_wait_us = Some(70_000);
+        assert!(machine_explains_background_loss(&opts, &r));
+        r.dut_cpu_wait_us = Some(20_000);
+        assert!(!machine_explains_background_loss(&opts, &r), "20 ms of waits cannot fill the pool");
         r.dut_longest_stall_us = 70_000;
         r.background_received = r.background_sent;
-        assert!(!stall_explains_background_loss(&opts, &r), "nothing lost, nothing to explain");
+        assert!(!machine_explains_background_loss(&opts, &r), "nothing lost, nothing to explain");
     }
 
     #[test]
