@@ -59,6 +59,20 @@ pub fn link_counter(tb: &Testbed, node: &str, iface: &str, direction: &str, fiel
     panic!("no {direction} {field} counter for {iface} in: {out}")
 }
 
+/// Frames the kernel dropped at every end of every link of the testbed, received and
+/// sent (`ip -s link`): a receiver that fell behind its ring, a full veth queue.
+pub fn link_drops(tb: &Testbed) -> u64 {
+    let t = tb.topology();
+    let mut total = 0;
+    for node in t.hosts.iter().chain(&t.switches) {
+        for i in tb.interfaces_of(&node.name) {
+            total += link_counter(tb, &node.name, &i.name, "RX", "dropped");
+            total += link_counter(tb, &node.name, &i.name, "TX", "dropped");
+        }
+    }
+    total
+}
+
 /// Whether any XDP program is attached to `iface` in `node`.
 pub fn has_xdp(tb: &Testbed, node: &str, iface: &str) -> bool {
     tb.exec(node, &["ip", "link", "show", "dev", iface]).expect("ip link").contains("xdp")

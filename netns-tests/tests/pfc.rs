@@ -144,16 +144,45 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
 fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
     let _serial = serial();
     let tb = star("lossy", 3);
-    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::mbps(100)), &[]).unwrap();
-    let (g1, g2, rx) = congest(&tb, "0", None);
-    let sent = g1.sent + g2.sent;
-    assert!(rx.received < sent, "an oversubscribed lossy queue must drop: {} of {sent}", rx.received);
-    assert_eq!(g1.pauses.pfc_frames + g2.pauses.pfc_frames, 0, "no PFC for a lossy priority");
-    let stats = sw.stats().unwrap();
-    let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
-    assert_eq!(lossy, sent - rx.received, "every missing frame is a counted tail drop");
-    assert_eq!(stats.ports.iter().map(|p| p.counters.mac_control.pfc_sent).sum::<u64>(), 0);
-    assert!(sw.stop().success());
+    let config = config_at(&tb, Speed::mbps(100));
+    // Every missing frame must be a tail drop the switch counted. An attempt in which the
+    // machine lost frames too (a receiver off its CPU for longer than its ring holds: the
+    // sink's socket, the switch's rx rings, a veth queue) says nothing about that, and is
+    // repeated, up to three attempts.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let drops_before = link_drops(&tb);
+        let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+        let (g1, g2, rx) = congest(&tb, "0", None);
+        let sent = g1.sent + g2.sent;
+        assert!(rx.received < sent, "an oversubscribed lossy queue must drop: {} of {sent}", rx.received);
+        let stats = sw.stats().unwrap();
+        let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
+        let switch_sockets: u64 = stats.ports.iter().map(|p| p.socket.rx_dropped + p.socket.rx_ring_full).sum();
+        let links = link_drops(&tb) - drops_before;
+        let machine = rx.socket_dropped + switch_sockets + links;
+        if lossy != sent - rx.received && machine > 0 && attempt < 3 {
+            eprintln!(
+                "attempt {attempt}: the machine lost frames too (sink socket {}, switch sockets {switch_sockets}, \
+                 links {links}): repeated",
+                rx.socket_dropped
+            );
+            assert!(sw.stop().success());
+            continue;
+        }
+        assert_eq!(g1.pauses.pfc_frames + g2.pauses.pfc_frames, 0, "no PFC for a lossy priority");
+        assert_eq!(
+            lossy,
+            sent - rx.received,
+            "every missing frame is a counted tail drop (attempt {attempt}; lost by the machine: sink socket {}, \
+             switch sockets {switch_sockets}, links {links})",
+            rx.socket_dropped
+        );
+        assert_eq!(stats.ports.iter().map(|p| p.counters.mac_control.pfc_sent).sum::<u64>(), 0);
+        assert!(sw.stop().success());
+        break;
+    }
 }
 
 #[test]
