@@ -49,7 +49,7 @@ fn config() -> Config {
     let mut c = Config::for_interfaces(&["h0", "h1", "s2", "s3"]);
     for (i, p) in c.ports.iter_mut().enumerate() {
         p.mac = Some(MacAddr([0x02, 0xee, 0, 0, 0, i as u8]));
-        p.speed = if i == 1 { Speed::gbps(1) } else { Speed::gbps(10) };
+        p.speed = Some(if i == 1 { Speed::gbps(1) } else { Speed::gbps(10) });
         if i >= 2 {
             p.role = PortRole::Switch;
         }

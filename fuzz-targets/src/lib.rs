@@ -88,7 +88,7 @@ pub fn config(data: &[u8]) {
     // What the engine derives from it must not panic either.
     let _ = (c.switch_id(), c.frame_caps(1 << 16, c.ports.len()), c.lossless_mask());
     for i in 0..c.ports.len() {
-        let _ = c.ports[i].speed.quanta_duration(c.pfc.quanta);
+        let _ = c.ports[i].speed().quanta_duration(c.pfc.quanta);
     }
 }
 

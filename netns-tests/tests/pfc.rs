@@ -11,7 +11,7 @@ use pfcswitch::core::speed::Speed;
 fn config_at(tb: &Testbed, speed: Speed) -> Config {
     let mut c = switch_config(tb, "sw1");
     for p in &mut c.ports {
-        p.speed = speed;
+        p.speed = Some(speed);
     }
     c.buffer.xoff_bytes = Some(64 << 10);
     c.buffer.xon_offset_bytes = Some(16 << 10);

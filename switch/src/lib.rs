@@ -4,9 +4,11 @@
 //! - [`core`]: the sans-IO switch — frame codecs, forwarding, buffer accounting, PFC.
 //! - [`dataplane`]: the thin IO shell — XDP program, AF_XDP sockets, the polling loop.
 //! - [`control`]: the local control socket behind `pfcswitch ctl`.
+//! - [`nic`]: what a NIC is and does, for `pfcswitch doctor` and the port speeds.
 
 pub mod control;
 /// The engine, a crate of its own (`switch/core`): re-exported so paths read `pfcswitch::core`.
 pub use pfcswitch_core as core;
 pub mod dataplane;
+pub mod nic;
 pub mod report;

@@ -16,7 +16,7 @@ use pfcswitch::core::config::{BindMode, Config, TaggerConfig, XdpMode};
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{sys::Waker, Dataplane, Options};
-use pfcswitch::report;
+use pfcswitch::{nic, report};
 
 #[derive(Parser)]
 #[command(name = "pfcswitch", version, about = "A userspace lossless-Ethernet switch on AF_XDP")]
@@ -34,6 +34,17 @@ enum Command {
     Run(RunArgs),
     /// Query or command a running switch through its control socket.
     Ctl(CtlArgs),
+    /// Check interfaces before running a switch on them: driver, queues, MTU, link speed,
+    /// XDP and zero-copy support, and whether the NIC itself handles PAUSE or PFC frames.
+    /// Exits non-zero when an interface is missing or cannot be used.
+    Doctor {
+        /// The interfaces (in this network namespace).
+        #[arg(required = true)]
+        ifaces: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate a config file (and its Tagger table) and print it with every default filled in.
     CheckConfig {
         /// The TOML config file.
@@ -146,11 +157,41 @@ fn main() {
         Command::Run(args) => run(args),
         Command::Ctl(args) => ctl(args),
         Command::CheckConfig { file, force } => check_config(&file, force),
+        Command::Doctor { ifaces, json } => doctor(&ifaces, json),
     };
     if let Err(e) = result {
         eprintln!("pfcswitch: {e:#}");
         std::process::exit(1);
     }
+}
+
+fn doctor(ifaces: &[String], json: bool) -> Result<()> {
+    let mut reports = Vec::new();
+    let mut missing = Vec::new();
+    for iface in ifaces {
+        match nic::probe(iface) {
+            Ok(facts) => reports.push(nic::diagnose(facts)),
+            Err(e) => missing.push((iface.as_str(), e.to_string())),
+        }
+    }
+    if json {
+        let errors: Vec<&str> = missing.iter().map(|(_, e)| e.as_str()).collect();
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "interfaces": reports, "errors": errors }))?);
+    } else {
+        print!("{}", report::doctor_text(&reports));
+        for (_, e) in &missing {
+            println!("{e}\n");
+        }
+    }
+    let unusable: Vec<&str> = missing
+        .iter()
+        .map(|(iface, _)| *iface)
+        .chain(reports.iter().filter(|d| d.worst() == nic::Level::Error).map(|d| d.facts.iface.as_str()))
+        .collect();
+    if !unusable.is_empty() {
+        bail!("{} of {} interfaces cannot be used as they are: {}", unusable.len(), ifaces.len(), unusable.join(", "));
+    }
+    Ok(())
 }
 
 fn init_logging(level: Option<&str>) {
@@ -196,7 +237,7 @@ fn run(args: RunArgs) -> Result<()> {
     }
     if let Some(speed) = args.speed {
         for p in &mut config.ports {
-            p.speed = speed;
+            p.speed = Some(speed);
         }
     }
     if let Some(q) = args.queues {

@@ -3,8 +3,10 @@
 use std::fmt::Write;
 
 use crate::core::fdb::FdbRow;
-use crate::core::stats::{PrioStats, SwitchStats, TaggerStats};
+use crate::core::stats::{PrioStats, SpeedSource, SwitchStats, TaggerStats};
 use crate::core::traffic_map::TrafficMapView;
+use crate::nic::netlink::DcbState;
+use crate::nic::{Diagnosis, Level};
 
 /// Left-aligned first column, right-aligned numbers, widths from the content.
 pub struct Table {
@@ -58,6 +60,107 @@ fn active(p: &PrioStats) -> bool {
         || c.lossless_drops + c.lossy_drops > 0
 }
 
+/// `pfcswitch doctor`: per interface, the facts, what `run` would do, and the findings
+/// (worst first).
+pub fn doctor_text(reports: &[Diagnosis]) -> String {
+    let mut out = String::new();
+    for d in reports {
+        let f = &d.facts;
+        let driver = f.driver.as_ref().map_or("unknown".to_string(), |d| {
+            let mut s = d.name.clone();
+            for (what, v) in [("version", &d.version), ("firmware", &d.firmware), ("bus", &d.bus_info)] {
+                if !v.is_empty() {
+                    let _ = write!(s, ", {what} {v}");
+                }
+            }
+            s
+        });
+        let _ = writeln!(out, "{} (index {}): driver {driver}", f.iface, f.ifindex);
+        let _ = writeln!(
+            out,
+            "  link {}, speed {}, MTU {}, queues {} rx / {} tx{}",
+            if f.link_up { "up" } else { "down" },
+            match (f.speed_mbps, f.physical) {
+                (Some(m), true) => format!("{m} Mb/s"),
+                (Some(m), false) => format!("none ({m} Mb/s nominal, virtual)"),
+                (None, _) => "not reported".into(),
+            },
+            f.mtu,
+            f.rx_queues,
+            f.tx_queues,
+            f.channels.map_or(String::new(), |c| format!(
+                ", channels {} combined / {} rx / {} tx (max {} / {} / {})",
+                c.combined, c.rx, c.tx, c.max_combined, c.max_rx, c.max_tx
+            ))
+        );
+        let _ = writeln!(
+            out,
+            "  XDP: {}; NIC pause: {}; DCB: {}",
+            f.xdp.map_or("not known".to_string(), |x| format!(
+                "native {}, zero-copy {} (features {:#x})",
+                yes_no(x.native && x.redirect),
+                yes_no(x.zero_copy),
+                x.bits
+            )),
+            f.pause.map_or("none".to_string(), |p| format!(
+                "autoneg {}, rx {}, tx {}",
+                on_off(p.autoneg),
+                on_off(p.rx),
+                on_off(p.tx)
+            )),
+            match &f.dcb {
+                None => "not read".to_string(),
+                Some(DcbState::NotSupported) => "none".into(),
+                Some(DcbState::NoIeeePfc) => "no IEEE PFC state".into(),
+                Some(DcbState::Pfc { capable, enabled }) => format!("PFC enabled {enabled:#04x} of {capable} capable"),
+            }
+        );
+        let r = &d.run;
+        let _ = writeln!(
+            out,
+            "  `pfcswitch run` would bind {} rx queues, attach XDP {}, bind {} mode, use {} UMEM frames, shape to {} ({})",
+            r.rx_queues,
+            r.xdp_mode,
+            r.bind_mode,
+            r.frame_size.map_or("no".to_string(), |s| format!("{s}-byte")),
+            r.speed,
+            match r.speed_from {
+                SpeedSource::Nic => "from the NIC",
+                _ => "the default; set `speed`",
+            }
+        );
+        let mut findings: Vec<_> = d.findings.iter().collect();
+        findings.sort_by_key(|f| std::cmp::Reverse(f.level));
+        for f in findings {
+            let tag = match f.level {
+                Level::Error => "ERROR",
+                Level::Warn => "WARN ",
+                Level::Note => "note ",
+                Level::Ok => "ok   ",
+            };
+            let _ = writeln!(out, "  {tag} {}", f.text);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 pub fn stats_table(s: &SwitchStats) -> String {
     let mut out = format!(
         "switch {} (id {:#010x}), up {:.1} s, {} FDB entries ({} sources not learned: table full; {} unknown unicast flooded), \
@@ -101,7 +204,10 @@ pub fn stats_table(s: &SwitchStats) -> String {
         ports.row(vec![
             p.name.clone(),
             p.iface.clone(),
-            p.speed.clone(),
+            match p.speed_from {
+                SpeedSource::Config => p.speed.clone(),
+                from => format!("{} ({})", p.speed, from.as_str()),
+            },
             p.pause_mode.clone() + if p.blocked { " BLOCKED" } else { "" },
             n(u64::from(p.rx_queues)),
             format!("{}/{}", p.xdp_mode.map_or("?", |m| m.as_str()), p.bind_mode.map_or("?", |m| m.as_str())),

@@ -122,7 +122,7 @@ pub fn switch_config(tb: &Testbed, node: &str) -> Config {
 fn static_config(tb: &Testbed, index: usize, speed: Speed) -> Config {
     let mut c = switch_config(tb, &format!("sw{index}"));
     for p in &mut c.ports {
-        p.speed = speed;
+        p.speed = Some(speed);
         p.flood = false;
     }
     c.pfc.lossless = Some(vec![3]);

@@ -118,9 +118,10 @@ pub struct PortConfig {
     /// the interface's own address when absent.
     #[serde(default)]
     pub mac: Option<MacAddr>,
-    /// Line rate, enforced by the egress shaper.
-    #[serde(default = "default_speed")]
-    pub speed: Speed,
+    /// Line rate, enforced by the egress shaper. Absent: the NIC's link speed, where it
+    /// has one (`pfcswitch run` reads it), else [`DEFAULT_PORT_SPEED`].
+    #[serde(default)]
+    pub speed: Option<Speed>,
     /// Cable length in metres, used by the headroom calculator.
     #[serde(default = "default_cable_m")]
     pub cable_m: f64,
@@ -492,9 +493,8 @@ impl Default for DataplaneConfig {
 fn default_name() -> String {
     "pfcswitch".into()
 }
-fn default_speed() -> Speed {
-    Speed::gbps(10)
-}
+/// The speed of a port whose `speed` is not set and whose NIC reports none.
+pub const DEFAULT_PORT_SPEED: Speed = Speed::gbps(10);
 fn default_cable_m() -> f64 {
     10.0
 }
@@ -644,13 +644,13 @@ impl Config {
             if !(p.cable_m.is_finite() && (0.0..=MAX_CABLE_M).contains(&p.cable_m)) {
                 return Err(invalid(field("cable_m"), format!("must be a length in metres, 0..{MAX_CABLE_M}")));
             }
-            if !(MIN_PORT_SPEED..=MAX_PORT_SPEED).contains(&p.speed) {
+            if !(MIN_PORT_SPEED..=MAX_PORT_SPEED).contains(&p.speed()) {
                 return Err(invalid(
                     field("speed"),
-                    format!("{} is not a port speed: {MIN_PORT_SPEED}..{MAX_PORT_SPEED}", p.speed),
+                    format!("{} is not a port speed: {MIN_PORT_SPEED}..{MAX_PORT_SPEED}", p.speed()),
                 ));
             }
-            let pause = p.speed.quanta_duration(self.pfc.quanta);
+            let pause = p.speed().quanta_duration(self.pfc.quanta);
             if let Some(us) = self.pfc.refresh_us.filter(|&us| std::time::Duration::from_micros(us) >= pause) {
                 return Err(invalid(
                     "pfc.refresh_us",
@@ -658,7 +658,7 @@ impl Config {
                         "{us} µs is not shorter than a pause of {} quanta at {}'s {} ({:.1} µs): the pause would lapse before its refresh",
                         self.pfc.quanta,
                         self.port_name(i),
-                        p.speed,
+                        p.speed(),
                         pause.as_secs_f64() * 1e6
                     ),
                 ));
@@ -908,7 +908,7 @@ impl PortConfig {
             name: None,
             iface: iface.to_string(),
             mac: None,
-            speed: default_speed(),
+            speed: None,
             cable_m: default_cable_m(),
             pause_mode: PauseMode::default(),
             role: PortRole::default(),
@@ -920,6 +920,12 @@ impl PortConfig {
             scheduler: Scheduler::default(),
             pfcwd: None,
         }
+    }
+
+    /// The line rate: the configured one, else [`DEFAULT_PORT_SPEED`] (the dataplane
+    /// fills in the NIC's own before the engine starts, where it has one).
+    pub fn speed(&self) -> Speed {
+        self.speed.unwrap_or(DEFAULT_PORT_SPEED)
     }
 }
 
@@ -948,7 +954,7 @@ mod tests {
     fn minimal_file_gets_defaults() {
         let c = Config::from_toml("[[port]]\niface = \"a\"\n[[port]]\niface = \"b\"\n").unwrap();
         assert_eq!(c.ports.len(), 2);
-        assert_eq!(c.ports[0].speed, Speed::gbps(10));
+        assert_eq!((c.ports[0].speed, c.ports[0].speed()), (None, Speed::gbps(10)));
         assert_eq!(c.lossless_mask(), 0b1_1000);
         assert_eq!(c.classify.dscp_table()[3], 3);
         assert_eq!(c.classify.dscp_table()[46], 0);

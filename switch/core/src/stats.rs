@@ -251,6 +251,29 @@ pub struct XdpClassCounters {
     pub runt: u64,
 }
 
+/// Where a port's line rate came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeedSource {
+    /// The port's `speed` (or `--speed`).
+    #[default]
+    Config,
+    /// The NIC's link speed.
+    Nic,
+    /// Neither said: the default.
+    Default,
+}
+
+impl SpeedSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpeedSource::Config => "config",
+            SpeedSource::Nic => "nic",
+            SpeedSource::Default => "default",
+        }
+    }
+}
+
 /// Gaps in the dataplane loop's polling it did not choose (filled in by the dataplane):
 /// a switch that loses its CPU for 10 ms receives 10 ms of traffic at once, too late to
 /// pause it. Tests read these to tell the machine's stalls from the switch's faults.
@@ -313,6 +336,9 @@ pub struct PortStats {
     pub iface: String,
     pub mac: String,
     pub speed: String,
+    /// Where `speed` came from.
+    #[serde(default)]
+    pub speed_from: SpeedSource,
     pub pause_mode: String,
     /// What the port faces: "host" or "switch".
     #[serde(default)]

@@ -24,8 +24,8 @@ use super::shaper::Shaper;
 use super::slowpath::{HeldFrame, Released, ToSlowpath};
 use super::speed::Speed;
 use super::stats::{
-    CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SwitchStats, TagCounters, TagRow,
-    TaggerStats, WatchdogStats, XoffEpisode,
+    CheckCounters, DropReason, PortCounters, PortStats, PrioCounters, PrioStats, SpeedSource, SwitchStats, TagCounters,
+    TagRow, TaggerStats, WatchdogStats, XoffEpisode,
 };
 use super::tagging::{TagTable, TAGS};
 use super::time::Time;
@@ -284,21 +284,21 @@ impl Switch {
             .map(|(i, p)| {
                 let refresh = match config.pfc.refresh_us {
                     Some(us) => Duration::from_micros(us),
-                    None => p.speed.quanta_duration(quanta) / 2,
+                    None => p.speed().quanta_duration(quanta) / 2,
                 };
                 Port {
                     name: config.port_name(i).to_string(),
                     iface: p.iface.clone(),
                     // The source of our pause frames: never all-zero (some peers ignore that).
                     mac: p.mac.filter(|m| !m.is_zero() && !m.is_multicast()).unwrap_or(MacAddr::local(i as u64 + 1)),
-                    speed: p.speed,
+                    speed: p.speed(),
                     mode: p.pause_mode,
                     role: p.role,
                     link_up: true,
                     flood: p.flood,
                     max_frame: p.max_frame,
                     refresh,
-                    shaper: Shaper::new(p.speed, SHAPER_BURST),
+                    shaper: Shaper::new(p.speed(), SHAPER_BURST),
                     pause: EgressPause::default(),
                     queues: Default::default(),
                     control: Fifo::default(),
@@ -1371,6 +1371,7 @@ impl Switch {
             iface: p.iface.clone(),
             mac: p.mac.to_string(),
             speed: p.speed.to_string(),
+            speed_from: SpeedSource::Config,
             pause_mode: format!("{:?}", p.mode).to_lowercase(),
             role: format!("{:?}", p.role).to_lowercase(),
             link_up: p.link_up,

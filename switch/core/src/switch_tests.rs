@@ -333,7 +333,7 @@ fn pfc_frame(enabled: u8, quanta: u16) -> Vec<u8> {
 #[test]
 fn received_pfc_pauses_one_priority_for_its_quanta() {
     let mut c = Rig::ports(2);
-    c.ports[1].speed = Speed::gbps(40);
+    c.ports[1].speed = Some(Speed::gbps(40));
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
@@ -438,7 +438,7 @@ fn global_pause_mode_sends_802_3x() {
 #[test]
 fn shaper_paces_egress_at_the_port_speed() {
     let mut c = Rig::ports(2);
-    c.ports[1].speed = Speed::mbps(100);
+    c.ports[1].speed = Some(Speed::mbps(100));
     c.buffer.lossy_queue_bytes = 1 << 20;
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));

@@ -20,7 +20,7 @@ use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::config::{Config, XdpMode};
 use crate::core::pfcwd::WatchdogEvent;
 use crate::core::slowpath::{Released, Slowpath, ToSlowpath};
-use crate::core::stats::{SocketCounters, SwitchStats};
+use crate::core::stats::{SocketCounters, SpeedSource, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
@@ -108,6 +108,8 @@ pub struct Dataplane {
     stalls: stall::StallMeter,
     /// The polling thread, once it runs: its run-queue wait is part of the stall figures.
     loop_thread: Option<libc::pid_t>,
+    /// Per port: where its speed came from.
+    speed_from: Vec<SpeedSource>,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -158,6 +160,7 @@ impl Dataplane {
                 port.mac = Some(info.mac);
             }
         }
+        let speed_from = speeds_from_nics(&mut config)?;
         let d = &config.dataplane;
         // Every rx queue gets a socket, unless `dataplane.queues` binds fewer.
         let mut queues = Vec::new();
@@ -263,6 +266,7 @@ impl Dataplane {
             links_changed: false,
             stalls: stall::StallMeter::default(),
             loop_thread: None,
+            speed_from,
         };
         for port in &mut dp.ports {
             port.refill(&mut dp.pool, POOL_RESERVE);
@@ -566,6 +570,9 @@ impl Dataplane {
         s.slowpath_overflow = self.slowpath_overflow;
         s.stalls = self.stalls.stats();
         s.stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);
+        for (p, from) in s.ports.iter_mut().zip(&self.speed_from) {
+            p.speed_from = *from;
+        }
         for (((p, c), x), busy) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports).zip(&self.tx_busy) {
             p.xdp = c.class_counters();
             p.rx_queues = x.sockets().len() as u32;
@@ -575,6 +582,31 @@ impl Dataplane {
         }
         s
     }
+}
+
+/// Gives each port without a `speed` its NIC's link speed, where the NIC has one, and
+/// says where every port's speed came from. The configuration is checked again with them.
+fn speeds_from_nics(config: &mut Config) -> Result<Vec<SpeedSource>, DataplaneError> {
+    let mut from = Vec::new();
+    for port in &mut config.ports {
+        let source = match (port.speed, crate::nic::line_rate(&port.iface)) {
+            (Some(_), _) => SpeedSource::Config,
+            (None, Some(rate)) => {
+                port.speed = Some(rate);
+                SpeedSource::Nic
+            }
+            (None, None) => SpeedSource::Default,
+        };
+        tracing::info!(iface = %port.iface, speed = %port.speed(), from = source.as_str(), "port speed");
+        from.push(source);
+    }
+    if from.contains(&SpeedSource::Nic) {
+        config.validate().map_err(|e| DataplaneError::Config {
+            field: "port speed".into(),
+            problem: format!("with the link speeds read from the NICs: {e}"),
+        })?;
+    }
+    Ok(from)
 }
 
 /// The PFC watchdog's decisions, in the log.

@@ -28,7 +28,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     step(&format!("testbed {}: h1, h2, h3 — sw1 (namespaces pfcs-{}-*)", tb.name(), tb.name()));
     let mut config = harness::switch_config(&tb, "sw1");
     // p3 is a slow port: traffic from two hosts toward it congests it.
-    config.ports[2].speed = Speed::mbps(200);
+    config.ports[2].speed = Some(Speed::mbps(200));
     config.buffer.xoff_bytes = Some(64 << 10);
     config.buffer.xon_offset_bytes = Some(16 << 10);
     // On a shared 2-core VM, scheduling delays act like a long cable: what arrives after

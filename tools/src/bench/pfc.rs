@@ -68,7 +68,7 @@ fn reaction(seconds: f64) -> Result<(Percentiles, u64)> {
     let tb = star("bench-react", 3)?;
     let mut config = harness::switch_config(&tb, "sw1");
     for p in &mut config.ports {
-        p.speed = Speed::mbps(100);
+        p.speed = Some(Speed::mbps(100));
     }
     config.buffer.xoff_bytes = Some(64 << 10);
     config.buffer.xon_offset_bytes = Some(16 << 10);
@@ -129,7 +129,7 @@ pub fn probe_switch(
     let cpus = if smooth { harness::CpuPlan::split() } else { harness::CpuPlan::default() };
     let mut config = harness::switch_config(&tb, "sw1");
     for p in &mut config.ports {
-        p.speed = speed;
+        p.speed = Some(speed);
     }
     config.buffer.headroom_bytes = 512 << 10;
     config.dataplane.batch = batch;

@@ -71,7 +71,7 @@ fn one_run(args: &PfcwdArgs) -> Result<Option<PfcwdRun>> {
     let tb = Testbed::up(&unique_name("bench-pfcwd"), Topology::star(2))?;
     let mut config = switch_config(&tb, "sw1");
     for p in &mut config.ports {
-        p.speed = args.speed;
+        p.speed = Some(args.speed);
     }
     config.pfcwd.detection_ms = args.detection_ms;
     let sw = SwitchProc::start(&tb, "sw1", &config, &[])?;

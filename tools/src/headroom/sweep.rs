@@ -312,7 +312,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
     let mut config = harness::switch_config(tb, "sw1");
     config.dataplane.cpu = cpus.switch;
     for p in &mut config.ports {
-        p.speed = opts.speed;
+        p.speed = Some(opts.speed);
     }
     let background = opts.background();
     config.pfc.lossless = Some(opts.dut_lossless());

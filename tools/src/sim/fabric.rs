@@ -282,7 +282,7 @@ impl Fabric {
             c.pfc.lossless = Some(vec![3]);
             for (k, p) in c.ports.iter_mut().enumerate() {
                 let g = &ports[local[k]];
-                p.speed = g.speed;
+                p.speed = Some(g.speed);
                 p.cable_m = g.propagation.as_nanos() as f64 / NS_PER_M;
                 p.mac = Some(g.mac);
                 if matches!(ports[g.peer].owner, Owner::Switch(..)) {

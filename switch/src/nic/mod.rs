@@ -1,0 +1,401 @@
+//! What a NIC is and does, as `pfcswitch doctor` reports it and `run` relies on: driver,
+//! queues, MTU, link speed, XDP and zero-copy support, and whether the hardware itself
+//! handles PAUSE or PFC frames (then they may never reach XDP, or the NIC sends its own).
+//! [`probe`] reads the facts from the kernel; [`diagnose`] judges them without IO.
+
+pub mod ethtool;
+pub mod netlink;
+
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
+use crate::core::speed::Speed;
+use crate::core::stats::SpeedSource;
+use crate::dataplane::sys::{self, LinkState, SysError};
+use crate::dataplane::xsk::usable_frame_bytes;
+use ethtool::{Channels, Driver, Ethtool, PauseSettings};
+use netlink::{DcbState, XdpFeatures};
+
+/// What the kernel says about one interface.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicFacts {
+    pub iface: String,
+    pub ifindex: u32,
+    pub driver: Option<Driver>,
+    /// Backed by a device (PCI and the like). Virtual interfaces (veth, bridges) are not,
+    /// and have no line rate whatever they report.
+    pub physical: bool,
+    pub mtu: u32,
+    pub link_up: bool,
+    /// The link speed the NIC reports, Mb/s (none while the link is down, or not known).
+    pub speed_mbps: Option<u64>,
+    pub rx_queues: u32,
+    pub tx_queues: u32,
+    pub channels: Option<Channels>,
+    /// `None`: the kernel cannot say (older than 6.3).
+    pub xdp: Option<XdpFeatures>,
+    /// `None`: the driver has no pause settings.
+    pub pause: Option<PauseSettings>,
+    /// `None`: it could not be read (see `unreadable`).
+    pub dcb: Option<DcbState>,
+    /// What could not be read, and why.
+    pub unreadable: Vec<String>,
+}
+
+impl NicFacts {
+    /// The line rate, where the NIC has one: a physical link that is up.
+    pub fn line_rate(&self) -> Option<Speed> {
+        self.speed_mbps.filter(|&m| self.physical && m > 0).map(Speed::mbps)
+    }
+}
+
+/// The line rate of `iface`, where it has one: a physical NIC whose link is up. (A veth
+/// reports a nominal 10G it does not have.)
+pub fn line_rate(iface: &str) -> Option<Speed> {
+    let dir = Path::new("/sys/class/net").join(iface);
+    read_speed_mbps(&dir).filter(|_| dir.join("device").exists()).map(Speed::mbps)
+}
+
+fn read_speed_mbps(dir: &Path) -> Option<u64> {
+    let mbps = fs::read_to_string(dir.join("speed")).ok()?.trim().parse::<i64>().ok()?;
+    (mbps > 0).then_some(mbps as u64)
+}
+
+/// Reads everything [`NicFacts`] holds about `iface` (in this network namespace). Only a
+/// missing interface is an error; a fact the driver does not offer is recorded as such.
+pub fn probe(iface: &str) -> Result<NicFacts, SysError> {
+    let info = sys::interface(iface)?;
+    let mut unreadable = Vec::new();
+    let u = &mut unreadable;
+    let et = read(u, "ethtool", Ethtool::new(iface));
+    let driver = et.as_ref().and_then(|e| read(u, "driver (ethtool -i)", e.driver()));
+    let pause = et.as_ref().and_then(|e| read(u, "pause settings (ethtool -a)", e.pause())).flatten();
+    let channels = et.as_ref().and_then(|e| read(u, "channels (ethtool -l)", e.channels())).flatten();
+    let xdp = read(u, "XDP features (netdev netlink)", netlink::query_xdp_features(info.ifindex)).flatten();
+    let dcb = read(u, "DCB (rtnetlink)", netlink::query_dcb(iface));
+    let dir = Path::new("/sys/class/net").join(iface);
+    let count = |prefix: &str| {
+        fs::read_dir(dir.join("queues"))
+            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with(prefix)).count())
+            .unwrap_or(1) as u32
+    };
+    Ok(NicFacts {
+        iface: iface.to_string(),
+        ifindex: info.ifindex,
+        driver,
+        physical: dir.join("device").exists(),
+        mtu: info.mtu,
+        link_up: sys::link_state(iface, info.ifindex) == LinkState::Up,
+        speed_mbps: read_speed_mbps(&dir),
+        rx_queues: count("rx-").max(1),
+        tx_queues: count("tx-").max(1),
+        channels,
+        xdp,
+        pause,
+        dcb,
+        unreadable,
+    })
+}
+
+/// `r`'s value, or `None` with what could not be read noted in `unreadable`.
+fn read<T>(unreadable: &mut Vec<String>, what: &str, r: std::io::Result<T>) -> Option<T> {
+    r.map_err(|e| unreadable.push(format!("{what}: {e}"))).ok()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Ok,
+    Note,
+    Warn,
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub level: Level,
+    pub text: String,
+}
+
+/// What `pfcswitch run` would do on the interface with its defaults.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPlan {
+    pub rx_queues: u32,
+    /// "native" or "generic" (tried in that order when the kernel cannot say).
+    pub xdp_mode: String,
+    /// "zero-copy" or "copy".
+    pub bind_mode: String,
+    /// The UMEM frame size; `None` when no frame size holds the MTU.
+    pub frame_size: Option<u32>,
+    pub speed: String,
+    /// Where the speed comes from: the NIC or the default (a port's `speed` overrides both).
+    pub speed_from: SpeedSource,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub facts: NicFacts,
+    pub run: RunPlan,
+    pub findings: Vec<Finding>,
+}
+
+impl Diagnosis {
+    pub fn worst(&self) -> Level {
+        self.findings.iter().map(|f| f.level).max().unwrap_or(Level::Ok)
+    }
+}
+
+/// Judges `facts`: what `run` would do, and what to fix or know first.
+pub fn diagnose(facts: NicFacts) -> Diagnosis {
+    let mut f = Vec::new();
+    let mut say = |level, text: String| f.push(Finding { level, text });
+    let iface = &facts.iface;
+    let driver = facts.driver.as_ref().map_or("the driver", |d| d.name.as_str());
+
+    if !facts.link_up {
+        say(Level::Warn, "the link is down: the port carries nothing until it comes up".into());
+    }
+    let frame = facts.mtu + 14 + 4;
+    let frame_size = [2048, 4096].into_iter().find(|&s| frame <= usable_frame_bytes(s));
+    match frame_size {
+        Some(s) => say(Level::Ok, format!("MTU {} ({frame}-byte frames) fits {s}-byte UMEM frames", facts.mtu)),
+        None => say(
+            Level::Error,
+            format!(
+                "MTU {} needs {frame}-byte frames, more than the largest UMEM frame holds ({} bytes): \
+                 lower it (`ip link set {iface} mtu 4000`)",
+                facts.mtu,
+                usable_frame_bytes(4096)
+            ),
+        ),
+    }
+    let (speed, speed_from) = match facts.line_rate() {
+        Some(s) => {
+            say(
+                Level::Ok,
+                format!("link speed {s}, read from the NIC: `run` shapes the port to it unless `speed` is set"),
+            );
+            (s, SpeedSource::Nic)
+        }
+        None if facts.physical => {
+            say(
+                Level::Warn,
+                format!("the NIC reports no link speed (is the link up?): set the port's `speed`, or `run` assumes {DEFAULT_SPEED}"),
+            );
+            (DEFAULT_SPEED, SpeedSource::Default)
+        }
+        None => {
+            say(
+                Level::Note,
+                format!(
+                    "no line rate: {driver} is virtual. Set the port's `speed` (the egress shaper enforces it); \
+                     without it `run` assumes {DEFAULT_SPEED}"
+                ),
+            );
+            (DEFAULT_SPEED, SpeedSource::Default)
+        }
+    };
+    say(Level::Ok, format!("`run` binds all {} rx queues, one AF_XDP socket each", facts.rx_queues));
+    if let Some(c) = facts.channels {
+        let (now, max) = if c.max_combined > 0 { (c.combined, c.max_combined) } else { (c.rx, c.max_rx) };
+        if now < max {
+            say(
+                Level::Note,
+                format!("{now} of {max} channels in use (`ethtool -l {iface}`); more queues spread the load over more sockets"),
+            );
+        }
+    }
+    let (xdp_mode, bind_mode) = match facts.xdp {
+        None => {
+            say(
+                Level::Warn,
+                "the kernel cannot say which XDP features the driver has (no `netdev` netlink family: older than 6.3): \
+                 `run` tries native XDP, then generic, and zero-copy, then copy"
+                    .into(),
+            );
+            ("native", "zero-copy")
+        }
+        Some(x) => {
+            let native = x.native && x.redirect;
+            if native {
+                say(Level::Ok, format!("native XDP with redirect in {driver}"));
+            } else {
+                say(
+                    Level::Warn,
+                    format!("no native XDP redirect in {driver}: `run` falls back to generic XDP (each frame becomes an skb first: slower)"),
+                );
+            }
+            if x.zero_copy {
+                say(Level::Ok, "AF_XDP zero-copy: frames stay in the NIC's DMA buffers".into());
+            } else {
+                say(Level::Note, format!("no AF_XDP zero-copy in {driver}: sockets bind in copy mode"));
+            }
+            (if native { "native" } else { "generic" }, if x.zero_copy { "zero-copy" } else { "copy" })
+        }
+    };
+    match facts.pause {
+        None => say(Level::Ok, "no 802.3x pause settings in the NIC: it neither sends PAUSE nor acts on it".into()),
+        Some(p) => {
+            if p.rx {
+                say(
+                    Level::Warn,
+                    format!(
+                        "the NIC acts on received PAUSE frames itself (rx on), and many NICs consume them before XDP \
+                         sees them: `ethtool -A {iface} autoneg off rx off tx off`"
+                    ),
+                );
+            }
+            if p.tx {
+                say(
+                    Level::Warn,
+                    format!(
+                        "the NIC sends its own PAUSE frames when its rx ring fills (tx on), stopping the link partner \
+                         behind the switch's back: `ethtool -A {iface} tx off`"
+                    ),
+                );
+            }
+            if p.autoneg {
+                say(
+                    Level::Warn,
+                    format!("pause autonegotiation is on: the link partner can turn pause back on; `ethtool -A {iface} autoneg off`"),
+                );
+            }
+            if !(p.rx || p.tx || p.autoneg) {
+                say(Level::Ok, "802.3x pause is off in the NIC".into());
+            }
+        }
+    }
+    match &facts.dcb {
+        Some(DcbState::NotSupported) => {
+            say(Level::Ok, "no DCB in the driver: PFC frames reach XDP as they arrive".into())
+        }
+        Some(DcbState::Pfc { enabled: 0, capable }) => {
+            say(Level::Ok, format!("IEEE PFC is off in the NIC (it could pause {capable} priorities)"))
+        }
+        Some(DcbState::Pfc { enabled, .. }) => {
+            let prios: Vec<String> = (0..8).filter(|p| enabled & (1 << p) != 0).map(|p| p.to_string()).collect();
+            say(
+                Level::Warn,
+                format!(
+                    "the NIC runs PFC itself for priorities {}: it consumes PFC frames for them before XDP sees them, \
+                     and sends its own; `dcb pfc set dev {iface} prio-pfc all:off`",
+                    prios.join(",")
+                ),
+            )
+        }
+        Some(DcbState::NoIeeePfc) => say(
+            Level::Note,
+            format!(
+                "the driver has DCB but reports no IEEE PFC state (CEE, or DCBX in firmware): make sure the NIC does \
+                 not run PFC itself (`dcb pfc show dev {iface}`, or the vendor's tool)"
+            ),
+        ),
+        None => say(Level::Warn, "the NIC's DCB state could not be read: check PFC by hand (`dcb pfc show`)".into()),
+    }
+    for u in &facts.unreadable {
+        say(Level::Note, format!("not read: {u}"));
+    }
+    let run = RunPlan {
+        rx_queues: facts.rx_queues,
+        xdp_mode: xdp_mode.into(),
+        bind_mode: bind_mode.into(),
+        frame_size,
+        speed: speed.to_string(),
+        speed_from,
+    };
+    Diagnosis { facts, run, findings: f }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn veth() -> NicFacts {
+        NicFacts {
+            iface: "eth0".into(),
+            ifindex: 7,
+            driver: Some(Driver { name: "veth".into(), version: "1.0".into(), ..Default::default() }),
+            physical: false,
+            mtu: 1500,
+            link_up: true,
+            speed_mbps: Some(10_000),
+            rx_queues: 4,
+            tx_queues: 4,
+            channels: Some(Channels { max_rx: 4, max_tx: 4, rx: 4, tx: 4, ..Default::default() }),
+            xdp: Some(XdpFeatures { native: true, redirect: true, zero_copy: false, bits: 35, zc_max_segs: 0 }),
+            pause: None,
+            dcb: Some(DcbState::NotSupported),
+            unreadable: vec![],
+        }
+    }
+
+    fn has(d: &Diagnosis, level: Level, text: &str) -> bool {
+        d.findings.iter().any(|f| f.level == level && f.text.contains(text))
+    }
+
+    #[test]
+    fn a_veth_gets_native_xdp_copy_mode_and_no_line_rate_despite_its_nominal_10g() {
+        let d = diagnose(veth());
+        assert_eq!(d.run.xdp_mode, "native");
+        assert_eq!(d.run.bind_mode, "copy");
+        assert_eq!((d.run.rx_queues, d.run.frame_size), (4, Some(2048)));
+        assert_eq!((d.run.speed.as_str(), d.run.speed_from), ("10G", SpeedSource::Default));
+        assert!(has(&d, Level::Note, "veth is virtual"), "{:?}", d.findings);
+        assert!(has(&d, Level::Ok, "PFC frames reach XDP as they arrive"));
+        assert_eq!(d.worst(), Level::Note);
+    }
+
+    #[test]
+    fn a_nic_that_handles_pause_or_pfc_itself_is_warned_about_with_the_command_that_stops_it() {
+        let mut f = veth();
+        f.driver = Some(Driver { name: "mlx5_core".into(), ..Default::default() });
+        f.physical = true;
+        f.speed_mbps = Some(25_000);
+        f.xdp.as_mut().unwrap().zero_copy = true;
+        f.pause = Some(PauseSettings { autoneg: false, rx: true, tx: true });
+        f.dcb = Some(DcbState::Pfc { capable: 8, enabled: 1 << 3 | 1 << 4 });
+        let d = diagnose(f);
+        assert_eq!(
+            (d.run.speed.as_str(), d.run.speed_from, d.run.bind_mode.as_str()),
+            ("25G", SpeedSource::Nic, "zero-copy")
+        );
+        assert!(has(&d, Level::Warn, "ethtool -A eth0 autoneg off rx off tx off"), "{:?}", d.findings);
+        assert!(has(&d, Level::Warn, "sends its own PAUSE"));
+        assert!(has(&d, Level::Warn, "runs PFC itself for priorities 3,4"));
+        assert!(has(&d, Level::Warn, "dcb pfc set dev eth0 prio-pfc all:off"));
+        assert_eq!(d.worst(), Level::Warn);
+    }
+
+    #[test]
+    fn an_mtu_no_umem_frame_holds_is_an_error_and_a_jumbo_one_takes_4096_byte_frames() {
+        let mut f = veth();
+        f.mtu = 3000;
+        assert_eq!(diagnose(f.clone()).run.frame_size, Some(4096));
+        f.mtu = 9000;
+        let d = diagnose(f);
+        assert_eq!((d.run.frame_size, d.worst()), (None, Level::Error));
+        assert!(has(&d, Level::Error, "MTU 9000 needs 9018-byte frames"), "{:?}", d.findings);
+    }
+
+    #[test]
+    fn without_the_kernels_xdp_features_run_tries_native_then_generic() {
+        let mut f = veth();
+        f.xdp = None;
+        f.dcb = None;
+        f.physical = true;
+        f.speed_mbps = None;
+        f.link_up = false;
+        let d = diagnose(f);
+        assert_eq!(d.run.xdp_mode, "native");
+        assert!(has(&d, Level::Warn, "tries native XDP, then generic"));
+        assert!(has(&d, Level::Warn, "reports no link speed"));
+        assert!(has(&d, Level::Warn, "link is down"));
+        assert!(has(&d, Level::Warn, "DCB state could not be read"));
+        let mut g = veth();
+        g.xdp = Some(XdpFeatures { native: true, redirect: false, ..Default::default() });
+        assert_eq!(diagnose(g).run.xdp_mode, "generic", "AF_XDP needs redirect in native mode");
+    }
+}
