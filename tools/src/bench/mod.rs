@@ -9,6 +9,7 @@ pub mod lab;
 pub mod pfc;
 pub mod pfcwd;
 pub mod report;
+pub mod rfc2544;
 pub mod sim;
 
 use anyhow::Result;
@@ -26,6 +27,9 @@ pub enum BenchCommand {
     Pfcwd(pfcwd::PfcwdArgs),
     /// The simulator's speed on one core, from a ring to a k=8 fat-tree.
     Sim(sim::SimBenchArgs),
+    /// RFC 2544 throughput, latency and frame loss per frame size, through pfcswitch with
+    /// its defaults, a Linux bridge and the direct veth path, in one run.
+    Rfc2544(rfc2544::Rfc2544Args),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -35,6 +39,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Dcfit(args) => dcfit::run(&args),
         BenchCommand::Pfcwd(args) => pfcwd::run(&args),
         BenchCommand::Sim(args) => sim::run(&args),
+        BenchCommand::Rfc2544(args) => rfc2544::run(&args),
     }
 }
 

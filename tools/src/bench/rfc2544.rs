@@ -1,0 +1,516 @@
+//! `bench rfc2544`: the throughput tests of RFC 2544 §26 on veth, through pfcswitch with
+//! the configuration a user gets without a file, through a Linux bridge, and straight
+//! from host to host (no switch), in one run:
+//!
+//! - throughput (§26.1): the highest offered rate at which every frame arrives, found by
+//!   a binary search over trials of a few seconds each;
+//! - latency (§26.2): one-way, in a trial at the throughput rate (sender and sink share
+//!   the monotonic clock);
+//! - frame loss rate (§26.3): at steps of 10 % of the sender's ceiling above the
+//!   throughput.
+//!
+//! The offered rate cannot exceed what the sender produces on this machine, so each
+//! search starts with an unpaced trial: the sender's ceiling, and the upper bound. A
+//! DUT that loses nothing there is reported as limited by the sender, not by itself.
+//! Each size visits the DUTs in a rotated order, so that slow drifts of the machine do
+//! not always favour the same one.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use pfcswitch::core::histogram::Percentiles;
+use pfcswitch::report::Table;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::harness::{self, SinkProc, SwitchProc};
+use crate::testbed::topology::{Endpoint, EndpointSpec, Link, Node};
+use crate::testbed::{unique_name, Testbed, Topology};
+
+/// RFC 2544's frame sizes for Ethernet (§9.1), FCS included.
+const SIZES: &str = "64,128,256,512,1024,1280,1518";
+
+#[derive(Args, Clone, Debug)]
+pub struct Rfc2544Args {
+    /// Frame sizes on the wire, FCS included.
+    #[arg(long, value_delimiter = ',', default_value = SIZES)]
+    pub sizes: Vec<usize>,
+    /// Seconds per trial (at least 3; RFC 2544 asks for 60 on real links).
+    #[arg(long, default_value_t = 3.0, value_parser = parse_trial_s)]
+    pub trial_s: f64,
+    /// The search stops when its bounds are this close, as a share of the upper one.
+    #[arg(long, default_value_t = 0.02, value_parser = crate::cli::parse_positive)]
+    pub resolution: f64,
+    /// The most trials one search makes (the unpaced one included).
+    #[arg(long, default_value_t = 10)]
+    pub max_trials: usize,
+    /// The devices under test.
+    #[arg(long, value_delimiter = ',', default_value = "pfcswitch,bridge,direct")]
+    pub duts: Vec<Dut>,
+    #[arg(long)]
+    pub json: bool,
+    /// Draw throughput and latency against frame size into this SVG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+fn parse_trial_s(s: &str) -> Result<f64, String> {
+    let v = crate::cli::parse_positive(s)?;
+    if v < 3.0 {
+        return Err(format!("{s} s is too short for a trial: at least 3"));
+    }
+    Ok(v)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Dut {
+    /// pfcswitch with its defaults.
+    Pfcswitch,
+    /// A Linux bridge in the switch's namespace.
+    Bridge,
+    /// A veth from host to host: what the sender and the sink do alone.
+    Direct,
+}
+
+impl Dut {
+    fn as_str(self) -> &'static str {
+        match self {
+            Dut::Pfcswitch => "pfcswitch",
+            Dut::Bridge => "bridge",
+            Dut::Direct => "direct",
+        }
+    }
+}
+
+/// One trial: a rate offered for a while, and what arrived.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// The rate asked of the sender, frames/s; `None`: unpaced.
+    pub asked_fps: Option<f64>,
+    /// The rate the sender achieved, frames/s.
+    pub offered_fps: f64,
+    pub sent: u64,
+    pub received: u64,
+    pub latency: Percentiles,
+}
+
+impl Trial {
+    pub fn lost(&self) -> u64 {
+        self.sent.saturating_sub(self.received)
+    }
+
+    pub fn loss_pct(&self) -> f64 {
+        100.0 * self.lost() as f64 / self.sent.max(1) as f64
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LossPoint {
+    pub offered_fps: f64,
+    pub loss_pct: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizeResult {
+    pub dut: Dut,
+    pub size: usize,
+    /// The highest rate with zero loss, frames/s (0: none found).
+    pub throughput_fps: f64,
+    /// The same in bits/s on the wire (preamble and gap included, as RFC 2544 counts).
+    pub throughput_bps: f64,
+    /// What the sender produced unpaced: the highest rate this machine can offer.
+    pub sender_max_fps: f64,
+    /// Nothing was lost at the sender's ceiling: the DUT's own limit lies above it.
+    pub sender_limited: bool,
+    /// One-way latency in a trial at the throughput rate.
+    pub latency: Percentiles,
+    /// Frames lost in that trial (zero, unless the machine disturbed it).
+    pub latency_trial_lost: u64,
+    pub loss: Vec<LossPoint>,
+    pub trials: Vec<Trial>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    pub size: usize,
+    /// pfcswitch's throughput over the bridge's.
+    pub vs_bridge: Option<f64>,
+    /// pfcswitch's throughput over the direct path's.
+    pub vs_direct: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub trial_s: f64,
+    pub resolution: f64,
+    pub results: Vec<SizeResult>,
+    pub ratios: Vec<Ratio>,
+}
+
+/// The binary search of §26.1 over `trial`, given the unpaced trial `ceiling`: the
+/// highest rate that lost nothing (0 when none did), and the trials it made after the
+/// unpaced one. A trial the sender could not keep up with counts at the rate it offered.
+pub fn search(
+    ceiling: &Trial,
+    resolution: f64,
+    max_trials: usize,
+    mut trial: impl FnMut(f64) -> Result<Trial>,
+) -> Result<(f64, Vec<Trial>)> {
+    let mut trials = Vec::new();
+    if ceiling.lost() == 0 {
+        return Ok((ceiling.offered_fps, trials));
+    }
+    let (mut lo, mut hi) = (0.0, ceiling.offered_fps);
+    while trials.len() + 1 < max_trials && hi > 0.0 && (hi - lo) / hi > resolution {
+        let t = trial((lo + hi) / 2.0)?;
+        if t.lost() == 0 {
+            lo = t.offered_fps.max(lo);
+        } else {
+            hi = t.offered_fps.min(hi);
+        }
+        trials.push(t);
+    }
+    Ok((lo, trials))
+}
+
+/// The rates of the loss curve: steps of a tenth of `ceiling` above `throughput`, then
+/// the ceiling itself.
+pub fn loss_rates(throughput: f64, ceiling: f64) -> Vec<f64> {
+    let step = ceiling / 10.0;
+    let mut rates: Vec<f64> =
+        (1..10).map(|k| throughput + step * k as f64).take_while(|&r| r < ceiling * 0.99).collect();
+    if throughput < ceiling * 0.99 {
+        rates.push(ceiling);
+    }
+    rates
+}
+
+/// A testbed for `dut`: two hosts, and between them a switch, a bridge, or nothing.
+struct Bed {
+    dut: Dut,
+    tb: Testbed,
+    switch: Option<SwitchProc>,
+}
+
+impl Bed {
+    fn up(dut: Dut) -> Result<Bed> {
+        let name = unique_name(&format!("rfc-{}", &dut.as_str()[..2]));
+        let tb = match dut {
+            Dut::Direct => Testbed::up(&name, direct_topology())?,
+            Dut::Pfcswitch | Dut::Bridge => Testbed::up(&name, Topology::star(2))?,
+        };
+        let switch = match dut {
+            Dut::Pfcswitch => {
+                // What a user gets without a file: nothing tuned.
+                let config = harness::switch_config(&tb, "sw1");
+                Some(SwitchProc::start(&tb, "sw1", &config, &[]).context("starting pfcswitch")?)
+            }
+            Dut::Bridge => {
+                tb.make_linux_bridge("sw1")?;
+                None
+            }
+            Dut::Direct => None,
+        };
+        Ok(Bed { dut, tb, switch })
+    }
+
+    /// One trial of `size`-byte frames at `rate` (unpaced when `None`).
+    fn trial(&self, size: usize, seconds: f64, rate: Option<f64>) -> Result<Trial> {
+        let sink =
+            SinkProc::start(&self.tb, "h2", "sink", &["--idle", "1", "--duration", &format!("{}", seconds + 10.0)])?;
+        let dst = self.tb.host_iface("h2")?.mac.to_string();
+        let (size_s, secs) = (size.to_string(), format!("{seconds}"));
+        let mut args = vec!["--dst-mac", dst.as_str(), "--size", &size_s, "--tx-only"];
+        let (rate_s, count_s);
+        match rate {
+            Some(r) => {
+                rate_s = format!("{r}");
+                count_s = format!("{}", (r * seconds).max(1.0) as u64);
+                args.extend_from_slice(&["--rate", &rate_s, "--count", &count_s]);
+            }
+            None => args.extend_from_slice(&["--duration", &secs]),
+        }
+        let gen = harness::run_gen(&self.tb, "h1", "gen", &args, Duration::from_secs_f64(seconds + 30.0))?;
+        let rx = sink.finish(Duration::from_secs_f64(seconds + 20.0))?;
+        let flow = rx.flows.first().cloned().unwrap_or_default();
+        Ok(Trial {
+            asked_fps: rate,
+            offered_fps: gen.pps,
+            sent: gen.sent,
+            received: flow.received.saturating_sub(flow.duplicates),
+            latency: flow.latency,
+        })
+    }
+
+    fn down(self) {
+        if let Some(s) = self.switch {
+            let finished = s.stop();
+            if !finished.success() {
+                eprintln!("pfcswitch exited with {}: {}", finished.status, finished.stderr.trim());
+            }
+        }
+    }
+}
+
+fn direct_topology() -> Topology {
+    let host = |i: usize| {
+        Endpoint::Full(EndpointSpec {
+            node: format!("h{i}"),
+            iface: Some("eth0".into()),
+            mac: None,
+            addr: Some(format!("10.0.0.{i}/24")),
+        })
+    };
+    Topology {
+        hosts: vec![Node { name: "h1".into() }, Node { name: "h2".into() }],
+        links: vec![Link { a: host(1), b: host(2), mtu: None, queues: None }],
+        ..Topology::default()
+    }
+}
+
+/// Bits a frame of `size` bytes (FCS included) takes on the wire: preamble, SFD and the
+/// inter-frame gap add 20 bytes.
+fn wire_bits(size: usize) -> f64 {
+    (size + 20) as f64 * 8.0
+}
+
+fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
+    let ceiling = bed.trial(size, args.trial_s, None)?;
+    let (throughput, mut trials) =
+        search(&ceiling, args.resolution, args.max_trials, |rate| bed.trial(size, args.trial_s, Some(rate)))?;
+    trials.insert(0, ceiling.clone());
+    let at_throughput = if throughput > 0.0 { Some(bed.trial(size, args.trial_s, Some(throughput))?) } else { None };
+    let mut loss = Vec::new();
+    for rate in loss_rates(throughput, ceiling.offered_fps) {
+        let t = if rate >= ceiling.offered_fps * 0.99 {
+            ceiling.clone()
+        } else {
+            bed.trial(size, args.trial_s, Some(rate))?
+        };
+        loss.push(LossPoint { offered_fps: t.offered_fps, loss_pct: t.loss_pct() });
+    }
+    Ok(SizeResult {
+        dut: bed.dut,
+        size,
+        throughput_fps: throughput,
+        throughput_bps: throughput * wire_bits(size),
+        sender_max_fps: ceiling.offered_fps,
+        sender_limited: ceiling.lost() == 0,
+        latency: at_throughput.as_ref().map(|t| t.latency).unwrap_or_default(),
+        latency_trial_lost: at_throughput.as_ref().map_or(0, Trial::lost),
+        loss,
+        trials,
+    })
+}
+
+/// pfcswitch's throughput over the others', per size.
+pub fn ratios(results: &[SizeResult]) -> Vec<Ratio> {
+    let mut sizes: Vec<usize> = results.iter().map(|r| r.size).collect();
+    sizes.dedup();
+    let of = |dut, size| results.iter().find(|r| r.dut == dut && r.size == size).map(|r| r.throughput_fps);
+    sizes
+        .into_iter()
+        .filter_map(|size| {
+            let own = of(Dut::Pfcswitch, size)?;
+            let over = |other: Option<f64>| other.filter(|&o| o > 0.0).map(|o| own / o);
+            Some(Ratio { size, vs_bridge: over(of(Dut::Bridge, size)), vs_direct: over(of(Dut::Direct, size)) })
+        })
+        .collect()
+}
+
+pub fn run(args: &Rfc2544Args) -> Result<()> {
+    let mut beds = Vec::new();
+    for &dut in &args.duts {
+        beds.push(Bed::up(dut)?);
+    }
+    let mut results = Vec::new();
+    for (i, &size) in args.sizes.iter().enumerate() {
+        for k in 0..beds.len() {
+            let bed = &beds[(i + k) % beds.len()];
+            let r = measure(bed, size, args)?;
+            eprintln!(
+                "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {:.1} µs p99 {:.1} µs",
+                bed.dut.as_str(),
+                r.throughput_fps,
+                if r.sender_limited { " (the sender's ceiling)" } else { "" },
+                r.sender_max_fps,
+                r.latency.p50_us,
+                r.latency.p99_us
+            );
+            results.push(r);
+        }
+    }
+    for bed in beds {
+        bed.down();
+    }
+    results.sort_by_key(|r| (r.size, args.duts.iter().position(|&d| d == r.dut)));
+    let report = Report { trial_s: args.trial_s, resolution: args.resolution, ratios: ratios(&results), results };
+    if let Some(path) = &args.plot {
+        plot(&report, path).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", text(&report));
+    }
+    Ok(())
+}
+
+pub fn text(r: &Report) -> String {
+    let mut out = format!(
+        "bench rfc2544: h1 → DUT → h2 on veth, {} s trials, search to {:.0} %; pfcswitch with its defaults\n",
+        r.trial_s,
+        r.resolution * 100.0
+    );
+    let mut t = Table::new(&[
+        "frame B",
+        "DUT",
+        "throughput f/s",
+        "Mb/s",
+        "sender max f/s",
+        "latency p50/p99 µs",
+        "loss % above (offered f/s)",
+    ]);
+    for s in &r.results {
+        let loss: Vec<String> = s.loss.iter().map(|l| format!("{:.1} ({:.0})", l.loss_pct, l.offered_fps)).collect();
+        t.row(vec![
+            s.size.to_string(),
+            s.dut.as_str().into(),
+            format!("{:.0}{}", s.throughput_fps, if s.sender_limited { "*" } else { "" }),
+            format!("{:.0}", s.throughput_bps / 1e6),
+            format!("{:.0}", s.sender_max_fps),
+            format!("{:.1} / {:.1}", s.latency.p50_us, s.latency.p99_us),
+            if loss.is_empty() { "-".into() } else { loss.join(", ") },
+        ]);
+    }
+    out += &t.render();
+    out += "* nothing lost at the sender's ceiling: the DUT's own limit is higher\n";
+    let mut t = Table::new(&["frame B", "pfcswitch / bridge", "pfcswitch / direct"]);
+    for x in &r.ratios {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        t.row(vec![x.size.to_string(), f(x.vs_bridge), f(x.vs_direct)]);
+    }
+    out += &t.render();
+    out
+}
+
+fn plot(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (900, 720)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (top, bottom) = root.split_vertically(380);
+    let xmax = r.results.iter().map(|s| s.size).max().unwrap_or(1518) as f64 * 1.05;
+    let duts: Vec<Dut> = {
+        let mut d: Vec<Dut> = r.results.iter().map(|s| s.dut).collect();
+        d.sort_by_key(|d| d.as_str());
+        d.dedup();
+        d
+    };
+    let palette = [RED, BLUE, GREEN];
+    let series = |dut: Dut, y: fn(&SizeResult) -> f64| -> Vec<(f64, f64)> {
+        r.results.iter().filter(|s| s.dut == dut).map(|s| (s.size as f64, y(s))).collect()
+    };
+    for (area, title, y_desc, y) in [
+        (
+            &top,
+            "RFC 2544 throughput (zero loss)",
+            "frames/s (thousands)",
+            (|s: &SizeResult| s.throughput_fps / 1e3) as fn(&SizeResult) -> f64,
+        ),
+        (&bottom, "one-way latency at the throughput rate (p50)", "µs", |s: &SizeResult| s.latency.p50_us),
+    ] {
+        let ymax = r.results.iter().map(y).fold(1.0, f64::max) * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        chart.configure_mesh().x_desc("frame size (bytes)").y_desc(y_desc).draw()?;
+        for (i, &dut) in duts.iter().enumerate() {
+            let colour = palette[i % palette.len()];
+            let points = series(dut, y);
+            chart
+                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
+                .label(dut.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))?;
+        }
+        chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake(limit: f64) -> impl FnMut(f64) -> Result<Trial> {
+        move |rate| {
+            let sent = (rate * 3.0) as u64;
+            let received = if rate <= limit { sent } else { (limit * 3.0) as u64 };
+            Ok(Trial { asked_fps: Some(rate), offered_fps: rate, sent, received, ..Default::default() })
+        }
+    }
+
+    fn unpaced(rate: f64, lost: u64) -> Trial {
+        Trial { offered_fps: rate, sent: 3_000_000, received: 3_000_000 - lost, ..Default::default() }
+    }
+
+    #[test]
+    fn the_search_closes_in_on_the_highest_rate_without_loss() {
+        let (t, trials) = search(&unpaced(500_000.0, 40_000), 0.02, 12, fake(312_000.0)).unwrap();
+        assert!((0.98 * 312_000.0..=312_000.0).contains(&t), "{t}");
+        assert!(trials.iter().all(|x| (x.lost() == 0) == (x.offered_fps <= 312_000.0)));
+        assert!(trials.len() <= 7, "2 % of the range takes log2(50) trials: {}", trials.len());
+    }
+
+    #[test]
+    fn nothing_lost_at_the_senders_ceiling_ends_the_search_there() {
+        let (t, trials) = search(&unpaced(480_000.0, 0), 0.02, 12, fake(1e9)).unwrap();
+        assert_eq!((t, trials.len()), (480_000.0, 0));
+    }
+
+    #[test]
+    fn a_dut_that_always_loses_has_no_throughput_and_the_search_is_bounded() {
+        let (t, trials) = search(&unpaced(480_000.0, 5), 0.0001, 6, fake(0.0)).unwrap();
+        assert_eq!((t, trials.len()), (0.0, 5));
+    }
+
+    #[test]
+    fn a_sender_that_falls_short_of_the_asked_rate_counts_at_what_it_offered() {
+        // The sender manages only 90 % of what is asked: the bound moves to what it sent.
+        let short = |rate: f64| Ok(Trial { offered_fps: rate * 0.9, sent: 100, received: 100, ..Default::default() });
+        let (t, trials) = search(&unpaced(400_000.0, 9), 0.05, 4, short).unwrap();
+        assert_eq!(t, trials.iter().map(|x| x.offered_fps).fold(0.0, f64::max));
+    }
+
+    #[test]
+    fn the_loss_curve_steps_a_tenth_of_the_ceiling_up_to_it() {
+        assert_eq!(loss_rates(300.0, 1000.0), vec![400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0]);
+        assert_eq!(loss_rates(950.0, 1000.0), vec![1000.0]);
+        assert!(loss_rates(1000.0, 1000.0).is_empty(), "limited by the sender: nothing above");
+    }
+
+    #[test]
+    fn ratios_compare_pfcswitch_with_each_other_dut_per_size() {
+        let r = |dut, size, fps| SizeResult {
+            dut,
+            size,
+            throughput_fps: fps,
+            throughput_bps: 0.0,
+            sender_max_fps: 0.0,
+            sender_limited: false,
+            latency: Percentiles::default(),
+            latency_trial_lost: 0,
+            loss: vec![],
+            trials: vec![],
+        };
+        let results = [r(Dut::Pfcswitch, 64, 300.0), r(Dut::Bridge, 64, 250.0), r(Dut::Direct, 64, 400.0)];
+        assert_eq!(ratios(&results), vec![Ratio { size: 64, vs_bridge: Some(1.2), vs_direct: Some(0.75) }]);
+        assert_eq!(wire_bits(64), 672.0);
+    }
+}
