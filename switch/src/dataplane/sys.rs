@@ -53,13 +53,22 @@ pub fn interface(name: &str) -> Result<InterfaceInfo, SysError> {
 
 /// How many rx queues interface `name` has (its `queues/rx-N` entries in sysfs).
 pub fn rx_queues(name: &str) -> Result<u32, SysError> {
+    queues(name, "rx-")
+}
+
+/// How many tx queues interface `name` has.
+pub fn tx_queues(name: &str) -> Result<u32, SysError> {
+    queues(name, "tx-")
+}
+
+fn queues(name: &str, kind: &str) -> Result<u32, SysError> {
     let dir = format!("/sys/class/net/{name}/queues");
     let entries = fs::read_dir(&dir).map_err(|source| SysError::InterfaceInfo {
         iface: name.to_string(),
         what: "queues",
         source,
     })?;
-    let n = entries.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count();
+    let n = entries.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with(kind)).count();
     Ok((n as u32).max(1))
 }
 

@@ -55,8 +55,17 @@ impl NicFacts {
 /// The line rate of `iface`, where it has one: a physical NIC whose link is up. (A veth
 /// reports a nominal 10G it does not have.)
 pub fn line_rate(iface: &str) -> Option<Speed> {
-    let dir = Path::new("/sys/class/net").join(iface);
-    read_speed_mbps(&dir).filter(|_| dir.join("device").exists()).map(Speed::mbps)
+    let dir = sysfs(iface);
+    read_speed_mbps(&dir).filter(|_| is_physical(&dir)).map(Speed::mbps)
+}
+
+fn sysfs(iface: &str) -> std::path::PathBuf {
+    Path::new("/sys/class/net").join(iface)
+}
+
+/// Backed by a device: virtual interfaces have no `device` link.
+fn is_physical(dir: &Path) -> bool {
+    dir.join("device").exists()
 }
 
 fn read_speed_mbps(dir: &Path) -> Option<u64> {
@@ -76,22 +85,17 @@ pub fn probe(iface: &str) -> Result<NicFacts, SysError> {
     let channels = et.as_ref().and_then(|e| read(u, "channels (ethtool -l)", e.channels())).flatten();
     let xdp = read(u, "XDP features (netdev netlink)", netlink::query_xdp_features(info.ifindex)).flatten();
     let dcb = read(u, "DCB (rtnetlink)", netlink::query_dcb(iface));
-    let dir = Path::new("/sys/class/net").join(iface);
-    let count = |prefix: &str| {
-        fs::read_dir(dir.join("queues"))
-            .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with(prefix)).count())
-            .unwrap_or(1) as u32
-    };
+    let dir = sysfs(iface);
     Ok(NicFacts {
         iface: iface.to_string(),
         ifindex: info.ifindex,
         driver,
-        physical: dir.join("device").exists(),
+        physical: is_physical(&dir),
         mtu: info.mtu,
         link_up: sys::link_state(iface, info.ifindex) == LinkState::Up,
         speed_mbps: read_speed_mbps(&dir),
-        rx_queues: count("rx-").max(1),
-        tx_queues: count("tx-").max(1),
+        rx_queues: sys::rx_queues(iface)?,
+        tx_queues: sys::tx_queues(iface)?,
         channels,
         xdp,
         pause,
