@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use netns_tests::*;
-use pfcswitch::core::config::{Config, PauseMode};
+use pfcswitch::core::config::{Config, PauseMode, StaticFdbEntry};
 use pfcswitch::core::speed::Speed;
 
-/// Every port at `speed`, buffers sized for a veth testbed on a busy 2-core machine.
+/// Every port at `speed`, buffers sized for a veth testbed on a busy 2-core machine, and
+/// h3 (where there is one) known on the third port.
 fn config_at(tb: &Testbed, speed: Speed) -> Config {
     let mut c = switch_config(tb, "sw1");
     for p in &mut c.ports {
@@ -18,6 +19,12 @@ fn config_at(tb: &Testbed, speed: Speed) -> Config {
     // Scheduling delays act like a long cable: generous headroom keeps "lossless" about
     // PFC, not about the test machine's load.
     c.buffer.headroom_bytes = 256 << 10;
+    // The sink on h3 never sends, so the switch would never learn its address and would
+    // flood the senders' frames to the other host too, where their copies queue (and on
+    // a lossy priority drop) beside the frames under test.
+    if let (Ok(h3), Some(p3)) = (tb.host_iface("h3"), c.ports.get(2)) {
+        c.fdb_entries.push(StaticFdbEntry { mac: h3.mac, port: p3.iface.clone() });
+    }
     c
 }
 
