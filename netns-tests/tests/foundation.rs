@@ -3,6 +3,9 @@
 use std::time::Duration;
 
 use netns_tests::*;
+use pfcswitch::core::config::{BindMode, XdpMode};
+use pfcswitch::core::speed::Speed;
+use pfcswitch::core::stats::SpeedSource;
 
 #[test]
 fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
@@ -47,26 +50,47 @@ fn lossless_transfer(size: &str) {
     // backlog in its rx ring and queues it faster than the egress drains: the default
     // 512 KiB lossy queue is 3.5 ms of 1500-byte frames at this rate, 2 MiB is 14 ms.
     c.buffer.lossy_queue_bytes = 2 << 20;
-    let sw = SwitchProc::start(&tb, "sw1", &c, &[]).unwrap();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--expect-per-flow", "100000", "--idle", "2"]).unwrap();
-    let dst = mac_of(&tb, "h2");
-    let g = run_gen(
-        &tb,
-        "h1",
-        "gen",
-        &["--dst-mac", &dst, "--size", size, "--count", "100000", "--rate", "100k", "--tx-only"],
-        GEN_TIMEOUT,
-    )
-    .unwrap();
-    assert_eq!(g.sent, 100_000);
-    let r = sink.finish(SINK_TIMEOUT).unwrap();
-    let stats = sw.stats().unwrap();
+    let rate = 100_000.0;
+    let queue_lasts_us = c.buffer.lossy_queue_bytes as f64 / (size.parse::<f64>().unwrap() * rate) * 1e6;
+    // An attempt in which the switch was kept from polling for longer than that queue
+    // lasts (the hypervisor takes a vCPU for 100 ms now and then) tail-drops for the
+    // machine's sake, not the switch's: it is repeated, up to three attempts.
+    let mut attempt = 0;
+    let (sw, r, stats) = loop {
+        attempt += 1;
+        let sw = SwitchProc::start(&tb, "sw1", &c, &[]).unwrap();
+        let sink = SinkProc::start(&tb, "h2", "sink", &["--expect-per-flow", "100000", "--idle", "2"]).unwrap();
+        let dst = mac_of(&tb, "h2");
+        let g = run_gen(
+            &tb,
+            "h1",
+            "gen",
+            &["--dst-mac", &dst, "--size", size, "--count", "100000", "--rate", "100k", "--tx-only"],
+            GEN_TIMEOUT,
+        )
+        .unwrap();
+        assert_eq!(g.sent, 100_000);
+        let r = sink.finish(SINK_TIMEOUT).unwrap();
+        let stats = sw.stats().unwrap();
+        let lost = r.flows.first().map_or(100_000, |f| 100_000 - f.received.min(100_000));
+        if lost > 0 && stats.stalls.longest_us as f64 > queue_lasts_us && attempt < 3 {
+            eprintln!(
+                "attempt {attempt}: the switch stalled for {:.1} ms (its queue lasts {:.1} ms) and {lost} frames were lost: repeated",
+                stats.stalls.longest_us as f64 / 1e3,
+                queue_lasts_us / 1e3
+            );
+            assert!(sw.stop().success());
+            continue;
+        }
+        break (sw, r, stats);
+    };
     let f = &r.flows[0];
     let switch_losses: Vec<_> = stats.ports.iter().map(|p| (&p.counters.drops, &p.socket)).collect();
     assert_eq!(
         (f.received, f.lost, f.reordered, f.duplicates),
         (100_000, 0, 0, 0),
-        "{r:?}\nswitch drops and sockets: {switch_losses:?}"
+        "attempt {attempt}: {r:?}\nswitch drops and sockets: {switch_losses:?}\nswitch stalls: {:?}",
+        stats.stalls
     );
     assert_eq!(stats.ports[0].counters.rx_frames, 100_000);
     assert_eq!(stats.ports[1].counters.tx_frames, 100_000);
@@ -449,6 +473,53 @@ fn prometheus_scrapes_read_the_counters_while_the_traffic_passes_untouched() {
 }
 
 #[test]
+fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_speed_came_from() {
+    let _serial = serial();
+    let mut topology = Topology::star(2);
+    for link in &mut topology.links {
+        link.queues = Some(4);
+    }
+    let tb = Testbed::up(&unique_name("doctor"), topology).unwrap();
+    let mut config = switch_config(&tb, "sw1");
+    let ifaces: Vec<String> = config.ports.iter().map(|p| p.iface.clone()).collect();
+    let exe = harness::bin("pfcswitch").unwrap().display().to_string();
+    let out = tb.exec("sw1", &[&exe, "doctor", "--json", &ifaces[0], &ifaces[1]]).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let found = report["interfaces"].as_array().unwrap();
+    assert_eq!(found.len(), 2, "{report}");
+    for (d, iface) in found.iter().zip(&ifaces) {
+        let facts = &d["facts"];
+        assert_eq!(facts["iface"], iface.as_str());
+        assert_eq!((facts["driver"]["name"].as_str(), facts["rx_queues"].as_u64()), (Some("veth"), Some(4)), "{d}");
+        // A veth reports a nominal 10000 Mb/s, but is virtual: no line rate.
+        assert_eq!((facts["physical"].as_bool(), facts["speed_mbps"].as_u64()), (Some(false), Some(10000)));
+        // No pause settings and no DCB: nothing in the "NIC" acts on PAUSE or PFC frames.
+        assert!(facts["pause"].is_null(), "{d}");
+        assert_eq!(facts["dcb"]["state"], "not_supported");
+        // As the kernel reports it: native XDP, no zero-copy.
+        assert_eq!((facts["xdp"]["native"].as_bool(), facts["xdp"]["zero_copy"].as_bool()), (Some(true), Some(false)));
+        let run = &d["run"];
+        assert_eq!((run["xdp_mode"].as_str(), run["bind_mode"].as_str()), (Some("native"), Some("copy")), "{d}");
+        assert_eq!((run["rx_queues"].as_u64(), run["speed_from"].as_str()), (Some(4), Some("default")));
+    }
+    let missing = tb.exec("sw1", &[&exe, "doctor", &ifaces[0], "nosuch0"]).unwrap_err().to_string();
+    assert!(missing.contains("1 of 2 interfaces cannot be used as they are: nosuch0"), "{missing}");
+
+    // `run` does what the doctor said, and says where each speed came from: port 0's from
+    // the config, port 1's the default (a veth has no line rate to read).
+    config.ports[0].speed = Some(Speed::mbps(100));
+    config.ports[1].speed = None;
+    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let s = sw.stats().unwrap();
+    let speeds: Vec<(&str, SpeedSource)> = s.ports.iter().map(|p| (p.speed.as_str(), p.speed_from)).collect();
+    assert_eq!(speeds, [("100M", SpeedSource::Config), ("10G", SpeedSource::Default)]);
+    for p in &s.ports {
+        assert_eq!((p.rx_queues, p.xdp_mode, p.bind_mode), (4, Some(XdpMode::Native), Some(BindMode::Copy)), "{p:?}");
+    }
+    assert!(sw.stop().success());
+}
+
+#[test]
 fn every_rx_queue_is_bound_so_kernel_flows_spread_over_queues_all_pass_the_switch() {
     let _serial = serial();
     let mut topology = Topology::star(2);
@@ -496,7 +567,6 @@ fn every_rx_queue_is_bound_so_kernel_flows_spread_over_queues_all_pass_the_switc
 
 #[test]
 fn each_port_reports_its_xdp_and_bind_mode_and_a_forced_mode_veth_lacks_is_refused() {
-    use pfcswitch::core::config::{BindMode, XdpMode};
     let _serial = serial();
     let tb = star("modes", 2);
     let ping = |tb: &Testbed| tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.2"]).is_ok();
