@@ -150,13 +150,8 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let tb_switch = Testbed::up(&unique_name("bench-sw"), Topology::star(2))?;
     let tb_bridge = Testbed::up(&unique_name("bench-br"), Topology::star(2))?;
     tb_bridge.make_linux_bridge("sw1")?;
-    let mut config = harness::switch_config(&tb_switch, "sw1");
-    // Benchmark the forwarding path with buffers large enough never to be the limit: on a
-    // small VM the switch still loses its CPU now and then for ten milliseconds or more,
-    // and the rx ring and the egress queue must hold what arrives meanwhile.
-    config.buffer.lossy_queue_bytes = 16 << 20;
-    config.buffer.shared_bytes = 32 << 20;
-    config.dataplane.ring_size = 16384;
+    // The configuration a user gets without a file: nothing tuned for the bench.
+    let config = harness::switch_config(&tb_switch, "sw1");
     let switch = SwitchProc::start(&tb_switch, "sw1", &config, &[]).context("starting pfcswitch")?;
 
     let mut results = Vec::new();
