@@ -35,6 +35,16 @@ pub fn star(tag: &str, hosts: usize) -> Testbed {
     Testbed::up(&unique_name(tag), Topology::star(hosts)).unwrap_or_else(|e| panic!("testbed: {e}"))
 }
 
+/// [`star`] with `queues` rx and tx queues at each end of every link (a multi-queue veth
+/// spreads the kernel's flows over them, as a NIC's RSS does).
+pub fn star_with_queues(tag: &str, hosts: usize, queues: u32) -> Testbed {
+    let mut topology = Topology::star(hosts);
+    for link in &mut topology.links {
+        link.queues = Some(queues);
+    }
+    Testbed::up(&unique_name(tag), topology).unwrap_or_else(|e| panic!("testbed: {e}"))
+}
+
 pub fn mac_of(tb: &Testbed, host: &str) -> String {
     tb.host_iface(host).expect("host has an interface").mac.to_string()
 }

@@ -475,11 +475,7 @@ fn prometheus_scrapes_read_the_counters_while_the_traffic_passes_untouched() {
 #[test]
 fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_speed_came_from() {
     let _serial = serial();
-    let mut topology = Topology::star(2);
-    for link in &mut topology.links {
-        link.queues = Some(4);
-    }
-    let tb = Testbed::up(&unique_name("doctor"), topology).unwrap();
+    let tb = star_with_queues("doctor", 2, 4);
     let mut config = switch_config(&tb, "sw1");
     let ifaces: Vec<String> = config.ports.iter().map(|p| p.iface.clone()).collect();
     let exe = harness::bin("pfcswitch").unwrap().display().to_string();
@@ -522,11 +518,7 @@ fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_spee
 #[test]
 fn every_rx_queue_is_bound_so_kernel_flows_spread_over_queues_all_pass_the_switch() {
     let _serial = serial();
-    let mut topology = Topology::star(2);
-    for link in &mut topology.links {
-        link.queues = Some(4);
-    }
-    let tb = Testbed::up(&unique_name("queues"), topology).unwrap();
+    let tb = star_with_queues("queues", 2, 4);
     // Static neighbours: no ARP, which the one-queue switch below could lose.
     for (me, peer, addr) in [("h1", "h2", "10.0.0.2"), ("h2", "h1", "10.0.0.1")] {
         let mac = mac_of(&tb, peer);

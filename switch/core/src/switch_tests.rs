@@ -1140,41 +1140,37 @@ mod tagger {
     /// The middle switch of a ring under a Tagger table, seen from its ccw port (index 1):
     /// tag 2 (priority 4) goes on round the ring through cw (index 2), tag 1 (priority 3,
     /// demoted upstream) ends at the host (index 0).
-    const RING_MIDDLE: &str = r#"
-        switch = "sw1"
-        algorithm = "greedy"
-        lossless_tags = 2
-        initial_tag = 2
-        priorities = [3, 4]
-        [default]
-        tag = 0
-        priority = 0
-        [[ingress]]
-        port = 2
-        tag = 2
-        priority = 4
-        [[ingress]]
-        port = 2
-        tag = 1
-        priority = 3
-        [[rewrite]]
-        ingress = 2
-        tag = 2
-        egress = 3
-        new_tag = 2
-        [[rewrite]]
-        ingress = 2
-        tag = 1
-        egress = 1
-        new_tag = 1
-    "#;
+    fn ring_middle() -> String {
+        crate::tagging::tests::table_with(
+            r#"
+            [[ingress]]
+            port = 2
+            tag = 2
+            priority = 4
+            [[ingress]]
+            port = 2
+            tag = 1
+            priority = 3
+            [[rewrite]]
+            ingress = 2
+            tag = 2
+            egress = 3
+            new_tag = 2
+            [[rewrite]]
+            ingress = 2
+            tag = 1
+            egress = 1
+            new_tag = 1
+            "#,
+        )
+    }
 
     #[test]
     fn a_message_leaves_for_one_group_so_a_return_along_another_groups_chain_is_no_deadlock() {
         let mut c = Rig::switch_ports(3);
         c.buffer.xoff_bytes = Some(2_000);
         c.buffer.xon_offset_bytes = Some(1_000);
-        let mut r = Rig::tagged(c, RING_MIDDLE);
+        let mut r = Rig::tagged(c, &ring_middle());
         // The host's station behind port 0, the next switch's behind port 2.
         r.rx(0, &data(10, 99, 0, 64));
         r.rx(2, &data(20, 99, 0, 64));

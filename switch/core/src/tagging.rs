@@ -335,6 +335,14 @@ pub(crate) mod tests {
         new_tag = 1
     "#;
 
+    /// A table file for sw1 with two lossless tags on priorities 3 and 4, hosts entering
+    /// with tag 2 and the default tag 0 on priority 0, followed by `rules`.
+    pub(crate) fn table_with(rules: &str) -> String {
+        let header =
+            "switch = \"sw1\"\nalgorithm = \"greedy\"\nlossless_tags = 2\ninitial_tag = 2\npriorities = [3, 4]";
+        format!("{header}\n[default]\ntag = 0\npriority = 0\n{rules}")
+    }
+
     pub(crate) fn tables(text: &str) -> SwitchTables {
         toml::from_str(text).unwrap()
     }
