@@ -120,8 +120,8 @@ pub fn doctor_text(reports: &[Diagnosis]) -> String {
             out,
             "  `pfcswitch run` would bind {} rx queues, attach XDP {}, bind {} mode, use {} UMEM frames, shape to {} ({})",
             r.rx_queues,
-            r.xdp_mode,
-            r.bind_mode,
+            r.xdp_mode.as_str(),
+            r.bind_mode.as_str(),
             r.frame_size.map_or("no".to_string(), |s| format!("{s}-byte")),
             r.speed,
             match r.speed_from {

@@ -28,7 +28,7 @@ use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
 use sys::{LinkState, SysError, Waker};
 use xdp::{Classifier, XdpError};
-use xsk::{usable_frame_bytes, UmemPool, XskError};
+use xsk::{frame_size_holding, largest_frame, usable_frame_bytes, UmemPool, XskError};
 
 /// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
 const POOL_RESERVE: usize = 256;
@@ -121,11 +121,10 @@ impl std::fmt::Debug for Dataplane {
 /// Picks the UMEM frame size: the configured one, or the smallest that holds the
 /// largest frame any port can receive.
 fn frame_size_for(config: &Config, mtus: &[(String, u32)]) -> Result<u32, XskError> {
-    let largest = mtus.iter().map(|(_, mtu)| mtu + 14 + 4).max().unwrap_or(1518);
-    let frame_size =
-        config.dataplane.frame_size.unwrap_or(if largest <= usable_frame_bytes(2048) { 2048 } else { 4096 });
+    let largest = mtus.iter().map(|&(_, mtu)| largest_frame(mtu)).max().unwrap_or(1518);
+    let frame_size = config.dataplane.frame_size.unwrap_or(frame_size_holding(largest).unwrap_or(4096));
     for (iface, mtu) in mtus {
-        let frame = mtu + 14 + 4;
+        let frame = largest_frame(*mtu);
         if frame > usable_frame_bytes(frame_size) {
             return Err(XskError::FrameTooLarge {
                 iface: iface.clone(),

@@ -61,6 +61,16 @@ pub fn usable_frame_bytes(frame_size: u32) -> u32 {
     frame_size - XDP_HEADROOM
 }
 
+/// The largest frame an interface with `mtu` receives: Ethernet header and FCS added.
+pub fn largest_frame(mtu: u32) -> u32 {
+    mtu + 14 + 4
+}
+
+/// The smallest UMEM frame size (2048 or 4096 bytes) that holds a `frame`-byte frame.
+pub fn frame_size_holding(frame: u32) -> Option<u32> {
+    [2048, 4096].into_iter().find(|&s| frame <= usable_frame_bytes(s))
+}
+
 /// What the XDP classifier writes in front of each frame (struct rx_meta in the C code).
 const RX_META_MAGIC: u32 = 0x5046_5453;
 const RX_META_LEN: usize = 16;

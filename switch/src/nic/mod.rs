@@ -11,11 +11,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
+use crate::core::config::{BindMode, XdpMode, DEFAULT_PORT_SPEED as DEFAULT_SPEED};
 use crate::core::speed::Speed;
 use crate::core::stats::SpeedSource;
 use crate::dataplane::sys::{self, LinkState, SysError};
-use crate::dataplane::xsk::usable_frame_bytes;
+use crate::dataplane::xsk::{frame_size_holding, largest_frame, usable_frame_bytes};
 use ethtool::{Channels, Driver, Ethtool, PauseSettings};
 use netlink::{DcbState, XdpFeatures};
 
@@ -128,13 +128,13 @@ pub struct Finding {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunPlan {
     pub rx_queues: u32,
-    /// "native" or "generic" (tried in that order when the kernel cannot say).
-    pub xdp_mode: String,
-    /// "zero-copy" or "copy".
-    pub bind_mode: String,
+    /// Native when the driver has it (tried first when the kernel cannot say), else generic.
+    pub xdp_mode: XdpMode,
+    /// Zero-copy when the driver has it (tried first when the kernel cannot say), else copy.
+    pub bind_mode: BindMode,
     /// The UMEM frame size; `None` when no frame size holds the MTU.
     pub frame_size: Option<u32>,
-    pub speed: String,
+    pub speed: Speed,
     /// Where the speed comes from: the NIC or the default (a port's `speed` overrides both).
     pub speed_from: SpeedSource,
 }
@@ -162,8 +162,8 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
     if !facts.link_up {
         say(Level::Warn, "the link is down: the port carries nothing until it comes up".into());
     }
-    let frame = facts.mtu + 14 + 4;
-    let frame_size = [2048, 4096].into_iter().find(|&s| frame <= usable_frame_bytes(s));
+    let frame = largest_frame(facts.mtu);
+    let frame_size = frame_size_holding(frame);
     match frame_size {
         Some(s) => say(Level::Ok, format!("MTU {} ({frame}-byte frames) fits {s}-byte UMEM frames", facts.mtu)),
         None => say(
@@ -220,7 +220,7 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
                  `run` tries native XDP, then generic, and zero-copy, then copy"
                     .into(),
             );
-            ("native", "zero-copy")
+            (XdpMode::Native, BindMode::ZeroCopy)
         }
         Some(x) => {
             let native = x.native && x.redirect;
@@ -237,7 +237,10 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
             } else {
                 say(Level::Note, format!("no AF_XDP zero-copy in {driver}: sockets bind in copy mode"));
             }
-            (if native { "native" } else { "generic" }, if x.zero_copy { "zero-copy" } else { "copy" })
+            (
+                if native { XdpMode::Native } else { XdpMode::Generic },
+                if x.zero_copy { BindMode::ZeroCopy } else { BindMode::Copy },
+            )
         }
     };
     match facts.pause {
@@ -302,14 +305,7 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
     for u in &facts.unreadable {
         say(Level::Note, format!("not read: {u}"));
     }
-    let run = RunPlan {
-        rx_queues: facts.rx_queues,
-        xdp_mode: xdp_mode.into(),
-        bind_mode: bind_mode.into(),
-        frame_size,
-        speed: speed.to_string(),
-        speed_from,
-    };
+    let run = RunPlan { rx_queues: facts.rx_queues, xdp_mode, bind_mode, frame_size, speed, speed_from };
     Diagnosis { facts, run, findings: f }
 }
 
@@ -343,10 +339,9 @@ mod tests {
     #[test]
     fn a_veth_gets_native_xdp_copy_mode_and_no_line_rate_despite_its_nominal_10g() {
         let d = diagnose(veth());
-        assert_eq!(d.run.xdp_mode, "native");
-        assert_eq!(d.run.bind_mode, "copy");
+        assert_eq!((d.run.xdp_mode, d.run.bind_mode), (XdpMode::Native, BindMode::Copy));
         assert_eq!((d.run.rx_queues, d.run.frame_size), (4, Some(2048)));
-        assert_eq!((d.run.speed.as_str(), d.run.speed_from), ("10G", SpeedSource::Default));
+        assert_eq!((d.run.speed, d.run.speed_from), (Speed::gbps(10), SpeedSource::Default));
         assert!(has(&d, Level::Note, "veth is virtual"), "{:?}", d.findings);
         assert!(has(&d, Level::Ok, "PFC frames reach XDP as they arrive"));
         assert_eq!(d.worst(), Level::Note);
@@ -363,8 +358,8 @@ mod tests {
         f.dcb = Some(DcbState::Pfc { capable: 8, enabled: 1 << 3 | 1 << 4 });
         let d = diagnose(f);
         assert_eq!(
-            (d.run.speed.as_str(), d.run.speed_from, d.run.bind_mode.as_str()),
-            ("25G", SpeedSource::Nic, "zero-copy")
+            (d.run.speed, d.run.speed_from, d.run.bind_mode),
+            (Speed::gbps(25), SpeedSource::Nic, BindMode::ZeroCopy)
         );
         assert!(has(&d, Level::Warn, "ethtool -A eth0 autoneg off rx off tx off"), "{:?}", d.findings);
         assert!(has(&d, Level::Warn, "sends its own PAUSE"));
@@ -393,13 +388,13 @@ mod tests {
         f.speed_mbps = None;
         f.link_up = false;
         let d = diagnose(f);
-        assert_eq!(d.run.xdp_mode, "native");
+        assert_eq!(d.run.xdp_mode, XdpMode::Native);
         assert!(has(&d, Level::Warn, "tries native XDP, then generic"));
         assert!(has(&d, Level::Warn, "reports no link speed"));
         assert!(has(&d, Level::Warn, "link is down"));
         assert!(has(&d, Level::Warn, "DCB state could not be read"));
         let mut g = veth();
         g.xdp = Some(XdpFeatures { native: true, redirect: false, ..Default::default() });
-        assert_eq!(diagnose(g).run.xdp_mode, "generic", "AF_XDP needs redirect in native mode");
+        assert_eq!(diagnose(g).run.xdp_mode, XdpMode::Generic, "AF_XDP needs redirect in native mode");
     }
 }
