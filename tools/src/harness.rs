@@ -436,6 +436,45 @@ fn parse_report<T: serde::de::DeserializeOwned>(f: Finished, what: &str) -> Resu
     serde_json::from_str(line).with_context(|| format!("{what} report unreadable ({}): {}", f.status, f.stderr.trim()))
 }
 
+/// What one flow from h1 to a sink on h2 gave (see [`one_flow_h1_to_h2`]).
+pub struct OneFlowRun {
+    pub gen: GenReport,
+    pub sink: SinkReport,
+    /// The CPU time the process asked about spent while the generator ran.
+    pub cpu: Option<Duration>,
+}
+
+/// One flow of `size`-byte frames from h1 to a sink on h2 (tx-only): at `rate` frames/s
+/// for `seconds`, or unpaced for that long. The CPU time of process `cpu_of` (a switch)
+/// is measured around the generator.
+pub fn one_flow_h1_to_h2(
+    tb: &Testbed,
+    size: usize,
+    seconds: f64,
+    rate: Option<f64>,
+    cpu_of: Option<u32>,
+) -> Result<OneFlowRun> {
+    let sink = SinkProc::start(tb, "h2", "sink", &["--idle", "1", "--duration", &format!("{}", seconds + 10.0)])?;
+    let dst = tb.host_iface("h2")?.mac.to_string();
+    let (size_s, secs) = (size.to_string(), format!("{seconds}"));
+    let mut args = vec!["--dst-mac", dst.as_str(), "--size", &size_s, "--tx-only"];
+    let (rate_s, count_s);
+    match rate {
+        Some(r) => {
+            rate_s = format!("{r}");
+            count_s = format!("{}", (r * seconds).max(1.0) as u64);
+            args.extend_from_slice(&["--rate", &rate_s, "--count", &count_s]);
+        }
+        None => args.extend_from_slice(&["--duration", &secs]),
+    }
+    let cpu_before = cpu_of.and_then(cpu_time);
+    let gen = run_gen(tb, "h1", "gen", &args, Duration::from_secs_f64(seconds + 30.0))?;
+    let cpu_after = cpu_of.and_then(cpu_time);
+    let sink = sink.finish(Duration::from_secs_f64(seconds + 20.0))?;
+    let cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));
+    Ok(OneFlowRun { gen, sink, cpu })
+}
+
 /// Runs `pfctools gen` in `node` to completion; `args` follow `--iface IF`.
 pub fn run_gen(tb: &Testbed, node: &str, label: &str, args: &[&str], timeout: Duration) -> Result<GenReport> {
     start_gen(tb, node, label, args)?.finish(timeout)

@@ -11,7 +11,7 @@ use serde::Serialize;
 use pfcswitch::report::Table;
 
 use super::median;
-use crate::harness::{self, SinkProc, SwitchProc};
+use crate::harness::{self, SwitchProc};
 use crate::testbed::{unique_name, Testbed, Topology};
 
 #[derive(Args, Clone, Debug)]
@@ -114,36 +114,10 @@ fn measure(
     seconds: f64,
     rate: Option<f64>,
 ) -> Result<(Measurement, crate::traffic::sink::SinkReport, u64)> {
-    let sink = SinkProc::start(tb, "h2", "sink", &["--idle", "1", "--duration", &format!("{}", seconds + 10.0)])?;
-    let dst = tb.host_iface("h2")?.mac.to_string();
-    let secs = format!("{seconds}");
-    let size_s = size.to_string();
-    let mut args = vec!["--dst-mac", dst.as_str(), "--size", &size_s, "--tx-only"];
-    let rate_s;
-    let count_s;
-    match rate {
-        Some(r) => {
-            rate_s = format!("{r}");
-            count_s = format!("{}", (r * seconds) as u64);
-            args.extend_from_slice(&["--rate", &rate_s, "--count", &count_s]);
-        }
-        None => args.extend_from_slice(&["--duration", &secs]),
-    }
-    let cpu_before = switch.and_then(|s| harness::cpu_time(s.proc.pid()));
-    let gen = harness::run_gen(tb, "h1", "gen", &args, Duration::from_secs_f64(seconds + 30.0))?;
-    let cpu_after = switch.and_then(|s| harness::cpu_time(s.proc.pid()));
-    let report = sink.finish(Duration::from_secs_f64(seconds + 20.0))?;
-    let flow = report.flows.first().cloned().unwrap_or_default();
-    let m = Measurement {
-        delivered_pps: flow.pps,
-        sender_pps: gen.pps,
-        delivered: flow.received,
-        cpu: match (cpu_before, cpu_after) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-            _ => None,
-        },
-    };
-    Ok((m, report, gen.sent))
+    let run = harness::one_flow_h1_to_h2(tb, size, seconds, rate, switch.map(|s| s.proc.pid()))?;
+    let flow = run.sink.flows.first().cloned().unwrap_or_default();
+    let m = Measurement { delivered_pps: flow.pps, sender_pps: run.gen.pps, delivered: flow.received, cpu: run.cpu };
+    Ok((m, run.sink, run.gen.sent))
 }
 
 pub fn run(args: &ForwardArgs) -> Result<()> {

@@ -16,7 +16,6 @@
 //! not always favour the same one.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
@@ -25,7 +24,7 @@ use pfcswitch::report::Table;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::harness::{self, SinkProc, SwitchProc};
+use crate::harness::{self, SwitchProc};
 use crate::testbed::topology::{Endpoint, EndpointSpec, Link, Node};
 use crate::testbed::{unique_name, Testbed, Topology};
 
@@ -238,27 +237,12 @@ impl Bed {
 
     /// One trial of `size`-byte frames at `rate` (unpaced when `None`).
     fn trial(&self, size: usize, seconds: f64, rate: Option<f64>) -> Result<Trial> {
-        let sink =
-            SinkProc::start(&self.tb, "h2", "sink", &["--idle", "1", "--duration", &format!("{}", seconds + 10.0)])?;
-        let dst = self.tb.host_iface("h2")?.mac.to_string();
-        let (size_s, secs) = (size.to_string(), format!("{seconds}"));
-        let mut args = vec!["--dst-mac", dst.as_str(), "--size", &size_s, "--tx-only"];
-        let (rate_s, count_s);
-        match rate {
-            Some(r) => {
-                rate_s = format!("{r}");
-                count_s = format!("{}", (r * seconds).max(1.0) as u64);
-                args.extend_from_slice(&["--rate", &rate_s, "--count", &count_s]);
-            }
-            None => args.extend_from_slice(&["--duration", &secs]),
-        }
-        let gen = harness::run_gen(&self.tb, "h1", "gen", &args, Duration::from_secs_f64(seconds + 30.0))?;
-        let rx = sink.finish(Duration::from_secs_f64(seconds + 20.0))?;
-        let flow = rx.flows.first().cloned().unwrap_or_default();
+        let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, None)?;
+        let flow = run.sink.flows.first().cloned().unwrap_or_default();
         Ok(Trial {
             asked_fps: rate,
-            offered_fps: gen.pps,
-            sent: gen.sent,
+            offered_fps: run.gen.pps,
+            sent: run.gen.sent,
             received: flow.received.saturating_sub(flow.duplicates),
             latency: flow.latency,
         })
@@ -290,10 +274,10 @@ fn direct_topology() -> Topology {
     }
 }
 
-/// Bits a frame of `size` bytes (FCS included) takes on the wire: preamble, SFD and the
-/// inter-frame gap add 20 bytes.
+/// Bits a frame of `size` bytes (FCS included) takes on the wire, preamble, SFD and
+/// inter-frame gap with it.
 fn wire_bits(size: usize) -> f64 {
-    (size + 20) as f64 * 8.0
+    pfcswitch::core::speed::wire_bytes(size.saturating_sub(4)) as f64 * 8.0
 }
 
 fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
