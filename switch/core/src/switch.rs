@@ -151,6 +151,10 @@ const DRR_QUANTUM: u32 = 1536;
 pub const PAUSE_RESERVE: usize = 64;
 /// Shaper burst: how far ahead of the wire frames may be handed to the kernel.
 const SHAPER_BURST: Duration = Duration::from_micros(30);
+/// How much wire time a port with frames waiting may make up after a long loop turn or
+/// a stall: longer than a turn with large frames, short enough that what a port sends
+/// after a stall stays a brief burst.
+const SHAPER_CATCH_UP: Duration = Duration::from_millis(1);
 const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
 /// XOFF episodes remembered per port.
 const EPISODES: usize = 64;
@@ -298,7 +302,7 @@ impl Switch {
                     flood: p.flood,
                     max_frame: p.max_frame,
                     refresh,
-                    shaper: Shaper::new(p.speed(), SHAPER_BURST),
+                    shaper: Shaper::new(p.speed(), SHAPER_BURST, SHAPER_CATCH_UP),
                     pause: EgressPause::default(),
                     queues: Default::default(),
                     control: Fifo::default(),
@@ -971,7 +975,11 @@ impl Switch {
             out.push(TxFrame { id, len, xoff_trigger: p.pending.trigger.take() });
         }
         while out.has_room() && self.ports[port].shaper.ready(now) {
-            let Some(prio) = self.pick_queue(now, port) else { break };
+            let Some(prio) = self.pick_queue(now, port) else {
+                // Nothing it may send: the wire idles from now, and that is not banked.
+                self.ports[port].shaper.idle();
+                break;
+            };
             let p = &mut self.ports[port];
             let id = p.queues[prio].pop(&mut self.frames).expect("picked queue is not empty");
             let meta = *self.frames.get(id);

@@ -456,6 +456,52 @@ fn shaper_paces_egress_at_the_port_speed() {
 }
 
 #[test]
+fn a_port_looked_at_once_per_long_turn_still_carries_its_line_rate() {
+    // A loop turn forwarding large frames lasts hundreds of µs, far longer than the
+    // shaper's burst; the time between two turns must not be lost to the wire.
+    let mut c = Rig::ports(2);
+    c.ports[1].speed = Some(Speed::mbps(100));
+    c.buffer.lossy_queue_bytes = 1 << 20;
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    for _ in 0..200 {
+        r.rx(0, &data(1, 2, 0, 1000));
+    }
+    let mut sent = 0;
+    for _ in 0..20 {
+        sent += r.tx(1).len();
+        r.advance(Duration::from_micros(500));
+    }
+    // The last look is at 9.5 ms: 116 frames of 81.92 µs, plus the burst. (Only the
+    // burst per turn would be 20.)
+    assert!((116..=118).contains(&sent), "{sent}");
+}
+
+#[test]
+fn a_paused_spell_is_not_made_up_afterwards() {
+    let mut c = Rig::ports(2);
+    c.ports[1].speed = Some(Speed::mbps(100));
+    c.buffer.lossy_queue_bytes = 1 << 20;
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    // Priority 3 paused for 1000 quanta (5.12 ms at 100 Mb/s), with frames waiting.
+    r.rx(1, &pfc_frame(1 << 3, 1000));
+    for _ in 0..50 {
+        r.rx(0, &data(1, 2, 3, 1000));
+    }
+    for _ in 0..10 {
+        assert!(r.tx(1).is_empty());
+        r.advance(Duration::from_micros(100));
+    }
+    // Once the pause is over, the first turn sends the burst's worth, not the paused
+    // time's (1 ms of catch-up would be 12 frames).
+    r.advance(Duration::from_millis(5));
+    assert_eq!(r.tx(1).len(), 1);
+}
+
+#[test]
 fn drr_shares_by_weight_and_strict_goes_first() {
     let mut c = Rig::ports(2);
     c.pfc.lossless = Some(vec![]);
