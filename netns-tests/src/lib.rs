@@ -24,6 +24,35 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// How many times a test runs when the machine, not the switch, spoiled its attempts.
+pub const ATTEMPTS: u32 = 3;
+
+/// What one attempt of a test came to.
+pub enum Attempt<T> {
+    /// The attempt says something about the switch: judge it.
+    Judge(T),
+    /// The machine disturbed it (a process off its CPU for longer than a queue lasts, a
+    /// receiver's ring overflowing): why, for the log. It is run again.
+    Disturbed(String),
+}
+
+/// Runs `attempt(n)` until it returns something to judge, at most [`ATTEMPTS`] times,
+/// and returns that and the attempt it came from. A machine that disturbs every attempt
+/// fails the test, saying how.
+pub fn judged_attempt<T>(mut attempt: impl FnMut(u32) -> Attempt<T>) -> (T, u32) {
+    let mut why = String::new();
+    for n in 1..=ATTEMPTS {
+        match attempt(n) {
+            Attempt::Judge(t) => return (t, n),
+            Attempt::Disturbed(w) => {
+                eprintln!("attempt {n} disturbed by the machine: {w}");
+                why = w;
+            }
+        }
+    }
+    panic!("the machine disturbed all {ATTEMPTS} attempts; the last: {why}");
+}
+
 /// A testbed from a topology file text, named after the test.
 pub fn testbed(tag: &str, topology: &str) -> Testbed {
     let t = Topology::from_toml(topology).unwrap_or_else(|e| panic!("topology: {e}"));

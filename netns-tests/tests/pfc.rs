@@ -73,25 +73,21 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     // sender's 80 Mb/s (frames then wait unseen in its rx ring past the point of pausing).
     let config = config_at(&tb, Speed::mbps(100));
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
-    let mut attempt = 0;
-    let (sw, capture, g1, g2, rx) = loop {
-        attempt += 1;
+    let ((sw, capture, g1, g2, rx), _) = judged_attempt(|attempt| {
         let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
         let capture = tb.work_dir().join(format!("pfc-at-h1-{attempt}.pcap"));
         let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
         let lost = rx.received < g1.sent + g2.sent;
         let stalls = sw.stats().unwrap().stalls;
-        let disturbed = rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us;
-        if lost && disturbed && attempt < 3 {
-            eprintln!(
-                "attempt {attempt} disturbed by the machine (sink socket drops {}, longest switch stall {} µs): repeated",
-                rx.socket_dropped, stalls.longest_us
-            );
+        if lost && (rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us) {
             assert!(sw.stop().success());
-            continue;
+            return Attempt::Disturbed(format!(
+                "frames lost with sink socket drops {} and a longest switch stall of {} µs",
+                rx.socket_dropped, stalls.longest_us
+            ));
         }
-        break (sw, capture, g1, g2, rx);
-    };
+        Attempt::Judge((sw, capture, g1, g2, rx))
+    });
 
     // Nothing lost: every frame each sender sent arrived.
     for (g, flow) in [(&g1, 1), (&g2, 2)] {
@@ -156,40 +152,31 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
     // machine lost frames too (a receiver off its CPU for longer than its ring holds: the
     // sink's socket, the switch's rx rings, a veth queue) says nothing about that, and is
     // repeated, up to three attempts.
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
+    let ((sw, g1, g2, rx, stats, machine), attempt) = judged_attempt(|_| {
         let drops_before = link_drops(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
         let (g1, g2, rx) = congest(&tb, "0", None);
-        let sent = g1.sent + g2.sent;
-        assert!(rx.received < sent, "an oversubscribed lossy queue must drop: {} of {sent}", rx.received);
         let stats = sw.stats().unwrap();
         let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
         let switch_sockets: u64 = stats.ports.iter().map(|p| p.socket.rx_dropped + p.socket.rx_ring_full).sum();
         let links = link_drops(&tb) - drops_before;
-        let machine = rx.socket_dropped + switch_sockets + links;
-        if lossy != sent - rx.received && machine > 0 && attempt < 3 {
-            eprintln!(
-                "attempt {attempt}: the machine lost frames too (sink socket {}, switch sockets {switch_sockets}, \
-                 links {links}): repeated",
-                rx.socket_dropped
-            );
-            assert!(sw.stop().success());
-            continue;
-        }
-        assert_eq!(g1.pauses.pfc_frames + g2.pauses.pfc_frames, 0, "no PFC for a lossy priority");
-        assert_eq!(
-            lossy,
-            sent - rx.received,
-            "every missing frame is a counted tail drop (attempt {attempt}; lost by the machine: sink socket {}, \
-             switch sockets {switch_sockets}, links {links})",
+        let machine = format!(
+            "lost by the machine: sink socket {}, switch sockets {switch_sockets}, links {links}",
             rx.socket_dropped
         );
-        assert_eq!(stats.ports.iter().map(|p| p.counters.mac_control.pfc_sent).sum::<u64>(), 0);
-        assert!(sw.stop().success());
-        break;
-    }
+        if lossy != (g1.sent + g2.sent).saturating_sub(rx.received) && rx.socket_dropped + switch_sockets + links > 0 {
+            assert!(sw.stop().success());
+            return Attempt::Disturbed(machine);
+        }
+        Attempt::Judge((sw, g1, g2, rx, stats, machine))
+    });
+    let sent = g1.sent + g2.sent;
+    assert!(rx.received < sent, "an oversubscribed lossy queue must drop: {} of {sent}", rx.received);
+    assert_eq!(g1.pauses.pfc_frames + g2.pauses.pfc_frames, 0, "no PFC for a lossy priority");
+    let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
+    assert_eq!(lossy, sent - rx.received, "every missing frame is a counted tail drop (attempt {attempt}; {machine})");
+    assert_eq!(stats.ports.iter().map(|p| p.counters.mac_control.pfc_sent).sum::<u64>(), 0);
+    assert!(sw.stop().success());
 }
 
 #[test]
@@ -199,18 +186,17 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     // A storm generator that lost its CPU for longer than a pause (33.5 ms at 1G) let
     // priority 3 through: that attempt says nothing about the switch and is repeated, up
     // to three attempts.
-    let mut attempt = 0;
-    let (sw, g, rx) = loop {
-        attempt += 1;
+    let ((sw, g, rx), _) = judged_attempt(|_| {
         let (sw, g, rx, storm) = storm_attempt(&tb);
-        if !storm.continuous && attempt < 3 {
-            eprintln!("attempt {attempt}: the storm had a gap of {:.1} ms: repeated", storm.largest_gap_us / 1e3);
+        if !storm.continuous {
             assert!(sw.stop().success());
-            continue;
+            return Attempt::Disturbed(format!(
+                "the storm had a gap of {:.1} ms: {storm:?}",
+                storm.largest_gap_us / 1e3
+            ));
         }
-        assert!(storm.continuous, "the storm had a gap longer than a pause in {attempt} attempts: {storm:?}");
-        break (sw, g, rx);
-    };
+        Attempt::Judge((sw, g, rx))
+    });
 
     let background = rx.flows.iter().find(|f| f.flow == 1).expect("background flow arrived");
     let sent_bg = g.flows.iter().find(|f| f.flow == 1).unwrap().sent;
