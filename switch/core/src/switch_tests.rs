@@ -435,23 +435,36 @@ fn global_pause_mode_sends_802_3x() {
     assert_eq!(pfc::decode(&sent[0], MacAddr::ZERO).unwrap().body, MacControl::Pause { quanta: 65535 });
 }
 
-#[test]
-fn shaper_paces_egress_at_the_port_speed() {
+/// A switch whose port 1 (station 2) runs at 100 Mb/s: 1024 wire bytes, a 1000-byte
+/// frame, take 81.92 µs there.
+fn slow_port_rig() -> Rig {
     let mut c = Rig::ports(2);
     c.ports[1].speed = Some(Speed::mbps(100));
     c.buffer.lossy_queue_bytes = 1 << 20;
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
+    r
+}
+
+/// Frames port 1 sends when looked at every `turn` for `turns` turns.
+fn sent_by_slow_port(r: &mut Rig, turns: usize, turn: Duration) -> usize {
+    let mut sent = 0;
+    for _ in 0..turns {
+        sent += r.tx(1).len();
+        r.advance(turn);
+    }
+    sent
+}
+
+#[test]
+fn shaper_paces_egress_at_the_port_speed() {
+    let mut r = slow_port_rig();
     for _ in 0..200 {
         r.rx(0, &data(1, 2, 0, 1000));
     }
-    // 1024 wire bytes at 100 Mb/s = 81.92 µs per frame: 10 ms carry 122 frames (+ burst).
-    let mut sent = 0;
-    for _ in 0..1000 {
-        sent += r.tx(1).len();
-        r.advance(Duration::from_micros(10));
-    }
+    // 10 ms carry 122 frames (+ burst).
+    let sent = sent_by_slow_port(&mut r, 1000, Duration::from_micros(10));
     assert!((122..=123).contains(&sent), "{sent}");
 }
 
@@ -459,42 +472,25 @@ fn shaper_paces_egress_at_the_port_speed() {
 fn a_port_looked_at_once_per_long_turn_still_carries_its_line_rate() {
     // A loop turn forwarding large frames lasts hundreds of µs, far longer than the
     // shaper's burst; the time between two turns must not be lost to the wire.
-    let mut c = Rig::ports(2);
-    c.ports[1].speed = Some(Speed::mbps(100));
-    c.buffer.lossy_queue_bytes = 1 << 20;
-    let mut r = Rig::new(c);
-    r.rx(1, &data(2, 99, 0, 64));
-    r.tx(0);
+    let mut r = slow_port_rig();
     for _ in 0..200 {
         r.rx(0, &data(1, 2, 0, 1000));
     }
-    let mut sent = 0;
-    for _ in 0..20 {
-        sent += r.tx(1).len();
-        r.advance(Duration::from_micros(500));
-    }
-    // The last look is at 9.5 ms: 116 frames of 81.92 µs, plus the burst. (Only the
-    // burst per turn would be 20.)
+    let sent = sent_by_slow_port(&mut r, 20, Duration::from_micros(500));
+    // The last look is at 9.5 ms: 116 frames, plus the burst. (Only the burst per turn
+    // would be 20.)
     assert!((116..=118).contains(&sent), "{sent}");
 }
 
 #[test]
 fn a_paused_spell_is_not_made_up_afterwards() {
-    let mut c = Rig::ports(2);
-    c.ports[1].speed = Some(Speed::mbps(100));
-    c.buffer.lossy_queue_bytes = 1 << 20;
-    let mut r = Rig::new(c);
-    r.rx(1, &data(2, 99, 0, 64));
-    r.tx(0);
+    let mut r = slow_port_rig();
     // Priority 3 paused for 1000 quanta (5.12 ms at 100 Mb/s), with frames waiting.
     r.rx(1, &pfc_frame(1 << 3, 1000));
     for _ in 0..50 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
-    for _ in 0..10 {
-        assert!(r.tx(1).is_empty());
-        r.advance(Duration::from_micros(100));
-    }
+    assert_eq!(sent_by_slow_port(&mut r, 10, Duration::from_micros(100)), 0);
     // Once the pause is over, the first turn sends the burst's worth, not the paused
     // time's (1 ms of catch-up would be 12 frames).
     r.advance(Duration::from_millis(5));
