@@ -11,6 +11,7 @@ use pfcswitch_core::config::{Config, DeadlockResolution, PortRole};
 use pfcswitch_core::heap_pool::HeapPool as Pool;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
+use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::slowpath::{Slowpath, ToSlowpath};
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
@@ -93,7 +94,7 @@ fn data_frame(s: &mut Script) -> Vec<u8> {
 fn pfc_frame(s: &mut Script) -> Vec<u8> {
     let enabled = s.byte().unwrap_or(0);
     let quanta = s.u16().unwrap_or(0);
-    let mut p = Pfc::pause(enabled, quanta);
+    let mut p = Pfc::pause(Priorities::from_bits(enabled), quanta);
     if s.byte().unwrap_or(0) & 1 == 1 {
         let b = s.bytes(6).to_vec();
         let at = |i: usize| b.get(i).copied().unwrap_or(0);
@@ -102,7 +103,7 @@ fn pfc_frame(s: &mut Script) -> Vec<u8> {
             origin_port: u16::from(at(1) % 6),
             seq: u32::from(at(2)),
             hops: u16::from(at(3)),
-            prios: at(4),
+            prios: Priorities::from_bits(at(4)),
         });
     }
     let mut b = vec![0u8; pfc::MIN_FRAME_LEN];
@@ -212,7 +213,7 @@ fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Tim
             slow.handle_event(ev);
         }
     }
-    let released = slow.release(|e| sw.stopped_mask(now, e)).to_vec();
+    let released = slow.release(|e| sw.stopped(now, e)).to_vec();
     for r in released {
         sw.reinject(now, pool, r);
     }

@@ -12,6 +12,7 @@ use pfcswitch_core::checking::{CheckingMessage, ENCODED_LEN};
 use pfcswitch_core::config::Config;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
+use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::tagging::TagTable;
 
 /// A fuzz target: takes any bytes, panics only on a fault.
@@ -37,7 +38,7 @@ pub fn pfc_codec(data: &[u8]) {
         assert_eq!(again, frame, "{data:02x?}");
     }
     if data.len() >= 19 {
-        let mut p = Pfc::pause(data[0], 0);
+        let mut p = Pfc::pause(Priorities::from_bits(data[0]), 0);
         for (i, q) in p.quanta.iter_mut().enumerate() {
             *q = u16::from_be_bytes([data[1 + 2 * i], data[2 + 2 * i]]);
         }
@@ -46,7 +47,7 @@ pub fn pfc_codec(data: &[u8]) {
         let len = pfc::encode(&mut buf, own, &MacControl::Pfc(p));
         match pfc::decode(&buf[..len], own) {
             Ok(f) => assert_eq!(f.body, MacControl::Pfc(p)),
-            Err(reject) => assert!(p.enabled == 0, "{p:?} did not read back: {reject:?}"),
+            Err(reject) => assert!(p.enabled.is_empty(), "{p:?} did not read back: {reject:?}"),
         }
     }
 }
@@ -59,7 +60,7 @@ fn message(data: &[u8]) -> CheckingMessage {
         origin_port: u16::from_be_bytes([b(4), b(5)]),
         seq: u32::from_be_bytes([b(6), b(7), b(8), b(9)]),
         hops: u16::from_be_bytes([b(10), b(11)]),
-        prios: b(12),
+        prios: Priorities::from_bits(b(12)),
     }
 }
 
@@ -86,7 +87,7 @@ pub fn config(data: &[u8]) {
     let again = Config::from_toml(&written).unwrap_or_else(|e| panic!("{text:?} was accepted, {written:?} not: {e}"));
     assert_eq!(again, c, "{text:?}");
     // What the engine derives from it must not panic either.
-    let _ = (c.switch_id(), c.frame_caps(1 << 16, c.ports.len()), c.lossless_mask());
+    let _ = (c.switch_id(), c.frame_caps(1 << 16, c.ports.len()), c.lossless());
     for i in 0..c.ports.len() {
         let _ = c.ports[i].speed().quanta_duration(c.pfc.quanta);
     }
@@ -106,7 +107,7 @@ pub fn tagger_table(data: &[u8]) {
                     let _ = t.ingress(i, tag);
                     for e in 0..ports {
                         let _ = t.rewrite(i, tag, e);
-                        let _ = t.egress_queues(i, tag, e);
+                        let _ = t.egress_queues(i, Priorities::from_bits(tag), e);
                     }
                 }
                 let _ = t.priority_of(tag);

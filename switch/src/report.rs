@@ -112,7 +112,8 @@ pub fn doctor_text(reports: &[Diagnosis]) -> String {
                 None => "not read".to_string(),
                 Some(DcbState::NotSupported) => "none".into(),
                 Some(DcbState::NoIeeePfc) => "no IEEE PFC state".into(),
-                Some(DcbState::Pfc { capable, enabled }) => format!("PFC enabled {enabled:#04x} of {capable} capable"),
+                Some(DcbState::Pfc { capable, enabled }) =>
+                    format!("PFC on priorities {enabled:?} of {capable} capable"),
             }
         );
         let r = &d.run;

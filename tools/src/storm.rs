@@ -12,6 +12,7 @@ use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::pfc::{self, MacControl, Pfc};
+use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::time::Time;
 use pfcswitch::dataplane::sys;
@@ -116,15 +117,15 @@ pub struct StormReport {
 }
 
 /// Builds the storm's frame.
-pub fn storm_frame(mode: StormMode, src: MacAddr, bitmap: u8, quanta: u16, global: bool) -> Vec<u8> {
+pub fn storm_frame(mode: StormMode, src: MacAddr, prios: Priorities, quanta: u16, global: bool) -> Vec<u8> {
     let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
     let src = if mode == StormMode::ZeroSource { MacAddr::ZERO } else { src };
     let body = if global {
         MacControl::Pause { quanta }
     } else if mode == StormMode::ZeroVector {
-        MacControl::Pfc(Pfc { enabled: 0, quanta: [quanta; 8], checking: None })
+        MacControl::Pfc(Pfc { enabled: Priorities::NONE, quanta: [quanta; 8], checking: None })
     } else {
-        MacControl::Pfc(Pfc::pause(bitmap, quanta))
+        MacControl::Pfc(Pfc::pause(prios, quanta))
     };
     pfc::encode(&mut frame, src, &body);
     match mode {
@@ -169,18 +170,19 @@ impl GapStats {
 }
 
 impl StormArgs {
-    pub fn bitmap(&self) -> Result<u8> {
-        let mut bitmap = self.bitmap.unwrap_or(0);
+    /// The priorities to pause: the bitmap's and `--prio`'s.
+    pub fn priorities(&self) -> Result<Priorities> {
+        let mut prios = Priorities::from_bits(self.bitmap.unwrap_or(0));
         for &p in &self.prios {
             if p > 7 {
                 bail!("priority {p} is not 0..7");
             }
-            bitmap |= 1 << p;
+            prios.insert(usize::from(p));
         }
         if self.bitmap.is_none() && self.prios.is_empty() && !self.global {
             bail!("give the priorities to pause: -p BITMAP or --prio N (or --global for 802.3x)");
         }
-        Ok(bitmap)
+        Ok(prios)
     }
 
     /// The interval between frames: given, from --rate, or half the pause time.
@@ -208,7 +210,7 @@ pub fn run(args: &StormArgs, stop: &AtomicBool) -> Result<StormReport> {
     if args.count.is_none() && args.duration.is_none() {
         bail!("give -n COUNT or -s SECONDS: a storm must end");
     }
-    let bitmap = args.bitmap()?;
+    let prios = args.priorities()?;
     let interval = args.interval()?;
     let pause = args.speed.quanta_duration(args.quanta);
     let mut senders = Vec::new();
@@ -216,7 +218,7 @@ pub fn run(args: &StormArgs, stop: &AtomicBool) -> Result<StormReport> {
     for iface in &args.iface {
         let s = RawSender::open(iface)?;
         let src = args.src_mac.unwrap_or_else(|| sys::interface(iface).map(|i| i.mac).unwrap_or(MacAddr::local(1)));
-        frames.push(storm_frame(args.mode, src, bitmap, args.quanta, args.global));
+        frames.push(storm_frame(args.mode, src, prios, args.quanta, args.global));
         senders.push(s);
     }
     sys::tighten_timer_slack();
@@ -307,10 +309,10 @@ mod tests {
 
     #[test]
     fn every_mode_is_what_it_says() {
-        let ok = storm_frame(StormMode::Pfc, SRC, 0x18, 65535, false);
+        let ok = storm_frame(StormMode::Pfc, SRC, Priorities::from_bits(0x18), 65535, false);
         assert_eq!(ok.len(), 60);
-        assert_eq!(pfc::decode(&ok, ME).unwrap().body, MacControl::Pfc(Pfc::pause(0x18, 65535)));
-        let g = storm_frame(StormMode::Pfc, SRC, 0, 100, true);
+        assert_eq!(pfc::decode(&ok, ME).unwrap().body, MacControl::Pfc(Pfc::pause(Priorities::from_bits(0x18), 65535)));
+        let g = storm_frame(StormMode::Pfc, SRC, Priorities::NONE, 100, true);
         assert_eq!(pfc::decode(&g, ME).unwrap().body, MacControl::Pause { quanta: 100 });
         let cases = [
             (StormMode::ZeroVector, ControlReject::NoClassEnabled),
@@ -320,9 +322,13 @@ mod tests {
             (StormMode::WrongDestination, ControlReject::WrongDestination),
         ];
         for (mode, reject) in cases {
-            assert_eq!(pfc::decode(&storm_frame(mode, SRC, 0x08, 1, false), ME), Err(reject), "{mode:?}");
+            assert_eq!(
+                pfc::decode(&storm_frame(mode, SRC, Priorities::only(3), 1, false), ME),
+                Err(reject),
+                "{mode:?}"
+            );
         }
-        let z = storm_frame(StormMode::ZeroSource, SRC, 0x08, 1, false);
+        let z = storm_frame(StormMode::ZeroSource, SRC, Priorities::only(3), 1, false);
         assert_eq!(pfc::decode(&z, ME).unwrap().src, MacAddr::ZERO);
     }
 
@@ -350,9 +356,9 @@ mod tests {
         assert!(parse_bitmap("256").is_err());
         let mut none = args.clone();
         none.bitmap = None;
-        assert!(none.bitmap().is_err());
+        assert!(none.priorities().is_err());
         none.prios = vec![3, 4];
-        assert_eq!(none.bitmap().unwrap(), 0x18);
+        assert_eq!(none.priorities().unwrap(), Priorities::from_bits(0x18));
     }
 
     #[test]

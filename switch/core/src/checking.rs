@@ -13,6 +13,8 @@
 //! 53  reserved, zero up to byte 60
 //! ```
 
+use super::priorities::Priorities;
+
 /// Marks the padding as a checking message: "DCFT".
 pub const MAGIC: u32 = 0x4443_4654;
 pub const VERSION: u8 = 1;
@@ -33,7 +35,7 @@ pub struct CheckingMessage {
     /// is one of buffers only where each hop's traffic waits in a queue the next pause
     /// stops, and under Tagger's tables that is not always the same priority.
     #[serde(default)]
-    pub prios: u8,
+    pub prios: Priorities,
 }
 
 impl CheckingMessage {
@@ -52,7 +54,7 @@ impl CheckingMessage {
             origin_port: u16_at(10),
             seq: u32_at(12),
             hops: u16_at(16),
-            prios: padding[18],
+            prios: Priorities::from_bits(padding[18]),
         })
     }
 
@@ -65,7 +67,7 @@ impl CheckingMessage {
         padding[10..12].copy_from_slice(&self.origin_port.to_be_bytes());
         padding[12..16].copy_from_slice(&self.seq.to_be_bytes());
         padding[16..18].copy_from_slice(&self.hops.to_be_bytes());
-        padding[18] = self.prios;
+        padding[18] = self.prios.bits();
     }
 }
 
@@ -77,8 +79,8 @@ mod tests {
 
     #[test]
     fn rides_in_pfc_padding_and_the_frame_stays_plain_pfc() {
-        let msg = CheckingMessage { origin_switch: 7, origin_port: 2, seq: 41, hops: 3, prios: 1 << 3 };
-        let mut with = Pfc::pause(1 << 3, 1000);
+        let msg = CheckingMessage { origin_switch: 7, origin_port: 2, seq: 41, hops: 3, prios: Priorities::only(3) };
+        let mut with = Pfc::pause(Priorities::only(3), 1000);
         with.checking = Some(msg);
         let mut b = [0u8; 60];
         assert_eq!(pfc::encode(&mut b, MacAddr::local(1), &MacControl::Pfc(with)), 60);
@@ -89,7 +91,7 @@ mod tests {
 
         // A receiver that ignores the padding sees exactly the plain frame's fields.
         let mut plain = [0u8; 60];
-        pfc::encode(&mut plain, MacAddr::local(1), &MacControl::Pfc(Pfc::pause(1 << 3, 1000)));
+        pfc::encode(&mut plain, MacAddr::local(1), &MacControl::Pfc(Pfc::pause(Priorities::only(3), 1000)));
         assert_eq!(b[..34], plain[..34]);
         assert_eq!(b.len(), plain.len());
     }
@@ -99,7 +101,7 @@ mod tests {
         assert_eq!(CheckingMessage::decode(&[0u8; 26]), None);
         assert_eq!(CheckingMessage::decode(&b"DCFT"[..]), None);
         let mut p = [0u8; 26];
-        CheckingMessage { origin_switch: 1, origin_port: 1, seq: 1, hops: 0, prios: 0 }.encode(&mut p);
+        CheckingMessage { origin_switch: 1, origin_port: 1, seq: 1, hops: 0, prios: Priorities::NONE }.encode(&mut p);
         p[4] = 2;
         assert_eq!(CheckingMessage::decode(&p), None, "unknown version");
     }

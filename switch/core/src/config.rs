@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::mac::MacAddr;
 use super::pfc::PRIORITIES;
 use super::pfcwd::{WatchdogConfig, WatchdogOverride};
+use super::priorities::Priorities;
 use super::speed::Speed;
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -574,8 +575,8 @@ impl Config {
         self.pfc.lossless.as_deref().unwrap_or(&DEFAULT_LOSSLESS)
     }
 
-    pub fn lossless_mask(&self) -> u8 {
-        self.lossless_priorities().iter().fold(0u8, |m, &p| m | (1 << p))
+    pub fn lossless(&self) -> Priorities {
+        self.lossless_priorities().iter().map(|&p| usize::from(p)).collect()
     }
 
     /// The buffer profile of `port`'s group for `prio`. Each rule (XOFF, XON, headroom)
@@ -955,7 +956,7 @@ mod tests {
         let c = Config::from_toml("[[port]]\niface = \"a\"\n[[port]]\niface = \"b\"\n").unwrap();
         assert_eq!(c.ports.len(), 2);
         assert_eq!((c.ports[0].speed, c.ports[0].speed()), (None, Speed::gbps(10)));
-        assert_eq!(c.lossless_mask(), 0b1_1000);
+        assert_eq!(c.lossless(), Priorities::from_bits(0b1_1000));
         assert_eq!(c.classify.dscp_table()[3], 3);
         assert_eq!(c.classify.dscp_table()[46], 0);
         assert_eq!(c.port_name(1), "b");

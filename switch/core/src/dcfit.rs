@@ -67,6 +67,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::checking::CheckingMessage;
+use super::priorities::Priorities;
 use super::time::Time;
 
 /// How long after a detection the same cycle counts as still the same deadlock.
@@ -77,7 +78,7 @@ pub const CYCLE_MEMORY: Duration = Duration::from_secs(1);
 pub enum CheckChoice {
     Forward(CheckingMessage),
     /// A new message, for one of these groups (see [`PortChecks::take_turn`]).
-    Originate(u8),
+    Originate(Priorities),
     Plain,
 }
 
@@ -93,7 +94,7 @@ pub struct PortChecks {
     /// Groups whose own message came back around a cycle whose traffic still moved (or
     /// along a chain already broken): the next pause for each originates a fresh one to
     /// look again.
-    pub retry: u8,
+    pub retry: Priorities,
     /// The group the next message originated here is for, if it is among those asked.
     next_group: u8,
 }
@@ -111,11 +112,11 @@ impl PortChecks {
 
     /// Of `groups` (not empty), the one a new message is for: the first at or after the
     /// last one's successor, so that every paused group is looked at in turn.
-    pub fn take_turn(&mut self, groups: u8) -> u8 {
+    pub fn take_turn(&mut self, groups: Priorities) -> Priorities {
         let from = u32::from(self.next_group % 8);
-        let k = (groups.rotate_right(from).trailing_zeros() + from) % 8;
+        let k = (groups.bits().rotate_right(from).trailing_zeros() + from) % 8;
         self.next_group = (k as u8 + 1) % 8;
-        groups & (1 << k)
+        groups & Priorities::only(k as usize)
     }
 }
 
@@ -125,17 +126,17 @@ impl PortChecks {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cause {
     pub port: usize,
-    pub groups: u8,
-    pub queues: u8,
+    pub groups: Priorities,
+    pub queues: Priorities,
 }
 
 /// The rule above for a pause of the groups `paused` sent on ingress `i`. `causes`: the
 /// egress ports holding its traffic back; `ports`: every port's state (`ports[i]` is the
 /// ingress).
-pub fn choose(i: usize, paused: u8, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
+pub fn choose(i: usize, paused: Priorities, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
     let retry = ports[i].retry & paused;
-    if retry != 0 {
-        let group = retry & retry.wrapping_neg();
+    if let Some(lowest) = retry.iter().next() {
+        let group = Priorities::only(lowest);
         ports[i].retry &= !group;
         return CheckChoice::Originate(group);
     }
@@ -151,7 +152,7 @@ pub fn choose(i: usize, paused: u8, causes: &[Cause], ports: &mut [PortChecks]) 
         if p.in_cycle {
             return CheckChoice::Originate(c.groups);
         }
-        stored = stored.or(p.stored.filter(|m| m.prios & c.queues != 0).map(|m| m.forwarded(c.groups)));
+        stored = stored.or(p.stored.filter(|m| !(m.prios & c.queues).is_empty()).map(|m| m.forwarded(c.groups)));
     }
     match stored {
         Some(m) => CheckChoice::Forward(m),
@@ -162,7 +163,7 @@ pub fn choose(i: usize, paused: u8, causes: &[Cause], ports: &mut [PortChecks]) 
 impl CheckingMessage {
     /// The message as the next hop upstream sees it: one hop more, following the pauses
     /// of `groups` there.
-    pub fn forwarded(self, groups: u8) -> CheckingMessage {
+    pub fn forwarded(self, groups: Priorities) -> CheckingMessage {
         CheckingMessage { hops: self.hops.saturating_add(1), prios: groups, ..self }
     }
 }
@@ -224,8 +225,12 @@ impl DeadlockTracker {
 mod tests {
     use super::*;
 
+    const P3: Priorities = Priorities::only(3);
+    const P4: Priorities = Priorities::only(4);
+    const P34: Priorities = Priorities::from_bits(0b1_1000);
+
     fn msg(origin: u32, port: u16, seq: u32) -> CheckingMessage {
-        CheckingMessage { origin_switch: origin, origin_port: port, seq, hops: 0, prios: 1 << 3 }
+        CheckingMessage { origin_switch: origin, origin_port: port, seq, hops: 0, prios: P3 }
     }
 
     #[test]
@@ -243,45 +248,45 @@ mod tests {
     #[test]
     fn local_causes_originate_downstream_causes_forward() {
         let mut ports = [PortChecks::default(); 3];
-        let at2 = [Cause { port: 2, groups: 1 << 3, queues: 1 << 3 }];
+        let at2 = [Cause { port: 2, groups: P3, queues: P3 }];
         // Nothing holds ingress 0's traffic back downstream (its egress is not paused, or
         // not in the queues it waits in): congestion or a blocked port here. Originate.
-        assert_eq!(choose(0, 1 << 3, &[], &mut ports), CheckChoice::Originate(1 << 3));
+        assert_eq!(choose(0, P3, &[], &mut ports), CheckChoice::Originate(P3));
         // Egress 2 is paused downstream but no message came with it yet: plain pause.
-        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Plain);
+        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Plain);
         // With a stored message there: forward it, one hop further.
         ports[2].stored = Some(msg(7, 1, 9));
         let expected = CheckingMessage { hops: 1, ..msg(7, 1, 9) };
-        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Forward(expected));
         // What the switch queued for this port wins, once.
         ports[0].to_forward = Some(msg(3, 3, 3));
-        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
-        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
+        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Forward(expected));
         // A detected cycle keeps originating.
         ports[2].in_cycle = true;
-        assert_eq!(choose(0, 1 << 3, &at2, &mut ports), CheckChoice::Originate(1 << 3));
+        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Originate(P3));
     }
 
     #[test]
     fn a_retry_originates_for_each_group_that_asked_for_one_once() {
         let mut ports = [PortChecks::default(); 3];
-        let at2 = [Cause { port: 2, groups: 1 << 3 | 1 << 4, queues: 1 << 3 }];
-        ports[0].retry = 1 << 3 | 1 << 4;
+        let at2 = [Cause { port: 2, groups: P34, queues: P3 }];
+        ports[0].retry = P34;
         // A frame pausing only group 4 looks again for group 4; group 3 waits its turn.
-        assert_eq!(choose(0, 1 << 4, &at2, &mut ports), CheckChoice::Originate(1 << 4));
-        assert_eq!(choose(0, 1 << 3 | 1 << 4, &at2, &mut ports), CheckChoice::Originate(1 << 3));
-        assert_eq!(choose(0, 1 << 3 | 1 << 4, &at2, &mut ports), CheckChoice::Plain);
+        assert_eq!(choose(0, P4, &at2, &mut ports), CheckChoice::Originate(P4));
+        assert_eq!(choose(0, P34, &at2, &mut ports), CheckChoice::Originate(P3));
+        assert_eq!(choose(0, P34, &at2, &mut ports), CheckChoice::Plain);
     }
 
     #[test]
     fn originated_messages_take_the_paused_groups_in_turn() {
         let mut p = PortChecks::default();
-        let both = 1 << 3 | 1 << 4;
-        assert_eq!([p.take_turn(both), p.take_turn(both), p.take_turn(both)], [1 << 3, 1 << 4, 1 << 3]);
+        let both = P34;
+        assert_eq!([p.take_turn(both), p.take_turn(both), p.take_turn(both)], [P3, P4, P3]);
         // A group asked alone is taken, and the turn moves on from it.
-        assert_eq!(p.take_turn(1 << 7), 1 << 7);
-        assert_eq!(p.take_turn(both | 1), 1);
-        assert_eq!(p.take_turn(both | 1), 1 << 3);
+        assert_eq!(p.take_turn(Priorities::only(7)), Priorities::only(7));
+        assert_eq!(p.take_turn(both | Priorities::only(0)), Priorities::only(0));
+        assert_eq!(p.take_turn(both | Priorities::only(0)), P3);
     }
 
     #[test]
@@ -289,12 +294,12 @@ mod tests {
         let mut ports = [PortChecks::default(); 3];
         // The stored message follows priority 3's pauses; the traffic waits in queue 4.
         ports[2].stored = Some(msg(7, 1, 9));
-        let in4 = [Cause { port: 2, groups: 1 << 4, queues: 1 << 4 }];
-        assert_eq!(choose(0, 1 << 4, &in4, &mut ports), CheckChoice::Plain);
+        let in4 = [Cause { port: 2, groups: P4, queues: P4 }];
+        assert_eq!(choose(0, P4, &in4, &mut ports), CheckChoice::Plain);
         // Group 4 waits in queue 3 (a Tagger rewrite): the message goes on, following group 4.
-        let in3 = [Cause { port: 2, groups: 1 << 4, queues: 1 << 3 }];
-        let expected = CheckingMessage { hops: 1, prios: 1 << 4, ..msg(7, 1, 9) };
-        assert_eq!(choose(0, 1 << 4, &in3, &mut ports), CheckChoice::Forward(expected));
+        let in3 = [Cause { port: 2, groups: P4, queues: P3 }];
+        let expected = CheckingMessage { hops: 1, prios: P4, ..msg(7, 1, 9) };
+        assert_eq!(choose(0, P4, &in3, &mut ports), CheckChoice::Forward(expected));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::pfc::PRIORITIES;
+use super::priorities::Priorities;
 use super::time::Time;
 
 /// One pause timer with its paused-time accounting.
@@ -61,20 +62,17 @@ impl EgressPause {
         self.global.apply(now, d);
     }
 
-    /// Priorities that may not transmit at `now` (a bit per priority).
-    pub fn paused_mask(&self, now: Time) -> u8 {
+    /// Priorities that may not transmit at `now`.
+    pub fn paused(&self, now: Time) -> Priorities {
         if self.global.paused(now) {
-            return 0xff;
+            return Priorities::ALL;
         }
-        self.prio.iter().enumerate().fold(0, |m, (p, t)| if t.paused(now) { m | (1 << p) } else { m })
+        Priorities::matching(|p| self.prio[p].paused(now))
     }
 
-    /// When the earliest of the priorities in `mask` resumes, if any is paused.
-    pub fn resume_at(&self, now: Time, mask: u8) -> Option<Time> {
-        let per_prio = (0..PRIORITIES)
-            .filter(|p| mask & (1 << p) != 0 && self.prio[*p].paused(now))
-            .map(|p| self.prio[p].until)
-            .min();
+    /// When the earliest of `prios` resumes, if any is paused.
+    pub fn resume_at(&self, now: Time, prios: Priorities) -> Option<Time> {
+        let per_prio = prios.iter().filter(|&p| self.prio[p].paused(now)).map(|p| self.prio[p].until).min();
         if self.global.paused(now) {
             // Blocked until both the port and the priority timers allow.
             return Some(per_prio.map_or(self.global.until, |t| t.max(self.global.until)));
@@ -111,16 +109,16 @@ mod tests {
         let mut e = EgressPause::default();
         let t0 = Time::from_millis(10);
         e.pause_priority(t0, 3, 5 * MS);
-        assert_eq!(e.paused_mask(t0), 1 << 3);
-        assert_eq!(e.resume_at(t0, 0xff), Some(t0 + 5 * MS));
+        assert_eq!(e.paused(t0), Priorities::only(3));
+        assert_eq!(e.resume_at(t0, Priorities::ALL), Some(t0 + 5 * MS));
         // A shorter pause replaces a longer one.
         e.pause_priority(t0 + MS, 3, MS);
-        assert_eq!(e.resume_at(t0 + MS, 0xff), Some(t0 + 2 * MS));
-        assert_eq!(e.paused_mask(t0 + 2 * MS), 0);
+        assert_eq!(e.resume_at(t0 + MS, Priorities::ALL), Some(t0 + 2 * MS));
+        assert_eq!(e.paused(t0 + 2 * MS), Priorities::NONE);
         // Zero quanta resume at once.
         e.pause_priority(t0 + 3 * MS, 3, 10 * MS);
         e.pause_priority(t0 + 4 * MS, 3, Duration::ZERO);
-        assert_eq!(e.paused_mask(t0 + 4 * MS), 0);
+        assert_eq!(e.paused(t0 + 4 * MS), Priorities::NONE);
         // Paused: 0..2 ms, then 3..4 ms.
         assert_eq!(e.paused_time(t0 + 20 * MS, 3), 3 * MS);
         assert_eq!(e.paused_time(t0 + 20 * MS, 4), Duration::ZERO);
@@ -147,9 +145,9 @@ mod tests {
         let mut e = EgressPause::default();
         let t = Time::from_millis(1);
         e.pause_port(t, MS);
-        assert_eq!(e.paused_mask(t), 0xff);
-        assert_eq!(e.resume_at(t, 1), Some(t + MS));
+        assert_eq!(e.paused(t), Priorities::ALL);
+        assert_eq!(e.resume_at(t, Priorities::only(0)), Some(t + MS));
         assert_eq!(e.paused_time(t + 5 * MS, 7), MS);
-        assert_eq!(e.paused_mask(t + MS), 0);
+        assert_eq!(e.paused(t + MS), Priorities::NONE);
     }
 }

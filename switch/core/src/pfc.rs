@@ -13,6 +13,7 @@
 
 use super::checking::CheckingMessage;
 use super::mac::MacAddr;
+use super::priorities::Priorities;
 
 pub const MAC_CONTROL_ETHERTYPE: u16 = 0x8808;
 pub const OPCODE_PAUSE: u16 = 0x0001;
@@ -28,18 +29,18 @@ pub const PRIORITIES: usize = 8;
 /// A priority flow control request: for each enabled priority, pause for `quanta[p]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pfc {
-    /// Class-enable vector: bit n set means `quanta[n]` applies to priority n.
-    pub enabled: u8,
+    /// The class-enable vector: `quanta[n]` applies to each priority n in it.
+    pub enabled: Priorities,
     pub quanta: [u16; PRIORITIES],
     /// A DCFIT checking message riding in the padding, if any.
     pub checking: Option<CheckingMessage>,
 }
 
 impl Pfc {
-    /// Pause every priority in `priorities` (a bit set) for `quanta`.
-    pub fn pause(priorities: u8, quanta: u16) -> Pfc {
+    /// Pause every priority in `priorities` for `quanta`.
+    pub fn pause(priorities: Priorities, quanta: u16) -> Pfc {
         let mut pfc = Pfc { enabled: priorities, ..Pfc::default() };
-        for p in bits(priorities) {
+        for p in priorities.iter() {
             pfc.quanta[p] = quanta;
         }
         pfc
@@ -47,13 +48,8 @@ impl Pfc {
 
     /// Enabled priorities with their quanta.
     pub fn classes(&self) -> impl Iterator<Item = (usize, u16)> + '_ {
-        bits(self.enabled).map(|p| (p, self.quanta[p]))
+        self.enabled.iter().map(|p| (p, self.quanta[p]))
     }
-}
-
-/// The indices of the set bits of `set`, lowest first.
-pub fn bits(set: u8) -> impl Iterator<Item = usize> {
-    (0..PRIORITIES).filter(move |p| set & (1 << p) != 0)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +140,7 @@ pub fn decode(frame: &[u8], own_mac: MacAddr) -> Result<ControlFrame, ControlRej
             if vector == 0 {
                 return Err(ControlReject::NoClassEnabled);
             }
-            let mut pfc = Pfc { enabled: vector as u8, ..Pfc::default() };
+            let mut pfc = Pfc { enabled: Priorities::from_bits(vector as u8), ..Pfc::default() };
             for (p, q) in pfc.quanta.iter_mut().enumerate() {
                 *q = be16(frame, 18 + 2 * p);
             }
@@ -172,7 +168,7 @@ pub fn encode(buf: &mut [u8], src: MacAddr, body: &MacControl) -> usize {
         }
         MacControl::Pfc(pfc) => {
             frame[14..16].copy_from_slice(&OPCODE_PFC.to_be_bytes());
-            frame[16..18].copy_from_slice(&u16::from(pfc.enabled).to_be_bytes());
+            frame[16..18].copy_from_slice(&u16::from(pfc.enabled.bits()).to_be_bytes());
             for (p, q) in pfc.quanta.iter().enumerate() {
                 frame[18 + 2 * p..20 + 2 * p].copy_from_slice(&q.to_be_bytes());
             }
@@ -203,7 +199,7 @@ mod tests {
 
     #[test]
     fn pfc_round_trips_with_the_standard_layout() {
-        let mut pfc = Pfc::pause(0b0001_1000, 65535);
+        let mut pfc = Pfc::pause(Priorities::from_bits(0b0001_1000), 65535);
         pfc.quanta[4] = 0x1234;
         let b = pfc_bytes(&pfc);
         assert_eq!(b.len(), 60);
@@ -235,7 +231,7 @@ mod tests {
 
     #[test]
     fn rejects_every_malformed_case() {
-        let good = pfc_bytes(&Pfc::pause(1 << 3, 100));
+        let good = pfc_bytes(&Pfc::pause(Priorities::only(3), 100));
         for len in [0, 13, 15, 16, 33] {
             assert_eq!(decode(&good[..len], OWN), Err(ControlReject::Truncated), "len {len}");
         }
@@ -264,7 +260,7 @@ mod tests {
     #[test]
     fn zero_source_is_still_decoded() {
         let mut b = vec![0u8; 60];
-        encode(&mut b, MacAddr::ZERO, &MacControl::Pfc(Pfc::pause(1, 5)));
+        encode(&mut b, MacAddr::ZERO, &MacControl::Pfc(Pfc::pause(Priorities::only(0), 5)));
         assert_eq!(decode(&b, OWN).unwrap().src, MacAddr::ZERO);
     }
 
@@ -276,7 +272,7 @@ mod tests {
 
         #[test]
         fn any_valid_pfc_round_trips(enabled in 1u8.., quanta in proptest::array::uniform8(proptest::num::u16::ANY)) {
-            let pfc = Pfc { enabled, quanta, checking: None };
+            let pfc = Pfc { enabled: Priorities::from_bits(enabled), quanta, checking: None };
             let b = pfc_bytes(&pfc);
             proptest::prop_assert_eq!(decode(&b, OWN).unwrap().body, MacControl::Pfc(pfc));
         }

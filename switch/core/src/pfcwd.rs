@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::pfc::{self, PRIORITIES};
+use super::pfc::PRIORITIES;
+use super::priorities::Priorities;
 use super::time::Time;
 
 /// What the watchdog does to a stormed priority.
@@ -144,7 +145,7 @@ pub struct Observed {
     /// Per priority: when the partner's last pause (not a resume) for it arrived.
     pub last_pause: [Option<Time>; PRIORITIES],
     /// Priorities with frames waiting to go out on the port (queued or held).
-    pub waiting: u8,
+    pub waiting: Priorities,
 }
 
 impl PortWatchdog {
@@ -164,25 +165,25 @@ impl PortWatchdog {
     }
 
     /// Priorities the watchdog currently acts on.
-    pub fn stormed(&self) -> u8 {
-        (0..PRIORITIES).filter(|&p| self.stormed[p].is_some()).fold(0, |m, p| m | 1 << p)
+    pub fn stormed(&self) -> Priorities {
+        Priorities::matching(|p| self.stormed[p].is_some())
     }
 
     /// Stormed priorities whose frames are dropped.
-    pub fn dropping(&self) -> u8 {
+    pub fn dropping(&self) -> Priorities {
         if self.action == WatchdogAction::Drop {
             self.stormed()
         } else {
-            0
+            Priorities::NONE
         }
     }
 
     /// Stormed priorities whose partner's pauses are ignored.
-    pub fn forwarding(&self) -> u8 {
+    pub fn forwarding(&self) -> Priorities {
         if self.action == WatchdogAction::Forward {
             self.stormed()
         } else {
-            0
+            Priorities::NONE
         }
     }
 
@@ -196,13 +197,20 @@ impl PortWatchdog {
 
     /// Detects storms and restores priorities among `lossless` as of `now`; reports each
     /// change through `event`.
-    pub fn check(&mut self, now: Time, port: u16, lossless: u8, seen: &Observed, mut event: impl FnMut(WatchdogEvent)) {
+    pub fn check(
+        &mut self,
+        now: Time,
+        port: u16,
+        lossless: Priorities,
+        seen: &Observed,
+        mut event: impl FnMut(WatchdogEvent),
+    ) {
         if self.action == WatchdogAction::Off {
             return;
         }
-        for prio in pfc::bits(lossless) {
+        for prio in lossless.iter() {
             self.waiting_since[prio] =
-                if seen.waiting & (1 << prio) != 0 { Some(self.waiting_since[prio].unwrap_or(now)) } else { None };
+                if seen.waiting.contains(prio) { Some(self.waiting_since[prio].unwrap_or(now)) } else { None };
             match self.stormed[prio] {
                 None => {
                     let Some(since) = self.stalled_since(prio, seen) else { continue };
@@ -246,20 +254,21 @@ impl PortWatchdog {
     /// last check).
     fn stalled_since(&self, prio: usize, seen: &Observed) -> Option<Time> {
         match (seen.paused_since[prio], self.waiting_since[prio]) {
-            (Some(paused), Some(waiting)) if seen.waiting & (1 << prio) != 0 => Some(paused.max(waiting)),
+            (Some(paused), Some(waiting)) if seen.waiting.contains(prio) => Some(paused.max(waiting)),
             _ => None,
         }
     }
 
     /// The next time [`PortWatchdog::check`] could change something without new input
     /// (`now` if frames wait that it has not seen yet).
-    pub fn deadline(&self, now: Time, lossless: u8, seen: &Observed) -> Option<Time> {
+    pub fn deadline(&self, now: Time, lossless: Priorities, seen: &Observed) -> Option<Time> {
         if self.action == WatchdogAction::Off {
             return None;
         }
-        pfc::bits(lossless)
+        lossless
+            .iter()
             .filter_map(|prio| match self.stormed[prio] {
-                None if seen.waiting & (1 << prio) != 0 && seen.paused_since[prio].is_some() => {
+                None if seen.waiting.contains(prio) && seen.paused_since[prio].is_some() => {
                     Some(self.stalled_since(prio, seen).map_or(now, |s| s + self.detection))
                 }
                 None => None,
@@ -274,12 +283,14 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+    const P3: Priorities = Priorities::only(3);
+    const NONE: Priorities = Priorities::NONE;
 
     fn seen(paused_since: Option<Time>, last_pause: Option<Time>, waiting: bool) -> Observed {
-        let mut o = Observed { paused_since: [None; 8], last_pause: [None; 8], waiting: 0 };
+        let mut o = Observed { paused_since: [None; 8], last_pause: [None; 8], waiting: NONE };
         o.paused_since[3] = paused_since;
         o.last_pause[3] = last_pause;
-        o.waiting = if waiting { 1 << 3 } else { 0 };
+        o.waiting = if waiting { Priorities::only(3) } else { Priorities::NONE };
         o
     }
 
@@ -294,24 +305,24 @@ mod tests {
         let mut events = Vec::new();
         let paused = seen(Some(t0), Some(t0 + 150 * MS), true);
         // Frames it has not seen waiting yet: look now.
-        assert_eq!(w.deadline(t0, 1 << 3, &paused), Some(t0));
-        w.check(t0, 1, 1 << 3, &paused, |e| events.push(e));
-        assert_eq!(w.deadline(t0, 1 << 3, &paused), Some(t0 + 200 * MS));
-        w.check(t0 + 199 * MS, 1, 1 << 3, &paused, |e| events.push(e));
-        assert!(events.is_empty() && w.stormed() == 0);
-        w.check(t0 + 200 * MS, 1, 1 << 3, &paused, |e| events.push(e));
-        assert_eq!(w.dropping(), 1 << 3);
+        assert_eq!(w.deadline(t0, P3, &paused), Some(t0));
+        w.check(t0, 1, P3, &paused, |e| events.push(e));
+        assert_eq!(w.deadline(t0, P3, &paused), Some(t0 + 200 * MS));
+        w.check(t0 + 199 * MS, 1, P3, &paused, |e| events.push(e));
+        assert!(events.is_empty() && w.stormed().is_empty());
+        w.check(t0 + 200 * MS, 1, P3, &paused, |e| events.push(e));
+        assert_eq!(w.dropping(), P3);
         assert!(
             matches!(events[0], WatchdogEvent::StormDetected { port: 1, prio: 3, stalled_since, .. } if stalled_since == t0)
         );
         assert_eq!(w.counters(3).last_detection_us, 200_000);
         // Pauses keep coming until 300 ms: restored 100 ms after the last one.
         let storming = seen(Some(t0), Some(t0 + 300 * MS), true);
-        assert_eq!(w.deadline(t0, 1 << 3, &storming), Some(t0 + 400 * MS));
-        w.check(t0 + 399 * MS, 1, 1 << 3, &storming, |e| events.push(e));
-        assert_eq!(w.stormed(), 1 << 3);
-        w.check(t0 + 400 * MS, 1, 1 << 3, &seen(None, Some(t0 + 300 * MS), true), |e| events.push(e));
-        assert_eq!(w.stormed(), 0);
+        assert_eq!(w.deadline(t0, P3, &storming), Some(t0 + 400 * MS));
+        w.check(t0 + 399 * MS, 1, P3, &storming, |e| events.push(e));
+        assert_eq!(w.stormed(), P3);
+        w.check(t0 + 400 * MS, 1, P3, &seen(None, Some(t0 + 300 * MS), true), |e| events.push(e));
+        assert_eq!(w.stormed(), NONE);
         assert!(matches!(events[1], WatchdogEvent::Restored { prio: 3, stormed_for, .. } if stormed_for == 200 * MS));
         assert_eq!((w.counters(3).storms_detected, w.counters(3).restored), (1, 1));
     }
@@ -321,11 +332,11 @@ mod tests {
         let mut w = watchdog(WatchdogAction::Drop);
         let t0 = Time::from_millis(1000);
         // Paused since t0, idle until 500 ms: nothing held back until frames arrive.
-        w.check(t0 + 500 * MS, 0, 1 << 3, &seen(Some(t0), Some(t0), false), |_| panic!("idle"));
-        w.check(t0 + 500 * MS, 0, 1 << 3, &seen(Some(t0), Some(t0), true), |_| panic!("just began to wait"));
-        w.check(t0 + 699 * MS, 0, 1 << 3, &seen(Some(t0), Some(t0), true), |_| panic!("199 ms"));
+        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), false), |_| panic!("idle"));
+        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| panic!("just began to wait"));
+        w.check(t0 + 699 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| panic!("199 ms"));
         let mut fired = false;
-        w.check(t0 + 700 * MS, 0, 1 << 3, &seen(Some(t0), Some(t0), true), |_| fired = true);
+        w.check(t0 + 700 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| fired = true);
         assert!(fired && w.counters(3).last_detection_us == 200_000);
     }
 
@@ -334,24 +345,26 @@ mod tests {
         let t0 = Time::from_millis(1000);
         let late = t0 + 10_000 * MS;
         let mut w = watchdog(WatchdogAction::Drop);
-        w.check(late, 0, 1 << 3, &seen(Some(t0), Some(t0), false), |_| panic!("idle"));
-        w.check(late, 0, 1 << 4, &seen(Some(t0), Some(t0), true), |_| panic!("priority 3 is not lossless here"));
-        assert_eq!(w.deadline(late, 1 << 3, &seen(Some(t0), Some(t0), false)), None);
+        w.check(late, 0, P3, &seen(Some(t0), Some(t0), false), |_| panic!("idle"));
+        w.check(late, 0, Priorities::only(4), &seen(Some(t0), Some(t0), true), |_| {
+            panic!("priority 3 is not lossless here")
+        });
+        assert_eq!(w.deadline(late, P3, &seen(Some(t0), Some(t0), false)), None);
         let mut off = watchdog(WatchdogAction::Off);
-        off.check(late, 0, 1 << 3, &seen(Some(t0), Some(t0), true), |_| panic!("off"));
-        assert_eq!(off.deadline(late, 1 << 3, &seen(Some(t0), Some(t0), true)), None);
+        off.check(late, 0, P3, &seen(Some(t0), Some(t0), true), |_| panic!("off"));
+        assert_eq!(off.deadline(late, P3, &seen(Some(t0), Some(t0), true)), None);
     }
 
     #[test]
-    fn forward_and_alert_act_on_nothing_but_their_own_mask() {
+    fn forward_and_alert_act_on_nothing_but_their_own_priorities() {
         let t0 = Time::from_millis(1000);
         for (action, dropping, forwarding) in
-            [(WatchdogAction::Forward, 0, 1 << 3), (WatchdogAction::Alert, 0, 0), (WatchdogAction::Drop, 1 << 3, 0)]
+            [(WatchdogAction::Forward, NONE, P3), (WatchdogAction::Alert, NONE, NONE), (WatchdogAction::Drop, P3, NONE)]
         {
             let mut w = watchdog(action);
-            w.check(t0, 0, 1 << 3, &seen(Some(t0), Some(t0), true), |_| {});
-            w.check(t0 + 200 * MS, 0, 1 << 3, &seen(Some(t0), Some(t0), true), |_| {});
-            assert_eq!((w.stormed(), w.dropping(), w.forwarding()), (1 << 3, dropping, forwarding), "{action:?}");
+            w.check(t0, 0, P3, &seen(Some(t0), Some(t0), true), |_| {});
+            w.check(t0 + 200 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| {});
+            assert_eq!((w.stormed(), w.dropping(), w.forwarding()), (P3, dropping, forwarding), "{action:?}");
         }
     }
 

@@ -7,7 +7,7 @@
 //! order per ingress port. They stay charged to their ingress (port, priority) group
 //! while held, so holding them builds buffer and triggers XOFF upstream exactly as
 //! congestion would. Whether a port is blocked, and how many frames are held for each
-//! egress queue, the engine alone keeps ([`crate::switch::Switch::stopped_mask`],
+//! egress queue, the engine alone keeps ([`crate::switch::Switch::stopped`],
 //! [`crate::traffic_map::TrafficMap`]).
 
 use std::collections::VecDeque;
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::checking::CheckingMessage;
 use super::dcfit::DeadlockEvent;
+use super::priorities::Priorities;
 use super::queue::FrameId;
 
 /// A frame the dataplane handed to the slowpath because its egress was blocked.
@@ -67,14 +68,14 @@ impl HeldFrames {
     }
 
     /// Gives back every frame that may go — its priority not stopped at its egress
-    /// (`stopped(egress)` is a priority bit mask: all of them while the port is blocked) —
+    /// (`stopped(egress)`: all priorities while the port is blocked) —
     /// walking each ingress port's frames in arrival order, so order within each
     /// (ingress, egress, priority) holds.
-    pub fn release(&mut self, stopped: impl Fn(usize) -> u8, out: &mut Vec<Released>) {
+    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities, out: &mut Vec<Released>) {
         let start = out.len();
         for queue in &mut self.held {
             queue.retain(|f| {
-                let may_go = stopped(usize::from(f.egress)) & (1 << f.prio) == 0;
+                let may_go = !stopped(usize::from(f.egress)).contains(usize::from(f.prio));
                 if may_go {
                     out.push(Released { frame: *f, last_of_pair: false });
                 }
@@ -219,7 +220,7 @@ impl Slowpath {
 
     /// The held frames that may go now (see [`HeldFrames::release`]), in order; the
     /// caller hands them back to the engine ([`crate::switch::Switch::reinject`]).
-    pub fn release(&mut self, stopped: impl Fn(usize) -> u8) -> &[Released] {
+    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities) -> &[Released] {
         self.recheck = false;
         self.released.clear();
         self.held.release(stopped, &mut self.released);
@@ -278,10 +279,10 @@ mod tests {
         }
         s.hold(frame(9, 1, 2, 3));
         let mut out = Vec::new();
-        let blocked = |e| if e == 2 { u8::MAX } else { 0 };
+        let blocked = |e| if e == 2 { Priorities::ALL } else { Priorities::NONE };
         s.release(blocked, &mut out);
         assert!(out.is_empty(), "nothing goes while the egress is blocked");
-        s.release(|_| 0, &mut out);
+        s.release(|_| Priorities::NONE, &mut out);
         let ids: Vec<u32> = out.iter().map(|r| r.frame.id.0).collect();
         assert_eq!(ids, vec![0, 1, 2, 3, 9]);
         let last: Vec<bool> = out.iter().map(|r| r.last_of_pair).collect();
@@ -297,12 +298,12 @@ mod tests {
         s.hold(frame(3, 0, 1, 3));
         let mut out = Vec::new();
         // Priority 4 is paused at egress 1.
-        s.release(|e| if e == 1 { 1 << 4 } else { 0 }, &mut out);
+        s.release(|e| if e == 1 { Priorities::only(4) } else { Priorities::NONE }, &mut out);
         let ids: Vec<(u32, bool)> = out.iter().map(|r| (r.frame.id.0, r.last_of_pair)).collect();
         assert_eq!(ids, vec![(1, false), (3, false)], "frame 2 is still held for the pair");
         assert_eq!(s.held_for(1), 1);
         out.clear();
-        s.release(|_| 0, &mut out);
+        s.release(|_| Priorities::NONE, &mut out);
         assert_eq!((out[0].frame.id.0, out[0].last_of_pair), (2, true));
     }
 
@@ -310,7 +311,7 @@ mod tests {
     fn drain_returns_everything() {
         let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
         s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
-        assert_eq!(s.release(|_| u8::MAX).len(), 0);
+        assert_eq!(s.release(|_| Priorities::ALL).len(), 0);
         assert_eq!(s.drain().len(), 1);
         assert_eq!(s.held(), 0);
     }
@@ -321,7 +322,13 @@ mod tests {
             detected_ns: id * 10,
             origin_port: 0,
             return_port: 1,
-            message: CheckingMessage { origin_switch: 7, origin_port: 0, seq: id as u32, hops: 3, prios: 1 << 3 },
+            message: CheckingMessage {
+                origin_switch: 7,
+                origin_port: 0,
+                seq: id as u32,
+                hops: 3,
+                prios: Priorities::only(3),
+            },
             path_length: 3,
             confirmations: 0,
             last_seen_ns: 0,
@@ -351,7 +358,7 @@ mod tests {
         assert!(!s.wants_release());
         s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
         assert!(s.wants_release());
-        assert_eq!(s.release(|_| 0).len(), 1);
+        assert_eq!(s.release(|_| Priorities::NONE).len(), 1);
         assert!(!s.wants_release());
     }
 }

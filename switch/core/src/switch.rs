@@ -18,6 +18,7 @@ use super::mac::MacAddr;
 use super::pause::EgressPause;
 use super::pfc::{self, MacControl, Pfc, PRIORITIES};
 use super::pfcwd::{Observed, PortWatchdog, WatchdogAction, WatchdogEvent, WatchdogEvents};
+use super::priorities::Priorities;
 use super::queue::{Fifo, FrameId, FrameTable, NO_PORT};
 use super::ring::Ring;
 use super::shaper::Shaper;
@@ -170,7 +171,7 @@ const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
 struct Originated {
     seq: u32,
     at: Time,
-    groups: u8,
+    groups: Priorities,
 }
 
 #[derive(Debug)]
@@ -184,8 +185,8 @@ struct Drr {
 /// Pauses this port owes its link partner, built into a frame at the next transmit.
 #[derive(Debug, Default)]
 struct PendingPause {
-    pause: u8,
-    resume: u8,
+    pause: Priorities,
+    resume: Priorities,
     /// Receive time of the frame that crossed XOFF, for the reaction-time histogram.
     trigger: Option<Time>,
     refresh_at: [Time; PRIORITIES],
@@ -231,7 +232,7 @@ struct Port {
     /// Per ingress group: when a frame charged to it last left the switch.
     departed: [Option<Time>; PRIORITIES],
     /// Deadlock resolution: drop these priorities' frames for this egress until then.
-    deadlock_drop: Option<(Time, u8)>,
+    deadlock_drop: Option<(Time, Priorities)>,
     pfcwd: PortWatchdog,
     counters: PortCounters,
     checks: CheckCounters,
@@ -250,7 +251,7 @@ pub struct Switch {
     classifier: Classifier,
     tags: Option<TagTable>,
     tag_counters: Vec<TagCounters>,
-    lossless: u8,
+    lossless: Priorities,
     quanta: u16,
     lossy_queue_bytes: u64,
     frame_caps: FrameCaps,
@@ -259,7 +260,7 @@ pub struct Switch {
     resume_lateness: Histogram,
     pause_response: Histogram,
     /// Ports whose frames go to the slowpath (`ctl block`): kept here only; the slowpath
-    /// reads it through [`Switch::stopped_mask`].
+    /// reads it through [`Switch::stopped`].
     blocked: u64,
     map: TrafficMap,
     dcfit: DcfitConfig,
@@ -352,7 +353,7 @@ impl Switch {
             buffer,
             frames: FrameTable::new(frame_capacity),
             classifier: Classifier::new(&config.classify),
-            lossless: tags.as_ref().map_or(config.lossless_mask(), TagTable::lossless_mask),
+            lossless: tags.as_ref().map_or(config.lossless(), TagTable::lossless),
             tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },
             tags,
             quanta,
@@ -388,7 +389,7 @@ impl Switch {
     }
 
     fn is_lossless(&self, prio: usize) -> bool {
-        self.lossless & (1 << prio) != 0
+        self.lossless.contains(prio)
     }
 
     /// Takes ownership of frame `id`, received on `port`: it is queued for transmission
@@ -577,7 +578,7 @@ impl Switch {
         }
         self.rewrite(pool, ingress, id, class, at);
         self.frames.set(id, len as u32, ingress as u16, at.group, now);
-        if self.dropping(now, egress) & (1 << q) != 0 {
+        if self.dropping(now, egress).contains(q) {
             // A deadlock is being broken, or a storm is being cut off, on this queue.
             self.discard(pool, egress, q, id);
             return;
@@ -585,7 +586,7 @@ impl Switch {
         let e = &self.ports[egress];
         // Paused takes precedence over blocked: a paused priority queues as usual. But a
         // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
-        let paused = e.pause.paused_mask(now) & (1 << q) != 0;
+        let paused = e.pause.paused(now).contains(q);
         let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked & (1 << egress) != 0 && !paused);
         if to_slowpath {
             if self.map.held_total() >= self.frame_caps.slowpath {
@@ -605,9 +606,9 @@ impl Switch {
 
     /// Priorities whose frames for `port` are dropped now: a deadlock being broken
     /// (DCFIT's `drop` resolution) or a PFC storm being cut off (the watchdog's `drop`).
-    fn dropping(&self, now: Time, port: PortId) -> u8 {
+    fn dropping(&self, now: Time, port: PortId) -> Priorities {
         let p = &self.ports[port];
-        let deadlock = p.deadlock_drop.filter(|(until, _)| now < *until).map_or(0, |(_, prios)| prios);
+        let deadlock = p.deadlock_drop.filter(|(until, _)| now < *until).map_or(Priorities::NONE, |(_, prios)| prios);
         deadlock | p.pfcwd.dropping()
     }
 
@@ -620,7 +621,7 @@ impl Switch {
     /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]).
     fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, q: usize, id: FrameId) {
         self.ports[egress].counters.drops.watchdog += 1;
-        if self.ports[egress].pfcwd.dropping() & (1 << q) != 0 {
+        if self.ports[egress].pfcwd.dropping().contains(q) {
             self.ports[egress].pfcwd.note_dropped(q);
         }
         self.give_back(pool, id);
@@ -685,7 +686,7 @@ impl Switch {
             self.give_back(pool, f.id);
             return;
         }
-        if self.dropping(now, e) & (1 << p) != 0 {
+        if self.dropping(now, e).contains(p) {
             self.map.dropped_from_slowpath(i, e, p);
             self.discard(pool, e, p, f.id);
             return;
@@ -700,12 +701,12 @@ impl Switch {
     /// Records that a message with `seq` was originated on `port` (as pause frames do;
     /// for tests that stage a cycle without sending the pause that started it).
     #[cfg(test)]
-    pub(crate) fn note_originated(&mut self, port: PortId, seq: u32, groups: u8) {
+    pub(crate) fn note_originated(&mut self, port: PortId, seq: u32, groups: Priorities) {
         self.check_seq = self.check_seq.max(seq);
         self.remember_originated(port, seq, groups);
     }
 
-    fn remember_originated(&mut self, port: PortId, seq: u32, groups: u8) {
+    fn remember_originated(&mut self, port: PortId, seq: u32, groups: Priorities) {
         let p = &mut self.ports[port];
         p.originated.push(Originated { seq, at: self.clock, groups });
     }
@@ -730,32 +731,33 @@ impl Switch {
         self.ports.iter().map(|p| p.name.clone()).collect()
     }
 
-    /// The egress queues (a priority mask) at `egress` that frames of `ingress` charged to
+    /// The egress queues at `egress` that frames of `ingress` charged to
     /// `groups` wait in: the same priorities, or under a Tagger table their new tags'.
-    fn egress_queues(&self, ingress: PortId, groups: u8, egress: PortId) -> u8 {
+    fn egress_queues(&self, ingress: PortId, groups: Priorities, egress: PortId) -> Priorities {
         self.tags.as_ref().map_or(groups, |t| t.egress_queues(ingress, groups, egress))
     }
 
     /// Of `groups` (priorities `ingress` pauses its upstream for), those whose traffic
-    /// waits at `egress` in one of `queues` (a priority mask): DCFIT follows a pause only
+    /// waits at `egress` in one of `queues`: DCFIT follows a pause only
     /// through the queue the paused traffic actually waits in.
-    fn groups_waiting_in(&self, ingress: PortId, groups: u8, egress: PortId, queues: u8) -> u8 {
+    fn groups_waiting_in(&self, ingress: PortId, groups: Priorities, egress: PortId, queues: Priorities) -> Priorities {
         if ingress == egress || self.map.row(ingress) & (1 << egress) == 0 {
-            return 0;
+            return Priorities::NONE;
         }
-        pfc::bits(groups)
-            .filter(|&g| self.egress_queues(ingress, 1 << g, egress) & queues != 0)
-            .fold(0, |m, g| m | 1 << g)
+        groups
+            .iter()
+            .filter(|&g| !(self.egress_queues(ingress, Priorities::only(g), egress) & queues).is_empty())
+            .collect()
     }
 
     /// Priorities for which `port` is pausing its upstream.
-    pub fn xoff_mask(&self, port: PortId) -> u8 {
-        pfc::bits(self.lossless).filter(|&p| self.buffer.group(port, p).xoff).fold(0, |m, p| m | (1 << p))
+    pub fn xoff(&self, port: PortId) -> Priorities {
+        self.lossless.iter().filter(|&p| self.buffer.group(port, p).xoff).collect()
     }
 
     /// Priorities the link partner has paused on `port`.
-    pub fn paused_mask(&self, now: Time, port: PortId) -> u8 {
-        self.ports[port].pause.paused_mask(now)
+    pub fn paused(&self, now: Time, port: PortId) -> Priorities {
+        self.ports[port].pause.paused(now)
     }
 
     /// A lossless group of `port` crossed XOFF: the port must pause its link partner.
@@ -764,8 +766,8 @@ impl Switch {
         p.xoff_since[prio] = now;
         p.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
         let pending = &mut self.ports[port].pending;
-        pending.pause |= 1 << prio;
-        pending.resume &= !(1 << prio);
+        pending.pause.insert(prio);
+        pending.resume.remove(prio);
         pending.trigger.get_or_insert(now);
     }
 
@@ -775,13 +777,13 @@ impl Switch {
         if let Some(e) = p.episodes.iter_mut().find(|e| e.prio == prio as u8 && e.start_ns != 0 && e.end_ns == 0) {
             e.end_ns = now.as_nanos().max(e.start_ns);
         }
-        if !pfc::bits(self.lossless).any(|q| self.buffer.group(port, q).xoff) {
+        if !self.lossless.iter().any(|q| self.buffer.group(port, q).xoff) {
             p.originated.clear();
-            self.port_checks[port].retry = 0;
+            self.port_checks[port].retry = Priorities::NONE;
         }
         let pending = &mut self.ports[port].pending;
-        pending.resume |= 1 << prio;
-        pending.pause &= !(1 << prio);
+        pending.resume.insert(prio);
+        pending.pause.remove(prio);
     }
 
     fn on_mac_control(&mut self, now: Time, port: PortId, decoded: Result<pfc::ControlFrame, pfc::ControlReject>) {
@@ -818,17 +820,14 @@ impl Switch {
                     p.pause_arrivals.push(now.as_nanos());
                 }
                 for (prio, quanta) in pfc.classes() {
-                    if lossless & (1 << prio) == 0 {
+                    if !lossless.contains(prio) {
                         p.counters.mac_control.lossy_class_ignored += 1;
                         continue;
                     }
                     let d = p.speed.quanta_duration(quanta);
                     // How long after the pause arrived did this priority keep going out?
                     // Only meaningful while it was flowing (a frame in the last millisecond).
-                    if quanta > 0
-                        && p.last_tx[prio] + RESPONSE_WINDOW >= now
-                        && p.pause.paused_mask(now) & (1 << prio) == 0
-                    {
+                    if quanta > 0 && p.last_tx[prio] + RESPONSE_WINDOW >= now && !p.pause.paused(now).contains(prio) {
                         self.pause_response.record(p.last_tx[prio].saturating_since(now));
                     }
                     p.pause.pause_priority(now, prio, d);
@@ -845,7 +844,7 @@ impl Switch {
                         p.checks.from_host_ignored += 1;
                         msg = None;
                     }
-                    let paused = pfc.classes().filter(|&(_, q)| q > 0).fold(0u8, |m, (p, _)| m | 1 << p);
+                    let paused: Priorities = pfc.classes().filter(|&(_, q)| q > 0).map(|(p, _)| p).collect();
                     self.on_checking(now, port, msg, paused & lossless);
                 }
             }
@@ -854,13 +853,13 @@ impl Switch {
 
     /// A PFC frame on `port` (an egress, seen from the traffic it carries) brought `msg`.
     /// `paused`: the lossless priorities the frame pauses (none: it resumes them all).
-    fn on_checking(&mut self, now: Time, port: PortId, msg: Option<CheckingMessage>, paused: u8) {
-        let resumes_all = paused == 0;
+    fn on_checking(&mut self, now: Time, port: PortId, msg: Option<CheckingMessage>, paused: Priorities) {
+        let resumes_all = paused.is_empty();
         let Some(mut msg) = msg.filter(|_| !resumes_all) else {
             self.port_checks[port].on_pause(None, resumes_all);
             return;
         };
-        if msg.prios == 0 {
+        if msg.prios.is_empty() {
             // From a sender that does not name priorities: all those its pause stops.
             msg.prios = paused;
         }
@@ -870,8 +869,8 @@ impl Switch {
             // Passed on upstream by every ingress whose paused traffic waits here in one of
             // the queues this message follows, on its next pause.
             for i in 0..self.ports.len() {
-                let groups = self.groups_waiting_in(i, self.xoff_mask(i), port, msg.prios);
-                if groups != 0 {
+                let groups = self.groups_waiting_in(i, self.xoff(i), port, msg.prios);
+                if !groups.is_empty() {
                     let forwarded = msg.forwarded(groups);
                     self.port_checks[i].to_forward = Some(forwarded);
                     self.outbox.push(ToSlowpath::CheckForwarded { from: port as u16, to: i as u16, msg: forwarded });
@@ -887,16 +886,18 @@ impl Switch {
         self.ports[port].checks.own_returned += 1;
         let origin = usize::from(msg.origin_port);
         let sent = self.ports.get(origin).and_then(|o| o.originated.iter().find(|m| m.seq == msg.seq).copied());
-        let waiting =
-            sent.map_or(0, |m| self.groups_waiting_in(origin, m.groups & self.xoff_mask(origin), port, msg.prios));
-        let Some(sent) = sent.filter(|_| waiting != 0) else {
+        let waiting = sent.map_or(Priorities::NONE, |m| {
+            self.groups_waiting_in(origin, m.groups & self.xoff(origin), port, msg.prios)
+        });
+        let Some(sent) = sent.filter(|_| !waiting.is_empty()) else {
             self.ports[port].checks.stale_returns += 1;
             // The chain it travelled broke behind it, yet pauses still lead round to this
             // port. If the port pauses its upstream again, a cycle may have formed since
             // (with no local cause left anywhere to originate a message, only the old one
             // would go round for ever): its next pause carries a fresh message.
             if self.ports.get(origin).is_some() {
-                self.port_checks[origin].retry |= self.xoff_mask(origin);
+                let xoff = self.xoff(origin);
+                self.port_checks[origin].retry |= xoff;
             }
             return;
         };
@@ -907,7 +908,7 @@ impl Switch {
         // the cycle drains; the port sends a fresh message with its next pause, and in a
         // deadlock that one finds everything still.
         let o = &self.ports[origin];
-        if !pfc::bits(waiting).any(|g| o.departed[g].is_none_or(|left| left < sent.at)) {
+        if !waiting.iter().any(|g| o.departed[g].is_none_or(|left| left < sent.at)) {
             self.ports[port].checks.draining_returns += 1;
             self.port_checks[origin].retry |= waiting;
             return;
@@ -933,7 +934,7 @@ impl Switch {
         }
         let p = &mut self.ports[port];
         if p.deadlock_drop.is_none_or(|(until, _)| now >= until) {
-            let prios = p.pause.paused_mask(now) & self.lossless;
+            let prios = p.pause.paused(now) & self.lossless;
             p.deadlock_drop = Some((now + Duration::from_millis(self.dcfit.drop_ms), prios));
         }
         true
@@ -942,18 +943,18 @@ impl Switch {
     /// Priorities a held frame for `port` may not be released on: all while the port is
     /// blocked; else those paused by the link partner, unless their queue is being emptied
     /// (a deadlock or a storm being cut off) or the watchdog ignores the pauses.
-    pub fn stopped_mask(&self, now: Time, port: PortId) -> u8 {
+    pub fn stopped(&self, now: Time, port: PortId) -> Priorities {
         if self.is_blocked(port) {
-            return u8::MAX;
+            return Priorities::ALL;
         }
         self.effective_paused(now, port) & !self.dropping(now, port)
     }
 
     /// The priorities the link partner holds back on `port`: those it paused, less those
     /// whose pauses the watchdog ignores.
-    fn effective_paused(&self, now: Time, port: PortId) -> u8 {
+    fn effective_paused(&self, now: Time, port: PortId) -> Priorities {
         let p = &self.ports[port];
-        p.pause.paused_mask(now) & !p.pfcwd.forwarding()
+        p.pause.paused(now) & !p.pfcwd.forwarding()
     }
 
     /// Fills `out` with what `port` sends now: its pause frames first (they bypass the
@@ -1016,12 +1017,13 @@ impl Switch {
         if p.pfcwd.action() == WatchdogAction::Off {
             return None;
         }
-        let mut seen = Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: 0 };
-        for prio in pfc::bits(self.lossless) {
+        let mut seen =
+            Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: Priorities::NONE };
+        for prio in self.lossless.iter() {
             seen.paused_since[prio] = p.pause.paused_since(now, prio);
             seen.last_pause[prio] = p.pause.last_pause(prio);
             if !p.queues[prio].is_empty() || self.map.held_at_slowpath(port, prio) > 0 {
-                seen.waiting |= 1 << prio;
+                seen.waiting.insert(prio);
             }
         }
         Some(seen)
@@ -1039,7 +1041,7 @@ impl Switch {
         if self.ports[port].deadlock_drop.is_some_and(|(until, _)| now >= until) {
             self.ports[port].deadlock_drop = None;
         }
-        for prio in pfc::bits(self.dropping(now, port)) {
+        for prio in self.dropping(now, port).iter() {
             while let Some(id) = self.unqueue(port, prio) {
                 self.discard(pool, port, prio, id);
             }
@@ -1112,13 +1114,13 @@ impl Switch {
             return;
         }
         // Refresh pauses before they expire upstream while the group is still above XON.
-        for prio in pfc::bits(self.lossless) {
+        for prio in self.lossless.iter() {
             if self.buffer.group(port, prio).xoff && now >= p.pending.refresh_at[prio] {
-                p.pending.pause |= 1 << prio;
+                p.pending.pause.insert(prio);
             }
         }
         let (pause, resume) = (p.pending.pause, p.pending.resume);
-        if pause | resume == 0 {
+        if (pause | resume).is_empty() {
             return;
         }
         let global = p.mode == PauseMode::GlobalPause;
@@ -1127,12 +1129,12 @@ impl Switch {
             return;
         };
         let body = if global {
-            let any_xoff = pfc::bits(self.lossless).any(|prio| self.buffer.group(port, prio).xoff);
+            let any_xoff = self.lossless.iter().any(|prio| self.buffer.group(port, prio).xoff);
             MacControl::Pause { quanta: if any_xoff { self.quanta } else { 0 } }
         } else {
             let mut pfc = Pfc::pause(pause, self.quanta);
             pfc.enabled |= resume;
-            if self.dcfit.enabled && pause != 0 && p.role == PortRole::Switch {
+            if self.dcfit.enabled && !pause.is_empty() && p.role == PortRole::Switch {
                 pfc.checking = self.checking_for(now, port, pause);
             }
             MacControl::Pfc(pfc)
@@ -1141,34 +1143,34 @@ impl Switch {
         let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
         self.frames.set(id, len as u32, NO_PORT, 0, now);
         p.control.push(&mut self.frames, id);
-        for prio in pfc::bits(pause) {
+        for prio in pause.iter() {
             p.pending.refresh_at[prio] = now + p.refresh;
         }
         match body {
             MacControl::Pause { .. } => p.counters.mac_control.pause_sent += 1,
             MacControl::Pfc(_) => {
                 p.counters.mac_control.pfc_sent += 1;
-                for prio in pfc::bits(pause) {
+                for prio in pause.iter() {
                     p.prio[prio].xoff_sent += 1;
                 }
-                for prio in pfc::bits(resume) {
+                for prio in resume.iter() {
                     p.prio[prio].xon_sent += 1;
                 }
             }
         }
-        p.pending.pause = 0;
-        p.pending.resume = 0;
+        p.pending.pause = Priorities::NONE;
+        p.pending.resume = Priorities::NONE;
     }
 
     /// The checking message a pause for `prios` sent on `port` carries (see
     /// [`crate::dcfit`] for the rule).
-    fn checking_for(&mut self, now: Time, port: PortId, prios: u8) -> Option<CheckingMessage> {
+    fn checking_for(&mut self, now: Time, port: PortId, prios: Priorities) -> Option<CheckingMessage> {
         let mut causes = [Cause::default(); 64];
         let mut n = 0;
         for e in 0..self.ports.len() {
-            let paused = self.ports[e].pause.paused_mask(now);
+            let paused = self.ports[e].pause.paused(now);
             let groups = self.groups_waiting_in(port, prios, e, paused);
-            if groups != 0 {
+            if !groups.is_empty() {
                 causes[n] = Cause { port: e, groups, queues: paused & self.egress_queues(port, groups, e) };
                 n += 1;
             }
@@ -1201,18 +1203,17 @@ impl Switch {
     fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
         let paused = self.effective_paused(now, port);
         let p = &mut self.ports[port];
-        let ready: u8 =
-            (0..PRIORITIES).filter(|&q| !p.queues[q].is_empty() && paused & (1 << q) == 0).fold(0, |m, q| m | (1 << q));
-        if ready == 0 {
+        let ready = Priorities::matching(|q| !p.queues[q].is_empty()) & !paused;
+        let Some(drr) = &mut p.drr else {
+            return ready.highest();
+        };
+        if ready.is_empty() {
             return None;
         }
-        let Some(drr) = &mut p.drr else {
-            return Some(7 - ready.leading_zeros() as usize);
-        };
         // Weight-0 queues stay strict and go first.
-        let strict = (0..PRIORITIES).filter(|&q| drr.weights[q] == 0).fold(0u8, |m, q| m | (1 << q)) & ready;
-        if strict != 0 {
-            return Some(7 - strict.leading_zeros() as usize);
+        let strict = Priorities::matching(|q| drr.weights[q] == 0) & ready;
+        if let Some(q) = strict.highest() {
+            return Some(q);
         }
         for q in 0..PRIORITIES {
             if p.queues[q].is_empty() {
@@ -1222,7 +1223,7 @@ impl Switch {
         // Each visit credits one quantum × weight; a frame needs at most 9216 / 1536 visits.
         for _ in 0..PRIORITIES * 8 {
             let q = drr.current;
-            if ready & (1 << q) != 0 {
+            if ready.contains(q) {
                 let head = p.queues[q].peek().expect("ready queue has a head");
                 let need = self.frames.get(head).len;
                 if drr.deficit[q] >= need {
@@ -1238,7 +1239,7 @@ impl Switch {
             drr.current = (q + 1) % PRIORITIES;
             drr.credited = false;
         }
-        Some(7 - ready.leading_zeros() as usize)
+        ready.highest()
     }
 
     /// Periodic work not tied to a frame: FDB aging.
@@ -1264,12 +1265,12 @@ impl Switch {
             // Nothing goes out of it; what it still owes its partner (a resume) waits.
             return None;
         }
-        if p.pending.pause | p.pending.resume != 0 || !p.control.is_empty() {
+        if !(p.pending.pause | p.pending.resume).is_empty() || !p.control.is_empty() {
             return Some(now);
         }
         let mut next: Option<Time> = None;
         if p.mode != PauseMode::Off {
-            for prio in pfc::bits(self.lossless) {
+            for prio in self.lossless.iter() {
                 if self.buffer.group(port, prio).xoff {
                     next = Some(next.map_or(p.pending.refresh_at[prio], |n| n.min(p.pending.refresh_at[prio])));
                 }
@@ -1279,12 +1280,12 @@ impl Switch {
         {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }
-        let queued = (0..PRIORITIES).filter(|&q| !p.queues[q].is_empty()).fold(0u8, |m, q| m | (1 << q));
-        if queued == 0 {
+        let queued = Priorities::matching(|q| !p.queues[q].is_empty());
+        if queued.is_empty() {
             return next;
         }
         let paused = self.effective_paused(now, port);
-        let at = if queued & !paused != 0 {
+        let at = if !(queued & !paused).is_empty() {
             p.shaper.ready_at()
         } else {
             p.pause.resume_at(now, queued).unwrap_or(now).max(p.shaper.ready_at())
@@ -1347,7 +1348,7 @@ impl Switch {
     }
 
     fn port_stats(&self, now: Time, index: usize, p: &Port) -> PortStats {
-        let paused = p.pause.paused_mask(now);
+        let paused = p.pause.paused(now);
         let priorities = (0..PRIORITIES)
             .map(|prio| {
                 let g = self.buffer.group(index, prio);
@@ -1367,7 +1368,7 @@ impl Switch {
                     xoff: g.xoff,
                     egress_queue_frames: p.queues[prio].len(),
                     egress_queue_bytes: p.queues[prio].bytes(),
-                    egress_paused: paused & (1 << prio) != 0,
+                    egress_paused: paused.contains(prio),
                     paused_us: p.pause.paused_time(now, prio).as_micros() as u64,
                     xoff_since_ns: if g.xoff { p.xoff_since[prio].as_nanos() } else { 0 },
                     upstream_response_max_us: p.upstream_response[prio].as_secs_f64() * 1e6,
@@ -1390,11 +1391,13 @@ impl Switch {
             blocked: self.is_blocked(index),
             held_by_slowpath: self.map.held_at_slowpath_for(index),
             watchdog_active: p.deadlock_drop.is_some_and(|(until, _)| now < until),
-            pfcwd: pfc::bits(self.lossless)
+            pfcwd: self
+                .lossless
+                .iter()
                 .map(|prio| WatchdogStats {
                     priority: prio as u8,
                     action: p.pfcwd.action(),
-                    active: p.pfcwd.stormed() & (1 << prio) != 0,
+                    active: p.pfcwd.stormed().contains(prio),
                     counters: p.pfcwd.counters(prio),
                 })
                 .collect(),

@@ -2,6 +2,7 @@ use super::*;
 use crate::config::{BufferProfile, Config, PauseMode, Scheduler};
 use crate::ether::tests::udp_frame;
 use crate::pfc::ControlFrame;
+use crate::priorities::Priorities;
 use crate::stats::{TagCounters, TaggerStats};
 use crate::tagging::TagTable;
 
@@ -216,7 +217,7 @@ fn each_lossless_priority_pauses_at_its_own_profile() {
     }
     let sent = r.tx(0);
     assert_eq!(sent.len(), 1, "priority 4 passed its 3000 B; priority 3 is below its 10 000 B");
-    assert_eq!(pfc_of(&sent[0]).enabled, 1 << 4);
+    assert_eq!(pfc_of(&sent[0]).enabled, Priorities::only(4));
     for _ in 0..15 {
         r.rx(0, &p4);
     }
@@ -244,7 +245,7 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     let sent = r.tx(0);
     assert_eq!(sent.len(), 1);
     let pause = pfc_of(&sent[0]);
-    assert_eq!((pause.enabled, pause.quanta[3]), (1 << 3, 65535));
+    assert_eq!((pause.enabled, pause.quanta[3]), (Priorities::only(3), 65535));
     assert_eq!(&sent[0][6..12], &[0x02, 0xee, 0, 0, 0, 0], "sent from the port's own MAC");
     // Frames in flight after XOFF land in headroom; beyond it they are dropped.
     for _ in 0..5 {
@@ -324,7 +325,7 @@ fn lossy_priority_drops_and_never_pauses() {
     assert_eq!(s.ports[0].counters.mac_control.pfc_sent, 0);
 }
 
-fn pfc_frame(enabled: u8, quanta: u16) -> Vec<u8> {
+fn pfc_frame(enabled: Priorities, quanta: u16) -> Vec<u8> {
     let mut b = vec![0u8; 60];
     pfc::encode(&mut b, mac(2), &MacControl::Pfc(Pfc::pause(enabled, quanta)));
     b
@@ -337,7 +338,7 @@ fn received_pfc_pauses_one_priority_for_its_quanta() {
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    r.rx(1, &pfc_frame(1 << 3, 65535));
+    r.rx(1, &pfc_frame(Priorities::only(3), 65535));
     r.rx(0, &data(1, 2, 3, 200));
     r.rx(0, &data(1, 2, 0, 200));
     let out = r.tx(1);
@@ -359,11 +360,11 @@ fn zero_quanta_resumes_at_once_and_newer_frames_replace_the_timer() {
     let mut r = Rig::new(Rig::ports(2));
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    r.rx(1, &pfc_frame(1 << 4, 65535));
+    r.rx(1, &pfc_frame(Priorities::only(4), 65535));
     r.rx(0, &data(1, 2, 4, 200));
     assert!(r.tx(1).is_empty());
     r.advance(Duration::from_micros(5));
-    r.rx(1, &pfc_frame(1 << 4, 0));
+    r.rx(1, &pfc_frame(Priorities::only(4), 0));
     assert_eq!(r.tx(1).len(), 1);
     assert_eq!(r.stats().ports[1].priorities[4].counters.xon_received, 1);
 }
@@ -373,13 +374,13 @@ fn invalid_and_lossy_pfc_is_counted_and_ignored() {
     let mut r = Rig::new(Rig::ports(2));
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    let mut reserved = pfc_frame(1 << 3, 100);
+    let mut reserved = pfc_frame(Priorities::only(3), 100);
     reserved[16] = 0x80;
     r.rx(1, &reserved);
-    r.rx(1, &pfc_frame(0, 100));
-    r.rx(1, &pfc_frame(1 << 3, 100)[..20]);
-    r.rx(1, &pfc_frame(1 << 1, 65535));
-    let mut zero_src = pfc_frame(1 << 3, 65535);
+    r.rx(1, &pfc_frame(Priorities::NONE, 100));
+    r.rx(1, &pfc_frame(Priorities::only(3), 100)[..20]);
+    r.rx(1, &pfc_frame(Priorities::only(1), 65535));
+    let mut zero_src = pfc_frame(Priorities::only(3), 65535);
     zero_src[6..12].fill(0);
     r.rx(1, &zero_src);
     r.rx(0, &data(1, 2, 0, 200));
@@ -413,7 +414,7 @@ fn global_pause_applies_only_in_global_mode() {
     r.tx(0);
     r.rx(1, &pause);
     r.rx(0, &data(1, 2, 0, 200));
-    r.rx(1, &pfc_frame(1 << 3, 1));
+    r.rx(1, &pfc_frame(Priorities::only(3), 1));
     assert!(r.tx(1).is_empty(), "the whole port is paused");
     assert_eq!(r.stats().ports[1].counters.mac_control.pfc_ignored, 1);
 }
@@ -486,7 +487,7 @@ fn a_port_looked_at_once_per_long_turn_still_carries_its_line_rate() {
 fn a_paused_spell_is_not_made_up_afterwards() {
     let mut r = slow_port_rig();
     // Priority 3 paused for 1000 quanta (5.12 ms at 100 Mb/s), with frames waiting.
-    r.rx(1, &pfc_frame(1 << 3, 1000));
+    r.rx(1, &pfc_frame(Priorities::only(3), 1000));
     for _ in 0..50 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
@@ -600,7 +601,7 @@ fn numbered(src: u64, dst: u64, dscp: u8, n: u8) -> Vec<u8> {
     f
 }
 
-fn pfc_with(enabled: u8, quanta: u16, msg: Option<CheckingMessage>) -> Vec<u8> {
+fn pfc_with(enabled: Priorities, quanta: u16, msg: Option<CheckingMessage>) -> Vec<u8> {
     let mut b = vec![0u8; 60];
     let mut p = Pfc::pause(enabled, quanta);
     p.checking = msg;
@@ -633,7 +634,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
     }
-    assert!(slow.release(|e| r.sw.stopped_mask(r.now, e)).is_empty());
+    assert!(slow.release(|e| r.sw.stopped(r.now, e)).is_empty());
     r.sw.set_blocked(1, false);
     let (_, events) = r.outbox();
     assert_eq!(events, vec![ToSlowpath::Unblocked { port: 1 }]);
@@ -641,7 +642,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
         slow.handle_event(ev);
     }
     assert!(slow.wants_release());
-    let out = slow.release(|e| r.sw.stopped_mask(r.now, e)).to_vec();
+    let out = slow.release(|e| r.sw.stopped(r.now, e)).to_vec();
     for rel in out {
         r.sw.reinject(r.now, &mut r.pool, rel);
     }
@@ -662,7 +663,7 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
     r.tx(0);
     r.sw.set_blocked(1, true);
     // Priority 3 paused at p1: queued as usual, not handed to the slowpath.
-    r.rx(1, &pfc_frame(1 << 3, 65535));
+    r.rx(1, &pfc_frame(Priorities::only(3), 65535));
     r.rx(0, &numbered(1, 2, 3, 1));
     assert!(r.outbox().0.is_empty());
     // Priority 4 is not paused: the slowpath takes it.
@@ -670,7 +671,7 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
     assert_eq!(r.outbox().0.len(), 1);
     // Priority 4 gets paused while the slowpath still holds frame 2: frame 3 must wait
     // behind it at the slowpath rather than jump the queue.
-    r.rx(1, &pfc_frame(1 << 4, 65535));
+    r.rx(1, &pfc_frame(Priorities::only(4), 65535));
     r.rx(0, &numbered(1, 2, 4, 3));
     let (held, _) = r.outbox();
     assert_eq!(held.len(), 1, "queued behind the held frame of its (egress, priority)");
@@ -679,23 +680,23 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
 #[test]
 fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_behind_it() {
     let (mut r, frame) = congested_between_switches();
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
     }
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, None, "caused downstream, and no message there yet");
     r.outbox();
     // A sender that names no priorities: the message follows those its pause stops.
-    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: 0 };
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(theirs)));
-    let passed = CheckingMessage { hops: 1, prios: 1 << 3, ..theirs };
+    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: Priorities::NONE };
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(theirs)));
+    let passed = CheckingMessage { hops: 1, prios: Priorities::only(3), ..theirs };
     assert_eq!(r.outbox().1, vec![ToSlowpath::CheckForwarded { from: 1, to: 0, msg: passed }]);
     assert_eq!(r.stats().ports[1].checks.received, 1);
     r.advance(Duration::from_micros(1700));
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(passed), "in p0's next pause");
     // A resume clears what p1 stored: the next pause caused there has nothing to forward.
-    r.rx(1, &pfc_with(1 << 3, 0, None));
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
     r.advance(Duration::from_micros(1700));
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, None);
 }
@@ -703,14 +704,14 @@ fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_
 #[test]
 fn a_message_about_another_priority_is_not_passed_on() {
     let (mut r, frame) = congested_between_switches();
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
     }
     r.outbox();
     // p0's traffic waits in queue 3 at p1; this message follows priority 4's pauses.
-    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: 1 << 4 };
-    r.rx(1, &pfc_with((1 << 3) | (1 << 4), 65535, Some(theirs)));
+    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: Priorities::only(4) };
+    r.rx(1, &pfc_with(Priorities::only(3) | Priorities::only(4), 65535, Some(theirs)));
     assert!(r.outbox().1.is_empty());
     r.advance(Duration::from_micros(1700));
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, None);
@@ -729,7 +730,7 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
     }
     let sent = r.tx(0);
     let m = pfc_of(&sent[0]).checking.expect("a checking message");
-    assert_eq!((m.origin_switch, m.origin_port, m.hops, m.prios), (my_id(&r), 0, 0, 1 << 3));
+    assert_eq!((m.origin_switch, m.origin_port, m.hops, m.prios), (my_id(&r), 0, 0, Priorities::only(3)));
     // Each pause frame originates afresh.
     r.advance(Duration::from_micros(1700));
     let again = pfc_of(&r.tx(0)[0]).checking.unwrap();
@@ -737,8 +738,8 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
 
     // Now p1 is paused by its downstream, which sent its own message: p0's pause forwards it.
     let (mut r, frame) = congested_between_switches();
-    let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2, prios: 1 << 3 };
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(theirs)));
+    let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2, prios: Priorities::only(3) };
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(theirs)));
     for _ in 0..11 {
         r.rx(0, &frame);
     }
@@ -755,7 +756,7 @@ fn a_fresh_message_goes_round_and_finds_the_deadlock(r: &mut Rig, own: CheckingM
     let fresh = pfc_of(&r.tx(0)[0]).checking.expect("a fresh message");
     assert_eq!((fresh.origin_switch, fresh.origin_port, fresh.hops), (my_id(r), 0, 0));
     assert!(fresh.seq > own.seq);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 2, ..fresh })));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { hops: 2, ..fresh })));
     assert!(matches!(r.outbox().1[..], [ToSlowpath::Deadlock(_)]));
     assert_eq!(r.stats().deadlocks_detected, 1);
 }
@@ -773,7 +774,7 @@ fn deadlocked_on(mut c: Config, resolution: DeadlockResolution) -> (Rig, Checkin
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
     // p1 is paused downstream; traffic from p0 piles up behind it and p0 pauses upstream.
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
@@ -781,8 +782,8 @@ fn deadlocked_on(mut c: Config, resolution: DeadlockResolution) -> (Rig, Checkin
     r.outbox();
     // The pause just sent to p0 originated no message (its cause is downstream), so make
     // one as the switch would have when the chain started: seq 1 in p0's XOFF episode.
-    r.sw.note_originated(0, 1, 1 << 3);
-    let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2, prios: 1 << 3 };
+    r.sw.note_originated(0, 1, Priorities::only(3));
+    let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2, prios: Priorities::only(3) };
     (r, own)
 }
 
@@ -790,13 +791,13 @@ fn deadlocked_on(mut c: Config, resolution: DeadlockResolution) -> (Rig, Checkin
 fn an_own_message_from_a_broken_chain_is_stale_not_a_deadlock() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // p0 stops pausing its upstream: drain p1's queue.
-    r.rx(1, &pfc_with(1 << 3, 0, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
     for _ in 0..10 {
         r.tx(1);
         r.advance(Duration::from_micros(20));
     }
     assert!(!r.stats().ports[0].priorities[3].xoff);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
     assert!(r.outbox().1.is_empty(), "no deadlock event");
     let c = r.stats().ports[1].checks;
     assert_eq!((c.own_returned, c.stale_returns), (1, 1));
@@ -809,7 +810,7 @@ fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again(
     // the cycle was still congestion came back stale, and with no local cause left only
     // they went round; the deadlock was never reported.
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
-    r.rx(1, &pfc_with(1 << 3, 0, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
     for _ in 0..10 {
         r.tx(1);
         r.advance(Duration::from_micros(20));
@@ -817,14 +818,14 @@ fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again(
     assert!(!r.stats().ports[0].priorities[3].xoff, "the chain broke");
     // Paused again downstream; traffic from p0 piles up and p0 pauses again, its cause
     // downstream (so its pause carries no message of its own).
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
     let first = pfc_of(&r.tx(0)[0]).checking;
     assert!(first.is_none(), "{first:?}");
     // The old message comes round: stale, but p0 looks again.
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
     assert_eq!(r.stats().ports[1].checks.stale_returns, 1);
     a_fresh_message_goes_round_and_finds_the_deadlock(&mut r, own);
 }
@@ -832,14 +833,14 @@ fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again(
 #[test]
 fn an_own_message_coming_back_is_a_deadlock_once_per_cycle() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
     let (_, events) = r.outbox();
     let ToSlowpath::Deadlock(ev) = &events[0] else { panic!("{events:?}") };
     assert_eq!((ev.origin_port, ev.return_port, ev.path_length, ev.resolved), (0, 1, 3, false));
     assert_eq!(r.stats().deadlocks_detected, 1);
     // It keeps coming back while the cycle lasts: confirmations, not new deadlocks.
     r.advance(Duration::from_millis(2));
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
     assert!(matches!(r.outbox().1[0], ToSlowpath::Confirmed { id: 1, .. }));
     // Own messages are not stored, so never forwarded: the next pause originates anew.
     r.advance(Duration::from_millis(2));
@@ -853,7 +854,7 @@ fn a_host_cannot_forge_a_deadlock_and_is_sent_no_checking_message() {
     // The same stage as a real deadlock, but both ports face hosts: one of them sends
     // back the very message the switch would have sent (id, port, sequence).
     let (mut r, forged) = deadlocked_on(Rig::ports(2), DeadlockResolution::Drop);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(forged)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(forged)));
     let s = r.stats();
     assert_eq!(s.deadlocks_detected, 0);
     assert_eq!(s.ports[1].checks.from_host_ignored, 1);
@@ -873,14 +874,14 @@ fn an_own_message_sent_for_another_group_closes_no_cycle() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // Sent when p0 paused priority 4; back through the pauses of priority 3, whose traffic
     // from p0 does wait at p1: two chains, not one cycle.
-    r.sw.note_originated(0, 2, 1 << 4);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { seq: 2, ..own })));
+    r.sw.note_originated(0, 2, Priorities::only(4));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { seq: 2, ..own })));
     let s = r.stats();
     assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
     // A message this port never sent (or sent too long ago to remember) proves nothing.
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { seq: 99, ..own })));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { seq: 99, ..own })));
     assert_eq!(r.stats().ports[1].checks.stale_returns, 2);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
     assert_eq!(r.stats().deadlocks_detected, 1);
 }
 
@@ -889,12 +890,12 @@ fn an_own_message_back_while_the_paused_traffic_still_moves_is_congestion_and_th
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // p1's partner lets one frame through and pauses again: p0 still pauses its upstream,
     // but its traffic moved after the message left.
-    r.rx(1, &pfc_with(1 << 3, 0, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
     r.advance(Duration::from_micros(1));
     assert_eq!(r.tx_limited(1, 1).len(), 1);
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
     assert!(r.stats().ports[0].priorities[3].xoff);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
     assert!(r.outbox().1.is_empty(), "no deadlock event");
     let c = r.stats().ports[1].checks;
     assert_eq!((c.own_returned, c.stale_returns, c.draining_returns), (1, 0, 1));
@@ -904,7 +905,7 @@ fn an_own_message_back_while_the_paused_traffic_still_moves_is_congestion_and_th
 #[test]
 fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
     let (mut r, own) = deadlocked(DeadlockResolution::Drop);
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
     let (_, events) = r.outbox();
     let ToSlowpath::Deadlock(ev) = &events[0] else { panic!("{events:?}") };
     assert!(ev.resolved);
@@ -920,7 +921,7 @@ fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
     r.rx(0, &data(1, 2, 3, 1000));
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 12);
     r.advance(Duration::from_millis(60));
-    r.rx(1, &pfc_with(1 << 3, 0, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
     r.rx(0, &data(1, 2, 3, 1000));
     assert_eq!(r.tx(1).len(), 1);
     assert!(!r.stats().ports[1].watchdog_active);
@@ -946,23 +947,23 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     let (mut r, own) = deadlocked(DeadlockResolution::Drop);
     // Blocked, then paused downstream: these frames wait at the slowpath.
     r.sw.set_blocked(1, true);
-    r.rx(1, &pfc_with(1 << 3, 0, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
     for _ in 0..3 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
     let (held, _) = r.outbox();
     assert_eq!(held.len(), 3);
-    assert_eq!(r.sw.stopped_mask(r.now, 1), u8::MAX, "blocked: the slowpath keeps them");
+    assert_eq!(r.sw.stopped(r.now, 1), Priorities::ALL, "blocked: the slowpath keeps them");
     r.sw.set_blocked(1, false);
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
-    assert_eq!(r.sw.stopped_mask(r.now, 1), 1 << 3, "paused: the slowpath keeps them");
-    r.rx(1, &pfc_with(1 << 3, 65535, Some(own)));
-    assert_eq!(r.sw.stopped_mask(r.now, 1), 0, "being dropped: the slowpath may give them back");
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    assert_eq!(r.sw.stopped(r.now, 1), Priorities::only(3), "paused: the slowpath keeps them");
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    assert_eq!(r.sw.stopped(r.now, 1), Priorities::NONE, "being dropped: the slowpath may give them back");
     let mut slow = Slowpath::new("sw", vec!["p0".into(), "p1".into()], 8);
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
     }
-    let out = slow.release(|e| r.sw.stopped_mask(r.now, e)).to_vec();
+    let out = slow.release(|e| r.sw.stopped(r.now, e)).to_vec();
     for rel in out {
         r.sw.reinject(r.now, &mut r.pool, rel);
     }
@@ -1027,23 +1028,23 @@ mod tagger {
     #[test]
     fn the_egress_queue_obeys_pauses_of_the_new_tags_priority_only() {
         let mut r = rig();
-        r.rx(1, &pfc_frame(1 << 4, 65535));
+        r.rx(1, &pfc_frame(Priorities::only(4), 65535));
         r.rx(0, &data(1, 2, 2, 200));
         assert_eq!(r.tx(1).len(), 1, "a pause of the old tag's priority does not stop it");
-        r.rx(1, &pfc_frame(1 << 3, 65535));
+        r.rx(1, &pfc_frame(Priorities::only(3), 65535));
         r.rx(0, &data(1, 2, 2, 200));
         assert!(r.tx(1).is_empty(), "a pause of the new tag's priority does");
-        r.rx(1, &pfc_frame(1 << 3, 0));
+        r.rx(1, &pfc_frame(Priorities::only(3), 0));
         assert_eq!(r.tx(1).len(), 1);
     }
 
     #[test]
     fn the_ingress_group_of_the_arriving_tag_pauses_the_upstream() {
         // The frames wait in priority 3's queue, paused; they are charged to priority 4.
-        let (mut r, _) = congested_toward_a_pause(1 << 3);
+        let (mut r, _) = congested_toward_a_pause(Priorities::only(3));
         let sent = r.tx(0);
         assert_eq!(sent.len(), 1);
-        assert_eq!(pfc_of(&sent[0]).enabled, 1 << 4, "the upstream sent tag 2: its priority is paused");
+        assert_eq!(pfc_of(&sent[0]).enabled, Priorities::only(4), "the upstream sent tag 2: its priority is paused");
     }
 
     #[test]
@@ -1134,7 +1135,7 @@ mod tagger {
 
     /// Port 1 (index 0) congested with tag-2 frames (priority 4) that leave port 2 with
     /// tag 1 (priority 3), while port 2's partner pauses `paused` with its own message.
-    fn congested_toward_a_pause(paused: u8) -> (Rig, CheckingMessage) {
+    fn congested_toward_a_pause(paused: Priorities) -> (Rig, CheckingMessage) {
         let mut c = Rig::switch_ports(3);
         c.buffer.xoff_bytes = Some(2_000);
         c.buffer.xon_offset_bytes = Some(1_000);
@@ -1154,28 +1155,38 @@ mod tagger {
     fn dcfit_follows_a_pause_only_through_the_queue_the_traffic_waits_in() {
         // Paused on the arriving tag's priority, which these frames no longer use at
         // port 2: the congestion at port 1 has a local cause, and its pause originates.
-        let (mut r, _) = congested_toward_a_pause(1 << 4);
+        let (mut r, _) = congested_toward_a_pause(Priorities::only(4));
         let m = pfc_of(&r.tx(0)[0]).checking.expect("a checking message");
         assert_eq!((m.origin_switch, m.hops), (my_id(&r), 0));
-        let waiting = |r: &Rig| r.sw.groups_waiting_in(0, r.sw.xoff_mask(0), 1, r.sw.paused_mask(r.now, 1));
-        assert_eq!(waiting(&r), 0);
+        let waiting = |r: &Rig| r.sw.groups_waiting_in(0, r.sw.xoff(0), 1, r.sw.paused(r.now, 1));
+        assert_eq!(waiting(&r), Priorities::NONE);
         // Paused on the new tag's priority, the one they wait in: the pause is passed on.
-        let (mut r, theirs) = congested_toward_a_pause(1 << 3);
-        assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(CheckingMessage { hops: 3, prios: 1 << 4, ..theirs }));
-        assert_eq!(waiting(&r), 1 << 4, "group 4 waits in the paused queue 3");
+        let (mut r, theirs) = congested_toward_a_pause(Priorities::only(3));
+        assert_eq!(
+            pfc_of(&r.tx(0)[0]).checking,
+            Some(CheckingMessage { hops: 3, prios: Priorities::only(4), ..theirs })
+        );
+        assert_eq!(waiting(&r), Priorities::only(4), "group 4 waits in the paused queue 3");
     }
 
     #[test]
     fn an_own_message_back_through_another_prioritys_pauses_is_no_deadlock() {
-        let (mut r, _) = congested_toward_a_pause(1 << 4);
+        let (mut r, _) = congested_toward_a_pause(Priorities::only(4));
         let mine = pfc_of(&r.tx(0)[0]).checking.expect("originated");
-        assert_eq!(mine.prios, 1 << 4, "it follows the pause of tag 2's priority");
+        assert_eq!(mine.prios, Priorities::only(4), "it follows the pause of tag 2's priority");
         // Back, following priority 4's pauses, on port 2: port 1's frames wait in queue 3.
-        r.rx(1, &pfc_with(1 << 4, 65535, Some(CheckingMessage { hops: 3, ..mine })));
+        r.rx(1, &pfc_with(Priorities::only(4), 65535, Some(CheckingMessage { hops: 3, ..mine })));
         let s = r.stats();
         assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
         // Back following priority 3's pauses, the queue they wait in: a cycle of buffers.
-        r.rx(1, &pfc_with(1 << 3, 65535, Some(CheckingMessage { hops: 3, prios: 1 << 3, ..mine })));
+        r.rx(
+            1,
+            &pfc_with(
+                Priorities::only(3),
+                65535,
+                Some(CheckingMessage { hops: 3, prios: Priorities::only(3), ..mine }),
+            ),
+        );
         assert_eq!(r.stats().deadlocks_detected, 1);
     }
 
@@ -1226,12 +1237,19 @@ mod tagger {
             r.rx(1, &data(1, 10, 1, 1000));
         }
         let first = pfc_of(&r.tx(1)[0]);
-        assert_eq!(first.enabled, 1 << 3 | 1 << 4, "one frame pauses both groups");
+        assert_eq!(first.enabled, Priorities::only(3) | Priorities::only(4), "one frame pauses both groups");
         let mine = first.checking.expect("a local cause originates");
-        assert_eq!(mine.prios, 1 << 3, "for one group: priority 3's traffic, which waits at the host");
+        assert_eq!(mine.prios, Priorities::only(3), "for one group: priority 3's traffic, which waits at the host");
         // It comes back at cw following priority 4's pauses: that is group 4's chain (the
         // ring demotes it to 3 two hops on), not the one group 3 waits behind. No cycle.
-        r.rx(2, &pfc_with(1 << 4, 65535, Some(CheckingMessage { hops: 2, prios: 1 << 4, ..mine })));
+        r.rx(
+            2,
+            &pfc_with(
+                Priorities::only(4),
+                65535,
+                Some(CheckingMessage { hops: 2, prios: Priorities::only(4), ..mine }),
+            ),
+        );
         let s = r.stats();
         assert_eq!((s.deadlocks_detected, s.ports[2].checks.stale_returns), (0, 1));
         // Group 4's own message, back along the same pauses, closes a cycle of buffers.
@@ -1242,13 +1260,13 @@ mod tagger {
                 MacControl::Pfc(p) => p.checking,
                 _ => None,
             });
-            if let Some(m) = sent.filter(|m| m.origin_switch == my_id(&r) && m.prios == 1 << 4) {
+            if let Some(m) = sent.filter(|m| m.origin_switch == my_id(&r) && m.prios == Priorities::only(4)) {
                 for4 = Some(m);
                 break;
             }
         }
         let for4 = for4.expect("group 4 gets its turn");
-        r.rx(2, &pfc_with(1 << 4, 65535, Some(CheckingMessage { hops: 2, ..for4 })));
+        r.rx(2, &pfc_with(Priorities::only(4), 65535, Some(CheckingMessage { hops: 2, ..for4 })));
         assert_eq!(r.stats().deadlocks_detected, 1);
     }
 
@@ -1279,7 +1297,7 @@ mod pfcwd {
     /// Five frames wait on p1 while its partner refreshes a pause on priority 3 every 2 ms
     /// until `until` after the first pause; returns when the pauses began.
     fn storm(r: &mut Rig, until: Duration) -> Time {
-        r.rx(1, &pfc_with(1 << 3, 65535, None));
+        r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
         let start = r.now;
         for _ in 0..5 {
             r.rx(0, &data(1, 2, 3, 1000));
@@ -1287,7 +1305,7 @@ mod pfcwd {
         assert!(r.tx(1).is_empty(), "paused");
         while r.now + 2 * MS <= start + until {
             r.advance(2 * MS);
-            r.rx(1, &pfc_with(1 << 3, 65535, None));
+            r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
         }
         start
     }
@@ -1305,7 +1323,7 @@ mod pfcwd {
         assert!(r.tx(1).is_empty());
         assert!(!watch(&r).active);
         r.advance(2 * MS);
-        r.rx(1, &pfc_with(1 << 3, 65535, None));
+        r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
         assert!(r.tx(1).is_empty(), "dropped, not sent");
         let w = watch(&r);
         assert!(w.active);
@@ -1342,7 +1360,7 @@ mod pfcwd {
     fn with_forward_the_stormed_priority_is_sent_despite_the_pauses() {
         let mut r = rig(WatchdogAction::Forward);
         storm(&mut r, 200 * MS);
-        r.rx(1, &pfc_with(1 << 3, 65535, None));
+        r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
         assert_eq!(r.tx(1).len(), 5, "the waiting frames go out");
         let w = watch(&r);
         assert!(w.active && w.counters.dropped_frames == 0, "{w:?}");
@@ -1365,13 +1383,13 @@ mod pfcwd {
         let mut r = rig(WatchdogAction::Drop);
         // Paused 9 ms in every 10 for a second, with frames always waiting.
         for _ in 0..100 {
-            r.rx(1, &pfc_with(1 << 3, 65535, None));
+            r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
             for _ in 0..5 {
                 r.rx(0, &data(1, 2, 3, 1000));
             }
             r.advance(9 * MS);
             r.tx(1);
-            r.rx(1, &pfc_with(1 << 3, 0, None));
+            r.rx(1, &pfc_with(Priorities::only(3), 0, None));
             r.tx_limited(1, 2);
             r.advance(MS);
         }
@@ -1408,7 +1426,7 @@ fn many_small_lossy_frames_stop_at_the_port_frame_cap_and_leave_the_pool_to_othe
     r.tx(1);
     // Port 1's partner stops priority 0 for good: 64-byte frames pile up far below
     // any byte limit.
-    r.rx(1, &pfc_with(1 << 0, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(0), 65535, None));
     for _ in 0..300 {
         r.rx(0, &data(1, 2, 0, 64));
     }
@@ -1510,7 +1528,7 @@ fn a_full_fdb_and_unknown_unicast_floods_are_counted() {
 #[test]
 fn a_port_whose_link_goes_down_forgets_its_stations_drops_its_queues_and_resumes_its_senders() {
     let (mut r, frame) = congested(true);
-    r.rx(1, &pfc_with(1 << 3, 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
     }
@@ -1560,7 +1578,7 @@ fn frames_the_slowpath_gives_back_for_a_port_that_went_down_are_dropped_not_sent
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
     }
-    for rel in slow.release(|_| 0).to_vec() {
+    for rel in slow.release(|_| Priorities::NONE).to_vec() {
         r.sw.reinject(r.now, &mut r.pool, rel);
     }
     assert_eq!(r.stats().ports[1].counters.drops.link_down, 5);

@@ -21,6 +21,7 @@ use tagger::system::{IngressEntry, RewriteEntry, SwitchTables};
 
 use super::config::Config;
 use super::pfc::PRIORITIES;
+use super::priorities::Priorities;
 
 /// Tags that fit in a DSCP.
 pub const TAGS: usize = 64;
@@ -90,7 +91,7 @@ pub struct TagTable {
     tag_priority: [u8; TAGS],
     /// Priority → tag (one tag per queue).
     priority_tag: [u8; PRIORITIES],
-    lossless: u8,
+    lossless: Priorities,
 }
 
 impl fmt::Debug for TagTable {
@@ -127,7 +128,7 @@ impl TagTable {
             rewrite: vec![NO_RULE; ports * TAGS * ports],
             tag_priority: [NO_RULE; TAGS],
             priority_tag: [NO_RULE; PRIORITIES],
-            lossless: 0,
+            lossless: Priorities::NONE,
         };
         if tables.ingress.is_empty() {
             return Err(TableError::Empty);
@@ -171,7 +172,7 @@ impl TagTable {
             *slot = priority;
             t.priority_tag[usize::from(priority)] = tg;
             tag_source[usize::from(tg)].get_or_insert(rule);
-            t.lossless |= 1 << priority;
+            t.lossless.insert(usize::from(priority));
             Ok(())
         };
         for (k, &p) in tables.priorities.iter().enumerate() {
@@ -218,12 +219,12 @@ impl TagTable {
         if usize::from(t.default_priority) >= PRIORITIES {
             return Err(TableError::BadPriority { rule: "the default rule".into(), priority: t.default_priority });
         }
-        if t.lossless & (1 << t.default_priority) != 0 {
+        if t.lossless.contains(usize::from(t.default_priority)) {
             return Err(TableError::LosslessDefault { priority: t.default_priority });
         }
         if let Some(config) = lossless {
-            let mask = config.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
-            if let Some(k) = tables.ingress.iter().position(|e| mask & (1 << (e.priority & 7)) == 0) {
+            let configured: Priorities = config.iter().map(|&p| usize::from(p & 7)).collect();
+            if let Some(k) = tables.ingress.iter().position(|e| !configured.contains(usize::from(e.priority & 7))) {
                 let e = &tables.ingress[k];
                 return Err(TableError::LossyPriority {
                     rule: ingress_rule(k, e),
@@ -231,7 +232,7 @@ impl TagTable {
                     lossless: config.to_vec(),
                 });
             }
-            if mask != t.lossless {
+            if configured != t.lossless {
                 return Err(TableError::LosslessMismatch { config: config.to_vec(), table: t.lossless_priorities() });
             }
         }
@@ -278,20 +279,22 @@ impl TagTable {
         self.priority_tag.get(prio).copied().filter(|&t| t != NO_RULE)
     }
 
-    /// The egress queues (a priority mask) at `egress` that frames of `ingress` charged to
-    /// the priorities in `groups` wait in: those of the tags they leave with.
-    pub fn egress_queues(&self, ingress: usize, groups: u8, egress: usize) -> u8 {
-        super::pfc::bits(groups)
+    /// The egress queues at `egress` that frames of `ingress` charged to the priorities
+    /// in `groups` wait in: those of the tags they leave with.
+    pub fn egress_queues(&self, ingress: usize, groups: Priorities, egress: usize) -> Priorities {
+        groups
+            .iter()
             .filter_map(|p| self.rewrite(ingress, self.tag_of(p)?, egress))
-            .fold(0, |m, tag| m | 1 << self.priority_of(tag))
+            .map(|tag| usize::from(self.priority_of(tag)))
+            .collect()
     }
 
-    pub fn lossless_mask(&self) -> u8 {
+    pub fn lossless(&self) -> Priorities {
         self.lossless
     }
 
     pub fn lossless_priorities(&self) -> Vec<u8> {
-        (0..PRIORITIES as u8).filter(|p| self.lossless & (1 << p) != 0).collect()
+        self.lossless.iter().map(|p| p as u8).collect()
     }
 }
 

@@ -392,7 +392,7 @@ impl Dataplane {
     /// Hands the engine's events to the slowpath and publishes what it reads of our state.
     fn publish_for_slowpath(&mut self, now: Time) {
         for (i, v) in self.view.stopped.iter().enumerate() {
-            v.store(self.switch.stopped_mask(now, i), Ordering::Relaxed);
+            v.store(self.switch.stopped(now, i).bits(), Ordering::Relaxed);
         }
         for ev in self.switch.drain_outbox() {
             if let Err(refused) = self.to_slowpath.try_send(ev) {

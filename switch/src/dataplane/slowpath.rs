@@ -14,6 +14,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 
 use super::sys::Waker;
 use crate::control::{ControlMsg, Reply, Request, Response};
+use crate::core::priorities::Priorities;
 use crate::core::slowpath::{Released, Slowpath, ToSlowpath};
 
 /// How often held frames are looked at again (a pause on their egress may have ended).
@@ -22,15 +23,16 @@ const RECHECK: Duration = Duration::from_millis(1);
 /// What the dataplane publishes for the slowpath after every turn.
 #[derive(Debug)]
 pub struct SharedView {
-    /// Per port: priorities whose held frames may not go yet ([`Switch::stopped_mask`]).
+    /// Per port: priorities whose held frames may not go yet ([`Switch::stopped`]), as
+    /// the set's bits (an atomic holds a byte).
     ///
-    /// [`Switch::stopped_mask`]: crate::core::switch::Switch::stopped_mask
+    /// [`Switch::stopped`]: crate::core::switch::Switch::stopped
     pub stopped: Vec<AtomicU8>,
 }
 
 impl SharedView {
     pub fn new(ports: usize) -> SharedView {
-        SharedView { stopped: (0..ports).map(|_| AtomicU8::new(u8::MAX)).collect() }
+        SharedView { stopped: (0..ports).map(|_| AtomicU8::new(Priorities::ALL.bits())).collect() }
     }
 }
 
@@ -117,7 +119,7 @@ fn on_event(slowpath: &mut Slowpath, ev: ToSlowpath) {
 /// Gives back what may go now, in order.
 fn release(parts: &mut SlowpathParts) {
     let view = &parts.view;
-    let released = parts.slowpath.release(|e| view.stopped[e].load(Ordering::Relaxed));
+    let released = parts.slowpath.release(|e| Priorities::from_bits(view.stopped[e].load(Ordering::Relaxed)));
     if released.is_empty() {
         return;
     }

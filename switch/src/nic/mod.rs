@@ -279,11 +279,11 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
         Some(DcbState::NotSupported) => {
             say(Level::Ok, "no DCB in the driver: PFC frames reach XDP as they arrive".into())
         }
-        Some(DcbState::Pfc { enabled: 0, capable }) => {
+        Some(DcbState::Pfc { enabled, capable }) if enabled.is_empty() => {
             say(Level::Ok, format!("IEEE PFC is off in the NIC (it could pause {capable} priorities)"))
         }
         Some(DcbState::Pfc { enabled, .. }) => {
-            let prios: Vec<String> = (0..8).filter(|p| enabled & (1 << p) != 0).map(|p| p.to_string()).collect();
+            let prios: Vec<String> = enabled.iter().map(|p| p.to_string()).collect();
             say(
                 Level::Warn,
                 format!(
@@ -355,7 +355,7 @@ mod tests {
         f.speed_mbps = Some(25_000);
         f.xdp.as_mut().unwrap().zero_copy = true;
         f.pause = Some(PauseSettings { autoneg: false, rx: true, tx: true });
-        f.dcb = Some(DcbState::Pfc { capable: 8, enabled: 1 << 3 | 1 << 4 });
+        f.dcb = Some(DcbState::Pfc { capable: 8, enabled: [3, 4].into_iter().collect() });
         let d = diagnose(f);
         assert_eq!(
             (d.run.speed, d.run.speed_from, d.run.bind_mode),

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::priorities::Priorities;
+
 const NLMSG_HDR: usize = 16;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -58,8 +60,8 @@ pub enum DcbState {
     /// The driver has no DCB: PFC frames are ordinary frames to it.
     NotSupported,
     /// IEEE 802.1Qaz PFC: how many priorities the NIC can pause (`capable`), and those it
-    /// pauses and honours itself (`enabled`, a priority mask).
-    Pfc { capable: u8, enabled: u8 },
+    /// pauses and honours itself (`enabled`).
+    Pfc { capable: u8, enabled: Priorities },
     /// The driver has DCB but reports no IEEE PFC (CEE only, or firmware-managed).
     NoIeeePfc,
 }
@@ -161,7 +163,7 @@ fn xdp_features(payload: &[u8]) -> Option<XdpFeatures> {
 fn ieee_pfc(payload: &[u8]) -> DcbState {
     let pfc = payload.get(4..).and_then(|b| attr(b, DCB_ATTR_IEEE)).and_then(|ieee| attr(ieee, DCB_ATTR_IEEE_PFC));
     match pfc {
-        Some(p) if p.len() >= 2 => DcbState::Pfc { capable: p[0], enabled: p[1] },
+        Some(p) if p.len() >= 2 => DcbState::Pfc { capable: p[0], enabled: Priorities::from_bits(p[1]) },
         _ => DcbState::NoIeeePfc,
     }
 }
@@ -298,7 +300,10 @@ mod tests {
         let mut ieee = Vec::new();
         put_attr(&mut ieee, DCB_ATTR_IEEE_PFC, &pfc);
         let r = reply(RTM_GETDCB, &[(DCB_ATTR_IFNAME, b"eth0\0"), (DCB_ATTR_IEEE | 0x8000, &ieee)]);
-        assert_eq!(ieee_pfc(reply_payload(&r).unwrap()), DcbState::Pfc { capable: 8, enabled: 0b0001_1000 });
+        assert_eq!(
+            ieee_pfc(reply_payload(&r).unwrap()),
+            DcbState::Pfc { capable: 8, enabled: Priorities::from_bits(0b0001_1000) }
+        );
         let r = reply(RTM_GETDCB, &[(DCB_ATTR_IFNAME, b"eth0\0")]);
         assert_eq!(ieee_pfc(reply_payload(&r).unwrap()), DcbState::NoIeeePfc);
     }

@@ -19,6 +19,7 @@ use anyhow::{bail, Context, Result};
 use pfcswitch::core::config::{BufferProfile, DEFAULT_LOSSLESS};
 use pfcswitch::core::pfc::PRIORITIES;
 use pfcswitch::core::pfcwd::WatchdogAction;
+use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use serde::{Deserialize, Serialize};
 
@@ -346,7 +347,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
     let (settle, traffic) = (opts.settle.as_secs_f64(), opts.traffic.as_secs_f64());
     let sink_secs = format!("{}", settle + traffic + 0.4);
     let sink = SinkProc::start_on(tb, "h2", "sink", cpus.hosts(), &["--duration", &sink_secs])?;
-    let bitmap = opts.prios.iter().fold(0u8, |m, p| m | (1 << p)).to_string();
+    let bitmap = opts.prios.iter().map(|&p| usize::from(p)).collect::<Priorities>().bits().to_string();
     let exe = harness::bin("pfctools")?.display().to_string();
     let storm_secs = format!("{}", settle + traffic + 0.8);
     let storm = tb.spawn_on(

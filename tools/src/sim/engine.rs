@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use pfcswitch::core::histogram::Histogram;
 use pfcswitch::core::pfc::{self, MacControl, Pfc, PRIORITIES};
+use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::queue::FrameId;
 use pfcswitch::core::slowpath::{Released, Slowpath, ToSlowpath};
 use pfcswitch::core::switch::{FramePool, Switch, TxBatch};
@@ -644,7 +645,7 @@ impl<'f> Sim<'f> {
         let s = &mut self.switches[sw];
         let was_empty = s.slow_out.is_empty();
         let switch = &s.switch;
-        let released = s.slowpath.release(|e| switch.stopped_mask(now, e));
+        let released = s.slowpath.release(|e| switch.stopped(now, e));
         let any = !released.is_empty();
         for r in released {
             s.slow_out.push_back((at, *r));
@@ -847,12 +848,12 @@ impl<'f> Sim<'f> {
         if self.now >= s.until {
             return;
         }
-        let mask = s.spec.priorities.iter().fold(0u8, |m, &p| m | 1 << p);
+        let prios: Priorities = s.spec.priorities.iter().map(|&p| usize::from(p)).collect();
         let port = self.fabric.hosts[s.host].port;
         let buf = self.arena.take();
         let b = &mut self.arena.bufs[buf as usize];
         b.resize(pfc::MIN_FRAME_LEN, 0);
-        pfc::encode(b, self.fabric.ports[port].mac, &MacControl::Pfc(Pfc::pause(mask, s.spec.quanta)));
+        pfc::encode(b, self.fabric.ports[port].mac, &MacControl::Pfc(Pfc::pause(prios, s.spec.quanta)));
         self.hosts[s.host].control.push_back(buf);
         let next = self.now + (s.spec.interval_us * 1e3).round() as u64;
         self.at(next, Ev::Storm { index: index as u32 });

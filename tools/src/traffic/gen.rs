@@ -169,10 +169,10 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                 break;
             }
         }
-        let paused = responder.paused_mask(now);
+        let paused = responder.paused(now);
         let mut room = host.port.tx_room(BATCH).min(host.pool.free_count().saturating_sub(BATCH));
         for f in flows.iter_mut() {
-            let may_send = sending && !finished(f) && paused & (1 << f.prio) == 0;
+            let may_send = sending && !finished(f) && !paused.contains(usize::from(f.prio));
             f.due = if may_send { f.pacer.due(now, room as u64) } else { 0 };
         }
         ids.clear();
@@ -232,10 +232,10 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             } else {
                 let next_due = flows
                     .iter()
-                    .filter(|f| !finished(f) && paused & (1 << f.prio) == 0)
+                    .filter(|f| !finished(f) && !paused.contains(usize::from(f.prio)))
                     .filter_map(|f| f.pacer.next_burst_due())
                     .min();
-                idle_wait(now, next_due, &responder, paused != 0);
+                idle_wait(now, next_due, &responder, !paused.is_empty());
             }
         }
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use pfcswitch::core::pause::EgressPause;
 use pfcswitch::core::pfc::{ControlFrame, MacControl, PRIORITIES};
+use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::time::Time;
 use serde::{Deserialize, Serialize};
@@ -98,15 +99,15 @@ impl PauseResponder {
     }
 
     /// Priorities the sender may not transmit at `now`.
-    pub fn paused_mask(&mut self, now: Time) -> u8 {
+    pub fn paused(&mut self, now: Time) -> Priorities {
         self.apply_due(now);
-        self.state.paused_mask(now)
+        self.state.paused(now)
     }
 
     /// When the paused state may next change (a pending pause applies or one expires).
     pub fn next_change(&self, now: Time) -> Option<Time> {
         let pending = self.pending.front().map(|p| p.at);
-        let resume = self.state.resume_at(now, 0xff);
+        let resume = self.state.resume_at(now, Priorities::ALL);
         match (pending, resume) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -124,7 +125,7 @@ mod tests {
     use pfcswitch::core::mac::MacAddr;
     use pfcswitch::core::pfc::Pfc;
 
-    fn pfc(prios: u8, quanta: u16) -> ControlFrame {
+    fn pfc(prios: Priorities, quanta: u16) -> ControlFrame {
         ControlFrame { src: MacAddr::local(1), body: MacControl::Pfc(Pfc::pause(prios, quanta)) }
     }
 
@@ -133,15 +134,15 @@ mod tests {
         // 10G: one quantum is 51.2 ns; 1000 quanta = 51.2 µs.
         let mut r = PauseResponder::new(Speed::gbps(10), 1000, true);
         let t = Time::from_millis(1);
-        r.on_frame(t, &pfc(1 << 3, 65535));
-        assert_eq!(r.paused_mask(t), 0, "still sending during the delay");
+        r.on_frame(t, &pfc(Priorities::only(3), 65535));
+        assert_eq!(r.paused(t), Priorities::NONE, "still sending during the delay");
         assert_eq!(r.next_change(t), Some(t + Duration::from_nanos(51_200)));
         let applied = t + Duration::from_nanos(51_200);
-        assert_eq!(r.paused_mask(applied), 1 << 3);
+        assert_eq!(r.paused(applied), Priorities::only(3));
         // The pause lasts its quanta from when it took effect.
         let end = applied + Speed::gbps(10).quanta_duration(65535);
-        assert_eq!(r.paused_mask(end - Duration::from_nanos(1)), 1 << 3);
-        assert_eq!(r.paused_mask(end), 0);
+        assert_eq!(r.paused(end - Duration::from_nanos(1)), Priorities::only(3));
+        assert_eq!(r.paused(end), Priorities::NONE);
         assert_eq!(r.counts.xoff[3], 1);
     }
 
@@ -149,15 +150,15 @@ mod tests {
     fn resume_and_ignore_modes() {
         let mut r = PauseResponder::new(Speed::gbps(10), 0, true);
         let t = Time::from_millis(1);
-        r.on_frame(t, &pfc(1 << 4, 65535));
-        assert_eq!(r.paused_mask(t), 1 << 4);
-        r.on_frame(t + Duration::from_micros(3), &pfc(1 << 4, 0));
-        assert_eq!(r.paused_mask(t + Duration::from_micros(3)), 0);
+        r.on_frame(t, &pfc(Priorities::only(4), 65535));
+        assert_eq!(r.paused(t), Priorities::only(4));
+        r.on_frame(t + Duration::from_micros(3), &pfc(Priorities::only(4), 0));
+        assert_eq!(r.paused(t + Duration::from_micros(3)), Priorities::NONE);
         assert_eq!(r.counts.xon[4], 1);
 
         let mut ignoring = PauseResponder::new(Speed::gbps(10), 0, false);
-        ignoring.on_frame(t, &pfc(1 << 4, 65535));
-        assert_eq!(ignoring.paused_mask(t), 0);
+        ignoring.on_frame(t, &pfc(Priorities::only(4), 65535));
+        assert_eq!(ignoring.paused(t), Priorities::NONE);
         assert_eq!(ignoring.counts.xoff[4], 1);
     }
 }

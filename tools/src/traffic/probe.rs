@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use pfcswitch::core::pfc::{self, MacControl, Pfc};
+use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
@@ -139,7 +140,7 @@ pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
     let mut trials = Vec::new();
     let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
     for &quanta in &opts.quanta {
-        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(1 << opts.prio, quanta)));
+        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(Priorities::only(usize::from(opts.prio)), quanta)));
         let expected = opts.speed.quanta_duration(quanta);
         for _ in 0..opts.repeats {
             // Let the switch drain what the last pause queued, then time the steady flow.

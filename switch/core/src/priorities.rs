@@ -1,0 +1,150 @@
+//! A set of the eight 802.1p priorities: which are lossless, paused, past XOFF, stormed,
+//! waiting. On the wire it is the PFC class-enable vector's low byte (bit n = priority n,
+//! 802.1Qbb clause 36.1.3.1), and so it is held here; the type says what the bits are.
+
+use std::fmt;
+use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
+
+use super::pfc::PRIORITIES;
+
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Priorities(u8);
+
+impl Priorities {
+    pub const NONE: Priorities = Priorities(0);
+    pub const ALL: Priorities = Priorities(0xff);
+
+    /// The set a class-enable vector (or any bit n = priority n byte) names.
+    pub const fn from_bits(bits: u8) -> Priorities {
+        Priorities(bits)
+    }
+
+    /// The set as a class-enable vector's byte.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Priority `p` alone.
+    pub const fn only(p: usize) -> Priorities {
+        assert!(p < PRIORITIES, "priorities are 0..8");
+        Priorities(1 << p)
+    }
+
+    pub const fn contains(self, p: usize) -> bool {
+        p < PRIORITIES && self.0 & (1 << p) != 0
+    }
+
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn insert(&mut self, p: usize) {
+        *self |= Priorities::only(p);
+    }
+
+    pub fn remove(&mut self, p: usize) {
+        *self &= !Priorities::only(p);
+    }
+
+    /// The priorities in the set, lowest first.
+    pub fn iter(self) -> impl Iterator<Item = usize> {
+        (0..PRIORITIES).filter(move |&p| self.contains(p))
+    }
+
+    /// The highest priority in the set, if any.
+    pub fn highest(self) -> Option<usize> {
+        (!self.is_empty()).then(|| 7 - self.0.leading_zeros() as usize)
+    }
+
+    /// The priorities in `0..8` for which `f` holds.
+    pub fn matching(f: impl Fn(usize) -> bool) -> Priorities {
+        (0..PRIORITIES).filter(|&p| f(p)).collect()
+    }
+}
+
+impl FromIterator<usize> for Priorities {
+    fn from_iter<I: IntoIterator<Item = usize>>(iter: I) -> Priorities {
+        iter.into_iter().fold(Priorities::NONE, |set, p| set | Priorities::only(p))
+    }
+}
+
+impl BitOr for Priorities {
+    type Output = Priorities;
+    fn bitor(self, o: Priorities) -> Priorities {
+        Priorities(self.0 | o.0)
+    }
+}
+
+impl BitAnd for Priorities {
+    type Output = Priorities;
+    fn bitand(self, o: Priorities) -> Priorities {
+        Priorities(self.0 & o.0)
+    }
+}
+
+impl Not for Priorities {
+    type Output = Priorities;
+    fn not(self) -> Priorities {
+        Priorities(!self.0)
+    }
+}
+
+impl BitOrAssign for Priorities {
+    fn bitor_assign(&mut self, o: Priorities) {
+        self.0 |= o.0;
+    }
+}
+
+impl BitAndAssign for Priorities {
+    fn bitand_assign(&mut self, o: Priorities) {
+        self.0 &= o.0;
+    }
+}
+
+/// In JSON a list of priorities, `[3, 4]`.
+impl serde::Serialize for Priorities {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Priorities {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Priorities, D::Error> {
+        let list = Vec::<usize>::deserialize(d)?;
+        match list.iter().find(|&&p| p >= PRIORITIES) {
+            Some(p) => Err(serde::de::Error::custom(format!("priority {p} is not in 0..8"))),
+            None => Ok(list.into_iter().collect()),
+        }
+    }
+}
+
+/// `{3, 4}`: the priorities, not a byte to decode.
+impl fmt::Debug for Priorities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_holds_what_was_put_in_and_reads_as_the_class_enable_vector() {
+        let mut s: Priorities = [3, 4].into_iter().collect();
+        assert_eq!(s.bits(), 0b1_1000);
+        assert!(s.contains(3) && s.contains(4) && !s.contains(0) && !s.contains(8));
+        s.remove(3);
+        s.insert(7);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![4, 7]);
+        assert_eq!(format!("{s:?}"), "{4, 7}");
+        assert_eq!(s & Priorities::only(4), Priorities::only(4));
+        assert_eq!(!Priorities::NONE, Priorities::ALL);
+        assert_eq!(Priorities::matching(|p| p % 2 == 0).bits(), 0b0101_0101);
+        assert!((s & !s).is_empty());
+        assert_eq!((s.highest(), Priorities::NONE.highest()), (Some(7), None));
+        assert_eq!(serde_json::to_string(&s).unwrap(), "[4,7]");
+        assert_eq!(serde_json::from_str::<Priorities>("[4,7]").unwrap(), s);
+        assert!(serde_json::from_str::<Priorities>("[8]").is_err());
+    }
+}
