@@ -277,7 +277,7 @@ impl Dataplane {
         &self.config
     }
 
-    /// Runs until `stop` is set (checked at least every [`MAX_SLEEP`]), then drains.
+    /// Runs until `stop` is set (checked at least every 2 ms, `MAX_SLEEP`), then drains.
     /// `wake_fds` (e.g. a signal pipe) also interrupt a sleep.
     pub fn run(
         &mut self,
