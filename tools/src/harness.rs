@@ -436,6 +436,26 @@ fn parse_report<T: serde::de::DeserializeOwned>(f: Finished, what: &str) -> Resu
     serde_json::from_str(line).with_context(|| format!("{what} report unreadable ({}): {}", f.status, f.stderr.trim()))
 }
 
+/// Runs `trial` until `disturbed` says the machine did not spoil the run, at most
+/// `retries` times more; each spoiled run goes to `set_aside`. The last run is kept even
+/// when it, too, was disturbed: a host that disturbs every attempt shows in the result.
+pub fn undisturbed<T>(
+    retries: usize,
+    disturbed: impl Fn(&T) -> bool,
+    mut set_aside: impl FnMut(T),
+    mut trial: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut attempt = 0;
+    loop {
+        let r = trial()?;
+        if !disturbed(&r) || attempt == retries {
+            return Ok(r);
+        }
+        set_aside(r);
+        attempt += 1;
+    }
+}
+
 /// What one flow from h1 to a sink on h2 gave (see [`one_flow_h1_to_h2`]).
 pub struct OneFlowRun {
     pub gen: GenReport,

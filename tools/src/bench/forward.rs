@@ -175,40 +175,44 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         if !args.no_loss_check {
             let rate = r.pfcswitch_median_pps * 0.8;
             let ring_lasts = Duration::from_secs_f64(f64::from(config.dataplane.ring_size) / rate);
-            for attempt in 1..=LOSS_CHECK_ATTEMPTS {
-                let start_ns = pfcswitch::dataplane::sys::now().as_nanos();
-                let before = SwitchLosses::read(&switch)?;
-                let (_, report, sent) = measure(&tb_switch, Some(&switch), size, args.seconds, Some(rate))?;
-                let after = SwitchLosses::read(&switch)?;
-                let stall = switch.stats()?.stalls.longest_since(start_ns).map_or(0, |s| s.us);
-                let lost = after.minus(before);
-                in_checks = in_checks.plus(lost);
-                let f = report.flows.first().cloned().unwrap_or_default();
-                let check = LossCheck {
-                    rate_pps: rate,
-                    sent,
-                    received: f.received,
-                    lost: sent.saturating_sub(f.received),
-                    reordered: f.reordered,
-                    duplicates: f.duplicates,
-                    switch_rx_ring_full: lost.rx_ring_full,
-                    switch_drops: lost.tail_drops + lost.other_drops,
-                    sink_socket_dropped: report.socket_dropped,
-                    longest_switch_stall_us: stall,
-                    attempts: attempt,
-                };
-                let disturbed = check.lost > 0 && Duration::from_micros(stall) > ring_lasts;
-                r.loss_check = Some(check);
-                if !disturbed {
-                    break;
-                }
-                eprintln!(
-                    "  {size} B 80 % check: frames lost while the switch stalled {:.1} ms (its rx ring lasts {:.1} ms \
-                     at this rate): the machine's, checked again",
-                    stall as f64 / 1e3,
-                    ring_lasts.as_secs_f64() * 1e3
-                );
-            }
+            let mut attempts = 0;
+            let check = harness::undisturbed(
+                LOSS_CHECK_ATTEMPTS as usize - 1,
+                |c: &LossCheck| c.lost > 0 && Duration::from_micros(c.longest_switch_stall_us) > ring_lasts,
+                |c| {
+                    eprintln!(
+                        "  {size} B 80 % check: frames lost while the switch stalled {:.1} ms (its rx ring lasts \
+                         {:.1} ms at this rate): the machine's, checked again",
+                        c.longest_switch_stall_us as f64 / 1e3,
+                        ring_lasts.as_secs_f64() * 1e3
+                    )
+                },
+                || {
+                    attempts += 1;
+                    let start_ns = pfcswitch::dataplane::sys::now().as_nanos();
+                    let before = SwitchLosses::read(&switch)?;
+                    let (_, report, sent) = measure(&tb_switch, Some(&switch), size, args.seconds, Some(rate))?;
+                    let after = SwitchLosses::read(&switch)?;
+                    let stall = switch.stats()?.stalls.longest_since(start_ns).map_or(0, |s| s.us);
+                    let lost = after.minus(before);
+                    in_checks = in_checks.plus(lost);
+                    let f = report.flows.first().cloned().unwrap_or_default();
+                    Ok(LossCheck {
+                        rate_pps: rate,
+                        sent,
+                        received: f.received,
+                        lost: sent.saturating_sub(f.received),
+                        reordered: f.reordered,
+                        duplicates: f.duplicates,
+                        switch_rx_ring_full: lost.rx_ring_full,
+                        switch_drops: lost.tail_drops + lost.other_drops,
+                        sink_socket_dropped: report.socket_dropped,
+                        longest_switch_stall_us: stall,
+                        attempts,
+                    })
+                },
+            )?;
+            r.loss_check = Some(check);
         }
         results.push(r);
     }

@@ -18,6 +18,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use super::sweep::{self, RunOutcome, SweepOptions};
+use crate::harness;
 use crate::testbed::{unique_name, Testbed, Topology};
 
 /// The plan's timings: the storm alone for a second, then five seconds of traffic.
@@ -184,11 +185,16 @@ pub fn run(opts: &SweepOptions, delays: (u32, u32), progress: &dyn Fn(Case, &Run
     let tb = Testbed::up(&unique_name("plan"), Topology::star(2))?;
     let (mut cases, mut disturbed, mut checks) = (Vec::new(), Vec::new(), Vec::new());
     for (case, delay) in [(Case::Lossless, delays.0), (Case::Lossy, delays.1)] {
-        let run = sweep::undisturbed(opts.retries, &mut disturbed, || {
-            let r = sweep::trial(&tb, opts, delay)?;
-            progress(case, &r);
-            Ok(r)
-        })?;
+        let run = harness::undisturbed(
+            opts.retries,
+            sweep::is_disturbed,
+            |r| disturbed.push(r),
+            || {
+                let r = sweep::trial(&tb, opts, delay)?;
+                progress(case, &r);
+                Ok(r)
+            },
+        )?;
         checks.extend(self::checks(opts, case, &run));
         cases.push(CaseRun { case, delay_quanta: delay, delay_us: run.delay_us, disturbed: run.disturbed, run });
     }

@@ -474,6 +474,11 @@ fn disturbed(allowance: Duration, frame_interval: Duration, overheads_us: &[f64]
     !allowance.is_zero() && (!storm_continuous || overheads_us.iter().any(|&o| o > late || o < -early))
 }
 
+/// What [`harness::undisturbed`] asks of a run.
+pub(super) fn is_disturbed(r: &RunOutcome) -> bool {
+    r.disturbed
+}
+
 /// Runs the sweep; `progress` hears about each run.
 pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepReport> {
     opts.validate()?;
@@ -481,36 +486,22 @@ pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepR
     let (mut runs, mut disturbed) = (Vec::new(), Vec::new());
     for &delay in &opts.delays {
         for _ in 0..opts.repeats.max(1) {
-            let r = undisturbed(opts.retries, &mut disturbed, || {
-                let r = trial(&tb, opts, delay)?;
-                progress(&r);
-                Ok(r)
-            })?;
+            let r = harness::undisturbed(
+                opts.retries,
+                is_disturbed,
+                |r| disturbed.push(r),
+                || {
+                    let r = trial(&tb, opts, delay)?;
+                    progress(&r);
+                    Ok(r)
+                },
+            )?;
             runs.push(r);
         }
     }
     let mut report = report(opts, runs);
     report.disturbed = disturbed;
     Ok(report)
-}
-
-/// Runs `trial` until a run is not disturbed, at most `retries` times more; the disturbed
-/// runs go to `set_aside`. The last run is kept even when it, too, was disturbed: a host
-/// that disturbs every attempt shows in the result.
-pub(super) fn undisturbed(
-    retries: usize,
-    set_aside: &mut Vec<RunOutcome>,
-    mut trial: impl FnMut() -> Result<RunOutcome>,
-) -> Result<RunOutcome> {
-    let mut attempt = 0;
-    loop {
-        let r = trial()?;
-        if !r.disturbed || attempt == retries {
-            return Ok(r);
-        }
-        set_aside.push(r);
-        attempt += 1;
-    }
 }
 
 /// The mean without the lowest and the highest value (with three values or more).
@@ -719,20 +710,25 @@ mod tests {
         // Disturbed twice, then clean: the clean run is kept, the others set aside.
         let mut script = vec![outcome(true, 900.0), outcome(true, 2800.0), outcome(false, 30.0)].into_iter();
         let mut aside = Vec::new();
-        let kept = undisturbed(2, &mut aside, || Ok(script.next().unwrap())).unwrap();
+        let kept = harness::undisturbed(2, is_disturbed, |r| aside.push(r), || Ok(script.next().unwrap())).unwrap();
         assert_eq!((kept.overhead_us, aside.len()), (30.0, 2));
         // Always disturbed: after the retries the last run stands, marked.
         let mut aside = Vec::new();
         let mut tries = 0;
-        let kept = undisturbed(2, &mut aside, || {
-            tries += 1;
-            Ok(outcome(true, 1000.0 + f64::from(tries)))
-        })
+        let kept = harness::undisturbed(
+            2,
+            is_disturbed,
+            |r| aside.push(r),
+            || {
+                tries += 1;
+                Ok(outcome(true, 1000.0 + f64::from(tries)))
+            },
+        )
         .unwrap();
         assert!(kept.disturbed);
         assert_eq!((tries, aside.len(), kept.overhead_us), (3, 2, 1003.0));
         // No retries: the first run stands.
-        let kept = undisturbed(0, &mut Vec::new(), || Ok(outcome(true, 5.0))).unwrap();
+        let kept = harness::undisturbed(0, is_disturbed, |_| {}, || Ok(outcome(true, 5.0))).unwrap();
         assert!(kept.disturbed);
     }
 
