@@ -152,7 +152,7 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
     // machine lost frames too (a receiver off its CPU for longer than its ring holds: the
     // sink's socket, the switch's rx rings, a veth queue) says nothing about that, and is
     // repeated, up to three attempts.
-    let ((sw, g1, g2, rx, stats, machine), attempt) = judged_attempt(|_| {
+    let ((sw, g1, g2, rx, stats, lossy, machine), attempt) = judged_attempt(|_| {
         let drops_before = link_drops(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
         let (g1, g2, rx) = congest(&tb, "0", None);
@@ -168,12 +168,11 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
             assert!(sw.stop().success());
             return Attempt::Disturbed(machine);
         }
-        Attempt::Judge((sw, g1, g2, rx, stats, machine))
+        Attempt::Judge((sw, g1, g2, rx, stats, lossy, machine))
     });
     let sent = g1.sent + g2.sent;
     assert!(rx.received < sent, "an oversubscribed lossy queue must drop: {} of {sent}", rx.received);
     assert_eq!(g1.pauses.pfc_frames + g2.pauses.pfc_frames, 0, "no PFC for a lossy priority");
-    let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
     assert_eq!(lossy, sent - rx.received, "every missing frame is a counted tail drop (attempt {attempt}; {machine})");
     assert_eq!(stats.ports.iter().map(|p| p.counters.mac_control.pfc_sent).sum::<u64>(), 0);
     assert!(sw.stop().success());
