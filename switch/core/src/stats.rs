@@ -290,6 +290,10 @@ pub struct StallStats {
     /// without any single long stall; absent where the kernel does not keep the figure.
     #[serde(default)]
     pub cpu_wait_us: Option<u64>,
+    /// The latest spells in which the loop left frames on an rx ring turn after turn
+    /// (at least 1 ms long, or with frames lost on a full ring), oldest first.
+    #[serde(default)]
+    pub backlogs: Vec<Backlog>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -299,10 +303,41 @@ pub struct Stall {
     pub us: u64,
 }
 
+/// A spell from the last turn that emptied every rx ring to the next one that did. What
+/// arrives while the loop is off its CPU waits on the ring, and many short waits add up
+/// as one long one would when the loop cannot catch up between them: `off_cpu_us` says
+/// how much of the spell the machine took, and `rx_lost` what the rings lost in it.
+/// A ring that overflows although the loop had its CPU nearly all the spell is the
+/// switch's fault; one that overflows after the machine took the ring's time is not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backlog {
+    /// When the loop emptied the rings again (monotonic clock, ns).
+    pub ended_ns: u64,
+    pub us: u64,
+    /// Wall time in the spell that the loop's thread was not on a CPU, µs.
+    pub off_cpu_us: u64,
+    /// Frames the kernel could not hand to the loop during the spell (a full rx ring, or
+    /// no frame to put one in).
+    pub rx_lost: u64,
+}
+
 impl StallStats {
     /// The longest of the recent stalls that ended after `since_ns`.
     pub fn longest_since(&self, since_ns: u64) -> Option<Stall> {
         self.recent.iter().filter(|s| s.ended_ns > since_ns).max_by_key(|s| s.us).copied()
+    }
+
+    /// The recent backlog spells that ended after `since_ns`.
+    pub fn backlogs_since(&self, since_ns: u64) -> impl Iterator<Item = &Backlog> {
+        self.backlogs.iter().filter(move |b| b.ended_ns > since_ns)
+    }
+
+    /// Frames lost on the rx rings since `since_ns` in spells in which the loop was off
+    /// its CPU for at least `ring_lasts` (how long the rings hold the traffic): those the
+    /// machine explains. Spells that fell out of the record count as the switch's.
+    pub fn rx_lost_off_cpu(&self, since_ns: u64, ring_lasts: std::time::Duration) -> u64 {
+        let at_least = ring_lasts.as_micros() as u64;
+        self.backlogs_since(since_ns).filter(|b| b.off_cpu_us >= at_least).map(|b| b.rx_lost).sum()
     }
 }
 
@@ -482,5 +517,24 @@ impl PortStats {
 impl PrioStats {
     pub fn for_priorities() -> Vec<PrioStats> {
         (0..PRIORITIES as u8).map(|p| PrioStats { priority: p, ..PrioStats::default() }).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn frames_lost_count_as_the_machines_only_in_spells_that_took_the_rings_time_off_the_cpu() {
+        let spell = |ended_ns, off_cpu_us, rx_lost| Backlog { ended_ns, us: 40_000, off_cpu_us, rx_lost };
+        let s = StallStats {
+            backlogs: vec![spell(100, 30_000, 7), spell(200, 30_000, 5), spell(300, 2_000, 11)],
+            ..StallStats::default()
+        };
+        // The rings last 20 ms: 30 ms off the CPU fills them, 2 ms does not.
+        assert_eq!(s.rx_lost_off_cpu(0, Duration::from_millis(20)), 12);
+        assert_eq!(s.rx_lost_off_cpu(150, Duration::from_millis(20)), 5, "only spells that ended after");
+        assert_eq!(s.rx_lost_off_cpu(0, Duration::from_millis(31)), 0);
     }
 }

@@ -106,6 +106,7 @@ pub struct Dataplane {
     /// A port went up or down since the poll set was last made.
     links_changed: bool,
     stalls: stall::StallMeter,
+    backlog: stall::BacklogMeter,
     /// The polling thread, once it runs: its run-queue wait is part of the stall figures.
     loop_thread: Option<libc::pid_t>,
     /// Per port: where its speed came from.
@@ -264,6 +265,7 @@ impl Dataplane {
             next_link_check: sys::now(),
             links_changed: false,
             stalls: stall::StallMeter::default(),
+            backlog: stall::BacklogMeter::default(),
             loop_thread: None,
             speed_from,
         };
@@ -343,6 +345,7 @@ impl Dataplane {
             let timeout = (until_wake - SLEEP_MARGIN).min(MAX_SLEEP);
             self.stalls.sleeping(now + timeout);
             sys::wait_readable(&mut pollfds, timeout)?;
+            self.backlog.slept();
             self.waker.drain();
         }
         self.drain()
@@ -353,14 +356,24 @@ impl Dataplane {
         let batch = self.config.dataplane.batch;
         let mut work = self.apply_slowpath_messages(now);
         let Dataplane { ports, pool, switch, .. } = self;
+        let mut emptied = true;
         for (i, port) in ports.iter_mut().enumerate() {
             if !switch.link_up(i) {
                 continue;
             }
             port.reclaim(pool);
             if receive {
-                work += port.receive(pool, batch, |pool, id| switch.receive(now, pool, i, id));
+                let r = port.receive(pool, batch, |pool, id| switch.receive(now, pool, i, id));
+                work += r.frames;
+                emptied &= r.emptied;
             }
+        }
+        if receive {
+            let ports = &self.ports;
+            self.backlog.turn(now, emptied, || stall::Reading {
+                cpu: sys::thread_cpu_time(),
+                rx_lost: ports.iter().map(|p| p.statistics()).map(|c| c.rx_ring_full + c.rx_dropped).sum(),
+            });
         }
         self.switch.on_timer(now);
         self.tx_blocked = false;
@@ -569,6 +582,7 @@ impl Dataplane {
         s.slowpath_overflow = self.slowpath_overflow;
         s.stalls = self.stalls.stats();
         s.stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);
+        s.stalls.backlogs = self.backlog.recent();
         for (p, from) in s.ports.iter_mut().zip(&self.speed_from) {
             p.speed_from = *from;
         }

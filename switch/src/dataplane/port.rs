@@ -80,8 +80,15 @@ impl PortSockets {
         pool: &mut UmemPool,
         max: usize,
         mut on_frame: impl FnMut(&mut UmemPool, FrameId),
-    ) -> usize {
-        self.sockets.iter_mut().map(|s| s.receive(pool, max, &mut on_frame)).sum()
+    ) -> Received {
+        let mut r = Received { frames: 0, emptied: true };
+        for s in &mut self.sockets {
+            let n = s.receive(pool, max, &mut on_frame);
+            r.frames += n;
+            // A full batch may have left more behind on the ring.
+            r.emptied &= n < max;
+        }
+        r
     }
 
     /// Returns completed tx frames to the pool (only the first queue's socket sends).
@@ -125,6 +132,14 @@ impl PortSockets {
         }
         c
     }
+}
+
+/// What one pass over a port's rx rings took.
+#[derive(Clone, Copy, Debug)]
+pub struct Received {
+    pub frames: usize,
+    /// Every ring gave less than it was asked for, so none holds frames still.
+    pub emptied: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

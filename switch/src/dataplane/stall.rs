@@ -1,16 +1,23 @@
 //! How long the polling loop was kept from polling: a switch process that loses its CPU
-//! for 10 ms receives 10 ms of traffic in one burst, too late to pause it in time. Tests
+//! for 10 ms receives 10 ms of traffic in one burst, too late to pause it in time. And how
+//! long it fell behind its rx rings, with how much of that time the machine took. Tests
 //! and benches read this to tell the machine's stalls from the switch's faults.
 
 use std::time::Duration;
 
-use crate::core::stats::{Stall, StallStats};
+use crate::core::stats::{Backlog, Stall, StallStats};
 use crate::core::time::Time;
 
 /// Gaps at least this long count as stalls.
 pub const STALL: Duration = Duration::from_millis(1);
 /// Stalls remembered with their time.
 const RECENT: usize = 32;
+/// Backlog spells remembered.
+const BACKLOGS: usize = 64;
+/// While the loop keeps up, it reads its CPU clock and the rings' loss counters (system
+/// calls) at most this often; a spell starts at the latest reading, so it may take in up
+/// to this much time from before, which only makes the machine's share look smaller.
+const MARK_EVERY: Duration = Duration::from_micros(500);
 
 /// Measures gaps between polls, not counting sleeps the loop chose: after a sleep, only
 /// the time past its deadline counts. (A sleep cut short by an arriving frame whose
@@ -63,7 +70,93 @@ impl StallMeter {
     pub fn stats(&self) -> StallStats {
         let kept = self.next.min(RECENT);
         let recent = (self.next - kept..self.next).map(|i| self.recent[i % RECENT]).collect();
-        StallStats { stalls: self.stalls, longest_us: self.longest_us, recent, cpu_wait_us: None }
+        StallStats { stalls: self.stalls, longest_us: self.longest_us, recent, ..StallStats::default() }
+    }
+}
+
+/// What the backlog meter reads from the system at the edges of a spell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The loop thread's CPU time so far.
+    pub cpu: Duration,
+    /// Frames the kernel could not hand to the loop so far (a full rx ring, or no frame
+    /// to put one in), all ports.
+    pub rx_lost: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    wall: Time,
+    read: Reading,
+}
+
+/// Measures spells in which the loop leaves frames on an rx ring turn after turn: from
+/// the last turn that emptied every ring to the next one that does.
+#[derive(Debug)]
+pub struct BacklogMeter {
+    /// The latest reading at a turn that emptied the rings; a spell starts there.
+    mark: Option<Mark>,
+    /// Where the spell under way started.
+    open: Option<Mark>,
+    /// A ring of the latest spells (oldest overwritten).
+    recent: [Backlog; BACKLOGS],
+    next: usize,
+}
+
+impl Default for BacklogMeter {
+    fn default() -> BacklogMeter {
+        BacklogMeter { mark: None, open: None, recent: [Backlog::default(); BACKLOGS], next: 0 }
+    }
+}
+
+impl BacklogMeter {
+    /// The loop finished a turn at `now`; `emptied` when no rx ring was left holding
+    /// frames. `read` is called only at a spell's edges and every [`MARK_EVERY`].
+    pub fn turn(&mut self, now: Time, emptied: bool, read: impl FnOnce() -> Reading) {
+        let here = |read: Reading| Mark { wall: now, read };
+        match (emptied, self.open) {
+            (true, Some(start)) => {
+                let end = here(read());
+                self.record(start, end);
+                self.open = None;
+                self.mark = Some(end);
+            }
+            (true, None) => {
+                if self.mark.is_none_or(|m| now.saturating_since(m.wall) >= MARK_EVERY) {
+                    self.mark = Some(here(read()));
+                }
+            }
+            (false, None) => self.open = Some(self.mark.take().unwrap_or_else(|| here(read()))),
+            (false, Some(_)) => {}
+        }
+    }
+
+    /// The loop slept by choice: that time is not the machine's, so the next spell
+    /// starts from a fresh reading.
+    pub fn slept(&mut self) {
+        self.mark = None;
+    }
+
+    fn record(&mut self, start: Mark, end: Mark) {
+        let wall = end.wall.saturating_since(start.wall);
+        let on_cpu = end.read.cpu.saturating_sub(start.read.cpu);
+        let lost = end.read.rx_lost.saturating_sub(start.read.rx_lost);
+        if wall < STALL && lost == 0 {
+            return;
+        }
+        self.recent[self.next % BACKLOGS] = Backlog {
+            ended_ns: end.wall.as_nanos(),
+            us: wall.as_micros() as u64,
+            off_cpu_us: wall.saturating_sub(on_cpu).as_micros() as u64,
+            rx_lost: lost,
+        };
+        self.next += 1;
+    }
+
+    /// The latest spells, oldest first.
+    pub fn recent(&self) -> Vec<Backlog> {
+        let kept = self.next.min(BACKLOGS);
+        (self.next - kept..self.next).map(|i| self.recent[i % BACKLOGS]).collect()
     }
 }
 
@@ -104,5 +197,58 @@ mod tests {
         assert_eq!(s.recent.len(), RECENT);
         assert_eq!(s.recent.last().unwrap().ended_ns, (RECENT as u64 + 4) * 10_000_000);
         assert!(s.recent.windows(2).all(|w| w[0].ended_ns < w[1].ended_ns), "oldest first");
+    }
+
+    fn reading(cpu_us: u64, rx_lost: u64) -> Reading {
+        Reading { cpu: Duration::from_micros(cpu_us), rx_lost }
+    }
+
+    #[test]
+    fn a_backlog_spell_counts_the_cpu_time_the_machine_took_and_the_frames_lost_in_it() {
+        let mut m = BacklogMeter::default();
+        m.turn(at(0), true, || reading(0, 5));
+        // Behind from 100 µs on; on a CPU for 3 ms of the next 10 ms; 40 frames lost.
+        m.turn(at(100), false, || unreachable!("no reading inside a spell"));
+        m.turn(at(6_000), false, || unreachable!());
+        m.turn(at(10_000), true, || reading(3_000, 45));
+        assert_eq!(m.recent(), vec![Backlog { ended_ns: 10_000_000, us: 10_000, off_cpu_us: 7_000, rx_lost: 40 }]);
+    }
+
+    #[test]
+    fn short_spells_without_loss_are_not_kept_and_lossy_ones_are() {
+        let mut m = BacklogMeter::default();
+        m.turn(at(0), true, || reading(0, 0));
+        m.turn(at(50), false, || unreachable!());
+        m.turn(at(300), true, || reading(300, 0));
+        assert!(m.recent().is_empty(), "300 µs behind and nothing lost");
+        m.turn(at(400), false, || unreachable!());
+        m.turn(at(700), true, || reading(500, 2));
+        assert_eq!(m.recent().len(), 1);
+        assert_eq!(m.recent()[0].rx_lost, 2);
+    }
+
+    #[test]
+    fn a_chosen_sleep_before_a_spell_is_not_counted_as_the_machines() {
+        let mut m = BacklogMeter::default();
+        m.turn(at(0), true, || reading(0, 0));
+        m.slept();
+        // Woken at 5 ms by frames: the spell starts from a reading taken then.
+        m.turn(at(5_000), false, || reading(100, 0));
+        m.turn(at(7_000), true, || reading(2_100, 0));
+        assert_eq!(m.recent()[0].us, 2_000);
+        assert_eq!(m.recent()[0].off_cpu_us, 0);
+    }
+
+    #[test]
+    fn readings_while_keeping_up_are_rationed() {
+        let mut m = BacklogMeter::default();
+        let mut reads = 0;
+        for t in (0..10_000).step_by(10) {
+            m.turn(at(t), true, || {
+                reads += 1;
+                reading(t, 0)
+            });
+        }
+        assert_eq!(reads, 20, "one reading per 500 µs over 10 ms");
     }
 }

@@ -156,6 +156,14 @@ pub fn cpu_wait(tid: libc::pid_t) -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
+/// The calling thread's CPU time so far (a system call, unlike [`now`]).
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec; every thread has a CPU-time clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The monotonic clock as the core's [`Time`].
 pub fn now() -> Time {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
