@@ -59,8 +59,10 @@ pub struct LossCheck {
     pub reordered: u64,
     pub duplicates: u64,
     /// Where lost frames went: the kernel could not queue them on the switch's full rx
-    /// ring, the switch dropped them, or the sink's socket could not take them.
+    /// ring, or had no free frame on its fill ring to put them in; the switch dropped
+    /// them; or the sink's socket could not take them.
     pub switch_rx_ring_full: u64,
+    pub switch_rx_no_frame: u64,
     pub switch_drops: u64,
     pub sink_socket_dropped: u64,
     /// Of the frames lost on the switch's rx rings, those lost in backlog spells in which
@@ -88,22 +90,32 @@ impl LossCheck {
         let mut line = format!("{:.0} frames/s, {} sent, {} lost", self.rate_pps, self.sent, self.lost);
         if self.lost > 0 {
             line += &format!(
-                " ({} on the switch's full rx rings, {} switch drops, {} at the sink's socket)",
-                self.switch_rx_ring_full, self.switch_drops, self.sink_socket_dropped
+                " ({} on the switch's full rx rings, {} with no free frame on its fill rings, {} switch drops, {} at the \
+                 sink's socket)",
+                self.switch_rx_ring_full, self.switch_rx_no_frame, self.switch_drops, self.sink_socket_dropped
             );
         }
         line += &format!("; switch: longest stall {:.1} ms", ms(self.longest_switch_stall_us));
         if let Some(us) = self.switch_cpu_wait_us {
             line += &format!(", waited {:.0} ms for a CPU in all", ms(us));
         }
-        if let Some(worst) = self.lossy_backlogs.iter().max_by_key(|b| b.rx_lost) {
+        if !self.lossy_backlogs.is_empty() {
+            let mut spells = self.lossy_backlogs.clone();
+            spells.sort_by_key(|b| std::cmp::Reverse(b.rx_lost));
+            let shown: Vec<String> = spells
+                .iter()
+                .take(4)
+                .map(|b| format!("{} in {:.1} ms with {:.1} ms off its CPU", b.rx_lost, ms(b.us), ms(b.off_cpu_us)))
+                .collect();
             line += &format!(
-                "; most lost in one spell behind its rings: {} in {:.1} ms, {:.1} ms of it off its CPU (the ring lasts \
-                 {:.1} ms)",
-                worst.rx_lost,
-                ms(worst.us),
-                ms(worst.off_cpu_us),
-                ring_lasts.as_secs_f64() * 1e3
+                "; lost while behind its rx rings (which last {:.1} ms at this rate): {}{}",
+                ring_lasts.as_secs_f64() * 1e3,
+                shown.join(", "),
+                if spells.len() > shown.len() {
+                    format!(" and {} more spells", spells.len() - shown.len())
+                } else {
+                    String::new()
+                }
             );
         }
         line
@@ -118,6 +130,8 @@ const LOSS_CHECK_ATTEMPTS: u32 = 3;
 struct SwitchLosses {
     /// Frames the kernel could not queue on a full rx ring.
     rx_ring_full: u64,
+    /// Frames the kernel had no frame from the fill ring for.
+    rx_no_frame: u64,
     /// Egress tail drops.
     tail_drops: u64,
     other_drops: u64,
@@ -127,7 +141,8 @@ impl SwitchLosses {
     fn read(switch: &SwitchProc) -> Result<SwitchLosses> {
         let mut l = SwitchLosses::default();
         for p in &switch.stats()?.ports {
-            l.rx_ring_full += p.socket.rx_ring_full + p.socket.rx_dropped;
+            l.rx_ring_full += p.socket.rx_ring_full;
+            l.rx_no_frame += p.socket.rx_dropped;
             l.tail_drops += p.counters.drops.lossy;
             l.other_drops += p.counters.drops.total() - p.counters.drops.lossy;
         }
@@ -137,6 +152,7 @@ impl SwitchLosses {
     fn minus(self, o: SwitchLosses) -> SwitchLosses {
         SwitchLosses {
             rx_ring_full: self.rx_ring_full - o.rx_ring_full,
+            rx_no_frame: self.rx_no_frame - o.rx_no_frame,
             tail_drops: self.tail_drops - o.tail_drops,
             other_drops: self.other_drops - o.other_drops,
         }
@@ -145,6 +161,7 @@ impl SwitchLosses {
     fn plus(self, o: SwitchLosses) -> SwitchLosses {
         SwitchLosses {
             rx_ring_full: self.rx_ring_full + o.rx_ring_full,
+            rx_no_frame: self.rx_no_frame + o.rx_no_frame,
             tail_drops: self.tail_drops + o.tail_drops,
             other_drops: self.other_drops + o.other_drops,
         }
@@ -251,9 +268,10 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
                         reordered: f.reordered,
                         duplicates: f.duplicates,
                         switch_rx_ring_full: lost.rx_ring_full,
+                        switch_rx_no_frame: lost.rx_no_frame,
                         switch_drops: lost.tail_drops + lost.other_drops,
                         sink_socket_dropped: report.socket_dropped,
-                        machine_explains: machines.min(lost.rx_ring_full),
+                        machine_explains: machines.min(lost.rx_ring_full + lost.rx_no_frame),
                         lossy_backlogs: lossy,
                         longest_switch_stall_us: stall,
                         switch_cpu_wait_us: waited,
@@ -319,8 +337,8 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     print!("{}", t.render());
     println!(
         "pfcswitch under the unpaced (overload) rounds: {} egress tail drops, {} frames the kernel could not queue on a \
-         full rx ring, {} other drops",
-        overload.tail_drops, overload.rx_ring_full, overload.other_drops
+         full rx ring, {} it had no free frame for, {} other drops",
+        overload.tail_drops, overload.rx_ring_full, overload.rx_no_frame, overload.other_drops
     );
     Ok(())
 }
