@@ -46,7 +46,7 @@ fn lossless_transfer(size: &str) {
     let _serial = serial();
     let tb = star(&format!("bulk{size}"), 2);
     // The defaults: what arrives while the switch is off its CPU waits in its rx ring
-    // (4096 frames, 41 ms at this rate), and the egress drains it at the port's speed.
+    // (8192 frames, 82 ms at this rate), and the egress drains it at the port's speed.
     let c = switch_config(&tb, "sw1");
     let rate = 100_000.0;
     let ring_lasts_us = f64::from(c.dataplane.ring_size) / rate * 1e6;

@@ -406,11 +406,14 @@ impl Default for FdbConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct DataplaneConfig {
     /// UMEM frames shared by all ports; bounds how many frames the switch can hold.
-    /// Absent: enough to fill every ring twice over plus 16384 for queued frames.
+    /// Absent: a fill ring's worth per rx queue, a tx ring's worth per port, and 16384
+    /// for queued frames (see [`DataplaneConfig::umem_frames_for`]).
     pub umem_frames: Option<u32>,
     /// UMEM frame size: 2048 or 4096; chosen from the interfaces' MTU when absent.
     pub frame_size: Option<u32>,
-    /// Descriptors per AF_XDP ring.
+    /// Descriptors per AF_XDP ring. What arrives while the loop is behind (off its CPU,
+    /// or slower than the traffic for a while on a CPU it shares) waits on the rx ring:
+    /// 8192 frames last 27 ms at 300 k frames/s.
     pub ring_size: u32,
     /// Frames handled per ring per loop turn.
     pub batch: usize,
@@ -479,7 +482,7 @@ impl Default for DataplaneConfig {
         DataplaneConfig {
             umem_frames: None,
             frame_size: None,
-            ring_size: 4096,
+            ring_size: 8192,
             batch: 64,
             busy_poll_us: 200,
             drop_without_socket: false,
@@ -937,12 +940,14 @@ mod tests {
     #[test]
     fn frame_caps_share_what_the_rings_leave_unless_given() {
         let mut c = Config::for_interfaces(&["a", "b"]);
+        let ring = c.dataplane.ring_size;
+        assert_eq!(ring, 8192);
         let umem = c.dataplane.umem_frames_for(2, 2);
-        assert_eq!(umem, 2 * 4096 * 2 + 16384);
+        assert_eq!(umem, 2 * ring * 2 + 16384);
         assert_eq!(c.frame_caps(umem, 2), FrameCaps { lossy_port: 4096, slowpath: 4096 });
         // Four rx queues per port: their fill rings take more frames, not the spare.
         let umem4 = c.dataplane.umem_frames_for(2, 8);
-        assert_eq!(umem4, 10 * 4096 + 16384);
+        assert_eq!(umem4, 10 * ring + 16384);
         assert_eq!(c.frame_caps(umem4, 8), FrameCaps { lossy_port: 4096, slowpath: 4096 });
         c.buffer.lossy_port_frames = Some(10);
         c.buffer.slowpath_frames = Some(20);
