@@ -456,6 +456,53 @@ pub fn undisturbed<T>(
     }
 }
 
+/// The switch's counters that account for lost frames, summed over its ports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SwitchLosses {
+    /// Frames the kernel could not queue on a full rx ring.
+    pub rx_ring_full: u64,
+    /// Frames the kernel had no frame from the fill ring for.
+    pub rx_no_frame: u64,
+    /// Egress tail drops.
+    pub tail_drops: u64,
+    pub other_drops: u64,
+}
+
+impl SwitchLosses {
+    pub fn read(switch: &SwitchProc) -> Result<SwitchLosses> {
+        Ok(SwitchLosses::of(&switch.stats()?))
+    }
+
+    pub fn of(stats: &SwitchStats) -> SwitchLosses {
+        let mut l = SwitchLosses::default();
+        for p in &stats.ports {
+            l.rx_ring_full += p.socket.rx_ring_full;
+            l.rx_no_frame += p.socket.rx_dropped;
+            l.tail_drops += p.counters.drops.lossy;
+            l.other_drops += p.counters.drops.total() - p.counters.drops.lossy;
+        }
+        l
+    }
+
+    pub fn minus(self, o: SwitchLosses) -> SwitchLosses {
+        SwitchLosses {
+            rx_ring_full: self.rx_ring_full - o.rx_ring_full,
+            rx_no_frame: self.rx_no_frame - o.rx_no_frame,
+            tail_drops: self.tail_drops - o.tail_drops,
+            other_drops: self.other_drops - o.other_drops,
+        }
+    }
+
+    pub fn plus(self, o: SwitchLosses) -> SwitchLosses {
+        SwitchLosses {
+            rx_ring_full: self.rx_ring_full + o.rx_ring_full,
+            rx_no_frame: self.rx_no_frame + o.rx_no_frame,
+            tail_drops: self.tail_drops + o.tail_drops,
+            other_drops: self.other_drops + o.other_drops,
+        }
+    }
+}
+
 /// What one flow from h1 to a sink on h2 gave (see [`one_flow_h1_to_h2`]).
 pub struct OneFlowRun {
     pub gen: GenReport,

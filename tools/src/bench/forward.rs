@@ -14,7 +14,7 @@ use pfcswitch::core::stats::Backlog;
 use pfcswitch::report::Table;
 
 use super::median;
-use crate::harness::{self, SwitchProc};
+use crate::harness::{self, SwitchLosses, SwitchProc};
 use crate::testbed::{unique_name, Testbed, Topology};
 
 #[derive(Args, Clone, Debug)]
@@ -124,49 +124,6 @@ impl LossCheck {
 
 /// How many times the zero-loss check is made when the machine disturbs it.
 const LOSS_CHECK_ATTEMPTS: u32 = 3;
-
-/// The switch's counters that account for lost frames, summed over its ports.
-#[derive(Clone, Copy, Debug, Default)]
-struct SwitchLosses {
-    /// Frames the kernel could not queue on a full rx ring.
-    rx_ring_full: u64,
-    /// Frames the kernel had no frame from the fill ring for.
-    rx_no_frame: u64,
-    /// Egress tail drops.
-    tail_drops: u64,
-    other_drops: u64,
-}
-
-impl SwitchLosses {
-    fn read(switch: &SwitchProc) -> Result<SwitchLosses> {
-        let mut l = SwitchLosses::default();
-        for p in &switch.stats()?.ports {
-            l.rx_ring_full += p.socket.rx_ring_full;
-            l.rx_no_frame += p.socket.rx_dropped;
-            l.tail_drops += p.counters.drops.lossy;
-            l.other_drops += p.counters.drops.total() - p.counters.drops.lossy;
-        }
-        Ok(l)
-    }
-
-    fn minus(self, o: SwitchLosses) -> SwitchLosses {
-        SwitchLosses {
-            rx_ring_full: self.rx_ring_full - o.rx_ring_full,
-            rx_no_frame: self.rx_no_frame - o.rx_no_frame,
-            tail_drops: self.tail_drops - o.tail_drops,
-            other_drops: self.other_drops - o.other_drops,
-        }
-    }
-
-    fn plus(self, o: SwitchLosses) -> SwitchLosses {
-        SwitchLosses {
-            rx_ring_full: self.rx_ring_full + o.rx_ring_full,
-            rx_no_frame: self.rx_no_frame + o.rx_no_frame,
-            tail_drops: self.tail_drops + o.tail_drops,
-            other_drops: self.other_drops + o.other_drops,
-        }
-    }
-}
 
 struct Measurement {
     delivered_pps: f64,

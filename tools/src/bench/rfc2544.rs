@@ -16,6 +16,7 @@
 //! not always favour the same one.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
@@ -24,7 +25,7 @@ use pfcswitch::report::Table;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::harness::{self, SwitchProc};
+use crate::harness::{self, SwitchLosses, SwitchProc};
 use crate::testbed::topology::{Endpoint, EndpointSpec, Link, Node};
 use crate::testbed::{unique_name, Testbed, Topology};
 
@@ -99,6 +100,24 @@ pub struct Trial {
     pub sent: u64,
     pub received: u64,
     pub latency: Percentiles,
+    /// Through pfcswitch: what its own counters and loop say about the trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<SwitchSide>,
+}
+
+/// What pfcswitch saw of one trial through it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchSide {
+    /// Frames the kernel could not put on its rx rings (ring full, or no free frame).
+    pub rx_lost: u64,
+    /// Frames the switch dropped itself (egress tail drops and the rest).
+    pub dropped: u64,
+    /// Of `rx_lost`, those lost in backlog spells in which the machine kept the switch
+    /// off its CPU for at least as long as its rx ring lasts at the trial's rate: lost
+    /// to the machine, not to the switch.
+    pub machine_explains: u64,
+    /// The longest stall of its loop in the trial, µs.
+    pub longest_stall_us: u64,
 }
 
 impl Trial {
@@ -131,8 +150,15 @@ pub struct SizeResult {
     pub sender_limited: bool,
     /// One-way latency in a trial at the throughput rate.
     pub latency: Percentiles,
-    /// Frames lost in that trial (zero, unless the machine disturbed it).
+    /// Frames lost in that trial. One that loses frames is made again, as a search trial
+    /// is (`retries`); this is the last one's.
     pub latency_trial_lost: u64,
+    /// The throughput rate held in a trial after the search as well: the last latency
+    /// trial lost nothing. Not so, the search's zero-loss trial at that rate was luck
+    /// as much as capacity.
+    pub confirmed: bool,
+    /// The trials at the throughput rate for latency, in order.
+    pub latency_trials: Vec<Trial>,
     pub loss: Vec<LossPoint>,
     pub trials: Vec<Trial>,
 }
@@ -194,6 +220,22 @@ pub fn search(
     Ok((lo, trials))
 }
 
+/// The trials at the throughput `rate` that give its latency: they double as a check that
+/// the rate holds, so a lossy one is made again as a search trial is, up to `retries`
+/// times; the last one counts.
+pub fn trials_at(rate: f64, retries: usize, mut trial: impl FnMut(f64) -> Result<Trial>) -> Result<Vec<Trial>> {
+    let mut trials = Vec::new();
+    for _ in 0..=retries {
+        let t = trial(rate)?;
+        let clean = t.lost() == 0;
+        trials.push(t);
+        if clean {
+            break;
+        }
+    }
+    Ok(trials)
+}
+
 /// The rates of the loss curve: steps of a tenth of `ceiling` above `throughput`, then
 /// the ceiling itself.
 pub fn loss_rates(throughput: f64, ceiling: f64) -> Vec<f64> {
@@ -211,6 +253,9 @@ struct Bed {
     dut: Dut,
     tb: Testbed,
     switch: Option<SwitchProc>,
+    /// The switch's rx ring, frames: how long it lasts at a rate tells the machine's
+    /// losses from the switch's.
+    ring_size: u32,
 }
 
 impl Bed {
@@ -220,24 +265,42 @@ impl Bed {
             Dut::Direct => Testbed::up(&name, direct_topology())?,
             Dut::Pfcswitch | Dut::Bridge => Testbed::up(&name, Topology::star(2))?,
         };
+        // What a user gets without a file: nothing tuned.
+        let config = harness::switch_config(&tb, "sw1");
+        let ring_size = config.dataplane.ring_size;
         let switch = match dut {
-            Dut::Pfcswitch => {
-                // What a user gets without a file: nothing tuned.
-                let config = harness::switch_config(&tb, "sw1");
-                Some(SwitchProc::start(&tb, "sw1", &config, &[]).context("starting pfcswitch")?)
-            }
+            Dut::Pfcswitch => Some(SwitchProc::start(&tb, "sw1", &config, &[]).context("starting pfcswitch")?),
             Dut::Bridge => {
                 tb.make_linux_bridge("sw1")?;
                 None
             }
             Dut::Direct => None,
         };
-        Ok(Bed { dut, tb, switch })
+        Ok(Bed { dut, tb, switch, ring_size })
     }
 
     /// One trial of `size`-byte frames at `rate` (unpaced when `None`).
     fn trial(&self, size: usize, seconds: f64, rate: Option<f64>) -> Result<Trial> {
+        let before = match &self.switch {
+            Some(s) => Some((SwitchLosses::read(s)?, pfcswitch::dataplane::sys::now().as_nanos())),
+            None => None,
+        };
         let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, None)?;
+        let switch = match (&self.switch, before) {
+            (Some(s), Some((before, start_ns))) => {
+                let stats = s.stats()?;
+                let lost = SwitchLosses::of(&stats).minus(before);
+                let rx_lost = lost.rx_ring_full + lost.rx_no_frame;
+                let ring_lasts = Duration::from_secs_f64(f64::from(self.ring_size) / run.gen.pps.max(1.0));
+                Some(SwitchSide {
+                    rx_lost,
+                    dropped: lost.tail_drops + lost.other_drops,
+                    machine_explains: stats.stalls.rx_lost_off_cpu(start_ns, ring_lasts).min(rx_lost),
+                    longest_stall_us: stats.stalls.longest_since(start_ns).map_or(0, |st| st.us),
+                })
+            }
+            _ => None,
+        };
         let flow = run.sink.flows.first().cloned().unwrap_or_default();
         Ok(Trial {
             asked_fps: rate,
@@ -245,6 +308,7 @@ impl Bed {
             sent: run.gen.sent,
             received: flow.received.saturating_sub(flow.duplicates),
             latency: flow.latency,
+            switch,
         })
     }
 
@@ -286,7 +350,12 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         bed.trial(size, args.trial_s, Some(rate))
     })?;
     trials.insert(0, ceiling.clone());
-    let at_throughput = if throughput > 0.0 { Some(bed.trial(size, args.trial_s, Some(throughput))?) } else { None };
+    let latency_trials = if throughput > 0.0 {
+        trials_at(throughput, args.retries, |rate| bed.trial(size, args.trial_s, Some(rate)))?
+    } else {
+        Vec::new()
+    };
+    let at_throughput = latency_trials.last();
     let mut loss = Vec::new();
     for rate in loss_rates(throughput, ceiling.offered_fps) {
         let t = if rate >= ceiling.offered_fps * 0.99 {
@@ -303,8 +372,10 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         throughput_bps: throughput * wire_bits(size),
         sender_max_fps: ceiling.offered_fps,
         sender_limited: ceiling.lost() == 0,
-        latency: at_throughput.as_ref().map(|t| t.latency).unwrap_or_default(),
-        latency_trial_lost: at_throughput.as_ref().map_or(0, Trial::lost),
+        latency: at_throughput.map(|t| t.latency).unwrap_or_default(),
+        latency_trial_lost: at_throughput.map_or(0, Trial::lost),
+        confirmed: at_throughput.is_some_and(|t| t.lost() == 0),
+        latency_trials,
         loss,
         trials,
     })
@@ -336,13 +407,15 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
             let bed = &beds[(i + k) % beds.len()];
             let r = measure(bed, size, args)?;
             eprintln!(
-                "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {:.1} µs p99 {:.1} µs",
+                "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {:.1} µs p99 {:.1} \
+                 µs{}",
                 bed.dut.as_str(),
                 r.throughput_fps,
                 if r.sender_limited { " (the sender's ceiling)" } else { "" },
                 r.sender_max_fps,
                 r.latency.p50_us,
-                r.latency.p99_us
+                r.latency.p99_us,
+                latency_trials_note(&r)
             );
             results.push(r);
         }
@@ -369,6 +442,34 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     Ok(())
 }
 
+/// What the trials at the throughput rate lost, if any did, and what the switch saw of it.
+fn latency_trials_note(r: &SizeResult) -> String {
+    if r.latency_trials.iter().all(|t| t.lost() == 0) {
+        return String::new();
+    }
+    let each: Vec<String> = r
+        .latency_trials
+        .iter()
+        .map(|t| match &t.switch {
+            Some(sw) if t.lost() > 0 => format!(
+                "{} ({} on the switch's rx rings, {} of them while it was off its CPU for longer than a ring lasts; {} \
+                 dropped by it; its longest stall {:.1} ms)",
+                t.lost(),
+                sw.rx_lost,
+                sw.machine_explains,
+                sw.dropped,
+                sw.longest_stall_us as f64 / 1e3
+            ),
+            _ => t.lost().to_string(),
+        })
+        .collect();
+    format!(
+        "; the trials at that rate lost {}{}",
+        each.join(", then "),
+        if r.confirmed { "" } else { ": not confirmed" }
+    )
+}
+
 pub fn text(r: &Report) -> String {
     let mut out = format!(
         "bench rfc2544: h1 → DUT → h2 on veth, {} s trials, search to {:.0} %, a lossy rate tried {} more time(s); \
@@ -391,7 +492,12 @@ pub fn text(r: &Report) -> String {
         t.row(vec![
             s.size.to_string(),
             s.dut.as_str().into(),
-            format!("{:.0}{}", s.throughput_fps, if s.sender_limited { "*" } else { "" }),
+            format!(
+                "{:.0}{}{}",
+                s.throughput_fps,
+                if s.sender_limited { "*" } else { "" },
+                if s.throughput_fps > 0.0 && !s.confirmed { "†" } else { "" }
+            ),
             format!("{:.0}", s.throughput_bps / 1e6),
             format!("{:.0}", s.sender_max_fps),
             format!("{:.1} / {:.1}", s.latency.p50_us, s.latency.p99_us),
@@ -400,6 +506,9 @@ pub fn text(r: &Report) -> String {
     }
     out += &t.render();
     out += "* nothing lost at the sender's ceiling: the DUT's own limit is higher\n";
+    if r.results.iter().any(|s| s.throughput_fps > 0.0 && !s.confirmed) {
+        out += "† not confirmed: the latency trials at that rate after the search lost frames (see --json)\n";
+    }
     let mut t = Table::new(&["frame B", "pfcswitch / bridge", "pfcswitch / direct"]);
     for x in &r.ratios {
         let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
@@ -519,6 +628,20 @@ mod tests {
     }
 
     #[test]
+    fn a_latency_trial_that_loses_frames_is_made_again_and_the_last_one_counts() {
+        let mut losses = [5, 7, 0].into_iter();
+        let lossy = |rate: f64| {
+            Ok(Trial { offered_fps: rate, sent: 100, received: 100 - losses.next().unwrap(), ..Default::default() })
+        };
+        let trials = trials_at(300_000.0, 1, lossy).unwrap();
+        assert_eq!(trials.iter().map(Trial::lost).collect::<Vec<_>>(), [5, 7], "two attempts, both lossy");
+        let trials =
+            trials_at(300_000.0, 3, |rate| Ok(Trial { offered_fps: rate, sent: 9, received: 9, ..Default::default() }))
+                .unwrap();
+        assert_eq!(trials.len(), 1, "a clean first trial is enough");
+    }
+
+    #[test]
     fn the_loss_curve_steps_a_tenth_of_the_ceiling_up_to_it() {
         assert_eq!(loss_rates(300.0, 1000.0), vec![400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0]);
         assert_eq!(loss_rates(950.0, 1000.0), vec![1000.0]);
@@ -536,6 +659,8 @@ mod tests {
             sender_limited: false,
             latency: Percentiles::default(),
             latency_trial_lost: 0,
+            confirmed: true,
+            latency_trials: vec![],
             loss: vec![],
             trials: vec![],
         };

@@ -1,0 +1,43 @@
+//! The benchmark commands end to end, at their shortest: what they report, not how fast.
+
+use netns_tests::*;
+
+#[test]
+fn rfc2544_reports_throughput_latency_and_the_switchs_view_per_dut_with_ratios_and_a_plot() {
+    let _serial = serial();
+    let plot = std::env::temp_dir().join(format!("pfcs-rfc2544-{}.svg", std::process::id()));
+    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
+        // One 64-byte size, a coarse search: the report's shape, in about a minute.
+        .args(["bench", "rfc2544", "--sizes", "64", "--duts", "pfcswitch,direct", "--max-trials", "2"])
+        .args(["--resolution", "0.5", "--json", "--plot"])
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = r["results"].as_array().unwrap();
+    let duts: Vec<&str> = results.iter().map(|x| x["dut"].as_str().unwrap()).collect();
+    assert_eq!(duts, ["pfcswitch", "direct"], "{stderr}");
+    for x in results {
+        let dut = x["dut"].as_str().unwrap();
+        assert_eq!(x["size"], 64);
+        let fps = x["throughput_fps"].as_f64().unwrap();
+        assert!(fps > 0.0 && fps <= x["sender_max_fps"].as_f64().unwrap(), "{dut}: {x}");
+        let latency_trials = x["latency_trials"].as_array().unwrap();
+        assert!(!latency_trials.is_empty(), "{dut}");
+        assert!(x["latency"]["count"].as_u64().unwrap() > 0, "{dut}: latency measured at the throughput rate");
+        let last_lost = latency_trials.last().map(|t| t["sent"].as_u64().unwrap() - t["received"].as_u64().unwrap());
+        assert_eq!(x["confirmed"].as_bool().unwrap(), last_lost == Some(0), "{dut}");
+        // Only a trial through pfcswitch carries the switch's own account of it.
+        for t in x["trials"].as_array().unwrap().iter().chain(latency_trials) {
+            assert_eq!(t.get("switch").is_some(), dut == "pfcswitch", "{dut}: {t}");
+        }
+    }
+    let ratio = r["ratios"][0]["vs_direct"].as_f64().unwrap();
+    let expect = results[0]["throughput_fps"].as_f64().unwrap() / results[1]["throughput_fps"].as_f64().unwrap();
+    assert!((ratio - expect).abs() < 1e-9, "{ratio} against {expect}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    let _ = std::fs::remove_file(&plot);
+    assert!(svg.contains("RFC 2544 throughput") && svg.contains("pfcswitch"), "the plot names the DUTs");
+}
