@@ -28,7 +28,11 @@ fn rfc2544_reports_throughput_latency_and_the_switchs_view_per_dut_with_ratios_a
         assert!(!latency_trials.is_empty(), "{dut}");
         assert!(x["latency"]["count"].as_u64().unwrap() > 0, "{dut}: latency measured at the throughput rate");
         let last_lost = latency_trials.last().map(|t| t["sent"].as_u64().unwrap() - t["received"].as_u64().unwrap());
-        assert_eq!(x["confirmed"].as_bool().unwrap(), last_lost == Some(0), "{dut}");
+        let confirmed = x["confirmed"].as_bool().unwrap();
+        assert_eq!(confirmed, last_lost == Some(0), "{dut}");
+        if confirmed {
+            assert!(fps <= x["search_fps"].as_f64().unwrap(), "{dut}: confirmed at or below the search's rate");
+        }
         // Only a trial through pfcswitch carries the switch's own account of it.
         for t in x["trials"].as_array().unwrap().iter().chain(latency_trials) {
             assert_eq!(t.get("switch").is_some(), dut == "pfcswitch", "{dut}: {t}");

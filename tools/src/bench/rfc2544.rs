@@ -3,9 +3,10 @@
 //! from host to host (no switch), in one run:
 //!
 //! - throughput (§26.1): the highest offered rate at which every frame arrives, found by
-//!   a binary search over trials of a few seconds each;
-//! - latency (§26.2): one-way, in a trial at the throughput rate (sender and sink share
-//!   the monotonic clock);
+//!   a binary search over trials of a few seconds each, and confirmed by a trial after
+//!   it (lowered in steps until one holds);
+//! - latency (§26.2): one-way, in that confirmation trial (sender and sink share the
+//!   monotonic clock);
 //! - frame loss rate (§26.3): at steps of 10 % of the sender's ceiling above the
 //!   throughput.
 //!
@@ -100,6 +101,9 @@ pub struct Trial {
     pub sent: u64,
     pub received: u64,
     pub latency: Percentiles,
+    /// Frames the sink's socket could not take (its rx ring full, or no free frame).
+    #[serde(default)]
+    pub sink_dropped: u64,
     /// Through pfcswitch: what its own counters and loop say about the trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<SwitchSide>,
@@ -140,24 +144,26 @@ pub struct LossPoint {
 pub struct SizeResult {
     pub dut: Dut,
     pub size: usize,
-    /// The highest rate with zero loss, frames/s (0: none found).
+    /// The highest rate with zero loss, frames/s (0: none found): the search's, confirmed
+    /// or lowered until confirmed (see `confirmed`).
     pub throughput_fps: f64,
+    /// The rate the search found, before its confirmation.
+    pub search_fps: f64,
     /// The same in bits/s on the wire (preamble and gap included, as RFC 2544 counts).
     pub throughput_bps: f64,
     /// What the sender produced unpaced: the highest rate this machine can offer.
     pub sender_max_fps: f64,
     /// Nothing was lost at the sender's ceiling: the DUT's own limit lies above it.
     pub sender_limited: bool,
-    /// One-way latency in a trial at the throughput rate.
+    /// One-way latency in the last confirmation trial.
     pub latency: Percentiles,
-    /// Frames lost in that trial. One that loses frames is made again, as a search trial
-    /// is (`retries`); this is the last one's.
+    /// Frames lost in that trial.
     pub latency_trial_lost: u64,
-    /// The throughput rate held in a trial after the search as well: the last latency
-    /// trial lost nothing. Not so, the search's zero-loss trial at that rate was luck
-    /// as much as capacity.
+    /// The throughput held in a trial after the search as well. Not so, no rate down to
+    /// `CONFIRM_STEPS` steps below the search's held, and `throughput_fps` is the
+    /// search's.
     pub confirmed: bool,
-    /// The trials at the throughput rate for latency, in order.
+    /// The confirmation trials, which also give the latency, in order.
     pub latency_trials: Vec<Trial>,
     pub loss: Vec<LossPoint>,
     pub trials: Vec<Trial>,
@@ -220,20 +226,42 @@ pub fn search(
     Ok((lo, trials))
 }
 
-/// The trials at the throughput `rate` that give its latency: they double as a check that
-/// the rate holds, so a lossy one is made again as a search trial is, up to `retries`
-/// times; the last one counts.
-pub fn trials_at(rate: f64, retries: usize, mut trial: impl FnMut(f64) -> Result<Trial>) -> Result<Vec<Trial>> {
+/// A confirmation that lost frames at a rate lowers it by this share of itself ...
+const CONFIRM_STEP: f64 = 0.05;
+/// ... up to this many times.
+const CONFIRM_STEPS: usize = 4;
+
+/// The search's answer after [`confirm`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Confirmed {
+    /// The rate that held, or the search's when none did.
+    pub rate: f64,
+    pub held: bool,
+    /// Every confirmation trial, in order; the last gives the latency.
+    pub trials: Vec<Trial>,
+}
+
+/// Confirms the rate the search `found`: a zero-loss trial at a rate where the DUT is at
+/// its limit can be luck, and the same rate may lose frames in the next. Trials at the
+/// rate (which also give its latency) must lose nothing, a lossy one made again as a
+/// search trial is (`retries`); a rate that still lost frames gives way to one
+/// `CONFIRM_STEP` lower, up to `CONFIRM_STEPS` times.
+pub fn confirm(found: f64, retries: usize, mut trial: impl FnMut(f64) -> Result<Trial>) -> Result<Confirmed> {
     let mut trials = Vec::new();
-    for _ in 0..=retries {
-        let t = trial(rate)?;
-        let clean = t.lost() == 0;
-        trials.push(t);
-        if clean {
-            break;
+    let mut rate = found;
+    for _ in 0..=CONFIRM_STEPS {
+        for _ in 0..=retries {
+            let t = trial(rate)?;
+            let clean = t.lost() == 0;
+            let offered = t.offered_fps;
+            trials.push(t);
+            if clean {
+                return Ok(Confirmed { rate: offered.min(rate), held: true, trials });
+            }
         }
+        rate *= 1.0 - CONFIRM_STEP;
     }
-    Ok(trials)
+    Ok(Confirmed { rate: found, held: false, trials })
 }
 
 /// The rates of the loss curve: steps of a tenth of `ceiling` above `throughput`, then
@@ -308,6 +336,7 @@ impl Bed {
             sent: run.gen.sent,
             received: flow.received.saturating_sub(flow.duplicates),
             latency: flow.latency,
+            sink_dropped: run.sink.socket_dropped,
             switch,
         })
     }
@@ -350,11 +379,14 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         bed.trial(size, args.trial_s, Some(rate))
     })?;
     trials.insert(0, ceiling.clone());
-    let latency_trials = if throughput > 0.0 {
-        trials_at(throughput, args.retries, |rate| bed.trial(size, args.trial_s, Some(rate)))?
+    let found = throughput;
+    let confirmed = if found > 0.0 {
+        confirm(found, args.retries, |rate| bed.trial(size, args.trial_s, Some(rate)))?
     } else {
-        Vec::new()
+        Confirmed { rate: 0.0, held: false, trials: Vec::new() }
     };
+    let throughput = confirmed.rate;
+    let latency_trials = confirmed.trials;
     let at_throughput = latency_trials.last();
     let mut loss = Vec::new();
     for rate in loss_rates(throughput, ceiling.offered_fps) {
@@ -369,12 +401,13 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         dut: bed.dut,
         size,
         throughput_fps: throughput,
+        search_fps: found,
         throughput_bps: throughput * wire_bits(size),
         sender_max_fps: ceiling.offered_fps,
         sender_limited: ceiling.lost() == 0,
         latency: at_throughput.map(|t| t.latency).unwrap_or_default(),
         latency_trial_lost: at_throughput.map_or(0, Trial::lost),
-        confirmed: at_throughput.is_some_and(|t| t.lost() == 0),
+        confirmed: confirmed.held,
         latency_trials,
         loss,
         trials,
@@ -415,7 +448,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
                 r.sender_max_fps,
                 r.latency.p50_us,
                 r.latency.p99_us,
-                latency_trials_note(&r)
+                confirmation_note(&r)
             );
             results.push(r);
         }
@@ -442,32 +475,34 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     Ok(())
 }
 
-/// What the trials at the throughput rate lost, if any did, and what the switch saw of it.
-fn latency_trials_note(r: &SizeResult) -> String {
+/// The confirmation trials, when any lost frames: each one's rate, what it lost and where,
+/// and what the switch saw of it.
+fn confirmation_note(r: &SizeResult) -> String {
     if r.latency_trials.iter().all(|t| t.lost() == 0) {
         return String::new();
     }
     let each: Vec<String> = r
         .latency_trials
         .iter()
-        .map(|t| match &t.switch {
-            Some(sw) if t.lost() > 0 => format!(
-                "{} ({} on the switch's rx rings, {} of them while it was off its CPU for longer than a ring lasts; {} \
-                 dropped by it; its longest stall {:.1} ms)",
-                t.lost(),
-                sw.rx_lost,
-                sw.machine_explains,
-                sw.dropped,
-                sw.longest_stall_us as f64 / 1e3
-            ),
-            _ => t.lost().to_string(),
+        .map(|t| {
+            let at = format!("at {:.0} f/s", t.asked_fps.unwrap_or(t.offered_fps));
+            match &t.switch {
+                _ if t.lost() == 0 => format!("{at} nothing"),
+                Some(sw) => format!(
+                    "{at} {} ({} on the switch's rx rings, {} of them while it was off its CPU for longer than a ring \
+                     lasts; {} dropped by it; {} at the sink's socket; its longest stall {:.1} ms)",
+                    t.lost(),
+                    sw.rx_lost,
+                    sw.machine_explains,
+                    sw.dropped,
+                    t.sink_dropped,
+                    sw.longest_stall_us as f64 / 1e3
+                ),
+                None => format!("{at} {} ({} at the sink's socket)", t.lost(), t.sink_dropped),
+            }
         })
         .collect();
-    format!(
-        "; the trials at that rate lost {}{}",
-        each.join(", then "),
-        if r.confirmed { "" } else { ": not confirmed" }
-    )
+    format!("; confirming, lost {}{}", each.join(", "), if r.confirmed { "" } else { ": not confirmed" })
 }
 
 pub fn text(r: &Report) -> String {
@@ -507,7 +542,11 @@ pub fn text(r: &Report) -> String {
     out += &t.render();
     out += "* nothing lost at the sender's ceiling: the DUT's own limit is higher\n";
     if r.results.iter().any(|s| s.throughput_fps > 0.0 && !s.confirmed) {
-        out += "† not confirmed: the latency trials at that rate after the search lost frames (see --json)\n";
+        out += &format!(
+            "† not confirmed: trials after the search lost frames at its rate and at {CONFIRM_STEPS} steps of {:.0} % \
+             below it (see --json)\n",
+            CONFIRM_STEP * 100.0
+        );
     }
     let mut t = Table::new(&["frame B", "pfcswitch / bridge", "pfcswitch / direct"]);
     for x in &r.ratios {
@@ -627,18 +666,50 @@ mod tests {
         assert_eq!(t, 300_000.0);
     }
 
+    /// A DUT that loses nothing up to `limit`, and frames above it.
+    fn holds_up_to(limit: f64) -> impl FnMut(f64) -> Result<Trial> {
+        move |rate| {
+            let lost = if rate <= limit { 0 } else { 3 };
+            Ok(Trial {
+                asked_fps: Some(rate),
+                offered_fps: rate,
+                sent: 100,
+                received: 100 - lost,
+                ..Default::default()
+            })
+        }
+    }
+
     #[test]
-    fn a_latency_trial_that_loses_frames_is_made_again_and_the_last_one_counts() {
-        let mut losses = [5, 7, 0].into_iter();
-        let lossy = |rate: f64| {
+    fn a_rate_that_holds_in_its_confirmation_is_the_throughput_after_one_trial() {
+        let c = confirm(300_000.0, 1, holds_up_to(300_000.0)).unwrap();
+        assert_eq!((c.rate, c.held, c.trials.len()), (300_000.0, true, 1));
+    }
+
+    #[test]
+    fn a_rate_that_loses_frames_in_its_confirmation_and_retry_gives_way_to_one_five_percent_lower() {
+        // The search was lucky at 300 000: the DUT holds only up to 280 000.
+        let c = confirm(300_000.0, 1, holds_up_to(280_000.0)).unwrap();
+        let asked: Vec<f64> = c.trials.iter().map(|t| t.asked_fps.unwrap().round()).collect();
+        assert_eq!(asked, [300_000.0, 300_000.0, 285_000.0, 285_000.0, 270_750.0]);
+        assert_eq!((c.rate.round(), c.held), (270_750.0, true));
+    }
+
+    #[test]
+    fn a_retry_that_loses_nothing_confirms_the_rate() {
+        let mut losses = [5, 0].into_iter();
+        let flaky = |rate: f64| {
             Ok(Trial { offered_fps: rate, sent: 100, received: 100 - losses.next().unwrap(), ..Default::default() })
         };
-        let trials = trials_at(300_000.0, 1, lossy).unwrap();
-        assert_eq!(trials.iter().map(Trial::lost).collect::<Vec<_>>(), [5, 7], "two attempts, both lossy");
-        let trials =
-            trials_at(300_000.0, 3, |rate| Ok(Trial { offered_fps: rate, sent: 9, received: 9, ..Default::default() }))
-                .unwrap();
-        assert_eq!(trials.len(), 1, "a clean first trial is enough");
+        let c = confirm(300_000.0, 1, flaky).unwrap();
+        assert_eq!((c.rate, c.held, c.trials.len()), (300_000.0, true, 2));
+    }
+
+    #[test]
+    fn when_no_step_holds_the_searchs_rate_stands_unconfirmed_after_a_bounded_number_of_trials() {
+        let c = confirm(300_000.0, 1, holds_up_to(0.0)).unwrap();
+        assert_eq!((c.rate, c.held), (300_000.0, false));
+        assert_eq!(c.trials.len(), 2 * (CONFIRM_STEPS + 1));
     }
 
     #[test]
@@ -654,6 +725,7 @@ mod tests {
             dut,
             size,
             throughput_fps: fps,
+            search_fps: fps,
             throughput_bps: 0.0,
             sender_max_fps: 0.0,
             sender_limited: false,
