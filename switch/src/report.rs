@@ -182,10 +182,12 @@ pub fn stats_table(s: &SwitchStats) -> String {
         s.stalls.longest_us as f64 / 1e3,
         s.stalls.cpu_wait_us.map_or("(not known)".to_string(), |us| format!("{:.1} ms", us as f64 / 1e3)),
         s.stalls.backlogs.iter().rev().find(|b| b.rx_lost > 0).map_or(String::new(), |b| format!(
-            "\nlatest rx loss: {} frames in {:.1} ms behind the rings, {:.1} ms of it off the CPU",
+            "\nlatest rx loss: {} of {} frames in {:.1} ms behind the rings, {:.1} ms of it off the CPU{}",
             b.rx_lost,
+            b.arrived(),
             b.us as f64 / 1e3,
-            b.off_cpu_us as f64 / 1e3
+            b.off_cpu_us as f64 / 1e3,
+            b.on_cpu_rate_fps().map_or(String::new(), |r| format!(", taking {:.0} k frames/s while on it", r / 1e3))
         ))
     );
     let mut ports = Table::new(&[

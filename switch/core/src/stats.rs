@@ -319,6 +319,25 @@ pub struct Backlog {
     /// Frames the kernel could not hand to the loop during the spell (a full rx ring, or
     /// no frame to put one in).
     pub rx_lost: u64,
+    /// Frames the loop took off the rx rings during the spell.
+    #[serde(default)]
+    pub rx_taken: u64,
+}
+
+impl Backlog {
+    /// Frames that arrived in the spell: it starts and ends with every ring empty, so each
+    /// was either taken or lost.
+    pub fn arrived(&self) -> u64 {
+        self.rx_taken + self.rx_lost
+    }
+
+    /// How fast the loop took frames while it had its CPU, frames/s: a loop that falls
+    /// behind while it runs is slower than its traffic; one that is faster lost frames
+    /// only because it was away.
+    pub fn on_cpu_rate_fps(&self) -> Option<f64> {
+        let on_cpu_us = self.us.saturating_sub(self.off_cpu_us);
+        (on_cpu_us > 0).then(|| self.rx_taken as f64 * 1e6 / on_cpu_us as f64)
+    }
 }
 
 impl StallStats {
@@ -527,7 +546,8 @@ mod tests {
 
     #[test]
     fn frames_lost_count_as_the_machines_only_in_spells_that_took_the_rings_time_off_the_cpu() {
-        let spell = |ended_ns, off_cpu_us, rx_lost| Backlog { ended_ns, us: 40_000, off_cpu_us, rx_lost };
+        let spell =
+            |ended_ns, off_cpu_us, rx_lost| Backlog { ended_ns, us: 40_000, off_cpu_us, rx_lost, rx_taken: 9_000 };
         let s = StallStats {
             backlogs: vec![spell(100, 30_000, 7), spell(200, 30_000, 5), spell(300, 2_000, 11)],
             ..StallStats::default()

@@ -107,6 +107,8 @@ pub struct Dataplane {
     links_changed: bool,
     stalls: stall::StallMeter,
     backlog: stall::BacklogMeter,
+    /// Frames taken off the rx rings so far, for the backlog meter.
+    rx_taken: u64,
     /// The polling thread, once it runs: its run-queue wait is part of the stall figures.
     loop_thread: Option<libc::pid_t>,
     /// Per port: where its speed came from.
@@ -266,6 +268,7 @@ impl Dataplane {
             links_changed: false,
             stalls: stall::StallMeter::default(),
             backlog: stall::BacklogMeter::default(),
+            rx_taken: 0,
             loop_thread: None,
             speed_from,
         };
@@ -355,7 +358,7 @@ impl Dataplane {
     fn turn(&mut self, now: Time, receive: bool) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
         let mut work = self.apply_slowpath_messages(now);
-        let Dataplane { ports, pool, switch, .. } = self;
+        let Dataplane { ports, pool, switch, rx_taken, .. } = self;
         let mut emptied = true;
         for (i, port) in ports.iter_mut().enumerate() {
             if !switch.link_up(i) {
@@ -365,14 +368,16 @@ impl Dataplane {
             if receive {
                 let r = port.receive(pool, batch, |pool, id| switch.receive(now, pool, i, id));
                 work += r.frames;
+                *rx_taken += r.frames as u64;
                 emptied &= r.emptied;
             }
         }
         if receive {
-            let ports = &self.ports;
+            let (ports, rx_taken) = (&self.ports, self.rx_taken);
             self.backlog.turn(now, emptied, || stall::Reading {
                 cpu: sys::thread_cpu_time(),
                 rx_lost: ports.iter().map(|p| p.statistics()).map(|c| c.rx_ring_full + c.rx_dropped).sum(),
+                rx_taken,
             });
         }
         self.switch.on_timer(now);

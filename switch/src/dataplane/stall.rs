@@ -82,6 +82,8 @@ pub struct Reading {
     /// Frames the kernel could not hand to the loop so far (a full rx ring, or no frame
     /// to put one in), all ports.
     pub rx_lost: u64,
+    /// Frames the loop has taken off the rx rings so far, all ports.
+    pub rx_taken: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -141,6 +143,7 @@ impl BacklogMeter {
         let wall = end.wall.saturating_since(start.wall);
         let on_cpu = end.read.cpu.saturating_sub(start.read.cpu);
         let lost = end.read.rx_lost.saturating_sub(start.read.rx_lost);
+        let taken = end.read.rx_taken.saturating_sub(start.read.rx_taken);
         if wall < STALL && lost == 0 {
             return;
         }
@@ -149,6 +152,7 @@ impl BacklogMeter {
             us: wall.as_micros() as u64,
             off_cpu_us: wall.saturating_sub(on_cpu).as_micros() as u64,
             rx_lost: lost,
+            rx_taken: taken,
         };
         self.next += 1;
     }
@@ -200,7 +204,7 @@ mod tests {
     }
 
     fn reading(cpu_us: u64, rx_lost: u64) -> Reading {
-        Reading { cpu: Duration::from_micros(cpu_us), rx_lost }
+        Reading { cpu: Duration::from_micros(cpu_us), rx_lost, rx_taken: cpu_us / 2 }
     }
 
     #[test]
@@ -211,7 +215,10 @@ mod tests {
         m.turn(at(100), false, || unreachable!("no reading inside a spell"));
         m.turn(at(6_000), false, || unreachable!());
         m.turn(at(10_000), true, || reading(3_000, 45));
-        assert_eq!(m.recent(), vec![Backlog { ended_ns: 10_000_000, us: 10_000, off_cpu_us: 7_000, rx_lost: 40 }]);
+        let spell = Backlog { ended_ns: 10_000_000, us: 10_000, off_cpu_us: 7_000, rx_lost: 40, rx_taken: 1_500 };
+        assert_eq!(m.recent(), vec![spell]);
+        assert_eq!(spell.arrived(), 1_540);
+        assert_eq!(spell.on_cpu_rate_fps(), Some(500_000.0), "1500 frames in the 3 ms on a CPU");
     }
 
     #[test]

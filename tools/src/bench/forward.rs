@@ -105,7 +105,17 @@ impl LossCheck {
             let shown: Vec<String> = spells
                 .iter()
                 .take(4)
-                .map(|b| format!("{} in {:.1} ms with {:.1} ms off its CPU", b.rx_lost, ms(b.us), ms(b.off_cpu_us)))
+                .map(|b| {
+                    let pace =
+                        b.on_cpu_rate_fps().map_or(String::new(), |r| format!(", {:.0} k/s while on it", r / 1e3));
+                    format!(
+                        "{} of {} in {:.1} ms with {:.1} ms off its CPU{pace}",
+                        b.rx_lost,
+                        b.arrived(),
+                        ms(b.us),
+                        ms(b.off_cpu_us)
+                    )
+                })
                 .collect();
             line += &format!(
                 "; lost while behind its rx rings (which last {:.1} ms at this rate): {}{}",
