@@ -290,8 +290,8 @@ pub struct StallStats {
     /// without any single long stall; absent where the kernel does not keep the figure.
     #[serde(default)]
     pub cpu_wait_us: Option<u64>,
-    /// The latest spells in which the loop left frames on an rx ring turn after turn
-    /// (at least 1 ms long, or with frames lost on a full ring), oldest first.
+    /// The latest spells in which the loop left frames on an rx ring turn after turn and
+    /// the rings lost frames, oldest first.
     #[serde(default)]
     pub backlogs: Vec<Backlog>,
 }

@@ -12,7 +12,9 @@ use crate::core::time::Time;
 pub const STALL: Duration = Duration::from_millis(1);
 /// Stalls remembered with their time.
 const RECENT: usize = 32;
-/// Backlog spells remembered.
+/// Lossy backlog spells remembered. Only spells that lost frames are kept: a busy
+/// machine makes dozens of lossless millisecond spells a second, and when those were
+/// kept too they pushed the lossy ones out before a bench could read them.
 const BACKLOGS: usize = 64;
 /// While the loop keeps up, it reads its CPU clock and the rings' loss counters (system
 /// calls) at most this often; a spell starts at the latest reading, so it may take in up
@@ -144,7 +146,7 @@ impl BacklogMeter {
         let on_cpu = end.read.cpu.saturating_sub(start.read.cpu);
         let lost = end.read.rx_lost.saturating_sub(start.read.rx_lost);
         let taken = end.read.rx_taken.saturating_sub(start.read.rx_taken);
-        if wall < STALL && lost == 0 {
+        if lost == 0 {
             return;
         }
         self.recent[self.next % BACKLOGS] = Backlog {
@@ -222,16 +224,31 @@ mod tests {
     }
 
     #[test]
-    fn short_spells_without_loss_are_not_kept_and_lossy_ones_are() {
+    fn spells_without_loss_are_not_kept_however_long_and_lossy_ones_are() {
         let mut m = BacklogMeter::default();
         m.turn(at(0), true, || reading(0, 0));
         m.turn(at(50), false, || unreachable!());
-        m.turn(at(300), true, || reading(300, 0));
-        assert!(m.recent().is_empty(), "300 µs behind and nothing lost");
-        m.turn(at(400), false, || unreachable!());
-        m.turn(at(700), true, || reading(500, 2));
+        m.turn(at(8_000), true, || reading(2_000, 0));
+        assert!(m.recent().is_empty(), "8 ms behind and nothing lost");
+        m.turn(at(8_100), false, || unreachable!());
+        m.turn(at(8_400), true, || reading(2_200, 2));
         assert_eq!(m.recent().len(), 1);
         assert_eq!(m.recent()[0].rx_lost, 2);
+    }
+
+    #[test]
+    fn a_lossy_spell_outlives_any_number_of_lossless_ones_after_it() {
+        let mut m = BacklogMeter::default();
+        m.turn(at(0), true, || reading(0, 0));
+        m.turn(at(10), false, || unreachable!());
+        m.turn(at(30_000), true, || reading(10_000, 700));
+        for i in 1..=(2 * BACKLOGS as u64) {
+            let t = 30_000 + i * 5_000;
+            m.turn(at(t), false, || unreachable!());
+            m.turn(at(t + 2_000), true, || reading(10_000 + i * 1_000, 700));
+        }
+        let lossy: Vec<u64> = m.recent().iter().map(|b| b.rx_lost).collect();
+        assert_eq!(lossy, vec![700]);
     }
 
     #[test]
@@ -241,7 +258,7 @@ mod tests {
         m.slept();
         // Woken at 5 ms by frames: the spell starts from a reading taken then.
         m.turn(at(5_000), false, || reading(100, 0));
-        m.turn(at(7_000), true, || reading(2_100, 0));
+        m.turn(at(7_000), true, || reading(2_100, 3));
         assert_eq!(m.recent()[0].us, 2_000);
         assert_eq!(m.recent()[0].off_cpu_us, 0);
     }

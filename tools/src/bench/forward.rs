@@ -128,6 +128,11 @@ impl LossCheck {
                 }
             );
         }
+        let in_spells: u64 = self.lossy_backlogs.iter().map(|b| b.rx_lost).sum();
+        let unplaced = (self.switch_rx_ring_full + self.switch_rx_no_frame).saturating_sub(in_spells);
+        if unplaced > 0 {
+            line += &format!("; {unplaced} lost on its rx rings in no spell it kept a record of");
+        }
         line
     }
 }
