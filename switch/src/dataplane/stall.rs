@@ -223,15 +223,20 @@ mod tests {
         assert_eq!(spell.on_cpu_rate_fps(), Some(500_000.0), "1500 frames in the 3 ms on a CPU");
     }
 
+    /// The loop falls behind at `from_us` and empties its rings again at `to_us`, where
+    /// it reads `end`.
+    fn behind(m: &mut BacklogMeter, from_us: u64, to_us: u64, end: Reading) {
+        m.turn(at(from_us), false, || unreachable!("no reading inside a spell"));
+        m.turn(at(to_us), true, || end);
+    }
+
     #[test]
     fn spells_without_loss_are_not_kept_however_long_and_lossy_ones_are() {
         let mut m = BacklogMeter::default();
         m.turn(at(0), true, || reading(0, 0));
-        m.turn(at(50), false, || unreachable!());
-        m.turn(at(8_000), true, || reading(2_000, 0));
+        behind(&mut m, 50, 8_000, reading(2_000, 0));
         assert!(m.recent().is_empty(), "8 ms behind and nothing lost");
-        m.turn(at(8_100), false, || unreachable!());
-        m.turn(at(8_400), true, || reading(2_200, 2));
+        behind(&mut m, 8_100, 8_400, reading(2_200, 2));
         assert_eq!(m.recent().len(), 1);
         assert_eq!(m.recent()[0].rx_lost, 2);
     }
@@ -240,12 +245,10 @@ mod tests {
     fn a_lossy_spell_outlives_any_number_of_lossless_ones_after_it() {
         let mut m = BacklogMeter::default();
         m.turn(at(0), true, || reading(0, 0));
-        m.turn(at(10), false, || unreachable!());
-        m.turn(at(30_000), true, || reading(10_000, 700));
+        behind(&mut m, 10, 30_000, reading(10_000, 700));
         for i in 1..=(2 * BACKLOGS as u64) {
             let t = 30_000 + i * 5_000;
-            m.turn(at(t), false, || unreachable!());
-            m.turn(at(t + 2_000), true, || reading(10_000 + i * 1_000, 700));
+            behind(&mut m, t, t + 2_000, reading(10_000 + i * 1_000, 700));
         }
         let lossy: Vec<u64> = m.recent().iter().map(|b| b.rx_lost).collect();
         assert_eq!(lossy, vec![700]);
