@@ -181,7 +181,7 @@ pub fn stats_table(s: &SwitchStats) -> String {
         s.stalls.stalls,
         s.stalls.longest_us as f64 / 1e3,
         s.stalls.cpu_wait_us.map_or("(not known)".to_string(), |us| format!("{:.1} ms", us as f64 / 1e3)),
-        s.stalls.backlogs.iter().rev().find(|b| b.rx_lost > 0).map_or(String::new(), |b| format!(
+        s.stalls.backlogs.last().map_or(String::new(), |b| format!(
             "\nlatest rx loss: {} of {} frames in {:.1} ms behind the rings, {:.1} ms of it off the CPU{}",
             b.rx_lost,
             b.arrived(),

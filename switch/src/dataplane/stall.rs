@@ -142,19 +142,18 @@ impl BacklogMeter {
     }
 
     fn record(&mut self, start: Mark, end: Mark) {
-        let wall = end.wall.saturating_since(start.wall);
-        let on_cpu = end.read.cpu.saturating_sub(start.read.cpu);
         let lost = end.read.rx_lost.saturating_sub(start.read.rx_lost);
-        let taken = end.read.rx_taken.saturating_sub(start.read.rx_taken);
         if lost == 0 {
             return;
         }
+        let wall = end.wall.saturating_since(start.wall);
+        let on_cpu = end.read.cpu.saturating_sub(start.read.cpu);
         self.recent[self.next % BACKLOGS] = Backlog {
             ended_ns: end.wall.as_nanos(),
             us: wall.as_micros() as u64,
             off_cpu_us: wall.saturating_sub(on_cpu).as_micros() as u64,
             rx_lost: lost,
-            rx_taken: taken,
+            rx_taken: end.read.rx_taken.saturating_sub(start.read.rx_taken),
         };
         self.next += 1;
     }

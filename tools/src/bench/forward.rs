@@ -229,8 +229,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
                     let lost = after.minus(before);
                     in_checks = in_checks.plus(lost);
                     let f = report.flows.first().cloned().unwrap_or_default();
-                    let lossy: Vec<Backlog> =
-                        stalls.backlogs_since(start_ns).filter(|b| b.rx_lost > 0).copied().collect();
+                    let lossy: Vec<Backlog> = stalls.backlogs_since(start_ns).copied().collect();
                     let machines = stalls.rx_lost_off_cpu(start_ns, ring_lasts);
                     let check = LossCheck {
                         rate_pps: rate,
