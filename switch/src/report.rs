@@ -7,47 +7,7 @@ use crate::core::stats::{PrioStats, SpeedSource, SwitchStats, TaggerStats};
 use crate::core::traffic_map::TrafficMapView;
 use crate::nic::netlink::DcbState;
 use crate::nic::{Diagnosis, Level};
-
-/// Left-aligned first column, right-aligned numbers, widths from the content.
-pub struct Table {
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    pub fn new<S: ToString>(headers: &[S]) -> Table {
-        Table { rows: vec![headers.iter().map(|h| h.to_string()).collect()] }
-    }
-
-    pub fn row(&mut self, cells: Vec<String>) {
-        debug_assert_eq!(cells.len(), self.rows[0].len(), "row and header have different column counts");
-        self.rows.push(cells);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.len() <= 1
-    }
-
-    pub fn render(&self) -> String {
-        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let widths: Vec<usize> = (0..cols)
-            .map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
-            .collect();
-        let mut out = String::new();
-        for row in &self.rows {
-            let mut line = String::new();
-            for (c, cell) in row.iter().enumerate() {
-                if c == 0 {
-                    let _ = write!(line, "{cell:<w$}", w = widths[c]);
-                } else {
-                    let _ = write!(line, "  {cell:>w$}", w = widths[c]);
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-        out
-    }
-}
+use pfcswitch_table::Table;
 
 fn n(v: u64) -> String {
     v.to_string()

@@ -44,7 +44,7 @@ enum Command {
     /// PFC (or PAUSE) storm: pause frames at an interval shorter than the pause they carry.
     Storm(pfctools::storm::StormArgs),
     /// Run pfcswitch's engine on a simulated fabric (deterministic, no root needed).
-    Sim(pfctools::sim::SimArgs),
+    Sim(pfcsim::SimArgs),
     /// Measure how long a switch obeys a pause: time the gap one PFC frame leaves in a
     /// steady test flow arriving on this interface.
     PauseProbe {
@@ -158,7 +158,7 @@ fn dispatch(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Headroom(args) => pfctools::headroom::run(&args),
-        Command::Sim(args) => pfctools::sim::run(&args),
+        Command::Sim(args) => pfcsim::run(&args),
         Command::Storm(args) => {
             let stop = stop_on_signals()?;
             let report = pfctools::storm::run(&args, &stop)?;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use tagger::algo::Algorithm;
-use tagger::routes::explicit::{RouteEntry, RoutesFile};
+use tagger::routes::explicit::RoutesFile;
 use tagger::routes::RouteSpec;
 use tagger::system::{self, Format, Priorities, SwitchTables, TagSystem};
 use tagger::topology::NodeRef;
@@ -32,10 +32,7 @@ impl TestbedTables {
     }
 }
 
-/// Host-to-host paths of node names as a routes file.
-pub fn routes_file(paths: &[Vec<String>]) -> RoutesFile {
-    RoutesFile { routes: paths.iter().map(|p| RouteEntry { path: Some(p.clone()), ..RouteEntry::default() }).collect() }
-}
+pub use pfclab::routes_file;
 
 /// Writes `topology` and `routes` into `dir` (`testbed.toml`, `routes.toml`), as a user
 /// would hand them to `tagger compute --topology ... --routes file:...`.

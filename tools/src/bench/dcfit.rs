@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
 use super::median;
 use crate::harness::{RingLab, RingOptions};

@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 
 use pfcswitch::core::stats::Backlog;
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
 use super::median;
 use crate::harness::{self, SwitchLosses, SwitchProc};

@@ -16,7 +16,7 @@ use pfcswitch::core::config::DeadlockResolution;
 use pfcswitch::core::slowpath::DeadlockRecord;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::stats::SwitchStats;
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
 use crate::harness::{ring_routes, RingLab, RingOptions, TAGGER_PRIORITIES};
 use crate::tagging;

@@ -10,7 +10,7 @@ pub mod pfc;
 pub mod pfcwd;
 pub mod report;
 pub mod rfc2544;
-pub mod sim;
+pub use pfcsim::bench as sim;
 
 use anyhow::Result;
 use clap::Subcommand;

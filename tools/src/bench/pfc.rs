@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use pfcswitch::core::histogram::Percentiles;
 use pfcswitch::core::speed::Speed;
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
 use super::median;
 use crate::harness::{self, SinkProc, SwitchProc};

@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 
 use pfcswitch::core::speed::Speed;
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
 use crate::harness::{self, start_gen, switch_config, SwitchProc};
 use crate::storm::StormReport;

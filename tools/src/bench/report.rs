@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
 use crate::traffic::gen::GenReport;
 use crate::traffic::sink::SinkReport;

@@ -22,7 +22,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use pfcswitch::core::histogram::Percentiles;
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
 //! Headroom and pause-response testing: the calculator, the sweep on a netns testbed, the
 //! DUT's response-time measurement, and their reports.
 
-pub mod calc;
+pub use pfclab::headroom as calc;
 pub mod plan;
 pub mod plot;
 pub mod sweep;
@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::Args;
 use pfcswitch::core::speed::Speed;
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
 use calc::CalcInput;
 use sweep::{SweepOptions, SweepReport};

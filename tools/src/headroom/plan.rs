@@ -236,7 +236,7 @@ pub fn text(r: &PlanReport) -> String {
             c.delay_us,
             if c.disturbed { " — DISTURBED by the testbed in every attempt: no verdict" } else { "" }
         );
-        let mut t = pfcswitch::report::Table::new(&["check", "prio", "result", "figures"]);
+        let mut t = pfcswitch_table::Table::new(&["check", "prio", "result", "figures"]);
         for k in r.checks.iter().filter(|k| k.case == c.case) {
             let figures: Vec<String> = k.figures.iter().map(|(n, v)| format!("{n} {v}")).collect();
             t.row(vec![

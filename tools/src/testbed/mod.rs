@@ -5,7 +5,7 @@
 //! Nothing is created in the root namespace: each veth pair is created with both ends
 //! directly in their namespaces, and addresses only ever go inside them.
 
-pub mod topology;
+pub use pfclab::topology;
 
 use std::collections::BTreeMap;
 use std::fs;

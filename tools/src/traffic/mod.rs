@@ -1,7 +1,7 @@
 //! The PFC-aware traffic generator and the sink: sans-IO pieces (frames, pacing, pause
 //! response, receive accounting) and the AF_XDP loops that drive them.
 
-pub mod flow;
+pub use pfclab::flow;
 pub mod gen;
 pub mod inject;
 pub mod pace;

@@ -1,11 +1,12 @@
 //! `pfctools sim`: pfcswitch's engine on a simulated fabric.
 //!
-//! Every switch is a [`pfcswitch::core::switch::Switch`] with its
-//! [`pfcswitch::core::slowpath::Slowpath`] — the code `pfcswitch run` forwards real frames
+//! Every switch is a [`pfcswitch_core::switch::Switch`] with its
+//! [`pfcswitch_core::slowpath::Slowpath`] — the code `pfcswitch run` forwards real frames
 //! with — on links that serialize at their rate and delay by their length; hosts send
 //! paced, stamped flows and answer pauses like test equipment. Time is simulated and
 //! the run is deterministic: a scenario and a seed give the same output, byte for byte.
 
+pub mod bench;
 pub mod engine;
 pub mod fabric;
 pub mod scenario;
@@ -18,10 +19,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use pfcswitch::core::histogram::Percentiles;
-use pfcswitch::core::slowpath::DeadlockRecord;
-use pfcswitch::core::stats::SwitchStats;
-use pfcswitch::report::Table;
+use pfcswitch_core::histogram::Percentiles;
+use pfcswitch_core::slowpath::DeadlockRecord;
+use pfcswitch_core::stats::SwitchStats;
+use pfcswitch_table::Table;
 
 use engine::{RunCounts, Sim};
 use fabric::{Fabric, Owner};

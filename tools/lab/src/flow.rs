@@ -12,7 +12,7 @@ use etherparse::{
     EtherType, IpHeaders, IpNumber, Ipv4Dscp, Ipv4Header, PacketBuilder, SingleVlanHeader, SlicedPacket, VlanHeader,
     VlanId, VlanPcp,
 };
-use pfcswitch::core::mac::MacAddr;
+use pfcswitch_core::mac::MacAddr;
 use serde::{Deserialize, Serialize};
 
 pub const STAMP_MAGIC: u16 = 0x5053;

@@ -1,7 +1,7 @@
 //! Which event engine should drive the simulator: its own binary heap, or nexosim (a
 //! well-kept discrete-event framework that can also spread models over cores)?
 //!
-//! Both replay the same recorded fat-tree run (`pfctools::sim::record_schedule`): every event
+//! Both replay the same recorded fat-tree run (`pfcsim::record_schedule`): every event
 //! the simulator ran, at the node where it ran, scheduling the events it scheduled. The
 //! switch and host work is left out, so what differs is only the engine's own cost per
 //! event. Run with `cargo bench -p tools --bench des_engines [-- k4|k8]`.
@@ -17,9 +17,9 @@ use nexosim::simulation::{Mailbox, SimInit};
 use nexosim::time::MonotonicTime;
 use serde::{Deserialize, Serialize};
 
-use pfctools::bench::sim::fattree;
-use pfctools::sim::engine::Schedule;
-use pfctools::sim::{record_schedule, simulate};
+use pfcsim::bench::fattree;
+use pfcsim::engine::Schedule;
+use pfcsim::{record_schedule, simulate};
 
 /// The same entry layout as the simulator's heap: time, order, and a 16-byte event.
 #[derive(PartialEq, Eq)]

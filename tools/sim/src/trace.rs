@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::pcap::PcapWriter;
-use pfcswitch::core::pfc::PRIORITIES;
+use pfclab::pcap::PcapWriter;
+use pfcswitch_core::pfc::PRIORITIES;
 
 /// When a port's link partner had it paused: per priority, intervals [start, end) in ns
 /// of simulated time. A pause that arrives while one lasts extends it; a resume ends it.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use pfcswitch::core::speed::Speed;
+use pfcswitch_core::speed::Speed;
 use serde::{Deserialize, Serialize};
 
 /// The built-in scenarios: name, one line on what they show, the file.
@@ -120,7 +120,7 @@ pub struct Scenario {
 #[serde(untagged)]
 pub enum TopologySource {
     Spec(String),
-    Inline(crate::testbed::Topology),
+    Inline(pfclab::topology::Topology),
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

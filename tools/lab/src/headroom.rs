@@ -18,8 +18,8 @@
 
 use std::time::Duration;
 
-use pfcswitch::core::pfc::MIN_FRAME_LEN;
-use pfcswitch::core::speed::{wire_bytes, Speed, BITS_PER_QUANTUM};
+use pfcswitch_core::pfc::MIN_FRAME_LEN;
+use pfcswitch_core::speed::{wire_bytes, Speed, BITS_PER_QUANTUM};
 use serde::{Deserialize, Serialize};
 
 /// Signal propagation in copper and fibre: about 5 ns per metre.

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use pfcswitch::core::pfc;
-use pfcswitch::core::speed::Speed;
-use pfctools::headroom::calc::CalcInput;
-use pfctools::sim::scenario::{Action, FlowSpec, Scenario};
-use pfctools::sim::trace::Sent;
-use pfctools::sim::{simulate, simulate_recording, SimReport};
+use pfclab::headroom::CalcInput;
+use pfcsim::scenario::{Action, FlowSpec, Scenario};
+use pfcsim::trace::Sent;
+use pfcsim::{simulate, simulate_recording, SimReport};
+use pfcswitch_core::pfc;
+use pfcswitch_core::speed::Speed;
 
 fn built_in(name: &str) -> Scenario {
     Scenario::built_in(name).unwrap()
@@ -398,7 +398,7 @@ fn pcap_writes_every_frame_of_each_link_direction_at_its_simulated_nanosecond() 
     let data = std::fs::read(dir.join("rx-to-dut_p2.pcap")).unwrap();
     let (at, frame) = pcap_records(&data)[0];
     assert_eq!(at, 1_000_000);
-    let mac = pfcswitch::core::mac::MacAddr(frame[0..6].try_into().unwrap());
+    let mac = pfcswitch_core::mac::MacAddr(frame[0..6].try_into().unwrap());
     let pfc::MacControl::Pfc(p) = pfc::decode(frame, mac).unwrap().body else { panic!("a PFC frame") };
     assert_eq!(p.classes().collect::<Vec<_>>(), vec![(3, 65535)]);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -409,7 +409,7 @@ fn plot_draws_one_bar_per_pause_interval_on_a_row_per_paused_port() {
     let dir = scratch("plot");
     let svg = dir.join("timeline.svg");
     let outcome = simulate(&built_in("headroom"), 1, None).unwrap();
-    pfctools::sim::plot::timeline(&svg, "headroom", &outcome.timelines, outcome.report.simulated_ms).unwrap();
+    pfcsim::plot::timeline(&svg, "headroom", &outcome.timelines, outcome.report.simulated_ms).unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
     let paused: Vec<&str> =

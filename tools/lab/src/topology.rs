@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use pfcswitch::core::mac::MacAddr;
+use pfcswitch_core::mac::MacAddr;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

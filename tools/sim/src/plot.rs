@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::trace::PauseTimeline;
+use crate::trace::PauseTimeline;
 
 const COLOURS: [RGBColor; 8] = [
     RGBColor(120, 120, 120),

@@ -7,10 +7,10 @@ use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 
-use pfcswitch::report::Table;
+use pfcswitch_table::Table;
 
-use crate::sim::scenario::Scenario;
-use crate::sim::simulate;
+use crate::scenario::Scenario;
+use crate::simulate;
 
 #[derive(Args, Debug)]
 pub struct SimBenchArgs {

@@ -5,8 +5,22 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use anyhow::{Context, Result};
+/// What reading or writing a capture can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum PcapError {
+    #[error("{what} {path}: {source}")]
+    File { what: &'static str, path: String, source: std::io::Error },
+    #[error("writing the capture: {0}")]
+    Write(#[from] std::io::Error),
+    #[error("not a little-endian pcap file")]
+    NotPcap,
+    #[error("truncated pcap record")]
+    Truncated,
+}
 
+type Result<T> = std::result::Result<T, PcapError>;
+
+/// A pcap file being written: the classic format, little-endian, Ethernet frames.
 pub struct PcapWriter {
     out: BufWriter<File>,
     nanos: bool,
@@ -28,7 +42,11 @@ impl PcapWriter {
     }
 
     fn open(path: &Path, nanos: bool) -> Result<PcapWriter> {
-        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let file = File::create(path).map_err(|source| PcapError::File {
+            what: "creating",
+            path: path.display().to_string(),
+            source,
+        })?;
         let mut out = BufWriter::new(file);
         // Magic, version 2.4, UTC offset, accuracy, snaplen, LINKTYPE_ETHERNET.
         let magic = if nanos { MAGIC_NS } else { MAGIC_US };
@@ -58,26 +76,33 @@ impl PcapWriter {
         let _ = self.out.write_all(frame);
     }
 
+    /// Writes out what is buffered; the first write error since the last flush shows here.
     pub fn flush(&mut self) -> Result<()> {
-        self.out.flush().context("writing the capture")
+        Ok(self.out.flush()?)
     }
 }
 
 /// Reads the frames of a pcap file written by [`PcapWriter`] (or any little-endian,
 /// microsecond or nanosecond pcap).
 pub fn read_frames(path: impl AsRef<Path>) -> Result<Vec<Vec<u8>>> {
-    let data = std::fs::read(path.as_ref()).with_context(|| format!("reading {}", path.as_ref().display()))?;
+    let path = path.as_ref();
+    let data = std::fs::read(path).map_err(|source| PcapError::File {
+        what: "reading",
+        path: path.display().to_string(),
+        source,
+    })?;
     let magic = data.get(..4).map(|m| u32::from_le_bytes(m.try_into().expect("4 bytes")));
-    anyhow::ensure!(
-        data.len() >= 24 && (magic == Some(MAGIC_US) || magic == Some(MAGIC_NS)),
-        "not a little-endian pcap file"
-    );
+    if data.len() < 24 || !(magic == Some(MAGIC_US) || magic == Some(MAGIC_NS)) {
+        return Err(PcapError::NotPcap);
+    }
     let mut frames = Vec::new();
     let mut at = 24;
     while at + 16 <= data.len() {
         let caplen = u32::from_le_bytes(data[at + 8..at + 12].try_into().expect("4 bytes")) as usize;
         at += 16;
-        anyhow::ensure!(at + caplen <= data.len(), "truncated pcap record");
+        if at + caplen > data.len() {
+            return Err(PcapError::Truncated);
+        }
         frames.push(data[at..at + caplen].to_vec());
         at += caplen;
     }

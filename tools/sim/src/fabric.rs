@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pfcswitch::core::config::{Config, PortRole, StaticFdbEntry};
-use pfcswitch::core::mac::MacAddr;
-use pfcswitch::core::speed::Speed;
-use pfcswitch::core::tagging::TagTable;
+use pfcswitch_core::config::{Config, PortRole, StaticFdbEntry};
+use pfcswitch_core::mac::MacAddr;
+use pfcswitch_core::speed::Speed;
+use pfcswitch_core::tagging::TagTable;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -16,7 +16,7 @@ use tagger::routes::explicit::Explicit;
 use tagger::system::{Priorities, TagSystem};
 use tagger::topology::{Peer, Topology};
 
-use super::scenario::{invalid, Scenario, ScenarioError, TopologySource};
+use crate::scenario::{invalid, Scenario, ScenarioError, TopologySource};
 
 /// Propagation in a cable, ns per metre.
 const NS_PER_M: f64 = 5.0;
@@ -418,7 +418,7 @@ fn plan_flows(
                 return Err(invalid(&field, "a host cannot send to itself"));
             }
             let speed = ports[hosts[a].port].speed;
-            let wire = pfcswitch::core::speed::wire_bytes(f.size.saturating_sub(4)) as f64;
+            let wire = pfcswitch_core::speed::wire_bytes(f.size.saturating_sub(4)) as f64;
             let fps = match (f.rate_fps, f.load) {
                 (Some(r), _) => r,
                 (None, Some(load)) => speed.bps() as f64 * load / 100.0 / (wire * 8.0),
@@ -577,7 +577,7 @@ fn tag_tables(
     paths: &[Vec<String>],
 ) -> Result<Vec<tagger::system::SwitchTables>, ScenarioError> {
     let bad = |e: String| invalid("tagger", e);
-    let file = crate::tagging::routes_file(paths);
+    let file = pfclab::routes_file(paths);
     let model = Explicit::from_file(t, &file).map_err(|e| bad(e.to_string()))?;
     let tagging = Algorithm::Greedy.run(t, &model).map_err(|e| bad(e.to_string()))?;
     let priorities = Priorities { lossless: s.tagger_priorities.clone(), lossy: 0 };

@@ -10,18 +10,18 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use pfcswitch::core::histogram::Histogram;
-use pfcswitch::core::pfc::{self, MacControl, Pfc, PRIORITIES};
-use pfcswitch::core::priorities::Priorities;
-use pfcswitch::core::queue::FrameId;
-use pfcswitch::core::slowpath::{Released, Slowpath, ToSlowpath};
-use pfcswitch::core::switch::{FramePool, Switch, TxBatch};
-use pfcswitch::core::time::Time;
+use pfcswitch_core::histogram::Histogram;
+use pfcswitch_core::pfc::{self, MacControl, Pfc, PRIORITIES};
+use pfcswitch_core::priorities::Priorities;
+use pfcswitch_core::queue::FrameId;
+use pfcswitch_core::slowpath::{Released, Slowpath, ToSlowpath};
+use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
+use pfcswitch_core::time::Time;
 
-use super::fabric::{Fabric, Owner};
-use super::scenario::{Action, Scenario, ScenarioError, StormSpec};
-use super::trace::{PauseTimeline, Trace};
-use crate::traffic::flow::{read_stamp, FlowSpec as TemplateSpec, FlowTemplate};
+use crate::fabric::{Fabric, Owner};
+use crate::scenario::{Action, Scenario, ScenarioError, StormSpec};
+use crate::trace::{PauseTimeline, Trace};
+use pfclab::flow::{read_stamp, FlowSpec as TemplateSpec, FlowTemplate};
 
 /// Simulated time starts here, not at zero: the engine reads "zero" as "never".
 pub const EPOCH: Time = Time::from_millis(1000);
@@ -345,7 +345,7 @@ impl<'f> Sim<'f> {
                 wire_size: f.size,
             };
             let template = FlowTemplate::build(&spec)
-                .map_err(|e| super::scenario::invalid(format!("flow {}", f.id), e.to_string()))?;
+                .map_err(|e| crate::scenario::invalid(format!("flow {}", f.id), e.to_string()))?;
             flows.push(FlowState { template, sent: 0, done: false, blocked: false, rx: Received::default() });
         }
         let mut sim = Sim {

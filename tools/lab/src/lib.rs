@@ -1,0 +1,17 @@
+//! What pfctools and the simulator share, without the AF_XDP shell: the test frames and
+//! the stamp the generator writes and the sink reads ([`flow`]), the testbed's topology
+//! file ([`topology`]), the PFC headroom calculator ([`headroom`]) and pcap files
+//! ([`pcap`]). The simulator builds on this crate and the engine alone, so it needs no
+//! clang, libbpf or root.
+
+pub mod flow;
+pub mod headroom;
+pub mod pcap;
+pub mod topology;
+
+use tagger::routes::explicit::{RouteEntry, RoutesFile};
+
+/// Host-to-host paths of node names as a routes file.
+pub fn routes_file(paths: &[Vec<String>]) -> RoutesFile {
+    RoutesFile { routes: paths.iter().map(|p| RouteEntry { path: Some(p.clone()), ..RouteEntry::default() }).collect() }
+}
