@@ -16,6 +16,7 @@ pub mod mac;
 pub mod pause;
 pub mod pfc;
 pub mod pfcwd;
+pub mod pool;
 pub mod priorities;
 pub mod queue;
 pub mod ring;

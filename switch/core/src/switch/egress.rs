@@ -1,0 +1,196 @@
+//! Egress: what a port may send now. The pause gate (priorities the link partner
+//! paused, or whose queues the watchdog or a deadlock resolution empties), the pending
+//! pause frame first, then strict priority or DRR over the data queues, at the shaper's
+//! pace.
+
+use crate::fdb::PortId;
+use crate::pfc::PRIORITIES;
+use crate::pool::FramePool;
+use crate::priorities::Priorities;
+use crate::queue::{FrameId, NO_PORT};
+use crate::time::Time;
+
+use super::{Switch, DRR_QUANTUM};
+
+/// One frame to put on a tx ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxFrame {
+    pub id: FrameId,
+    pub len: u32,
+    /// For a pause frame sent because a queue crossed XOFF: when that frame was received.
+    pub xoff_trigger: Option<Time>,
+}
+
+/// Frames for one port's tx ring, filled by [`Switch::transmit`]. Never allocates.
+#[derive(Debug)]
+pub struct TxBatch {
+    frames: [TxFrame; TxBatch::CAPACITY],
+    len: usize,
+    limit: usize,
+}
+
+impl TxBatch {
+    pub const CAPACITY: usize = 256;
+
+    pub fn new() -> TxBatch {
+        let empty = TxFrame { id: FrameId(0), len: 0, xoff_trigger: None };
+        TxBatch { frames: [empty; TxBatch::CAPACITY], len: 0, limit: TxBatch::CAPACITY }
+    }
+
+    /// Empties the batch and accepts at most `limit` frames (the room on the ring).
+    pub fn reset(&mut self, limit: usize) {
+        self.len = 0;
+        self.limit = limit.min(TxBatch::CAPACITY);
+    }
+
+    fn has_room(&self) -> bool {
+        self.len < self.limit
+    }
+
+    fn push(&mut self, f: TxFrame) {
+        self.frames[self.len] = f;
+        self.len += 1;
+    }
+
+    pub fn frames(&self) -> &[TxFrame] {
+        &self.frames[..self.len]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Default for TxBatch {
+    fn default() -> TxBatch {
+        TxBatch::new()
+    }
+}
+
+impl Switch {
+    /// Priorities a held frame for `port` may not be released on: all while the port is
+    /// blocked; else those paused by the link partner, unless their queue is being emptied
+    /// (a deadlock or a storm being cut off) or the watchdog ignores the pauses.
+    pub fn stopped(&self, now: Time, port: PortId) -> Priorities {
+        if self.is_blocked(port) {
+            return Priorities::ALL;
+        }
+        self.effective_paused(now, port) & !self.dropping(now, port)
+    }
+
+    /// The priorities the link partner holds back on `port`: those it paused, less those
+    /// whose pauses the watchdog ignores.
+    pub(super) fn effective_paused(&self, now: Time, port: PortId) -> Priorities {
+        let p = &self.ports[port];
+        p.pause.paused(now) & !p.pfcwd.forwarding()
+    }
+
+    /// Fills `out` with what `port` sends now: its pause frames first (they bypass the
+    /// pause gate and the queues), then data as the shaper and the scheduler allow.
+    /// The frames in `out` belong to the caller, who frees them once sent.
+    pub fn transmit<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, out: &mut TxBatch) {
+        self.clock = self.clock.max(now);
+        if !self.ports[port].link_up {
+            return;
+        }
+        self.check_pfcwd(now, port);
+        self.empty_dropped_queues(now, pool, port);
+        self.build_pause_frame(now, pool, port);
+        let p = &mut self.ports[port];
+        while out.has_room() {
+            let Some(id) = p.control.pop(&mut self.frames) else { break };
+            let len = self.frames.get(id).len;
+            p.shaper.send(now, len as usize);
+            out.push(TxFrame { id, len, xoff_trigger: p.pending.trigger.take() });
+        }
+        while out.has_room() && self.ports[port].shaper.ready(now) {
+            let Some(prio) = self.pick_queue(now, port) else {
+                // Nothing it may send: the wire idles from now, and that is not banked.
+                self.ports[port].shaper.idle();
+                break;
+            };
+            let p = &mut self.ports[port];
+            let id = p.queues[prio].pop(&mut self.frames).expect("picked queue is not empty");
+            let meta = *self.frames.get(id);
+            if let Some(due) = p.resume_due[prio].take() {
+                if meta.enqueued < due {
+                    // The frame waited out the pause: how late after its end did it leave?
+                    self.resume_lateness.record(now.saturating_since(due));
+                }
+            }
+            p.shaper.send(now, meta.len as usize);
+            p.last_tx[prio] = now;
+            p.counters.tx_frames += 1;
+            p.counters.tx_bytes += u64::from(meta.len);
+            p.prio[prio].tx_frames += 1;
+            out.push(TxFrame { id, len: meta.len, xoff_trigger: None });
+            if meta.ingress != NO_PORT {
+                let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
+                self.ports[ingress].departed[group] = Some(now);
+                self.map.dequeued(ingress, port);
+                if meta.last_of_pair {
+                    self.map.sent_last_of_pair(ingress, port);
+                }
+                if self.buffer.release(ingress, group, u64::from(meta.len)) {
+                    self.request_resume(ingress, group);
+                }
+            }
+        }
+    }
+
+    /// Takes the head of a queue that will not be sent, keeping the traffic map right.
+    pub(super) fn unqueue(&mut self, port: PortId, prio: usize) -> Option<FrameId> {
+        let id = self.ports[port].queues[prio].pop(&mut self.frames)?;
+        let meta = *self.frames.get(id);
+        if meta.ingress != NO_PORT {
+            self.map.dequeued(usize::from(meta.ingress), port);
+            if meta.last_of_pair {
+                self.map.sent_last_of_pair(usize::from(meta.ingress), port);
+            }
+        }
+        Some(id)
+    }
+
+    /// The queue the scheduler serves next on `port`, skipping paused priorities.
+    pub(super) fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
+        let paused = self.effective_paused(now, port);
+        let p = &mut self.ports[port];
+        let ready = Priorities::matching(|q| !p.queues[q].is_empty()) & !paused;
+        let Some(drr) = &mut p.drr else {
+            return ready.highest();
+        };
+        if ready.is_empty() {
+            return None;
+        }
+        // Weight-0 queues stay strict and go first.
+        let strict = Priorities::matching(|q| drr.weights[q] == 0) & ready;
+        if let Some(q) = strict.highest() {
+            return Some(q);
+        }
+        for q in 0..PRIORITIES {
+            if p.queues[q].is_empty() {
+                drr.deficit[q] = 0;
+            }
+        }
+        // Each visit credits one quantum × weight; a frame needs at most 9216 / 1536 visits.
+        for _ in 0..PRIORITIES * 8 {
+            let q = drr.current;
+            if ready.contains(q) {
+                let head = p.queues[q].peek().expect("ready queue has a head");
+                let need = self.frames.get(head).len;
+                if drr.deficit[q] >= need {
+                    drr.deficit[q] -= need;
+                    return Some(q);
+                }
+                if !drr.credited {
+                    drr.deficit[q] += drr.weights[q] * DRR_QUANTUM;
+                    drr.credited = true;
+                    continue;
+                }
+            }
+            drr.current = (q + 1) % PRIORITIES;
+            drr.credited = false;
+        }
+        ready.highest()
+    }
+}

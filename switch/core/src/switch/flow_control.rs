@@ -1,0 +1,183 @@
+//! PFC and 802.3x frames: pauses received (they stop egress queues for their quanta) and
+//! pauses owed to the link partner (XOFF, refreshes, XON), built into frames at the next
+//! transmit.
+
+use crate::config::{PauseMode, PortRole};
+use crate::fdb::PortId;
+use crate::pfc::{self, MacControl, Pfc};
+use crate::pool::FramePool;
+use crate::priorities::Priorities;
+use crate::queue::NO_PORT;
+use crate::stats::XoffEpisode;
+use crate::time::Time;
+
+use super::{PendingPause, Switch, RESPONSE_WINDOW};
+
+impl Switch {
+    /// Priorities for which `port` is pausing its upstream.
+    pub fn xoff(&self, port: PortId) -> Priorities {
+        self.lossless.iter().filter(|&p| self.buffer.group(port, p).xoff).collect()
+    }
+
+    /// Priorities the link partner has paused on `port`.
+    pub fn paused(&self, now: Time, port: PortId) -> Priorities {
+        self.ports[port].pause.paused(now)
+    }
+
+    /// A lossless group of `port` crossed XOFF: the port must pause its link partner.
+    pub(super) fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
+        let p = &mut self.ports[port];
+        p.xoff_since[prio] = now;
+        p.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
+        let pending = &mut self.ports[port].pending;
+        pending.pause.insert(prio);
+        pending.resume.remove(prio);
+        pending.trigger.get_or_insert(now);
+    }
+
+    pub(super) fn request_resume(&mut self, port: PortId, prio: usize) {
+        let now = self.clock;
+        let p = &mut self.ports[port];
+        if let Some(e) = p.episodes.iter_mut().find(|e| e.prio == prio as u8 && e.start_ns != 0 && e.end_ns == 0) {
+            e.end_ns = now.as_nanos().max(e.start_ns);
+        }
+        if !self.lossless.iter().any(|q| self.buffer.group(port, q).xoff) {
+            p.originated.clear();
+            self.port_checks[port].retry = Priorities::NONE;
+        }
+        let pending = &mut self.ports[port].pending;
+        pending.resume.insert(prio);
+        pending.pause.remove(prio);
+    }
+
+    pub(super) fn on_mac_control(
+        &mut self,
+        now: Time,
+        port: PortId,
+        decoded: Result<pfc::ControlFrame, pfc::ControlReject>,
+    ) {
+        let lossless = self.lossless;
+        let p = &mut self.ports[port];
+        let c = &mut p.counters.mac_control;
+        c.received += 1;
+        let frame = match decoded {
+            Ok(f) => f,
+            Err(reason) => {
+                c.reject(reason);
+                return;
+            }
+        };
+        if frame.src.is_zero() {
+            c.zero_source += 1;
+        }
+        match frame.body {
+            MacControl::Pause { quanta } => {
+                c.pause_received += 1;
+                if p.mode == PauseMode::GlobalPause {
+                    p.pause.pause_port(now, p.speed.quanta_duration(quanta));
+                } else {
+                    c.pause_ignored += 1;
+                }
+            }
+            MacControl::Pfc(pfc) => {
+                c.pfc_received += 1;
+                if p.mode != PauseMode::Pfc {
+                    c.pfc_ignored += 1;
+                    return;
+                }
+                if pfc.classes().any(|(_, q)| q > 0) {
+                    p.pause_arrivals.push(now.as_nanos());
+                }
+                for (prio, quanta) in pfc.classes() {
+                    if !lossless.contains(prio) {
+                        p.counters.mac_control.lossy_class_ignored += 1;
+                        continue;
+                    }
+                    let d = p.speed.quanta_duration(quanta);
+                    // How long after the pause arrived did this priority keep going out?
+                    // Only meaningful while it was flowing (a frame in the last millisecond).
+                    if quanta > 0 && p.last_tx[prio] + RESPONSE_WINDOW >= now && !p.pause.paused(now).contains(prio) {
+                        self.pause_response.record(p.last_tx[prio].saturating_since(now));
+                    }
+                    p.pause.pause_priority(now, prio, d);
+                    p.resume_due[prio] = Some(now + d);
+                    if quanta == 0 {
+                        p.prio[prio].xon_received += 1;
+                    } else {
+                        p.prio[prio].xoff_received += 1;
+                    }
+                }
+                if self.dcfit.enabled {
+                    let mut msg = pfc.checking;
+                    if msg.is_some() && p.role == PortRole::Host {
+                        p.checks.from_host_ignored += 1;
+                        msg = None;
+                    }
+                    let paused: Priorities = pfc.classes().filter(|&(_, q)| q > 0).map(|(p, _)| p).collect();
+                    self.on_checking(now, port, msg, paused & lossless);
+                }
+            }
+        }
+    }
+
+    /// The caller handed a pause frame to the kernel at `sent`; records the reaction time.
+    pub fn record_pause_sent(&mut self, trigger: Time, sent: Time) {
+        self.reaction.record(sent.saturating_since(trigger));
+    }
+
+    /// Builds one frame carrying every pause, refresh and resume `port` owes.
+    pub(super) fn build_pause_frame<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
+        let p = &mut self.ports[port];
+        if p.mode == PauseMode::Off {
+            p.pending = PendingPause { refresh_at: p.pending.refresh_at, ..PendingPause::default() };
+            return;
+        }
+        // Refresh pauses before they expire upstream while the group is still above XON.
+        for prio in self.lossless.iter() {
+            if self.buffer.group(port, prio).xoff && now >= p.pending.refresh_at[prio] {
+                p.pending.pause.insert(prio);
+            }
+        }
+        let (pause, resume) = (p.pending.pause, p.pending.resume);
+        if (pause | resume).is_empty() {
+            return;
+        }
+        let global = p.mode == PauseMode::GlobalPause;
+        let Some(id) = pool.alloc() else {
+            p.counters.mac_control.send_deferred += 1;
+            return;
+        };
+        let body = if global {
+            let any_xoff = self.lossless.iter().any(|prio| self.buffer.group(port, prio).xoff);
+            MacControl::Pause { quanta: if any_xoff { self.quanta } else { 0 } }
+        } else {
+            let mut pfc = Pfc::pause(pause, self.quanta);
+            pfc.enabled |= resume;
+            if self.dcfit.enabled && !pause.is_empty() && p.role == PortRole::Switch {
+                pfc.checking = self.checking_for(now, port, pause);
+            }
+            MacControl::Pfc(pfc)
+        };
+        let p = &mut self.ports[port];
+        let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
+        self.frames.set(id, len as u32, NO_PORT, 0, now);
+        p.control.push(&mut self.frames, id);
+        for prio in pause.iter() {
+            p.pending.refresh_at[prio] = now + p.refresh;
+        }
+        match body {
+            MacControl::Pause { .. } => p.counters.mac_control.pause_sent += 1,
+            MacControl::Pfc(_) => {
+                p.counters.mac_control.pfc_sent += 1;
+                for prio in pause.iter() {
+                    p.prio[prio].xoff_sent += 1;
+                }
+                for prio in resume.iter() {
+                    p.prio[prio].xon_sent += 1;
+                }
+            }
+        }
+        p.pending.pause = Priorities::NONE;
+        p.pending.resume = Priorities::NONE;
+    }
+}

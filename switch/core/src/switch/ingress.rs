@@ -1,0 +1,294 @@
+//! Ingress: a received frame is parsed, classified (priority, Tagger tag), placed on
+//! each egress it goes to (ingress group, egress queue, rewritten tag) and admitted or
+//! dropped with a counted reason; MAC control frames go to [`flow_control`](super::flow_control).
+
+use crate::ether::{self, FrameHeader};
+use crate::fdb::{Learned, PortId};
+use crate::pfc::{self, PRIORITIES};
+use crate::pool::FramePool;
+use crate::priorities::Priorities;
+use crate::queue::{FrameId, NO_PORT};
+use crate::slowpath::{HeldFrame, ToSlowpath};
+use crate::stats::DropReason;
+use crate::tagging::TAGS;
+use crate::time::Time;
+
+use super::{Class, Placement, Switch, Tagged, PAUSE_RESERVE, TAG_SLOTS};
+
+impl Switch {
+    /// Takes ownership of frame `id`, received on `port`: it is queued for transmission
+    /// or given back to the pool.
+    pub fn receive<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, id: FrameId) {
+        self.clock = self.clock.max(now);
+        // Pauses and XOFF reactions count from when the frame arrived, not from when the
+        // loop got to it (it may have been asleep).
+        let arrived = pool.arrival(id).filter(|&t| t <= now).unwrap_or(now);
+        let data = pool.bytes(id);
+        let len = data.len();
+        let Some(header) = ether::parse_header(data) else {
+            self.ports[port].counters.drops.count(DropReason::Runt);
+            pool.free(id);
+            return;
+        };
+        if header.ethertype == pfc::MAC_CONTROL_ETHERTYPE {
+            let decoded = pfc::decode(data, self.ports[port].mac);
+            pool.free(id);
+            self.on_mac_control(arrived, port, decoded);
+            return;
+        }
+        let p = &mut self.ports[port];
+        p.counters.rx_frames += 1;
+        p.counters.rx_bytes += len as u64;
+        if let Some(reason) = reject_reason(&header, len, p.max_frame) {
+            p.counters.drops.count(reason);
+            pool.free(id);
+            return;
+        }
+        if !header.src.is_zero() {
+            match self.fdb.learn(header.src, port, now) {
+                Learned::Moved => p.counters.fdb_moves += 1,
+                Learned::TableFull => p.counters.fdb_full += 1,
+                Learned::New | Learned::Refreshed | Learned::Static => {}
+            }
+        }
+        let class = self.classify(port, &header);
+        self.ports[port].prio[usize::from(class.prio)].rx_frames += 1;
+        let destination = if header.dst.is_multicast() { None } else { self.fdb.lookup(header.dst, now) };
+        match destination {
+            Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),
+            Some(egress) => self.enqueue(arrived, pool, port, egress, id, len, class),
+            None => {
+                if !header.dst.is_multicast() {
+                    self.ports[port].counters.unknown_unicast_flooded += 1;
+                }
+                self.flood(arrived, pool, port, id, len, class)
+            }
+        }
+    }
+
+    /// The priority a frame is charged to at ingress: its PCP or mapped DSCP, or under a
+    /// Tagger table the priority of its tag's ingress rule (else the table's default).
+    pub(super) fn classify(&mut self, port: PortId, h: &FrameHeader) -> Class {
+        let (ip, vlan) = (h.ip, h.pcp.is_some());
+        let Some(table) = &self.tags else {
+            return Class { prio: self.classifier.priority(h), tag: Tagged::Off, ip, vlan };
+        };
+        let slot = port * TAG_SLOTS + h.dscp.map_or(TAGS, usize::from);
+        match h.dscp.and_then(|tag| Some((tag, table.ingress(port, tag)?))) {
+            Some((tag, prio)) => {
+                self.tag_counters[slot].classified += 1;
+                Class { prio, tag: Tagged::Lossless(tag), ip, vlan }
+            }
+            None => {
+                self.tag_counters[slot].default_ingress += 1;
+                Class { prio: table.default_priority, tag: Tagged::Default, ip, vlan }
+            }
+        }
+    }
+
+    /// Where a frame of `class` from `ingress` waits on `egress`, and the tag it leaves with.
+    pub(super) fn place(&mut self, ingress: PortId, egress: PortId, class: Class) -> Placement {
+        let Some(table) = &self.tags else {
+            return Placement { group: class.prio, queue: class.prio, tag: None, by_rule: false };
+        };
+        let (prio, tag) = (table.default_priority, table.default_tag);
+        let default = Placement { group: prio, queue: prio, tag: Some(tag), by_rule: false };
+        match class.tag {
+            Tagged::Off | Tagged::Default => default,
+            Tagged::Lossless(tag) => match table.rewrite(ingress, tag, egress) {
+                Some(next) => {
+                    Placement { group: class.prio, queue: table.priority_of(next), tag: Some(next), by_rule: true }
+                }
+                None => {
+                    self.tag_counters[ingress * TAG_SLOTS + usize::from(tag)].default_egress += 1;
+                    default
+                }
+            },
+        }
+    }
+
+    /// Writes the tag (DSCP) and, in a VLAN-tagged frame, the egress priority (PCP).
+    pub(super) fn rewrite<P: FramePool>(
+        &mut self,
+        pool: &mut P,
+        ingress: PortId,
+        id: FrameId,
+        class: Class,
+        at: Placement,
+    ) {
+        let Some(tag) = at.tag else { return };
+        let frame = pool.bytes_mut(id);
+        if class.vlan {
+            ether::set_pcp(frame, at.queue);
+        }
+        let changed = class.ip.is_some_and(|ip| ether::set_dscp(frame, ip, tag));
+        if let (true, true, Tagged::Lossless(from)) = (changed, at.by_rule, class.tag) {
+            self.tag_counters[ingress * TAG_SLOTS + usize::from(from)].rewritten += 1;
+        }
+    }
+
+    pub(super) fn flood<P: FramePool>(
+        &mut self,
+        now: Time,
+        pool: &mut P,
+        ingress: PortId,
+        id: FrameId,
+        len: usize,
+        class: Class,
+    ) {
+        let targets: u64 = self
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i != ingress && p.flood && p.link_up)
+            .fold(0, |m, (i, _)| m | (1 << i));
+        if targets == 0 {
+            self.drop_frame(pool, ingress, id, DropReason::Filtered);
+            return;
+        }
+        let last = 63 - targets.leading_zeros() as usize;
+        for egress in (0..self.ports.len()).filter(|e| targets & (1 << e) != 0) {
+            if egress == last {
+                self.enqueue(now, pool, ingress, egress, id, len, class);
+            } else if let Some(copy) = (pool.free_frames() > PAUSE_RESERVE).then(|| pool.alloc()).flatten() {
+                pool.copy(id, copy);
+                self.enqueue(now, pool, ingress, egress, copy, len, class);
+            } else {
+                self.ports[ingress].counters.drops.count(DropReason::NoBuffer);
+            }
+        }
+    }
+
+    pub(super) fn drop_frame<P: FramePool>(&mut self, pool: &mut P, port: PortId, id: FrameId, reason: DropReason) {
+        self.ports[port].counters.drops.count(reason);
+        pool.free(id);
+    }
+
+    /// Admits a frame against its ingress group and queues it on `egress`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn enqueue<P: FramePool>(
+        &mut self,
+        now: Time,
+        pool: &mut P,
+        ingress: PortId,
+        egress: PortId,
+        id: FrameId,
+        len: usize,
+        class: Class,
+    ) {
+        if !self.ports[egress].link_up {
+            self.ports[egress].counters.drops.count(DropReason::LinkDown);
+            pool.free(id);
+            return;
+        }
+        let at = self.place(ingress, egress, class);
+        let (p, q) = (usize::from(at.group), usize::from(at.queue));
+        let bytes = len as u64;
+        let admitted = if self.is_lossless(p) {
+            let a = self.buffer.admit_lossless(ingress, p, bytes);
+            if a.crossed_xoff {
+                self.request_pause(now, ingress, p);
+            }
+            if self.buffer.group(ingress, p).xoff {
+                let port = &mut self.ports[ingress];
+                let after = now.saturating_since(port.xoff_since[p]);
+                port.upstream_response[p] = port.upstream_response[p].max(after);
+            }
+            if !a.admitted {
+                self.ports[ingress].prio[p].lossless_drops += 1;
+                self.drop_frame(pool, ingress, id, DropReason::Lossless);
+            }
+            a.admitted
+        } else if self.lossy_frames(egress) >= self.frame_caps.lossy_port {
+            self.ports[ingress].prio[p].lossy_drops += 1;
+            self.drop_frame(pool, ingress, id, DropReason::FrameCap);
+            false
+        } else {
+            let queued = self.ports[egress].queues[q].bytes();
+            let ok = self.buffer.admit_lossy(ingress, p, bytes, queued, self.lossy_queue_bytes);
+            if !ok {
+                self.ports[ingress].prio[p].lossy_drops += 1;
+                self.drop_frame(pool, ingress, id, DropReason::Lossy);
+            }
+            ok
+        };
+        if !admitted {
+            return;
+        }
+        self.rewrite(pool, ingress, id, class, at);
+        self.frames.set(id, len as u32, ingress as u16, at.group, now);
+        if self.dropping(now, egress).contains(q) {
+            // A deadlock is being broken, or a storm is being cut off, on this queue.
+            self.discard(pool, egress, q, id);
+            return;
+        }
+        let e = &self.ports[egress];
+        // Paused takes precedence over blocked: a paused priority queues as usual. But a
+        // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
+        let paused = e.pause.paused(now).contains(q);
+        let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked & (1 << egress) != 0 && !paused);
+        if to_slowpath {
+            if self.map.held_total() >= self.frame_caps.slowpath {
+                self.ports[ingress].counters.drops.count(DropReason::FrameCap);
+                self.give_back(pool, id);
+                return;
+            }
+            self.map.handed_to_slowpath(ingress, egress, q);
+            let held =
+                HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio: at.queue };
+            self.outbox.push(ToSlowpath::Held(held));
+        } else {
+            self.ports[egress].queues[q].push(&mut self.frames, id);
+            self.map.queued(ingress, egress);
+        }
+    }
+
+    /// Priorities whose frames for `port` are dropped now: a deadlock being broken
+    /// (DCFIT's `drop` resolution) or a PFC storm being cut off (the watchdog's `drop`).
+    pub(super) fn dropping(&self, now: Time, port: PortId) -> Priorities {
+        let p = &self.ports[port];
+        let deadlock = p.deadlock_drop.filter(|(until, _)| now < *until).map_or(Priorities::NONE, |(_, prios)| prios);
+        deadlock | p.pfcwd.dropping()
+    }
+
+    /// Frames in `egress`'s lossy queues.
+    pub(super) fn lossy_frames(&self, egress: PortId) -> u32 {
+        let queues = &self.ports[egress].queues;
+        (0..PRIORITIES).filter(|&q| !self.is_lossless(q)).map(|q| queues[q].len()).sum()
+    }
+
+    /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]).
+    pub(super) fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, q: usize, id: FrameId) {
+        self.ports[egress].counters.drops.watchdog += 1;
+        if self.ports[egress].pfcwd.dropping().contains(q) {
+            self.ports[egress].pfcwd.note_dropped(q);
+        }
+        self.give_back(pool, id);
+    }
+
+    /// Frees an admitted frame that will not be sent: its buffer is released as if it had
+    /// been (which may resume its ingress).
+    pub(super) fn give_back<P: FramePool>(&mut self, pool: &mut P, id: FrameId) {
+        let meta = *self.frames.get(id);
+        if meta.ingress != NO_PORT {
+            let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
+            if self.buffer.release(ingress, group, u64::from(meta.len)) {
+                self.request_resume(ingress, group);
+            }
+        }
+        pool.free(id);
+    }
+}
+
+/// Frames a bridge refuses before learning from them.
+fn reject_reason(h: &FrameHeader, len: usize, max_frame: usize) -> Option<DropReason> {
+    if len > max_frame {
+        Some(DropReason::Oversize)
+    } else if h.dst.is_link_local() {
+        Some(DropReason::LinkLocal)
+    } else if h.src.is_multicast() {
+        Some(DropReason::BadSource)
+    } else {
+        None
+    }
+}

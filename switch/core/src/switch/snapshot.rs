@@ -1,0 +1,128 @@
+//! The stats snapshot: everything `ctl stats` shows, assembled from the engine's state.
+
+use crate::pfc::PRIORITIES;
+use crate::stats::{PortStats, PrioStats, SpeedSource, SwitchStats, TagRow, TaggerStats, WatchdogStats};
+use crate::tagging::{TagTable, TAGS};
+use crate::time::Time;
+
+use super::{Port, Switch, TAG_SLOTS};
+
+impl Switch {
+    pub fn stats(&self, now: Time) -> SwitchStats {
+        SwitchStats {
+            name: self.name.clone(),
+            switch_id: self.switch_id,
+            uptime_s: now.saturating_since(self.started).as_secs_f64(),
+            fdb_entries: self.fdb.len(),
+            shared_buffer_bytes: self.buffer.shared_total(),
+            shared_buffer_used: self.buffer.shared_used(),
+            xoff_threshold: self.buffer.wide_thresholds().0,
+            xon_threshold: self.buffer.wide_thresholds().1,
+            free_frames: 0,
+            pfc_reaction: self.reaction.percentiles(),
+            resume_lateness: self.resume_lateness.percentiles(),
+            pause_response: self.pause_response.percentiles(),
+            deadlocks_detected: self.deadlocks,
+            slowpath_overflow: 0,
+            pfcwd_events_forgotten: self.pfcwd_events.forgotten,
+            stalls: Default::default(),
+            ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
+            tagger: self.tags.as_ref().map(|t| self.tagger_stats(t)),
+        }
+    }
+
+    pub(super) fn tagger_stats(&self, t: &TagTable) -> TaggerStats {
+        let tags = self
+            .tag_counters
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.is_zero())
+            .map(|(k, c)| TagRow {
+                port: self.ports[k / TAG_SLOTS].name.clone(),
+                tag: u8::try_from(k % TAG_SLOTS).ok().filter(|&tag| usize::from(tag) < TAGS),
+                counters: *c,
+            })
+            .collect();
+        TaggerStats {
+            table_switch: t.switch.clone(),
+            source: t.source.clone(),
+            rules: t.ingress_rules + t.rewrite_rules,
+            ingress_rules: t.ingress_rules,
+            rewrite_rules: t.rewrite_rules,
+            lossless: t.lossless_priorities(),
+            initial_tag: t.initial_tag,
+            default_tag: t.default_tag,
+            default_priority: t.default_priority,
+            tags,
+        }
+    }
+
+    pub(super) fn port_stats(&self, now: Time, index: usize, p: &Port) -> PortStats {
+        let paused = p.pause.paused(now);
+        let priorities = (0..PRIORITIES)
+            .map(|prio| {
+                let g = self.buffer.group(index, prio);
+                let lossless = self.is_lossless(prio);
+                let profile = |v: u64| if lossless { v } else { 0 };
+                PrioStats {
+                    priority: prio as u8,
+                    lossless,
+                    counters: p.prio[prio],
+                    ingress_bytes: g.occupancy(),
+                    ingress_watermark: g.watermark,
+                    headroom_bytes: g.headroom,
+                    headroom_watermark: g.headroom_watermark,
+                    xoff_threshold: profile(self.buffer.xoff_threshold(index, prio)),
+                    xon_threshold: profile(self.buffer.xon_threshold(index, prio)),
+                    headroom_size: profile(self.buffer.profile(index, prio).headroom_bytes),
+                    xoff: g.xoff,
+                    egress_queue_frames: p.queues[prio].len(),
+                    egress_queue_bytes: p.queues[prio].bytes(),
+                    egress_paused: paused.contains(prio),
+                    paused_us: p.pause.paused_time(now, prio).as_micros() as u64,
+                    xoff_since_ns: if g.xoff { p.xoff_since[prio].as_nanos() } else { 0 },
+                    upstream_response_max_us: p.upstream_response[prio].as_secs_f64() * 1e6,
+                }
+            })
+            .collect();
+        PortStats {
+            name: p.name.clone(),
+            iface: p.iface.clone(),
+            mac: p.mac.to_string(),
+            speed: p.speed.to_string(),
+            speed_from: SpeedSource::Config,
+            pause_mode: format!("{:?}", p.mode).to_lowercase(),
+            role: format!("{:?}", p.role).to_lowercase(),
+            link_up: p.link_up,
+            // The shell's to say.
+            rx_queues: 0,
+            xdp_mode: None,
+            bind_mode: None,
+            blocked: self.is_blocked(index),
+            held_by_slowpath: self.map.held_at_slowpath_for(index),
+            watchdog_active: p.deadlock_drop.is_some_and(|(until, _)| now < until),
+            pfcwd: self
+                .lossless
+                .iter()
+                .map(|prio| WatchdogStats {
+                    priority: prio as u8,
+                    action: p.pfcwd.action(),
+                    active: p.pfcwd.stormed().contains(prio),
+                    counters: p.pfcwd.counters(prio),
+                })
+                .collect(),
+            checks: p.checks,
+            xoff_episodes: p.episodes.iter().copied().collect(),
+            pause_arrivals_ns: p.pause_arrivals.iter().copied().collect(),
+            counters: p.counters,
+            xdp: Default::default(),
+            socket: Default::default(),
+            priorities,
+        }
+    }
+
+    /// Clears every watermark (for a fresh measurement).
+    pub fn clear_watermarks(&mut self) {
+        self.buffer.clear_watermarks();
+    }
+}

@@ -1,0 +1,94 @@
+//! Frame slots: the caps that keep the pool from running dry.
+
+use super::*;
+
+#[test]
+fn many_small_lossy_frames_stop_at_the_port_frame_cap_and_leave_the_pool_to_others() {
+    let mut c = Rig::ports(3);
+    c.buffer.lossy_port_frames = Some(100);
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 9, 0, 64));
+    r.rx(2, &data(3, 9, 0, 64));
+    r.tx(0);
+    r.tx(2);
+    r.tx(1);
+    // Port 1's partner stops priority 0 for good: 64-byte frames pile up far below
+    // any byte limit.
+    r.rx(1, &pfc_with(Priorities::only(0), 65535, None));
+    for _ in 0..300 {
+        r.rx(0, &data(1, 2, 0, 64));
+    }
+    let s = r.stats();
+    assert_eq!(s.ports[1].priorities[0].egress_queue_frames, 100, "the cap, not the bytes, stopped them");
+    assert_eq!(s.ports[0].counters.drops.frame_cap, 200);
+    assert_eq!(s.ports[0].priorities[0].counters.lossy_drops, 200);
+    assert_eq!(r.pool.free_count(), POOL as usize - 100, "only the capped frames are held");
+    // The other ports still forward.
+    r.rx(0, &data(1, 3, 0, 64));
+    assert_eq!(r.tx(2).len(), 1);
+}
+
+#[test]
+fn frames_for_a_port_blocked_for_ever_stop_at_the_slowpath_cap_and_release_their_buffer() {
+    let mut c = Rig::ports(2);
+    c.buffer.slowpath_frames = Some(50);
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 9, 0, 64));
+    r.tx(0);
+    r.sw.set_blocked(1, true);
+    for _ in 0..80 {
+        r.rx(0, &data(1, 2, 0, 64));
+    }
+    let (held, _) = r.outbox();
+    assert_eq!(held.len(), 50);
+    let s = r.stats();
+    assert_eq!(s.ports[0].counters.drops.frame_cap, 30);
+    assert_eq!(s.ports[1].held_by_slowpath, 50);
+    assert_eq!(s.ports[0].priorities[0].ingress_bytes, 50 * 64, "the dropped frames' buffer is released");
+    assert_eq!(r.pool.free_count(), POOL as usize - 50);
+}
+
+#[test]
+fn a_held_frame_the_slowpath_refused_gives_back_its_slot_its_charge_and_its_mark() {
+    let (mut r, _) = congested(true);
+    r.sw.set_blocked(1, true);
+    let free_before = r.pool.free_count();
+    for n in 0..60 {
+        r.rx(0, &numbered(1, 2, 3, n));
+    }
+    assert!(r.stats().ports[0].priorities[3].xoff, "the held frames paused the upstream");
+    assert_eq!(r.sw.traffic_map_row(0), 0b10);
+    let (held, _) = r.outbox();
+    // The channel to the slowpath was full: every event comes back to the engine.
+    for h in held {
+        r.sw.slowpath_refused(&mut r.pool, ToSlowpath::Held(h));
+    }
+    assert_eq!(r.pool.free_count(), free_before, "no frame leaked");
+    let s = r.stats();
+    assert_eq!(s.ports[0].counters.drops.slowpath_refused, 60);
+    assert_eq!(s.ports[0].priorities[3].ingress_bytes, 0, "no buffer stays charged");
+    assert!(!s.ports[0].priorities[3].xoff, "and the upstream is resumed");
+    assert_eq!(s.ports[1].held_by_slowpath, 0);
+    assert_eq!(r.sw.traffic_map_row(0), 0, "no pair stays marked");
+    r.sw.set_blocked(1, false);
+    r.outbox();
+    r.rx(0, &numbered(1, 2, 3, 99));
+    let sent: Vec<u8> = r.tx(1).iter().map(|f| f[199]).collect();
+    assert_eq!(sent, vec![99], "nothing stale is left in front of new frames");
+}
+
+#[test]
+fn flood_copies_leave_the_pause_reserve_in_the_pool() {
+    let mut r = Rig::new(Rig::ports(4));
+    let mut taken = Vec::new();
+    while r.pool.free_count() > crate::switch::PAUSE_RESERVE + 2 {
+        taken.push(r.pool.alloc().unwrap());
+    }
+    // The frame received takes one: with PAUSE_RESERVE + 1 free, one copy may be made, not two.
+    r.rx(0, &data(1, 9, 0, 64));
+    assert_eq!(r.pool.free_count(), crate::switch::PAUSE_RESERVE, "the copies stopped at the reserve");
+    assert_eq!(r.stats().ports[0].counters.drops.no_buffer, 1);
+    for id in taken {
+        r.pool.free(id);
+    }
+}

@@ -1,0 +1,112 @@
+//! Learning, flooding, filtering, static FDB entries and bad frames.
+
+use super::*;
+
+#[test]
+fn learns_floods_and_then_switches_unicast() {
+    let mut r = Rig::new(Rig::ports(3));
+    let a_to_b = data(1, 2, 0, 100);
+    r.rx(0, &a_to_b);
+    assert_eq!(r.tx(1), vec![a_to_b.clone()], "unknown unicast floods");
+    assert_eq!(r.tx(2), vec![a_to_b.clone()]);
+    assert!(r.tx(0).is_empty(), "never back out of the ingress port");
+
+    let b_to_a = data(2, 1, 0, 100);
+    r.rx(1, &b_to_a);
+    assert_eq!(r.tx(0), vec![b_to_a]);
+    assert!(r.tx(2).is_empty(), "known unicast does not reach the third port");
+
+    r.rx(0, &a_to_b);
+    assert_eq!(r.tx(1), vec![a_to_b]);
+    assert!(r.tx(2).is_empty());
+    assert_eq!(r.pool.free_count(), POOL as usize, "every frame is back in the pool");
+    let s = r.stats();
+    assert_eq!((s.ports[0].counters.rx_frames, s.ports[1].counters.tx_frames), (2, 2));
+    assert_eq!(s.fdb_entries, 2);
+}
+
+#[test]
+fn broadcast_floods_and_tags_pass_untouched() {
+    let mut r = Rig::new(Rig::ports(3));
+    let tagged = udp_frame(mac(1), MacAddr::BROADCAST, 0, Some((42, 5)), b"hello");
+    r.rx(2, &tagged);
+    assert_eq!(r.tx(0), vec![tagged.clone()]);
+    assert_eq!(r.tx(1), vec![tagged]);
+    assert_eq!(r.stats().ports[2].priorities[5].counters.rx_frames, 1, "classified by PCP");
+}
+
+#[test]
+fn flooding_can_be_disabled_per_port() {
+    let mut c = Rig::ports(3);
+    c.ports[2].flood = false;
+    let mut r = Rig::new(c);
+    r.rx(0, &data(1, 2, 0, 64));
+    assert_eq!(r.tx(1).len(), 1);
+    assert!(r.tx(2).is_empty());
+}
+
+#[test]
+fn destination_on_the_ingress_port_is_filtered() {
+    let mut r = Rig::new(Rig::ports(2));
+    r.rx(0, &data(1, 9, 0, 64));
+    r.tx(1);
+    r.rx(0, &data(2, 1, 0, 64));
+    assert!(r.tx(0).is_empty() && r.tx(1).is_empty());
+    assert_eq!(r.stats().ports[0].counters.drops.filtered, 1);
+}
+
+#[test]
+fn bad_frames_are_counted_and_do_not_stop_forwarding() {
+    let mut c = Rig::ports(2);
+    c.ports[0].max_frame = 1000;
+    let mut r = Rig::new(c);
+    r.rx(0, &[0u8; 10]);
+    r.rx(0, &data(1, 2, 0, 1001));
+    let mut lldp = data(1, 2, 0, 64);
+    lldp[..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x0e]);
+    r.rx(0, &lldp);
+    let mut bad_src = data(1, 2, 0, 64);
+    bad_src[6] = 0x01;
+    r.rx(0, &bad_src);
+    let mut unknown = data(1, 2, 0, 64);
+    unknown[12..14].copy_from_slice(&[0x12, 0x34]);
+    r.rx(0, &unknown);
+    r.rx(0, &data(1, 2, 0, 1000));
+    assert_eq!(r.tx(1), vec![unknown, data(1, 2, 0, 1000)]);
+    let d = r.stats().ports[0].counters.drops;
+    assert_eq!((d.runt, d.oversize, d.link_local, d.bad_source), (1, 1, 1, 1));
+    assert_eq!(r.pool.free_count(), POOL as usize);
+}
+
+#[test]
+fn static_fdb_entries_are_used_and_never_learned_over() {
+    let mut c = Rig::switch_ports(3);
+    c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(2), port: "p2".into() });
+    let mut r = Rig::new(c);
+    r.rx(0, &data(1, 2, 0, 64));
+    assert!(r.tx(1).is_empty(), "not flooded: the static entry says p2");
+    assert_eq!(r.tx(2).len(), 1);
+    // A frame from mac 2 on p1 does not move it.
+    r.rx(1, &data(2, 1, 0, 64));
+    r.tx(0);
+    r.rx(0, &data(1, 2, 0, 64));
+    assert_eq!(r.tx(2).len(), 1);
+}
+
+#[test]
+fn a_full_fdb_and_unknown_unicast_floods_are_counted() {
+    let mut c = Rig::ports(3);
+    c.fdb.max_entries = 2;
+    let mut r = Rig::new(c);
+    for src in 1..=4 {
+        r.rx(0, &data(src, 99, 0, 64));
+    }
+    r.rx(0, &udp_frame(mac(1), MacAddr::BROADCAST, 0, None, b"hello"));
+    for p in 1..3 {
+        assert_eq!(r.tx(p).len(), 5, "everything still floods");
+    }
+    let s = r.stats();
+    assert_eq!(s.fdb_entries, 2);
+    assert_eq!(s.ports[0].counters.fdb_full, 2, "sources 3 and 4 were not learned");
+    assert_eq!(s.ports[0].counters.unknown_unicast_flooded, 4, "the broadcast is not unknown unicast");
+}

@@ -1,0 +1,57 @@
+//! The PFC watchdog's view of each port: a priority paused with frames waiting for
+//! longer than the detection time is stormed; its queue is emptied or forwarded as
+//! configured.
+
+use crate::fdb::PortId;
+use crate::pfc::PRIORITIES;
+use crate::pfcwd::{Observed, WatchdogAction, WatchdogEvent};
+use crate::pool::FramePool;
+use crate::priorities::Priorities;
+use crate::time::Time;
+
+use super::Switch;
+
+impl Switch {
+    /// What the PFC watchdog of `port` sees now; nothing when it is off (the view is not
+    /// built on every turn for nothing).
+    pub(super) fn pfcwd_view(&self, now: Time, port: PortId) -> Option<Observed> {
+        let p = &self.ports[port];
+        if p.pfcwd.action() == WatchdogAction::Off {
+            return None;
+        }
+        let mut seen =
+            Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: Priorities::NONE };
+        for prio in self.lossless.iter() {
+            seen.paused_since[prio] = p.pause.paused_since(now, prio);
+            seen.last_pause[prio] = p.pause.last_pause(prio);
+            if !p.queues[prio].is_empty() || self.map.held_at_slowpath(port, prio) > 0 {
+                seen.waiting.insert(prio);
+            }
+        }
+        Some(seen)
+    }
+
+    /// Runs `port`'s PFC watchdog: detects storms, restores quiet priorities.
+    pub(super) fn check_pfcwd(&mut self, now: Time, port: PortId) {
+        let Some(seen) = self.pfcwd_view(now, port) else { return };
+        let (lossless, events) = (self.lossless, &mut self.pfcwd_events);
+        self.ports[port].pfcwd.check(now, port as u16, lossless, &seen, |e| events.push(e));
+    }
+
+    /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).
+    pub(super) fn empty_dropped_queues<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
+        if self.ports[port].deadlock_drop.is_some_and(|(until, _)| now >= until) {
+            self.ports[port].deadlock_drop = None;
+        }
+        for prio in self.dropping(now, port).iter() {
+            while let Some(id) = self.unqueue(port, prio) {
+                self.discard(pool, port, prio, id);
+            }
+        }
+    }
+
+    /// The next watchdog event (a storm detected, a priority restored), oldest first.
+    pub fn poll_watchdog_event(&mut self) -> Option<WatchdogEvent> {
+        self.pfcwd_events.pop()
+    }
+}
