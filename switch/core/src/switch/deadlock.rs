@@ -9,11 +9,38 @@ use crate::checking::CheckingMessage;
 use crate::config::DeadlockResolution;
 use crate::dcfit::{self, Cause, CheckChoice};
 use crate::fdb::PortId;
+use crate::pfc::PRIORITIES;
 use crate::priorities::Priorities;
+use crate::ring::Ring;
 use crate::slowpath::ToSlowpath;
 use crate::time::Time;
 
-use super::{Originated, Switch};
+use super::Switch;
+
+/// Own checking messages remembered per port: more than are in flight around a cycle.
+const ORIGINATED: usize = 16;
+
+/// A checking message this switch originated: when, and for which paused groups.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Originated {
+    pub(super) seq: u32,
+    pub(super) at: Time,
+    pub(super) groups: Priorities,
+}
+
+/// What DCFIT remembers of a port.
+#[derive(Debug, Default)]
+pub(super) struct PortDcfit {
+    /// The latest messages originated on this port since it last stopped pausing its
+    /// upstream (emptied when the pausing stops): a returning message not among them no
+    /// longer proves a standing cycle; one among them is judged by the groups it left for
+    /// and what moved since.
+    pub(super) originated: Ring<Originated, ORIGINATED>,
+    /// Per ingress group: when a frame charged to it last left the switch.
+    pub(super) departed: [Option<Time>; PRIORITIES],
+    /// Deadlock resolution: drop these priorities' frames for this egress until then.
+    pub(super) deadlock_drop: Option<(Time, Priorities)>,
+}
 
 impl Switch {
     /// Records that a message with `seq` was originated on `port` (as pause frames do;
@@ -26,7 +53,7 @@ impl Switch {
 
     pub(super) fn remember_originated(&mut self, port: PortId, seq: u32, groups: Priorities) {
         let p = &mut self.ports[port];
-        p.originated.push(Originated { seq, at: self.clock, groups });
+        p.dcfit.originated.push(Originated { seq, at: self.clock, groups });
     }
 
     /// The egress queues at `egress` that frames of `ingress` charged to
@@ -88,7 +115,7 @@ impl Switch {
         // another group's or another priority's pauses closed no cycle of buffers.
         self.ports[port].checks.own_returned += 1;
         let origin = usize::from(msg.origin_port);
-        let sent = self.ports.get(origin).and_then(|o| o.originated.iter().find(|m| m.seq == msg.seq).copied());
+        let sent = self.ports.get(origin).and_then(|o| o.dcfit.originated.iter().find(|m| m.seq == msg.seq).copied());
         let waiting = sent.map_or(Priorities::NONE, |m| {
             self.groups_waiting_in(origin, m.groups & self.xoff(origin), port, msg.prios)
         });
@@ -111,7 +138,7 @@ impl Switch {
         // the cycle drains; the port sends a fresh message with its next pause, and in a
         // deadlock that one finds everything still.
         let o = &self.ports[origin];
-        if !waiting.iter().any(|g| o.departed[g].is_none_or(|left| left < sent.at)) {
+        if !waiting.iter().any(|g| o.dcfit.departed[g].is_none_or(|left| left < sent.at)) {
             self.ports[port].checks.draining_returns += 1;
             self.port_checks[origin].retry |= waiting;
             return;
@@ -136,9 +163,9 @@ impl Switch {
             return false;
         }
         let p = &mut self.ports[port];
-        if p.deadlock_drop.is_none_or(|(until, _)| now >= until) {
-            let prios = p.pause.paused(now) & self.lossless;
-            p.deadlock_drop = Some((now + Duration::from_millis(self.dcfit.drop_ms), prios));
+        if p.dcfit.deadlock_drop.is_none_or(|(until, _)| now >= until) {
+            let prios = p.tx.pause.paused(now) & self.lossless;
+            p.dcfit.deadlock_drop = Some((now + Duration::from_millis(self.dcfit.drop_ms), prios));
         }
         true
     }
@@ -149,7 +176,7 @@ impl Switch {
         let mut causes = [Cause::default(); 64];
         let mut n = 0;
         for e in 0..self.ports.len() {
-            let paused = self.ports[e].pause.paused(now);
+            let paused = self.ports[e].tx.pause.paused(now);
             let groups = self.groups_waiting_in(port, prios, e, paused);
             if !groups.is_empty() {
                 causes[n] = Cause { port: e, groups, queues: paused & self.egress_queues(port, groups, e) };

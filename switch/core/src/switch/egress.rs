@@ -3,14 +3,21 @@
 //! pause frame first, then strict priority or DRR over the data queues, at the shaper's
 //! pace.
 
+use std::time::Duration;
+
+use crate::config::Scheduler;
 use crate::fdb::PortId;
+use crate::pause::EgressPause;
 use crate::pfc::PRIORITIES;
 use crate::pool::FramePool;
 use crate::priorities::Priorities;
+use crate::queue::Fifo;
 use crate::queue::{FrameId, NO_PORT};
+use crate::shaper::Shaper;
+use crate::speed::Speed;
 use crate::time::Time;
 
-use super::{Switch, DRR_QUANTUM};
+use super::Switch;
 
 /// One frame to put on a tx ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +74,61 @@ impl Default for TxBatch {
     }
 }
 
+/// DRR quantum per unit of weight.
+const DRR_QUANTUM: u32 = 1536;
+
+/// Shaper burst: how far ahead of the wire frames may be handed to the kernel.
+const SHAPER_BURST: Duration = Duration::from_micros(30);
+
+/// How much wire time a port with frames waiting may make up after a long loop turn or
+/// a stall: longer than a turn with large frames, short enough that what a port sends
+/// after a stall stays a brief burst.
+const SHAPER_CATCH_UP: Duration = Duration::from_millis(1);
+
+/// What a port sends: its data queues under strict priority or DRR, the pause frames
+/// it built (ahead of every data queue), the shaper that paces them at the port's
+/// speed, and the pauses its link partner sent it.
+#[derive(Debug)]
+pub(super) struct PortTx {
+    pub(super) queues: [Fifo; PRIORITIES],
+    pub(super) control: Fifo,
+    pub(super) drr: Option<Drr>,
+    pub(super) shaper: Shaper,
+    /// The link partner's pauses on this port.
+    pub(super) pause: EgressPause,
+    /// Per priority: when a received pause ends, until its next frame goes out.
+    pub(super) resume_due: [Option<Time>; PRIORITIES],
+    /// Per priority: when its last frame was handed out for transmission.
+    pub(super) last_tx: [Time; PRIORITIES],
+}
+
+impl PortTx {
+    pub(super) fn new(speed: Speed, scheduler: &Scheduler) -> PortTx {
+        PortTx {
+            queues: Default::default(),
+            control: Fifo::default(),
+            drr: match scheduler {
+                Scheduler::Strict => None,
+                Scheduler::Drr { weights } => {
+                    Some(Drr { weights: *weights, deficit: [0; PRIORITIES], current: 0, credited: false })
+                }
+            },
+            shaper: Shaper::new(speed, SHAPER_BURST, SHAPER_CATCH_UP),
+            pause: EgressPause::default(),
+            resume_due: [None; PRIORITIES],
+            last_tx: [Time::ZERO; PRIORITIES],
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Drr {
+    weights: [u32; PRIORITIES],
+    deficit: [u32; PRIORITIES],
+    current: usize,
+    credited: bool,
+}
+
 impl Switch {
     /// Priorities a held frame for `port` may not be released on: all while the port is
     /// blocked; else those paused by the link partner, unless their queue is being emptied
@@ -82,7 +144,7 @@ impl Switch {
     /// whose pauses the watchdog ignores.
     pub(super) fn effective_paused(&self, now: Time, port: PortId) -> Priorities {
         let p = &self.ports[port];
-        p.pause.paused(now) & !p.pfcwd.forwarding()
+        p.tx.pause.paused(now) & !p.pfcwd.forwarding()
     }
 
     /// Fills `out` with what `port` sends now: its pause frames first (they bypass the
@@ -98,35 +160,35 @@ impl Switch {
         self.build_pause_frame(now, pool, port);
         let p = &mut self.ports[port];
         while out.has_room() {
-            let Some(id) = p.control.pop(&mut self.frames) else { break };
+            let Some(id) = p.tx.control.pop(&mut self.frames) else { break };
             let len = self.frames.get(id).len;
-            p.shaper.send(now, len as usize);
-            out.push(TxFrame { id, len, xoff_trigger: p.pending.trigger.take() });
+            p.tx.shaper.send(now, len as usize);
+            out.push(TxFrame { id, len, xoff_trigger: p.upstream.pending.trigger.take() });
         }
-        while out.has_room() && self.ports[port].shaper.ready(now) {
+        while out.has_room() && self.ports[port].tx.shaper.ready(now) {
             let Some(prio) = self.pick_queue(now, port) else {
                 // Nothing it may send: the wire idles from now, and that is not banked.
-                self.ports[port].shaper.idle();
+                self.ports[port].tx.shaper.idle();
                 break;
             };
             let p = &mut self.ports[port];
-            let id = p.queues[prio].pop(&mut self.frames).expect("picked queue is not empty");
+            let id = p.tx.queues[prio].pop(&mut self.frames).expect("picked queue is not empty");
             let meta = *self.frames.get(id);
-            if let Some(due) = p.resume_due[prio].take() {
+            if let Some(due) = p.tx.resume_due[prio].take() {
                 if meta.enqueued < due {
                     // The frame waited out the pause: how late after its end did it leave?
                     self.resume_lateness.record(now.saturating_since(due));
                 }
             }
-            p.shaper.send(now, meta.len as usize);
-            p.last_tx[prio] = now;
+            p.tx.shaper.send(now, meta.len as usize);
+            p.tx.last_tx[prio] = now;
             p.counters.tx_frames += 1;
             p.counters.tx_bytes += u64::from(meta.len);
             p.prio[prio].tx_frames += 1;
             out.push(TxFrame { id, len: meta.len, xoff_trigger: None });
             if meta.ingress != NO_PORT {
                 let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
-                self.ports[ingress].departed[group] = Some(now);
+                self.ports[ingress].dcfit.departed[group] = Some(now);
                 self.map.dequeued(ingress, port);
                 if meta.last_of_pair {
                     self.map.sent_last_of_pair(ingress, port);
@@ -140,7 +202,7 @@ impl Switch {
 
     /// Takes the head of a queue that will not be sent, keeping the traffic map right.
     pub(super) fn unqueue(&mut self, port: PortId, prio: usize) -> Option<FrameId> {
-        let id = self.ports[port].queues[prio].pop(&mut self.frames)?;
+        let id = self.ports[port].tx.queues[prio].pop(&mut self.frames)?;
         let meta = *self.frames.get(id);
         if meta.ingress != NO_PORT {
             self.map.dequeued(usize::from(meta.ingress), port);
@@ -155,8 +217,8 @@ impl Switch {
     pub(super) fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
         let paused = self.effective_paused(now, port);
         let p = &mut self.ports[port];
-        let ready = Priorities::matching(|q| !p.queues[q].is_empty()) & !paused;
-        let Some(drr) = &mut p.drr else {
+        let ready = Priorities::matching(|q| !p.tx.queues[q].is_empty()) & !paused;
+        let Some(drr) = &mut p.tx.drr else {
             return ready.highest();
         };
         if ready.is_empty() {
@@ -168,7 +230,7 @@ impl Switch {
             return Some(q);
         }
         for q in 0..PRIORITIES {
-            if p.queues[q].is_empty() {
+            if p.tx.queues[q].is_empty() {
                 drr.deficit[q] = 0;
             }
         }
@@ -176,7 +238,7 @@ impl Switch {
         for _ in 0..PRIORITIES * 8 {
             let q = drr.current;
             if ready.contains(q) {
-                let head = p.queues[q].peek().expect("ready queue has a head");
+                let head = p.tx.queues[q].peek().expect("ready queue has a head");
                 let need = self.frames.get(head).len;
                 if drr.deficit[q] >= need {
                     drr.deficit[q] -= need;

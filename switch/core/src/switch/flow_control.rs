@@ -2,16 +2,70 @@
 //! pauses owed to the link partner (XOFF, refreshes, XON), built into frames at the next
 //! transmit.
 
+use std::time::Duration;
+
 use crate::config::{PauseMode, PortRole};
 use crate::fdb::PortId;
+use crate::pfc::PRIORITIES;
 use crate::pfc::{self, MacControl, Pfc};
 use crate::pool::FramePool;
 use crate::priorities::Priorities;
 use crate::queue::NO_PORT;
+use crate::ring::Ring;
 use crate::stats::XoffEpisode;
 use crate::time::Time;
 
-use super::{PendingPause, Switch, RESPONSE_WINDOW};
+use super::Switch;
+
+/// XOFF episodes remembered per port.
+const EPISODES: usize = 64;
+
+/// Arrival times of pausing PFC frames remembered per port.
+const PAUSE_ARRIVALS: usize = 64;
+
+/// A priority counts as flowing when a pause arrives if it sent within this long before.
+const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
+
+/// Pauses this port owes its link partner, built into a frame at the next transmit.
+#[derive(Debug, Default)]
+pub(super) struct PendingPause {
+    pub(super) pause: Priorities,
+    pub(super) resume: Priorities,
+    /// Receive time of the frame that crossed XOFF, for the reaction-time histogram.
+    pub(super) trigger: Option<Time>,
+    pub(super) refresh_at: [Time; PRIORITIES],
+}
+
+/// The pauses a port sends its upstream (the link partner whose frames it receives),
+/// and what it measured of them.
+#[derive(Debug)]
+pub(super) struct Upstream {
+    pub(super) pending: PendingPause,
+    /// How often a pause is sent again while its group stays above XON.
+    pub(super) refresh: Duration,
+    /// Per priority: since when this port has been pausing its upstream (XOFF).
+    pub(super) xoff_since: [Time; PRIORITIES],
+    /// Per priority: the longest a frame arrived after its XOFF episode began.
+    pub(super) upstream_response: [Duration; PRIORITIES],
+    /// The latest XOFF episodes.
+    pub(super) episodes: Ring<XoffEpisode, EPISODES>,
+    /// When the latest pausing PFC frames arrived (ns): a test tool matches them with
+    /// when it sent its pauses, to tell the testbed's delay from the switch's.
+    pub(super) pause_arrivals: Ring<u64, PAUSE_ARRIVALS>,
+}
+
+impl Upstream {
+    pub(super) fn new(refresh: Duration) -> Upstream {
+        Upstream {
+            pending: PendingPause::default(),
+            refresh,
+            xoff_since: [Time::ZERO; PRIORITIES],
+            upstream_response: [Duration::ZERO; PRIORITIES],
+            episodes: Ring::default(),
+            pause_arrivals: Ring::default(),
+        }
+    }
+}
 
 impl Switch {
     /// Priorities for which `port` is pausing its upstream.
@@ -21,15 +75,15 @@ impl Switch {
 
     /// Priorities the link partner has paused on `port`.
     pub fn paused(&self, now: Time, port: PortId) -> Priorities {
-        self.ports[port].pause.paused(now)
+        self.ports[port].tx.pause.paused(now)
     }
 
     /// A lossless group of `port` crossed XOFF: the port must pause its link partner.
     pub(super) fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
         let p = &mut self.ports[port];
-        p.xoff_since[prio] = now;
-        p.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
-        let pending = &mut self.ports[port].pending;
+        p.upstream.xoff_since[prio] = now;
+        p.upstream.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
+        let pending = &mut self.ports[port].upstream.pending;
         pending.pause.insert(prio);
         pending.resume.remove(prio);
         pending.trigger.get_or_insert(now);
@@ -38,14 +92,16 @@ impl Switch {
     pub(super) fn request_resume(&mut self, port: PortId, prio: usize) {
         let now = self.clock;
         let p = &mut self.ports[port];
-        if let Some(e) = p.episodes.iter_mut().find(|e| e.prio == prio as u8 && e.start_ns != 0 && e.end_ns == 0) {
+        if let Some(e) =
+            p.upstream.episodes.iter_mut().find(|e| e.prio == prio as u8 && e.start_ns != 0 && e.end_ns == 0)
+        {
             e.end_ns = now.as_nanos().max(e.start_ns);
         }
         if !self.lossless.iter().any(|q| self.buffer.group(port, q).xoff) {
-            p.originated.clear();
+            p.dcfit.originated.clear();
             self.port_checks[port].retry = Priorities::NONE;
         }
-        let pending = &mut self.ports[port].pending;
+        let pending = &mut self.ports[port].upstream.pending;
         pending.resume.insert(prio);
         pending.pause.remove(prio);
     }
@@ -74,7 +130,7 @@ impl Switch {
             MacControl::Pause { quanta } => {
                 c.pause_received += 1;
                 if p.mode == PauseMode::GlobalPause {
-                    p.pause.pause_port(now, p.speed.quanta_duration(quanta));
+                    p.tx.pause.pause_port(now, p.speed.quanta_duration(quanta));
                 } else {
                     c.pause_ignored += 1;
                 }
@@ -86,7 +142,7 @@ impl Switch {
                     return;
                 }
                 if pfc.classes().any(|(_, q)| q > 0) {
-                    p.pause_arrivals.push(now.as_nanos());
+                    p.upstream.pause_arrivals.push(now.as_nanos());
                 }
                 for (prio, quanta) in pfc.classes() {
                     if !lossless.contains(prio) {
@@ -96,11 +152,14 @@ impl Switch {
                     let d = p.speed.quanta_duration(quanta);
                     // How long after the pause arrived did this priority keep going out?
                     // Only meaningful while it was flowing (a frame in the last millisecond).
-                    if quanta > 0 && p.last_tx[prio] + RESPONSE_WINDOW >= now && !p.pause.paused(now).contains(prio) {
-                        self.pause_response.record(p.last_tx[prio].saturating_since(now));
+                    if quanta > 0
+                        && p.tx.last_tx[prio] + RESPONSE_WINDOW >= now
+                        && !p.tx.pause.paused(now).contains(prio)
+                    {
+                        self.pause_response.record(p.tx.last_tx[prio].saturating_since(now));
                     }
-                    p.pause.pause_priority(now, prio, d);
-                    p.resume_due[prio] = Some(now + d);
+                    p.tx.pause.pause_priority(now, prio, d);
+                    p.tx.resume_due[prio] = Some(now + d);
                     if quanta == 0 {
                         p.prio[prio].xon_received += 1;
                     } else {
@@ -129,16 +188,16 @@ impl Switch {
     pub(super) fn build_pause_frame<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
         let p = &mut self.ports[port];
         if p.mode == PauseMode::Off {
-            p.pending = PendingPause { refresh_at: p.pending.refresh_at, ..PendingPause::default() };
+            p.upstream.pending = PendingPause { refresh_at: p.upstream.pending.refresh_at, ..PendingPause::default() };
             return;
         }
         // Refresh pauses before they expire upstream while the group is still above XON.
         for prio in self.lossless.iter() {
-            if self.buffer.group(port, prio).xoff && now >= p.pending.refresh_at[prio] {
-                p.pending.pause.insert(prio);
+            if self.buffer.group(port, prio).xoff && now >= p.upstream.pending.refresh_at[prio] {
+                p.upstream.pending.pause.insert(prio);
             }
         }
-        let (pause, resume) = (p.pending.pause, p.pending.resume);
+        let (pause, resume) = (p.upstream.pending.pause, p.upstream.pending.resume);
         if (pause | resume).is_empty() {
             return;
         }
@@ -161,9 +220,9 @@ impl Switch {
         let p = &mut self.ports[port];
         let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
         self.frames.set(id, len as u32, NO_PORT, 0, now);
-        p.control.push(&mut self.frames, id);
+        p.tx.control.push(&mut self.frames, id);
         for prio in pause.iter() {
-            p.pending.refresh_at[prio] = now + p.refresh;
+            p.upstream.pending.refresh_at[prio] = now + p.upstream.refresh;
         }
         match body {
             MacControl::Pause { .. } => p.counters.mac_control.pause_sent += 1,
@@ -177,7 +236,7 @@ impl Switch {
                 }
             }
         }
-        p.pending.pause = Priorities::NONE;
-        p.pending.resume = Priorities::NONE;
+        p.upstream.pending.pause = Priorities::NONE;
+        p.upstream.pending.resume = Priorities::NONE;
     }
 }

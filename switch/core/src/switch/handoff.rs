@@ -58,7 +58,7 @@ impl Switch {
         self.map.returned_from_slowpath(i, e, p);
         let port = &mut self.ports[e];
         self.frames.get_mut(f.id).last_of_pair = released.last_of_pair;
-        port.queues[p].push(&mut self.frames, f.id);
+        port.tx.queues[p].push(&mut self.frames, f.id);
         self.map.queued(i, e);
     }
 

@@ -191,8 +191,8 @@ impl Switch {
             }
             if self.buffer.group(ingress, p).xoff {
                 let port = &mut self.ports[ingress];
-                let after = now.saturating_since(port.xoff_since[p]);
-                port.upstream_response[p] = port.upstream_response[p].max(after);
+                let after = now.saturating_since(port.upstream.xoff_since[p]);
+                port.upstream.upstream_response[p] = port.upstream.upstream_response[p].max(after);
             }
             if !a.admitted {
                 self.ports[ingress].prio[p].lossless_drops += 1;
@@ -204,7 +204,7 @@ impl Switch {
             self.drop_frame(pool, ingress, id, DropReason::FrameCap);
             false
         } else {
-            let queued = self.ports[egress].queues[q].bytes();
+            let queued = self.ports[egress].tx.queues[q].bytes();
             let ok = self.buffer.admit_lossy(ingress, p, bytes, queued, self.lossy_queue_bytes);
             if !ok {
                 self.ports[ingress].prio[p].lossy_drops += 1;
@@ -225,7 +225,7 @@ impl Switch {
         let e = &self.ports[egress];
         // Paused takes precedence over blocked: a paused priority queues as usual. But a
         // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
-        let paused = e.pause.paused(now).contains(q);
+        let paused = e.tx.pause.paused(now).contains(q);
         let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked & (1 << egress) != 0 && !paused);
         if to_slowpath {
             if self.map.held_total() >= self.frame_caps.slowpath {
@@ -238,7 +238,7 @@ impl Switch {
                 HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio: at.queue };
             self.outbox.push(ToSlowpath::Held(held));
         } else {
-            self.ports[egress].queues[q].push(&mut self.frames, id);
+            self.ports[egress].tx.queues[q].push(&mut self.frames, id);
             self.map.queued(ingress, egress);
         }
     }
@@ -247,13 +247,14 @@ impl Switch {
     /// (DCFIT's `drop` resolution) or a PFC storm being cut off (the watchdog's `drop`).
     pub(super) fn dropping(&self, now: Time, port: PortId) -> Priorities {
         let p = &self.ports[port];
-        let deadlock = p.deadlock_drop.filter(|(until, _)| now < *until).map_or(Priorities::NONE, |(_, prios)| prios);
+        let deadlock =
+            p.dcfit.deadlock_drop.filter(|(until, _)| now < *until).map_or(Priorities::NONE, |(_, prios)| prios);
         deadlock | p.pfcwd.dropping()
     }
 
     /// Frames in `egress`'s lossy queues.
     pub(super) fn lossy_frames(&self, egress: PortId) -> u32 {
-        let queues = &self.ports[egress].queues;
+        let queues = &self.ports[egress].tx.queues;
         (0..PRIORITIES).filter(|&q| !self.is_lossless(q)).map(|q| queues[q].len()).sum()
     }
 

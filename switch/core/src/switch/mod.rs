@@ -17,9 +17,13 @@ pub use egress::{TxBatch, TxFrame};
 
 use std::time::Duration;
 
+use deadlock::PortDcfit;
+use egress::PortTx;
+use flow_control::{PendingPause, Upstream};
+
 use crate::buffer::SharedBuffer;
 use crate::classify::Classifier;
-use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, PauseMode, PortRole, Scheduler};
+use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, PauseMode, PortRole};
 use crate::dcfit::{DeadlockTracker, PortChecks};
 use crate::ether::IpAt;
 use crate::fdb::{Fdb, PortId};
@@ -29,12 +33,10 @@ use crate::pause::EgressPause;
 use crate::pfc::PRIORITIES;
 use crate::pfcwd::{PortWatchdog, WatchdogEvents};
 use crate::priorities::Priorities;
-use crate::queue::{Fifo, FrameTable};
-use crate::ring::Ring;
-use crate::shaper::Shaper;
+use crate::queue::FrameTable;
 use crate::slowpath::ToSlowpath;
 use crate::speed::Speed;
-use crate::stats::{CheckCounters, DropReason, PortCounters, PrioCounters, TagCounters, XoffEpisode};
+use crate::stats::{CheckCounters, DropReason, PortCounters, PrioCounters, TagCounters};
 use crate::tagging::{TagTable, TAGS};
 use crate::time::Time;
 use crate::traffic_map::{TrafficMap, TrafficMapView};
@@ -74,61 +76,13 @@ struct Placement {
 /// without an IP header.
 const TAG_SLOTS: usize = TAGS + 1;
 
-/// DRR quantum per unit of weight.
-const DRR_QUANTUM: u32 = 1536;
-
 /// Frames a flood copy leaves in the pool, for the pause frames the switch must still
 /// be able to send.
 pub const PAUSE_RESERVE: usize = 64;
 
-/// Shaper burst: how far ahead of the wire frames may be handed to the kernel.
-const SHAPER_BURST: Duration = Duration::from_micros(30);
-
-/// How much wire time a port with frames waiting may make up after a long loop turn or
-/// a stall: longer than a turn with large frames, short enough that what a port sends
-/// after a stall stays a brief burst.
-const SHAPER_CATCH_UP: Duration = Duration::from_millis(1);
-
 const FDB_AGING_PERIOD: Duration = Duration::from_secs(1);
 
-/// XOFF episodes remembered per port.
-const EPISODES: usize = 64;
-
-/// Arrival times of pausing PFC frames remembered per port.
-const PAUSE_ARRIVALS: usize = 64;
-
-/// Own checking messages remembered per port: more than are in flight around a cycle.
-const ORIGINATED: usize = 16;
-
-/// A priority counts as flowing when a pause arrives if it sent within this long before.
-const RESPONSE_WINDOW: Duration = Duration::from_millis(1);
-
-/// A checking message this switch originated: when, and for which paused groups.
-#[derive(Clone, Copy, Debug, Default)]
-struct Originated {
-    seq: u32,
-    at: Time,
-    groups: Priorities,
-}
-
-#[derive(Debug)]
-struct Drr {
-    weights: [u32; PRIORITIES],
-    deficit: [u32; PRIORITIES],
-    current: usize,
-    credited: bool,
-}
-
-/// Pauses this port owes its link partner, built into a frame at the next transmit.
-#[derive(Debug, Default)]
-struct PendingPause {
-    pause: Priorities,
-    resume: Priorities,
-    /// Receive time of the frame that crossed XOFF, for the reaction-time histogram.
-    trigger: Option<Time>,
-    refresh_at: [Time; PRIORITIES],
-}
-
+/// One port's state, grouped by what uses it.
 #[derive(Debug)]
 struct Port {
     name: String,
@@ -141,35 +95,12 @@ struct Port {
     link_up: bool,
     flood: bool,
     max_frame: usize,
-    refresh: Duration,
-    shaper: Shaper,
-    pause: EgressPause,
-    queues: [Fifo; PRIORITIES],
-    control: Fifo,
-    drr: Option<Drr>,
-    pending: PendingPause,
-    /// Per priority: when a received pause ends, until its next frame goes out.
-    resume_due: [Option<Time>; PRIORITIES],
-    /// Per priority: since when this port has been pausing its upstream (XOFF).
-    xoff_since: [Time; PRIORITIES],
-    /// Per priority: the longest a frame arrived after its XOFF episode began.
-    upstream_response: [Duration; PRIORITIES],
-    /// Per priority: when its last frame was handed out for transmission.
-    last_tx: [Time; PRIORITIES],
-    /// The latest XOFF episodes.
-    episodes: Ring<XoffEpisode, EPISODES>,
-    /// When the latest pausing PFC frames arrived (ns): a test tool matches them with
-    /// when it sent its pauses, to tell the testbed's delay from the switch's.
-    pause_arrivals: Ring<u64, PAUSE_ARRIVALS>,
-    /// The latest messages originated on this port since it last stopped pausing its
-    /// upstream (emptied when the pausing stops): a returning message not among them no
-    /// longer proves a standing cycle; one among them is judged by the groups it left for
-    /// and what moved since.
-    originated: Ring<Originated, ORIGINATED>,
-    /// Per ingress group: when a frame charged to it last left the switch.
-    departed: [Option<Time>; PRIORITIES],
-    /// Deadlock resolution: drop these priorities' frames for this egress until then.
-    deadlock_drop: Option<(Time, Priorities)>,
+    /// What it sends: queues, scheduler, shaper, and the pauses its link partner sent.
+    tx: PortTx,
+    /// The pauses it sends its upstream, and what it measured of them.
+    upstream: Upstream,
+    /// What DCFIT remembers of it.
+    dcfit: PortDcfit,
     pfcwd: PortWatchdog,
     counters: PortCounters,
     checks: CheckCounters,
@@ -239,27 +170,9 @@ impl Switch {
                     link_up: true,
                     flood: p.flood,
                     max_frame: p.max_frame,
-                    refresh,
-                    shaper: Shaper::new(p.speed(), SHAPER_BURST, SHAPER_CATCH_UP),
-                    pause: EgressPause::default(),
-                    queues: Default::default(),
-                    control: Fifo::default(),
-                    drr: match &p.scheduler {
-                        Scheduler::Strict => None,
-                        Scheduler::Drr { weights } => {
-                            Some(Drr { weights: *weights, deficit: [0; PRIORITIES], current: 0, credited: false })
-                        }
-                    },
-                    pending: PendingPause::default(),
-                    resume_due: [None; PRIORITIES],
-                    xoff_since: [Time::ZERO; PRIORITIES],
-                    upstream_response: [Duration::ZERO; PRIORITIES],
-                    last_tx: [Time::ZERO; PRIORITIES],
-                    episodes: Ring::default(),
-                    pause_arrivals: Ring::default(),
-                    originated: Ring::default(),
-                    departed: [None; PRIORITIES],
-                    deadlock_drop: None,
+                    tx: PortTx::new(p.speed(), &p.scheduler),
+                    upstream: Upstream::new(refresh),
+                    dcfit: PortDcfit::default(),
                     pfcwd: PortWatchdog::new(&config.pfcwd.with(p.pfcwd.as_ref())),
                     counters: PortCounters::default(),
                     checks: CheckCounters::default(),
@@ -371,13 +284,13 @@ impl Switch {
                 self.give_back(pool, id);
             }
         }
-        while let Some(id) = self.ports[port].control.pop(&mut self.frames) {
+        while let Some(id) = self.ports[port].tx.control.pop(&mut self.frames) {
             pool.free(id);
         }
         let p = &mut self.ports[port];
-        p.pause = EgressPause::default();
-        p.resume_due = [None; PRIORITIES];
-        p.pending = PendingPause::default();
+        p.tx.pause = EgressPause::default();
+        p.tx.resume_due = [None; PRIORITIES];
+        p.upstream.pending = PendingPause::default();
     }
 
     /// Whether `port`'s link is up (as the shell last said).
@@ -408,14 +321,17 @@ impl Switch {
             // Nothing goes out of it; what it still owes its partner (a resume) waits.
             return None;
         }
-        if !(p.pending.pause | p.pending.resume).is_empty() || !p.control.is_empty() {
+        if !(p.upstream.pending.pause | p.upstream.pending.resume).is_empty() || !p.tx.control.is_empty() {
             return Some(now);
         }
         let mut next: Option<Time> = None;
         if p.mode != PauseMode::Off {
             for prio in self.lossless.iter() {
                 if self.buffer.group(port, prio).xoff {
-                    next = Some(next.map_or(p.pending.refresh_at[prio], |n| n.min(p.pending.refresh_at[prio])));
+                    next =
+                        Some(next.map_or(p.upstream.pending.refresh_at[prio], |n| {
+                            n.min(p.upstream.pending.refresh_at[prio])
+                        }));
                 }
             }
         }
@@ -423,22 +339,22 @@ impl Switch {
         {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }
-        let queued = Priorities::matching(|q| !p.queues[q].is_empty());
+        let queued = Priorities::matching(|q| !p.tx.queues[q].is_empty());
         if queued.is_empty() {
             return next;
         }
         let paused = self.effective_paused(now, port);
         let at = if !(queued & !paused).is_empty() {
-            p.shaper.ready_at()
+            p.tx.shaper.ready_at()
         } else {
-            p.pause.resume_at(now, queued).unwrap_or(now).max(p.shaper.ready_at())
+            p.tx.pause.resume_at(now, queued).unwrap_or(now).max(p.tx.shaper.ready_at())
         };
         Some(next.map_or(at, |n| n.min(at)))
     }
 
     /// Frames held in egress queues.
     pub fn queued_frames(&self) -> u64 {
-        self.ports.iter().flat_map(|p| p.queues.iter().chain([&p.control])).map(|q| u64::from(q.len())).sum()
+        self.ports.iter().flat_map(|p| p.tx.queues.iter().chain([&p.tx.control])).map(|q| u64::from(q.len())).sum()
     }
 }
 

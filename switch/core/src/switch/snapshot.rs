@@ -58,7 +58,7 @@ impl Switch {
     }
 
     pub(super) fn port_stats(&self, now: Time, index: usize, p: &Port) -> PortStats {
-        let paused = p.pause.paused(now);
+        let paused = p.tx.pause.paused(now);
         let priorities = (0..PRIORITIES)
             .map(|prio| {
                 let g = self.buffer.group(index, prio);
@@ -76,12 +76,12 @@ impl Switch {
                     xon_threshold: profile(self.buffer.xon_threshold(index, prio)),
                     headroom_size: profile(self.buffer.profile(index, prio).headroom_bytes),
                     xoff: g.xoff,
-                    egress_queue_frames: p.queues[prio].len(),
-                    egress_queue_bytes: p.queues[prio].bytes(),
+                    egress_queue_frames: p.tx.queues[prio].len(),
+                    egress_queue_bytes: p.tx.queues[prio].bytes(),
                     egress_paused: paused.contains(prio),
-                    paused_us: p.pause.paused_time(now, prio).as_micros() as u64,
-                    xoff_since_ns: if g.xoff { p.xoff_since[prio].as_nanos() } else { 0 },
-                    upstream_response_max_us: p.upstream_response[prio].as_secs_f64() * 1e6,
+                    paused_us: p.tx.pause.paused_time(now, prio).as_micros() as u64,
+                    xoff_since_ns: if g.xoff { p.upstream.xoff_since[prio].as_nanos() } else { 0 },
+                    upstream_response_max_us: p.upstream.upstream_response[prio].as_secs_f64() * 1e6,
                 }
             })
             .collect();
@@ -100,7 +100,7 @@ impl Switch {
             bind_mode: None,
             blocked: self.is_blocked(index),
             held_by_slowpath: self.map.held_at_slowpath_for(index),
-            watchdog_active: p.deadlock_drop.is_some_and(|(until, _)| now < until),
+            watchdog_active: p.dcfit.deadlock_drop.is_some_and(|(until, _)| now < until),
             pfcwd: self
                 .lossless
                 .iter()
@@ -112,8 +112,8 @@ impl Switch {
                 })
                 .collect(),
             checks: p.checks,
-            xoff_episodes: p.episodes.iter().copied().collect(),
-            pause_arrivals_ns: p.pause_arrivals.iter().copied().collect(),
+            xoff_episodes: p.upstream.episodes.iter().copied().collect(),
+            pause_arrivals_ns: p.upstream.pause_arrivals.iter().copied().collect(),
             counters: p.counters,
             xdp: Default::default(),
             socket: Default::default(),

@@ -22,9 +22,9 @@ impl Switch {
         let mut seen =
             Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: Priorities::NONE };
         for prio in self.lossless.iter() {
-            seen.paused_since[prio] = p.pause.paused_since(now, prio);
-            seen.last_pause[prio] = p.pause.last_pause(prio);
-            if !p.queues[prio].is_empty() || self.map.held_at_slowpath(port, prio) > 0 {
+            seen.paused_since[prio] = p.tx.pause.paused_since(now, prio);
+            seen.last_pause[prio] = p.tx.pause.last_pause(prio);
+            if !p.tx.queues[prio].is_empty() || self.map.held_at_slowpath(port, prio) > 0 {
                 seen.waiting.insert(prio);
             }
         }
@@ -40,8 +40,8 @@ impl Switch {
 
     /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).
     pub(super) fn empty_dropped_queues<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
-        if self.ports[port].deadlock_drop.is_some_and(|(until, _)| now >= until) {
-            self.ports[port].deadlock_drop = None;
+        if self.ports[port].dcfit.deadlock_drop.is_some_and(|(until, _)| now >= until) {
+            self.ports[port].dcfit.deadlock_drop = None;
         }
         for prio in self.dropping(now, port).iter() {
             while let Some(id) = self.unqueue(port, prio) {
