@@ -205,16 +205,13 @@ fn transmit(sw: &mut Switch, pool: &mut Pool, batch: &mut TxBatch, now: Time, po
 /// Hands the engine's events to the slowpath (or, when `refuse`, back to the engine as a
 /// full channel would) and puts back what the slowpath releases.
 fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Time, refuse: bool) {
-    let events: Vec<ToSlowpath> = sw.drain_outbox().collect();
-    for ev in events {
+    sw.hand_over(pool, |ev| {
         if refuse && matches!(ev, ToSlowpath::Held(_)) {
-            sw.slowpath_refused(pool, ev);
-        } else {
-            slow.handle_event(ev);
+            return Err(ev);
         }
-    }
-    let released = slow.release(|e| sw.stopped(now, e)).to_vec();
-    for r in released {
-        sw.reinject(now, pool, r);
-    }
+        slow.handle_event(ev);
+        Ok(())
+    });
+    let released = slow.release(|e| sw.stopped(now, e));
+    sw.take_back(now, pool, released.iter().copied());
 }

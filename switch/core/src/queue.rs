@@ -18,8 +18,6 @@ pub struct FrameMeta {
     /// The port it arrived on, charged for its buffer; `NO_PORT` for frames the switch built.
     pub ingress: u16,
     pub prio: u8,
-    /// DCFIT: the last frame the slowpath released for its (ingress, egress) pair.
-    pub last_of_pair: bool,
     /// When the switch queued it.
     pub enqueued: Time,
     next: u32,
@@ -29,7 +27,7 @@ pub const NO_PORT: u16 = u16::MAX;
 
 impl Default for FrameMeta {
     fn default() -> FrameMeta {
-        FrameMeta { len: 0, ingress: NO_PORT, prio: 0, last_of_pair: false, enqueued: Time::ZERO, next: NIL }
+        FrameMeta { len: 0, ingress: NO_PORT, prio: 0, enqueued: Time::ZERO, next: NIL }
     }
 }
 
@@ -49,7 +47,7 @@ impl FrameTable {
     }
 
     pub fn set(&mut self, id: FrameId, len: u32, ingress: u16, prio: u8, now: Time) {
-        self.meta[id.0 as usize] = FrameMeta { len, ingress, prio, last_of_pair: false, enqueued: now, next: NIL };
+        self.meta[id.0 as usize] = FrameMeta { len, ingress, prio, enqueued: now, next: NIL };
     }
 
     pub fn get_mut(&mut self, id: FrameId) -> &mut FrameMeta {

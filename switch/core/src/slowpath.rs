@@ -29,15 +29,6 @@ pub struct HeldFrame {
     pub prio: u8,
 }
 
-/// A held frame going back to the dataplane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Released {
-    pub frame: HeldFrame,
-    /// No other frame of its (ingress, egress) pair is held any more: sending it clears
-    /// the pair in the traffic map.
-    pub last_of_pair: bool,
-}
-
 /// Frames held for blocked egresses, per ingress port in arrival order.
 #[derive(Debug)]
 pub struct HeldFrames {
@@ -71,31 +62,15 @@ impl HeldFrames {
     /// (`stopped(egress)`: all priorities while the port is blocked) —
     /// walking each ingress port's frames in arrival order, so order within each
     /// (ingress, egress, priority) holds.
-    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities, out: &mut Vec<Released>) {
-        let start = out.len();
+    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities, out: &mut Vec<HeldFrame>) {
         for queue in &mut self.held {
             queue.retain(|f| {
                 let may_go = !stopped(usize::from(f.egress)).contains(usize::from(f.prio));
                 if may_go {
-                    out.push(Released { frame: *f, last_of_pair: false });
+                    out.push(*f);
                 }
                 !may_go
             });
-        }
-        // Pairs with frames still held, as bit rows per ingress.
-        let mut remaining = vec![0u64; self.held.len()];
-        for (i, q) in self.held.iter().enumerate() {
-            for f in q {
-                remaining[i] |= 1 << f.egress;
-            }
-        }
-        let mut marked = vec![0u64; self.held.len()];
-        for r in out[start..].iter_mut().rev() {
-            let (i, e) = (usize::from(r.frame.ingress), r.frame.egress);
-            if marked[i] & (1 << e) == 0 {
-                marked[i] |= 1 << e;
-                r.last_of_pair = remaining[i] & (1 << e) == 0;
-            }
         }
     }
 
@@ -149,7 +124,7 @@ pub struct Slowpath {
     deadlocks: VecDeque<DeadlockRecord>,
     deadlocks_forgotten: u64,
     forwards: VecDeque<ForwardRecord>,
-    released: Vec<Released>,
+    released: Vec<HeldFrame>,
     /// Something may have become free to go since the last release.
     recheck: bool,
 }
@@ -219,8 +194,8 @@ impl Slowpath {
     }
 
     /// The held frames that may go now (see [`HeldFrames::release`]), in order; the
-    /// caller hands them back to the engine ([`crate::switch::Switch::reinject`]).
-    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities) -> &[Released] {
+    /// caller hands them back to the engine ([`crate::switch::Switch::take_back`]).
+    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities) -> &[HeldFrame] {
         self.recheck = false;
         self.released.clear();
         self.held.release(stopped, &mut self.released);
@@ -272,7 +247,7 @@ mod tests {
     }
 
     #[test]
-    fn hold_then_unblock_releases_in_order_with_the_last_of_pair_bit() {
+    fn hold_then_unblock_releases_in_order() {
         let mut s = HeldFrames::new(3, 16);
         for id in 0..4 {
             s.hold(frame(id, 0, 2, 3));
@@ -283,15 +258,13 @@ mod tests {
         s.release(blocked, &mut out);
         assert!(out.is_empty(), "nothing goes while the egress is blocked");
         s.release(|_| Priorities::NONE, &mut out);
-        let ids: Vec<u32> = out.iter().map(|r| r.frame.id.0).collect();
+        let ids: Vec<u32> = out.iter().map(|f| f.id.0).collect();
         assert_eq!(ids, vec![0, 1, 2, 3, 9]);
-        let last: Vec<bool> = out.iter().map(|r| r.last_of_pair).collect();
-        assert_eq!(last, vec![false, false, false, true, true]);
         assert!(s.is_empty());
     }
 
     #[test]
-    fn paused_priorities_stay_and_keep_their_pair_marked() {
+    fn paused_priorities_stay_held() {
         let mut s = HeldFrames::new(2, 16);
         s.hold(frame(1, 0, 1, 3));
         s.hold(frame(2, 0, 1, 4));
@@ -299,12 +272,12 @@ mod tests {
         let mut out = Vec::new();
         // Priority 4 is paused at egress 1.
         s.release(|e| if e == 1 { Priorities::only(4) } else { Priorities::NONE }, &mut out);
-        let ids: Vec<(u32, bool)> = out.iter().map(|r| (r.frame.id.0, r.last_of_pair)).collect();
-        assert_eq!(ids, vec![(1, false), (3, false)], "frame 2 is still held for the pair");
+        let ids: Vec<u32> = out.iter().map(|f| f.id.0).collect();
+        assert_eq!(ids, vec![1, 3], "frame 2 is still held");
         assert_eq!(s.held_for(1), 1);
         out.clear();
         s.release(|_| Priorities::NONE, &mut out);
-        assert_eq!((out[0].frame.id.0, out[0].last_of_pair), (2, true));
+        assert_eq!(out[0].id.0, 2);
     }
 
     #[test]

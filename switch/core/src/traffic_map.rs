@@ -2,11 +2,11 @@
 //!
 //! An N×N bitmap over (ingress, egress). A pair is marked while frames of it wait:
 //!
-//! - at the slowpath (a blocked egress): marked just before a frame is handed over; the
-//!   slowpath gives its last frame of the pair back with a "last frame of this pair" bit,
-//!   and sending that frame out clears the mark. Several frames keep it marked. (A frame
-//!   handed over after the last one was given back keeps the mark too: the mark is only
-//!   cleared when no frame of the pair is still at the slowpath.)
+//! - at the slowpath (a blocked egress): marked just before a frame is handed over, and
+//!   cleared when the last frame of the pair at the slowpath (or on its way there or back)
+//!   comes back. That frame joins its egress queue at once, which marks the pair in turn,
+//!   so the pair stays marked until it is sent. The map alone counts what the slowpath
+//!   holds: the slowpath keeps the frames, not their count per pair.
 //! - in the egress queues (typically behind a received pause): marked while any frame of
 //!   the pair is queued. Without this, a deadlock whose frames all sit in paused queues —
 //!   the usual kind, once the port that started it is unblocked — would leave the map
@@ -56,23 +56,20 @@ impl TrafficMap {
         self.held_total += 1;
     }
 
-    /// The slowpath gave a frame of (i, e) for e's queue `prio` back.
+    /// A frame of (i, e) for e's queue `prio` that was handed to the slowpath is back:
+    /// released (it joins e's queue at once, which keeps the pair marked), or dropped on
+    /// its way there or back. The last one of the pair clears the pair's slowpath mark.
     pub fn returned_from_slowpath(&mut self, i: usize, e: usize, prio: usize) {
         let c = &mut self.at_slowpath[i * self.n + e];
         *c = c.saturating_sub(1);
+        if *c == 0 {
+            self.slowpath_bits[i] &= !(1 << e);
+        }
         let h = &mut self.held[e][prio];
         if *h > 0 {
             *h -= 1;
             self.held_total -= 1;
         }
-    }
-
-    /// A frame of (i, e) for e's queue `prio` that was handed to the slowpath will not be
-    /// sent after all (dropped on its way there or back): the pair's mark goes with the
-    /// last such frame, as if it had been sent.
-    pub fn dropped_from_slowpath(&mut self, i: usize, e: usize, prio: usize) {
-        self.returned_from_slowpath(i, e, prio);
-        self.sent_last_of_pair(i, e);
     }
 
     /// Frames for egress `e`'s queue `prio` the slowpath holds (or that are on their way
@@ -89,13 +86,6 @@ impl TrafficMap {
     /// Frames for egress `e` the slowpath holds, all priorities.
     pub fn held_at_slowpath_for(&self, e: usize) -> u64 {
         self.held[e].iter().map(|&n| u64::from(n)).sum()
-    }
-
-    /// A frame the slowpath marked as the last of (i, e) was sent out.
-    pub fn sent_last_of_pair(&mut self, i: usize, e: usize) {
-        if self.at_slowpath[i * self.n + e] == 0 {
-            self.slowpath_bits[i] &= !(1 << e);
-        }
     }
 
     pub fn queued(&mut self, i: usize, e: usize) {
@@ -167,7 +157,6 @@ mod tests {
         m.dequeued(0, 2);
         assert_eq!(m.row(0), 0b100, "the first frame was not the last of the pair");
         m.dequeued(0, 2);
-        m.sent_last_of_pair(0, 2);
         assert_eq!(m.row(0), 0, "sending the last frame clears the pair");
     }
 
@@ -177,10 +166,8 @@ mod tests {
         m.handed_to_slowpath(1, 0, 3);
         m.returned_from_slowpath(1, 0, 3);
         m.handed_to_slowpath(1, 0, 3);
-        m.sent_last_of_pair(1, 0);
         assert_eq!(m.slowpath_row(1), 0b01, "one frame of the pair is still at the slowpath");
         m.returned_from_slowpath(1, 0, 3);
-        m.sent_last_of_pair(1, 0);
         assert_eq!(m.slowpath_row(1), 0);
     }
 
@@ -189,9 +176,9 @@ mod tests {
         let mut m = TrafficMap::new(2);
         m.handed_to_slowpath(0, 1, 3);
         m.handed_to_slowpath(0, 1, 3);
-        m.dropped_from_slowpath(0, 1, 3);
+        m.returned_from_slowpath(0, 1, 3);
         assert_eq!((m.row(0), m.held_total()), (0b10, 1), "one frame still held");
-        m.dropped_from_slowpath(0, 1, 3);
+        m.returned_from_slowpath(0, 1, 3);
         assert_eq!((m.row(0), m.held_total(), m.held_at_slowpath(1, 3)), (0, 0, 0));
     }
 

@@ -19,7 +19,7 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::config::{Config, XdpMode};
 use crate::core::pfcwd::WatchdogEvent;
-use crate::core::slowpath::{Released, Slowpath, ToSlowpath};
+use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::core::stats::{SocketCounters, SpeedSource, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
@@ -88,12 +88,10 @@ pub struct Dataplane {
     /// Some port's kernel tx queue made no progress this turn.
     tx_blocked: bool,
     to_slowpath: Sender<ToSlowpath>,
-    from_slowpath: Receiver<Released>,
+    from_slowpath: Receiver<HeldFrame>,
     view: Arc<SharedView>,
     /// Events the slowpath channel refused (it is sized never to be full).
     slowpath_overflow: u64,
-    /// Those events, until the engine takes their frames back.
-    refused: Vec<ToSlowpath>,
     /// Per port: the interface index it was bound at. Whether a port is up the engine
     /// keeps ([`Switch::link_up`]); only ports that are up are polled, received from and
     /// sent on.
@@ -260,7 +258,6 @@ impl Dataplane {
             from_slowpath,
             view,
             slowpath_overflow: 0,
-            refused: Vec::with_capacity(1024),
             ifindex: infos.iter().map(|i| i.ifindex).collect(),
             gone: vec![false; infos.len()],
             down_checks: vec![0; infos.len()],
@@ -399,12 +396,7 @@ impl Dataplane {
 
     /// Puts back the frames the slowpath released.
     fn apply_slowpath_messages(&mut self, now: Time) -> usize {
-        let mut n = 0;
-        while let Ok(r) = self.from_slowpath.try_recv() {
-            self.switch.reinject(now, &mut self.pool, r);
-            n += 1;
-        }
-        n
+        self.switch.take_back(now, &mut self.pool, self.from_slowpath.try_iter())
     }
 
     /// Hands the engine's events to the slowpath and publishes what it reads of our state.
@@ -412,16 +404,9 @@ impl Dataplane {
         for (i, v) in self.view.stopped.iter().enumerate() {
             v.store(self.switch.stopped(now, i).bits(), Ordering::Relaxed);
         }
-        for ev in self.switch.drain_outbox() {
-            if let Err(refused) = self.to_slowpath.try_send(ev) {
-                self.slowpath_overflow += 1;
-                self.refused.push(refused.into_inner());
-            }
-        }
-        // Given back only now: the outbox is borrowed while it drains.
-        for ev in self.refused.drain(..) {
-            self.switch.slowpath_refused(&mut self.pool, ev);
-        }
+        let to_slowpath = &self.to_slowpath;
+        self.slowpath_overflow +=
+            self.switch.hand_over(&mut self.pool, |ev| to_slowpath.try_send(ev).map_err(|e| e.into_inner()));
         while let Some(e) = self.switch.poll_watchdog_event() {
             log_watchdog(&self.config, e);
         }

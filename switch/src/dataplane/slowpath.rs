@@ -15,7 +15,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use super::sys::Waker;
 use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::priorities::Priorities;
-use crate::core::slowpath::{Released, Slowpath, ToSlowpath};
+use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 
 /// How often held frames are looked at again (a pause on their egress may have ended).
 const RECHECK: Duration = Duration::from_millis(1);
@@ -51,7 +51,7 @@ impl std::fmt::Debug for SlowpathThread {
 pub struct SlowpathParts {
     pub slowpath: Slowpath,
     pub from_dataplane: Receiver<ToSlowpath>,
-    pub to_dataplane: Sender<Released>,
+    pub to_dataplane: Sender<HeldFrame>,
     pub waker: Waker,
     pub control: Receiver<ControlMsg>,
     pub view: Arc<SharedView>,

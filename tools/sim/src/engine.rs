@@ -14,7 +14,7 @@ use pfcswitch_core::histogram::Histogram;
 use pfcswitch_core::pfc::{self, MacControl, Pfc, PRIORITIES};
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::queue::FrameId;
-use pfcswitch_core::slowpath::{Released, Slowpath, ToSlowpath};
+use pfcswitch_core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::time::Time;
 
@@ -191,7 +191,7 @@ struct SwitchState {
     slots: Slots,
     /// Events on their way to the slowpath, and released frames on their way back.
     slow_in: VecDeque<(u64, ToSlowpath)>,
-    slow_out: VecDeque<(u64, Released)>,
+    slow_out: VecDeque<(u64, HeldFrame)>,
     tick_scheduled: bool,
     /// Per port: frames that arrived when the pool had no free frame (dropped).
     rx_no_frame: Vec<u64>,
@@ -611,10 +611,12 @@ impl<'f> Sim<'f> {
         let s = &mut self.switches[sw];
         let was_empty = s.slow_in.is_empty();
         let mut any = false;
-        for ev in s.switch.drain_outbox() {
+        let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
+        s.switch.hand_over(&mut pool, |ev| {
             s.slow_in.push_back((at, ev));
             any = true;
-        }
+            Ok(())
+        });
         if any && was_empty {
             self.at(at, Ev::SlowIn { sw: sw as u32 });
         }
@@ -663,11 +665,12 @@ impl<'f> Sim<'f> {
     fn slow_out(&mut self, sw: usize) {
         let now = self.now;
         let s = &mut self.switches[sw];
-        while s.slow_out.front().is_some_and(|(at, _)| *at <= now) {
-            let (_, r) = s.slow_out.pop_front().expect("checked");
-            let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-            s.switch.reinject(Time::from_nanos(now), &mut pool, r);
-        }
+        let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
+        let due = std::iter::from_fn(|| match s.slow_out.front() {
+            Some(&(at, _)) if at <= now => s.slow_out.pop_front().map(|(_, f)| f),
+            _ => None,
+        });
+        s.switch.take_back(Time::from_nanos(now), &mut pool, due);
         if let Some(&(at, _)) = s.slow_out.front() {
             self.at(at, Ev::SlowOut { sw: sw as u32 });
         }

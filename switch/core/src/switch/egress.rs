@@ -190,9 +190,6 @@ impl Switch {
                 let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
                 self.ports[ingress].dcfit.departed[group] = Some(now);
                 self.map.dequeued(ingress, port);
-                if meta.last_of_pair {
-                    self.map.sent_last_of_pair(ingress, port);
-                }
                 if self.buffer.release(ingress, group, u64::from(meta.len)) {
                     self.request_resume(ingress, group);
                 }
@@ -206,9 +203,6 @@ impl Switch {
         let meta = *self.frames.get(id);
         if meta.ingress != NO_PORT {
             self.map.dequeued(usize::from(meta.ingress), port);
-            if meta.last_of_pair {
-                self.map.sent_last_of_pair(usize::from(meta.ingress), port);
-            }
         }
         Some(id)
     }

@@ -1,22 +1,66 @@
-//! The hand-off to the slowpath: blocked ports' frames leave through the outbox and come
-//! back through [`Switch::reinject`](super::Switch::reinject).
+//! The round trip to the slowpath, one implementation for every driver: a blocked
+//! port's frames and the engine's events leave through [`Switch::hand_over`], and the
+//! frames the slowpath releases come back through [`Switch::take_back`]. How they travel
+//! is the driver's: crossbeam channels to the slowpath thread in `pfcswitch run`, a CPU
+//! delay in the simulator, a direct call in the fuzz targets.
+//!
+//! Which ports are blocked and how many frames the slowpath holds for each pair and
+//! queue, the engine alone keeps (here and in the traffic map); the slowpath keeps the
+//! frames themselves, in order.
 
 use crate::fdb::PortId;
 use crate::pool::FramePool;
-use crate::slowpath::{Released, ToSlowpath};
+use crate::slowpath::{HeldFrame, ToSlowpath};
 use crate::stats::DropReason;
 use crate::time::Time;
 
 use super::Switch;
 
 impl Switch {
-    /// An event from [`Switch::drain_outbox`] the shell could not deliver to the slowpath.
-    /// A held frame comes back here rather than leak: its pair's mark, its buffer charge
-    /// and its frame are given back, and it is counted as dropped at its ingress.
-    pub fn slowpath_refused<P: FramePool>(&mut self, pool: &mut P, event: ToSlowpath) {
+    /// Hands the events since the last call to the slowpath through `send`, in order
+    /// (called once per turn, after receiving and transmitting). An event `send` gives
+    /// back (a full channel) is not lost: a held frame's pair mark, buffer charge and
+    /// frame are given back, and it is counted as dropped at its ingress. Returns how
+    /// many `send` gave back.
+    pub fn hand_over<P: FramePool>(
+        &mut self,
+        pool: &mut P,
+        mut send: impl FnMut(ToSlowpath) -> Result<(), ToSlowpath>,
+    ) -> u64 {
+        // Taken out and put back: refusals need the switch while the events drain, and
+        // the outbox keeps its capacity (nothing is allocated per turn).
+        let mut events = std::mem::take(&mut self.outbox);
+        let mut refused = 0;
+        for ev in events.drain(..) {
+            if let Err(ev) = send(ev) {
+                refused += 1;
+                self.slowpath_refused(pool, ev);
+            }
+        }
+        self.outbox = events;
+        refused
+    }
+
+    /// Takes back the frames the slowpath released (in the order it released them):
+    /// each joins its egress queue. Returns how many came back.
+    pub fn take_back<P: FramePool>(
+        &mut self,
+        now: Time,
+        pool: &mut P,
+        released: impl IntoIterator<Item = HeldFrame>,
+    ) -> usize {
+        let mut n = 0;
+        for f in released {
+            self.reinject(now, pool, f);
+            n += 1;
+        }
+        n
+    }
+
+    fn slowpath_refused<P: FramePool>(&mut self, pool: &mut P, event: ToSlowpath) {
         if let ToSlowpath::Held(f) = event {
             let (i, e, q) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
-            self.map.dropped_from_slowpath(i, e, q);
+            self.map.returned_from_slowpath(i, e, q);
             self.ports[i].counters.drops.count(DropReason::SlowpathRefused);
             self.give_back(pool, f.id);
         }
@@ -39,31 +83,24 @@ impl Switch {
     }
 
     /// A frame the slowpath held comes back: it joins its egress queue (it was admitted
-    /// when it arrived and has stayed charged to its ingress group since), unless its queue
-    /// is being emptied to break a deadlock.
-    pub fn reinject<P: FramePool>(&mut self, now: Time, pool: &mut P, released: Released) {
-        let f = released.frame;
+    /// when it arrived and has stayed charged to its ingress group since), unless its link
+    /// is down or its queue is being emptied to break a deadlock.
+    fn reinject<P: FramePool>(&mut self, now: Time, pool: &mut P, f: HeldFrame) {
         let (i, e, p) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
         if !self.ports[e].link_up {
-            self.map.dropped_from_slowpath(i, e, p);
+            self.map.returned_from_slowpath(i, e, p);
             self.ports[e].counters.drops.count(DropReason::LinkDown);
             self.give_back(pool, f.id);
             return;
         }
         if self.dropping(now, e).contains(p) {
-            self.map.dropped_from_slowpath(i, e, p);
+            self.map.returned_from_slowpath(i, e, p);
             self.discard(pool, e, p, f.id);
             return;
         }
         self.map.returned_from_slowpath(i, e, p);
         let port = &mut self.ports[e];
-        self.frames.get_mut(f.id).last_of_pair = released.last_of_pair;
         port.tx.queues[p].push(&mut self.frames, f.id);
         self.map.queued(i, e);
-    }
-
-    /// Events for the slowpath since the last call.
-    pub fn drain_outbox(&mut self) -> std::vec::Drain<'_, ToSlowpath> {
-        self.outbox.drain(..)
     }
 }

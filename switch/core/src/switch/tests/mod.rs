@@ -174,12 +174,13 @@ impl Rig {
     fn outbox(&mut self) -> (Vec<crate::slowpath::HeldFrame>, Vec<ToSlowpath>) {
         let mut held = Vec::new();
         let mut other = Vec::new();
-        for ev in self.sw.drain_outbox() {
+        self.sw.hand_over(&mut self.pool, |ev| {
             match ev {
                 ToSlowpath::Held(h) => held.push(h),
                 e => other.push(e),
             }
-        }
+            Ok(())
+        });
         (held, other)
     }
 }
