@@ -1,0 +1,523 @@
+//! The switch configuration: a TOML file, or the same structure built from command-line flags.
+//!
+//! Every field has a default except the ports' interfaces, so `[[port]] iface = "eth1"` twice
+//! is a working switch. Errors name the offending field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::mac::MacAddr;
+use crate::pfc::PRIORITIES;
+use crate::pfcwd::WatchdogConfig;
+use crate::priorities::Priorities;
+use crate::speed::Speed;
+
+mod buffer;
+mod dataplane;
+mod port;
+
+pub use buffer::*;
+use buffer::{check_group, check_profiles};
+pub use dataplane::*;
+pub use port::*;
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Names the switch in logs, in its control socket path and in DCFIT messages.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// The id carried in DCFIT checking messages; derived from `name` when absent.
+    #[serde(default)]
+    pub switch_id: Option<u32>,
+    #[serde(default)]
+    pub buffer: BufferConfig,
+    #[serde(default)]
+    pub pfc: PfcConfig,
+    #[serde(default)]
+    pub classify: ClassifyConfig,
+    #[serde(default)]
+    pub fdb: FdbConfig,
+    #[serde(default)]
+    pub dataplane: DataplaneConfig,
+    #[serde(default)]
+    pub dcfit: DcfitConfig,
+    /// The PFC watchdog (see [`crate::pfcwd`]); a port's `pfcwd` overrides it.
+    #[serde(default)]
+    pub pfcwd: WatchdogConfig,
+    /// A Tagger table to apply (deadlock prevention); see [`crate::tagging`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tagger: Option<TaggerConfig>,
+    #[serde(rename = "port", default)]
+    pub ports: Vec<PortConfig>,
+    /// Static forwarding entries: never learned over, never aged (rings and Clos
+    /// topologies need them instead of flooding).
+    #[serde(rename = "fdb_entry", default)]
+    pub fdb_entries: Vec<StaticFdbEntry>,
+}
+
+/// Port speeds the switch accepts.
+const MIN_PORT_SPEED: Speed = Speed::mbps(1);
+
+const MAX_PORT_SPEED: Speed = Speed::gbps(800);
+
+/// The longest cable the headroom calculator takes (10 km: beyond, PFC is not used).
+const MAX_CABLE_M: f64 = 10_000.0;
+
+/// The largest buffer, headroom or queue size (1 GiB).
+const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+const MAX_FDB_ENTRIES: usize = 1 << 20;
+
+/// A week.
+const MAX_AGING_S: u64 = 7 * 24 * 3600;
+
+/// `[tagger]`: the tag table this switch applies.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TaggerConfig {
+    /// One switch's file exactly as `tagger compute` writes it (TOML or JSON).
+    pub table: String,
+    /// The switch name the table must have been written for; this switch's `name` when
+    /// absent (a testbed's switches carry a prefix the topology file does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFdbEntry {
+    pub mac: MacAddr,
+    /// The port's name (or interface).
+    pub port: String,
+}
+
+/// What the switch does when it finds a PFC deadlock.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeadlockResolution {
+    /// Record, log and count it.
+    #[default]
+    Report,
+    /// Also drop the lossless queue on the detecting port for `drop_ms`, like a PFC watchdog.
+    Drop,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DcfitConfig {
+    /// Carry checking messages in pause frames and detect cycles of pauses.
+    pub enabled: bool,
+    pub resolution: DeadlockResolution,
+    /// How long the detecting port's lossless queue is dropped with `resolution = "drop"`.
+    pub drop_ms: u64,
+}
+
+impl Default for DcfitConfig {
+    fn default() -> DcfitConfig {
+        DcfitConfig { enabled: true, resolution: DeadlockResolution::Report, drop_ms: 200 }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcConfig {
+    /// Priorities that are lossless: they send and obey PFC. The others are lossy.
+    /// Default: 3 and 4, or with a Tagger table the priorities its rules use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lossless: Option<Vec<u8>>,
+    /// Quanta carried by the pauses this switch sends.
+    pub quanta: u16,
+    /// How often a pause is repeated while the queue stays above XON; half the pause time
+    /// at the port's speed when absent.
+    pub refresh_us: Option<u64>,
+}
+
+impl Default for PfcConfig {
+    fn default() -> PfcConfig {
+        PfcConfig { lossless: None, quanta: 65535, refresh_us: None }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifyConfig {
+    /// DSCP → priority for untagged IP frames, e.g. `dscp = { 3 = 3, 4 = 4, 46 = 5 }`.
+    pub dscp: BTreeMap<String, u8>,
+    /// Priority of frames with neither a VLAN tag nor a mapped DSCP.
+    pub default_priority: u8,
+}
+
+impl Default for ClassifyConfig {
+    fn default() -> ClassifyConfig {
+        ClassifyConfig { dscp: BTreeMap::from([("3".into(), 3), ("4".into(), 4)]), default_priority: 0 }
+    }
+}
+
+impl ClassifyConfig {
+    /// The DSCP map as a table; call after [`Config::validate`].
+    pub fn dscp_table(&self) -> [u8; 64] {
+        let mut table = [self.default_priority; 64];
+        for (dscp, prio) in &self.dscp {
+            if let Ok(d) = dscp.parse::<usize>() {
+                if d < 64 {
+                    table[d] = *prio;
+                }
+            }
+        }
+        table
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FdbConfig {
+    /// Learned entries older than this are forgotten.
+    pub aging_s: u64,
+    /// Most learned entries; beyond it new addresses are flooded, not learned.
+    pub max_entries: usize,
+}
+
+impl Default for FdbConfig {
+    fn default() -> FdbConfig {
+        FdbConfig { aging_s: 300, max_entries: 16384 }
+    }
+}
+
+fn default_name() -> String {
+    "pfcswitch".into()
+}
+
+fn check_watchdog(field: impl fmt::Display, w: &WatchdogConfig) -> Result<(), ConfigError> {
+    if !(1..=60_000).contains(&w.detection_ms) {
+        return Err(invalid(format!("{field}.detection_ms"), "must be 1..60000"));
+    }
+    if !(1..=60_000).contains(&w.restoration_ms) {
+        return Err(invalid(format!("{field}.restoration_ms"), "must be 1..60000"));
+    }
+    Ok(())
+}
+
+/// A configuration error, naming the field at fault.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Parse(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+fn invalid(field: impl fmt::Display, problem: impl fmt::Display) -> ConfigError {
+    ConfigError::Invalid { field: field.to_string(), problem: problem.to_string() }
+}
+
+impl Config {
+    /// A switch on these interfaces with every other setting at its default.
+    pub fn for_interfaces<S: AsRef<str>>(ifaces: &[S]) -> Config {
+        Config {
+            name: default_name(),
+            switch_id: None,
+            buffer: BufferConfig::default(),
+            pfc: PfcConfig::default(),
+            classify: ClassifyConfig::default(),
+            fdb: FdbConfig::default(),
+            dataplane: DataplaneConfig::default(),
+            dcfit: DcfitConfig::default(),
+            pfcwd: WatchdogConfig::default(),
+            tagger: None,
+            ports: ifaces.iter().map(|i| PortConfig::new(i.as_ref())).collect(),
+            fdb_entries: Vec::new(),
+        }
+    }
+
+    /// Parses and validates a TOML configuration.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a Config always serializes")
+    }
+
+    pub fn port_name(&self, index: usize) -> &str {
+        let p = &self.ports[index];
+        p.name.as_deref().unwrap_or(&p.iface)
+    }
+
+    /// The index of the port called `name` (its name, or its interface).
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        (0..self.ports.len()).find(|&i| self.port_name(i) == name || self.ports[i].iface == name)
+    }
+
+    /// The lossless priorities: as configured, or 3 and 4.
+    pub fn lossless_priorities(&self) -> &[u8] {
+        self.pfc.lossless.as_deref().unwrap_or(&DEFAULT_LOSSLESS)
+    }
+
+    pub fn lossless(&self) -> Priorities {
+        self.lossless_priorities().iter().map(|&p| usize::from(p)).collect()
+    }
+
+    /// The buffer profile of `port`'s group for `prio`. Each rule (XOFF, XON, headroom)
+    /// comes from the most specific level that sets it: the port's own profile for the
+    /// priority, then the port's `xoff_bytes`/`headroom_bytes`, then
+    /// `[buffer.priority.N]`, then `[buffer]`, then the defaults.
+    pub fn group_profile(&self, port: usize, prio: u8) -> GroupProfile {
+        let key = prio.to_string();
+        let p = &self.ports[port];
+        let port_wide =
+            BufferProfile { xoff_bytes: p.xoff_bytes, headroom_bytes: p.headroom_bytes, ..Default::default() };
+        let wide = self.buffer.wide_profile();
+        let levels = [p.priority.get(&key), Some(&port_wide), self.buffer.priority.get(&key), Some(&wide)];
+        let levels = || levels.iter().flatten();
+        GroupProfile {
+            xoff: levels().find_map(|l| l.xoff()).unwrap_or(XoffRule::Static(DEFAULT_XOFF_BYTES)),
+            xon: levels().find_map(|l| l.xon()).unwrap_or(XonRule::BelowXoff(DEFAULT_XON_OFFSET_BYTES)),
+            headroom_bytes: levels().find_map(|l| l.headroom_bytes).unwrap_or(self.buffer.headroom_bytes),
+        }
+    }
+
+    /// The frame caps for a switch of `frame_capacity` frames. By default the frames the
+    /// AF_XDP rings do not take are shared: half among the ports' lossy queues, a quarter
+    /// for the slowpath, and the last quarter left for lossless frames (bounded by their
+    /// bytes, XOFF and headroom), flood copies and pause frames. A pool no larger than
+    /// the rings would be has none (a test's), and is shared whole.
+    pub fn frame_caps(&self, frame_capacity: u32, rx_sockets: usize) -> FrameCaps {
+        let ports = self.ports.len().max(1) as u32;
+        let rings = self.dataplane.ring_frames(self.ports.len(), rx_sockets);
+        let spare = if frame_capacity > rings { frame_capacity - rings } else { frame_capacity };
+        FrameCaps {
+            lossy_port: self.buffer.lossy_port_frames.unwrap_or((spare / 2 / ports).max(1)),
+            slowpath: self.buffer.slowpath_frames.unwrap_or((spare / 4).max(1)),
+        }
+    }
+
+    /// The DCFIT switch id: configured, or a stable hash of the name and the ports'
+    /// addresses. The addresses make it differ between switches left with the default
+    /// name (their interfaces' MACs differ), and stay the same across restarts.
+    pub fn switch_id(&self) -> u32 {
+        self.switch_id.unwrap_or_else(|| {
+            // FNV-1a: stable across runs and builds, unlike the std hasher.
+            let macs = self.ports.iter().filter_map(|p| p.mac).flat_map(|m| m.0);
+            self.name.bytes().chain(macs).fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+        })
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.name.is_empty() || self.name.contains('/') {
+            return Err(invalid("name", "must be non-empty and contain no '/'"));
+        }
+        if self.ports.is_empty() {
+            return Err(invalid("port", "at least one [[port]] is needed"));
+        }
+        if self.ports.len() > 64 {
+            return Err(invalid("port", "at most 64 ports are supported"));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            let field = |f: &str| format!("port[{i}].{f}");
+            if p.iface.is_empty() {
+                return Err(invalid(field("iface"), "must not be empty"));
+            }
+            if !(60..=9216).contains(&p.max_frame) {
+                return Err(invalid(field("max_frame"), "must be between 60 and 9216 bytes"));
+            }
+            if !(p.cable_m.is_finite() && (0.0..=MAX_CABLE_M).contains(&p.cable_m)) {
+                return Err(invalid(field("cable_m"), format!("must be a length in metres, 0..{MAX_CABLE_M}")));
+            }
+            if !(MIN_PORT_SPEED..=MAX_PORT_SPEED).contains(&p.speed()) {
+                return Err(invalid(
+                    field("speed"),
+                    format!("{} is not a port speed: {MIN_PORT_SPEED}..{MAX_PORT_SPEED}", p.speed()),
+                ));
+            }
+            let pause = p.speed().quanta_duration(self.pfc.quanta);
+            if let Some(us) = self.pfc.refresh_us.filter(|&us| std::time::Duration::from_micros(us) >= pause) {
+                return Err(invalid(
+                    "pfc.refresh_us",
+                    format!(
+                        "{us} µs is not shorter than a pause of {} quanta at {}'s {} ({:.1} µs): the pause would lapse before its refresh",
+                        self.pfc.quanta,
+                        self.port_name(i),
+                        p.speed(),
+                        pause.as_secs_f64() * 1e6
+                    ),
+                ));
+            }
+            if p.headroom_bytes.is_some_and(|h| h > MAX_BUFFER_BYTES) {
+                return Err(invalid(field("headroom_bytes"), format!("at most {MAX_BUFFER_BYTES}")));
+            }
+            if p.xoff_bytes.is_some_and(|x| x == 0 || x > MAX_BUFFER_BYTES) {
+                return Err(invalid(field("xoff_bytes"), format!("must be 1..{MAX_BUFFER_BYTES}")));
+            }
+            if let (Some(xoff), XonRule::Static(xon)) = (p.xoff_bytes, self.buffer.xon_rule()) {
+                if xon > xoff {
+                    return Err(invalid(field("xoff_bytes"), format!("below the static XON ({xon})")));
+                }
+            }
+            if let Some(mac) = p.mac {
+                if mac.is_multicast() || mac.is_zero() {
+                    return Err(invalid(field("mac"), "must be a unicast, non-zero address"));
+                }
+            }
+            if let Scheduler::Drr { weights } = &p.scheduler {
+                if weights.iter().any(|&w| w > 1_000_000) {
+                    return Err(invalid(field("scheduler.drr.weights"), "weights must be at most 1000000"));
+                }
+            }
+            for (j, q) in self.ports.iter().enumerate().skip(i + 1) {
+                if q.iface == p.iface {
+                    return Err(invalid(format!("port[{j}].iface"), format!("{} is already port[{i}]", q.iface)));
+                }
+                if self.port_name(i) == self.port_name(j) {
+                    return Err(invalid(
+                        format!("port[{j}].name"),
+                        format!("{} is already port[{i}]", self.port_name(j)),
+                    ));
+                }
+            }
+        }
+        let b = &self.buffer;
+        if b.xoff_bytes.is_some() && b.xoff_alpha.is_some() {
+            return Err(invalid("buffer.xoff_alpha", "give either xoff_bytes or xoff_alpha, not both"));
+        }
+        if b.xon_bytes.is_some() && b.xon_offset_bytes.is_some() {
+            return Err(invalid("buffer.xon_bytes", "give either xon_bytes or xon_offset_bytes, not both"));
+        }
+        if let Some(alpha) = b.xoff_alpha {
+            if !(alpha.is_finite() && alpha > 0.0 && alpha <= 64.0) {
+                return Err(invalid("buffer.xoff_alpha", "must be above 0 and at most 64"));
+            }
+        }
+        if let (XoffRule::Static(xoff), XonRule::Static(xon)) = (b.xoff_rule(), b.xon_rule()) {
+            if xon > xoff {
+                return Err(invalid("buffer.xon_bytes", format!("XON ({xon}) must not exceed XOFF ({xoff})")));
+            }
+        }
+        if b.shared_bytes == 0 || b.shared_bytes > MAX_BUFFER_BYTES {
+            return Err(invalid("buffer.shared_bytes", format!("must be 1..{MAX_BUFFER_BYTES}")));
+        }
+        if b.xoff_bytes.is_some_and(|x| x == 0 || x > b.shared_bytes) {
+            return Err(invalid("buffer.xoff_bytes", "must be above zero and at most shared_bytes"));
+        }
+        if b.xon_bytes.is_some() && b.xoff_alpha.is_some() {
+            return Err(invalid(
+                "buffer.xon_bytes",
+                "a static XON cannot go with a dynamic XOFF (it could lie above it); use xon_offset_bytes",
+            ));
+        }
+        if let (Some(offset), XoffRule::Static(xoff)) = (b.xon_offset_bytes, b.xoff_rule()) {
+            if offset >= xoff {
+                return Err(invalid(
+                    "buffer.xon_offset_bytes",
+                    format!("{offset} leaves no XON below XOFF ({xoff}): the group would never resume"),
+                ));
+            }
+        }
+        if b.headroom_bytes > MAX_BUFFER_BYTES {
+            return Err(invalid("buffer.headroom_bytes", format!("at most {MAX_BUFFER_BYTES}")));
+        }
+        if b.lossy_queue_bytes == 0 || b.lossy_queue_bytes > MAX_BUFFER_BYTES {
+            return Err(invalid("buffer.lossy_queue_bytes", format!("must be 1..{MAX_BUFFER_BYTES}")));
+        }
+        if b.lossy_port_frames == Some(0) {
+            return Err(invalid("buffer.lossy_port_frames", "must be above zero"));
+        }
+        if b.slowpath_frames == Some(0) {
+            return Err(invalid("buffer.slowpath_frames", "must be above zero"));
+        }
+        for (i, &p) in self.lossless_priorities().iter().enumerate() {
+            if usize::from(p) >= PRIORITIES {
+                return Err(invalid(format!("pfc.lossless[{i}]"), format!("priority {p} is not 0..7")));
+            }
+        }
+        check_profiles("buffer.priority", &b.priority)?;
+        for (i, p) in self.ports.iter().enumerate() {
+            check_profiles(format!("port[{i}].priority"), &p.priority)?;
+        }
+        // Rules from different levels must still make sense together.
+        for i in 0..self.ports.len() {
+            for &prio in self.lossless_priorities() {
+                let field = format!("buffer profile of port {} priority {prio}", self.port_name(i));
+                check_group(field, &self.group_profile(i, prio), b.shared_bytes)?;
+            }
+        }
+        if self.pfc.quanta == 0 {
+            return Err(invalid("pfc.quanta", "a pause of zero quanta is a resume; use 1..65535"));
+        }
+        if self.pfc.refresh_us == Some(0) {
+            return Err(invalid("pfc.refresh_us", "must be above zero"));
+        }
+        for (dscp, &prio) in &self.classify.dscp {
+            let field = format!("classify.dscp.{dscp}");
+            match dscp.parse::<u8>() {
+                Ok(d) if d < 64 => {}
+                _ => return Err(invalid(field, "DSCP must be 0..63")),
+            }
+            if usize::from(prio) >= PRIORITIES {
+                return Err(invalid(field, format!("priority {prio} is not 0..7")));
+            }
+        }
+        if usize::from(self.classify.default_priority) >= PRIORITIES {
+            return Err(invalid("classify.default_priority", "must be 0..7"));
+        }
+        let d = &self.dataplane;
+        if d.umem_frames.is_some_and(|f| !(256..=1 << 20).contains(&f)) {
+            return Err(invalid("dataplane.umem_frames", "must be 256..1048576"));
+        }
+        if let Some(fs) = d.frame_size {
+            if fs != 2048 && fs != 4096 {
+                return Err(invalid("dataplane.frame_size", "must be 2048 or 4096"));
+            }
+        }
+        if !d.ring_size.is_power_of_two() || !(64..=16384).contains(&d.ring_size) {
+            return Err(invalid("dataplane.ring_size", "must be a power of two from 64 to 16384"));
+        }
+        if !(1..=256).contains(&d.batch) {
+            return Err(invalid("dataplane.batch", "must be 1..256"));
+        }
+        if !(1..=MAX_FDB_ENTRIES).contains(&self.fdb.max_entries) {
+            // The table is reserved up front: a huge one is memory nobody asked for.
+            return Err(invalid("fdb.max_entries", format!("must be 1..{MAX_FDB_ENTRIES}")));
+        }
+        if !(1..=MAX_AGING_S).contains(&self.fdb.aging_s) {
+            return Err(invalid(
+                "fdb.aging_s",
+                format!("must be 1..{MAX_AGING_S} (0 would forget every address at once)"),
+            ));
+        }
+        if d.queues.is_some_and(|q| !(1..=1024).contains(&q)) {
+            return Err(invalid("dataplane.queues", "must be 1..1024"));
+        }
+        if d.busy_poll_us > 1_000_000 {
+            return Err(invalid("dataplane.busy_poll_us", "at most 1000000"));
+        }
+        for (i, e) in self.fdb_entries.iter().enumerate() {
+            if self.port_index(&e.port).is_none() {
+                return Err(invalid(format!("fdb_entry[{i}].port"), format!("no port called {:?}", e.port)));
+            }
+            if e.mac.is_multicast() || e.mac.is_zero() {
+                return Err(invalid(format!("fdb_entry[{i}].mac"), "must be a unicast, non-zero address"));
+            }
+        }
+        if self.dcfit.drop_ms == 0 || self.dcfit.drop_ms > 60_000 {
+            return Err(invalid("dcfit.drop_ms", "must be 1..60000"));
+        }
+        check_watchdog("pfcwd", &self.pfcwd)?;
+        for (i, p) in self.ports.iter().enumerate() {
+            check_watchdog(format!("port[{i}].pfcwd"), &self.pfcwd.with(p.pfcwd.as_ref()))?;
+        }
+        if let Some(t) = &self.tagger {
+            if t.table.is_empty() {
+                return Err(invalid("tagger.table", "must name a table file"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

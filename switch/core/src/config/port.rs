@@ -1,0 +1,143 @@
+//! A port's configuration: its interface, speed, pause mode, role and scheduler.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::mac::MacAddr;
+use crate::pfc::PRIORITIES;
+use crate::pfcwd::WatchdogOverride;
+use crate::speed::Speed;
+
+use super::BufferProfile;
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// The port's name in stats and commands; the interface name when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The Linux interface the port's AF_XDP socket binds to.
+    pub iface: String,
+    /// Source address of the frames the switch itself sends on this port (PFC);
+    /// the interface's own address when absent.
+    #[serde(default)]
+    pub mac: Option<MacAddr>,
+    /// Line rate, enforced by the egress shaper. Absent: the NIC's link speed, where it
+    /// has one (`pfcswitch run` reads it), else [`DEFAULT_PORT_SPEED`].
+    #[serde(default)]
+    pub speed: Option<Speed>,
+    /// Cable length in metres, used by the headroom calculator.
+    #[serde(default = "default_cable_m")]
+    pub cable_m: f64,
+    #[serde(default)]
+    pub pause_mode: PauseMode,
+    /// What is at the other end: a host (the default) or another switch. Only
+    /// switch-facing ports carry DCFIT checking messages, in either direction.
+    #[serde(default)]
+    pub role: PortRole,
+    /// Whether unknown-unicast, broadcast and multicast frames are flooded out of this port.
+    #[serde(default = "default_true")]
+    pub flood: bool,
+    /// Largest frame accepted, without FCS; larger frames are dropped and counted.
+    #[serde(default = "default_max_frame")]
+    pub max_frame: usize,
+    /// Overrides `buffer.headroom_bytes` for this port's lossless priorities.
+    #[serde(default)]
+    pub headroom_bytes: Option<u64>,
+    /// A static XOFF threshold for this port's lossless priorities, overriding the
+    /// buffer's rule (per-port buffer profiles).
+    #[serde(default)]
+    pub xoff_bytes: Option<u64>,
+    /// `[port.priority.N]`: this port's own profile for priority N, overriding every
+    /// other level.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub priority: BTreeMap<String, BufferProfile>,
+    #[serde(default)]
+    pub scheduler: Scheduler,
+    /// Overrides `[pfcwd]` for this port, e.g. `pfcwd = { action = "alert" }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfcwd: Option<WatchdogOverride>,
+}
+
+/// How a port sends and obeys link-level flow control.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseMode {
+    /// 802.1Qbb per-priority flow control on the lossless priorities; 802.3x PAUSE is ignored.
+    #[default]
+    Pfc,
+    /// 802.3x PAUSE for the whole port.
+    GlobalPause,
+    /// Neither sends nor obeys pause frames.
+    Off,
+}
+
+/// What a port faces. A host is not trusted with DCFIT: a checking message it sends
+/// could make the switch see (and with `resolution = "drop"` break) a deadlock that is
+/// not there.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortRole {
+    /// Checking messages it sends are counted and ignored; its pauses carry none.
+    #[default]
+    Host,
+    /// A link to another DCFIT switch: checking messages cross it both ways.
+    Switch,
+}
+
+/// Egress scheduling among a port's eight priority queues.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Scheduler {
+    /// Highest priority first.
+    #[default]
+    Strict,
+    /// Deficit round robin with a weight per priority (0..7); weight 0 keeps that queue strict,
+    /// served before the weighted ones.
+    Drr { weights: [u32; PRIORITIES] },
+}
+
+/// The speed of a port whose `speed` is not set and whose NIC reports none.
+pub const DEFAULT_PORT_SPEED: Speed = Speed::gbps(10);
+
+fn default_cable_m() -> f64 {
+    10.0
+}
+
+fn default_true() -> bool {
+    true
+}
+
+pub const DEFAULT_MAX_FRAME: usize = 1522;
+
+fn default_max_frame() -> usize {
+    DEFAULT_MAX_FRAME
+}
+
+impl PortConfig {
+    pub fn new(iface: &str) -> PortConfig {
+        PortConfig {
+            name: None,
+            iface: iface.to_string(),
+            mac: None,
+            speed: None,
+            cable_m: default_cable_m(),
+            pause_mode: PauseMode::default(),
+            role: PortRole::default(),
+            flood: true,
+            max_frame: DEFAULT_MAX_FRAME,
+            headroom_bytes: None,
+            xoff_bytes: None,
+            priority: BTreeMap::new(),
+            scheduler: Scheduler::default(),
+            pfcwd: None,
+        }
+    }
+
+    /// The line rate: the configured one, else [`DEFAULT_PORT_SPEED`] (the dataplane
+    /// fills in the NIC's own before the engine starts, where it has one).
+    pub fn speed(&self) -> Speed {
+        self.speed.unwrap_or(DEFAULT_PORT_SPEED)
+    }
+}
