@@ -11,7 +11,7 @@
 //! tail-dropped by the egress queue limit or when the pool is exhausted.
 
 use super::config::{GroupProfile, XoffRule, XonRule};
-use super::pfc::PRIORITIES;
+use super::priorities::PRIORITIES;
 
 /// Per (ingress port, priority) state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

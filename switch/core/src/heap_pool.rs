@@ -1,8 +1,8 @@
 //! A [`FramePool`] of plain heap frames, for running the engine without a UMEM: unit
 //! tests and fuzzing. It refuses to hand out a frame twice or take one back twice.
 
+use super::pool::FramePool;
 use super::queue::FrameId;
-use super::switch::FramePool;
 
 #[derive(Debug)]
 pub struct HeapPool {

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::pfc::PRIORITIES;
 use super::priorities::Priorities;
+use super::priorities::PRIORITIES;
 use super::time::Time;
 
 /// One pause timer with its paused-time accounting.

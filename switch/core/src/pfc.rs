@@ -24,7 +24,7 @@ pub const PAUSE_DESTINATION: MacAddr = MacAddr([0x01, 0x80, 0xc2, 0x00, 0x00, 0x
 pub const MIN_FRAME_LEN: usize = 60;
 pub const PAUSE_FIELDS_END: usize = 18;
 pub const PFC_FIELDS_END: usize = 34;
-pub const PRIORITIES: usize = 8;
+pub use super::priorities::PRIORITIES;
 
 /// A priority flow control request: for each enabled priority, pause for `quanta[p]`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

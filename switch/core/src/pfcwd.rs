@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::pfc::PRIORITIES;
 use super::priorities::Priorities;
+use super::priorities::PRIORITIES;
 use super::time::Time;
 
 /// What the watchdog does to a stormed priority.

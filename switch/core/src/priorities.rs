@@ -5,7 +5,8 @@
 use std::fmt;
 use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
 
-use super::pfc::PRIORITIES;
+/// The number of 802.1p priorities (traffic classes), 0 to 7.
+pub const PRIORITIES: usize = 8;
 
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Priorities(u8);

@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::histogram::Percentiles;
-use super::pfc::{ControlReject, PRIORITIES};
+use super::pfc::ControlReject;
 use super::pfcwd::{WatchdogAction, WatchdogCounters};
+use super::priorities::PRIORITIES;
 
 /// Why a frame was not forwarded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

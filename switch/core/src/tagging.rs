@@ -20,8 +20,8 @@ use std::fmt;
 use tagger::system::{IngressEntry, RewriteEntry, SwitchTables};
 
 use super::config::Config;
-use super::pfc::PRIORITIES;
 use super::priorities::Priorities;
+use super::priorities::PRIORITIES;
 
 /// Tags that fit in a DSCP.
 pub const TAGS: usize = 64;

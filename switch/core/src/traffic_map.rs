@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::pfc::PRIORITIES;
+use super::priorities::PRIORITIES;
 
 /// Ports are bits of a u64 row.
 pub const MAX_PORTS: usize = 64;

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pfc::PRIORITIES;
+use crate::priorities::PRIORITIES;
 
 use super::{invalid, ConfigError, MAX_BUFFER_BYTES};
 

@@ -9,9 +9,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::mac::MacAddr;
-use crate::pfc::PRIORITIES;
 use crate::pfcwd::WatchdogConfig;
 use crate::priorities::Priorities;
+use crate::priorities::PRIORITIES;
 use crate::speed::Speed;
 
 mod buffer;

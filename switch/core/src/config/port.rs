@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::mac::MacAddr;
-use crate::pfc::PRIORITIES;
 use crate::pfcwd::WatchdogOverride;
+use crate::priorities::PRIORITIES;
 use crate::speed::Speed;
 
 use super::BufferProfile;

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use crate::config::{PauseMode, PortRole};
 use crate::fdb::PortId;
-use crate::pfc::PRIORITIES;
 use crate::pfc::{self, MacControl, Pfc};
 use crate::pool::FramePool;
 use crate::priorities::Priorities;
+use crate::priorities::PRIORITIES;
 use crate::queue::NO_PORT;
 use crate::ring::Ring;
 use crate::stats::XoffEpisode;

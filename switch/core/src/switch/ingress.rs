@@ -4,9 +4,10 @@
 
 use crate::ether::{self, FrameHeader};
 use crate::fdb::{Learned, PortId};
-use crate::pfc::{self, PRIORITIES};
+use crate::pfc;
 use crate::pool::FramePool;
 use crate::priorities::Priorities;
+use crate::priorities::PRIORITIES;
 use crate::queue::{FrameId, NO_PORT};
 use crate::slowpath::{HeldFrame, ToSlowpath};
 use crate::stats::DropReason;

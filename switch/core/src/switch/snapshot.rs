@@ -1,6 +1,6 @@
 //! The stats snapshot: everything `ctl stats` shows, assembled from the engine's state.
 
-use crate::pfc::PRIORITIES;
+use crate::priorities::PRIORITIES;
 use crate::stats::{PortStats, PrioStats, SpeedSource, SwitchStats, TagRow, TaggerStats, WatchdogStats};
 use crate::tagging::{TagTable, TAGS};
 use crate::time::Time;

@@ -3,10 +3,10 @@
 //! configured.
 
 use crate::fdb::PortId;
-use crate::pfc::PRIORITIES;
 use crate::pfcwd::{Observed, WatchdogAction, WatchdogEvent};
 use crate::pool::FramePool;
 use crate::priorities::Priorities;
+use crate::priorities::PRIORITIES;
 use crate::time::Time;
 
 use super::Switch;
