@@ -9,7 +9,7 @@ use rustc_hash::FxBuildHasher;
 use super::mac::MacAddr;
 use super::time::Time;
 
-pub type PortId = usize;
+use super::ports::PortId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {

@@ -17,6 +17,7 @@ pub mod pause;
 pub mod pfc;
 pub mod pfcwd;
 pub mod pool;
+pub mod ports;
 pub mod priorities;
 pub mod queue;
 pub mod ring;

@@ -3,6 +3,7 @@
 //! A frame is in at most one queue at a time, so one `next` link per frame is enough:
 //! enqueue and dequeue never allocate, whatever the queue depth.
 
+use super::ports::PortId;
 use super::time::Time;
 
 /// Identifies a frame buffer (a UMEM frame in the dataplane).
@@ -15,15 +16,23 @@ const NIL: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug)]
 pub struct FrameMeta {
     pub len: u32,
-    /// The port it arrived on, charged for its buffer; `NO_PORT` for frames the switch built.
-    pub ingress: u16,
+    /// The port it arrived on, charged for its buffer (see [`FrameMeta::ingress`]).
+    ingress: u16,
     pub prio: u8,
     /// When the switch queued it.
     pub enqueued: Time,
     next: u32,
 }
 
-pub const NO_PORT: u16 = u16::MAX;
+/// `ingress` of a frame the switch built itself (a pause frame), charged to no port.
+const NO_PORT: u16 = u16::MAX;
+
+impl FrameMeta {
+    /// The port the frame arrived on and is charged to; none for a frame the switch built.
+    pub fn ingress(&self) -> Option<PortId> {
+        (self.ingress != NO_PORT).then_some(usize::from(self.ingress))
+    }
+}
 
 impl Default for FrameMeta {
     fn default() -> FrameMeta {
@@ -46,7 +55,10 @@ impl FrameTable {
         &self.meta[id.0 as usize]
     }
 
-    pub fn set(&mut self, id: FrameId, len: u32, ingress: u16, prio: u8, now: Time) {
+    /// Records a frame about to be queued: received on `ingress` (charged to its group
+    /// `prio`), or built by the switch (`None`).
+    pub fn set(&mut self, id: FrameId, len: u32, ingress: Option<PortId>, prio: u8, now: Time) {
+        let ingress = ingress.map_or(NO_PORT, |p| p as u16);
         self.meta[id.0 as usize] = FrameMeta { len, ingress, prio, enqueued: now, next: NIL };
     }
 
@@ -129,10 +141,10 @@ mod tests {
         let mut t = FrameTable::new(8);
         let (mut a, mut b) = (Fifo::default(), Fifo::default());
         for i in 0..4 {
-            t.set(FrameId(i), 100 + i, 0, 0, Time::ZERO);
+            t.set(FrameId(i), 100 + i, Some(0), 0, Time::ZERO);
             a.push(&mut t, FrameId(i));
         }
-        t.set(FrameId(7), 10, 0, 0, Time::ZERO);
+        t.set(FrameId(7), 10, Some(0), 0, Time::ZERO);
         b.push(&mut t, FrameId(7));
         assert_eq!((a.len(), a.bytes()), (4, 406));
         assert_eq!(a.pop(&mut t), Some(FrameId(0)));

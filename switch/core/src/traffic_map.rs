@@ -14,15 +14,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ports::{PortSet, MAX_PORTS};
 use super::priorities::PRIORITIES;
-
-/// Ports are bits of a u64 row.
-pub const MAX_PORTS: usize = 64;
 
 #[derive(Clone, Debug)]
 pub struct TrafficMap {
     n: usize,
-    slowpath_bits: Vec<u64>,
+    slowpath_rows: Vec<PortSet>,
     /// Frames of (i, e) at the slowpath, index i * n + e.
     at_slowpath: Vec<u32>,
     /// The same frames by (egress, priority): the one count of what the slowpath holds.
@@ -31,7 +29,7 @@ pub struct TrafficMap {
     held_total: u32,
     /// Frames of (i, e) in e's egress queues.
     queued: Vec<u32>,
-    queued_bits: Vec<u64>,
+    queued_rows: Vec<PortSet>,
 }
 
 impl TrafficMap {
@@ -39,18 +37,18 @@ impl TrafficMap {
         assert!(ports <= MAX_PORTS, "at most {MAX_PORTS} ports");
         TrafficMap {
             n: ports,
-            slowpath_bits: vec![0; ports],
+            slowpath_rows: vec![PortSet::EMPTY; ports],
             at_slowpath: vec![0; ports * ports],
             held: vec![[0; PRIORITIES]; ports],
             held_total: 0,
             queued: vec![0; ports * ports],
-            queued_bits: vec![0; ports],
+            queued_rows: vec![PortSet::EMPTY; ports],
         }
     }
 
     /// A frame of (i, e), for e's queue `prio`, is about to be handed to the slowpath.
     pub fn handed_to_slowpath(&mut self, i: usize, e: usize, prio: usize) {
-        self.slowpath_bits[i] |= 1 << e;
+        self.slowpath_rows[i].insert(e);
         self.at_slowpath[i * self.n + e] += 1;
         self.held[e][prio] += 1;
         self.held_total += 1;
@@ -63,7 +61,7 @@ impl TrafficMap {
         let c = &mut self.at_slowpath[i * self.n + e];
         *c = c.saturating_sub(1);
         if *c == 0 {
-            self.slowpath_bits[i] &= !(1 << e);
+            self.slowpath_rows[i].remove(e);
         }
         let h = &mut self.held[e][prio];
         if *h > 0 {
@@ -92,7 +90,7 @@ impl TrafficMap {
         let c = &mut self.queued[i * self.n + e];
         *c += 1;
         if *c == 1 {
-            self.queued_bits[i] |= 1 << e;
+            self.queued_rows[i].insert(e);
         }
     }
 
@@ -100,18 +98,18 @@ impl TrafficMap {
         let c = &mut self.queued[i * self.n + e];
         *c = c.saturating_sub(1);
         if *c == 0 {
-            self.queued_bits[i] &= !(1 << e);
+            self.queued_rows[i].remove(e);
         }
     }
 
     /// Egress ports ingress `i` has traffic waiting for.
-    pub fn row(&self, i: usize) -> u64 {
-        self.slowpath_bits[i] | self.queued_bits[i]
+    pub fn row(&self, i: usize) -> PortSet {
+        self.slowpath_rows[i] | self.queued_rows[i]
     }
 
     /// The slowpath part of the row alone.
-    pub fn slowpath_row(&self, i: usize) -> u64 {
-        self.slowpath_bits[i]
+    pub fn slowpath_row(&self, i: usize) -> PortSet {
+        self.slowpath_rows[i]
     }
 
     pub fn ports(&self) -> usize {
@@ -131,8 +129,8 @@ pub struct TrafficMapView {
 impl TrafficMap {
     /// The map with the ports' names.
     pub fn view(&self, ports: Vec<String>) -> TrafficMapView {
-        let rows = |row: &dyn Fn(usize) -> u64| -> Vec<Vec<bool>> {
-            (0..self.n).map(|i| (0..self.n).map(|e| row(i) & (1 << e) != 0).collect()).collect()
+        let rows = |row: &dyn Fn(usize) -> PortSet| -> Vec<Vec<bool>> {
+            (0..self.n).map(|i| (0..self.n).map(|e| row(i).contains(e)).collect()).collect()
         };
         TrafficMapView { ports, waiting: rows(&|i| self.row(i)), at_slowpath: rows(&|i| self.slowpath_row(i)) }
     }
@@ -147,7 +145,7 @@ mod tests {
         let mut m = TrafficMap::new(3);
         m.handed_to_slowpath(0, 2, 3);
         m.handed_to_slowpath(0, 2, 3);
-        assert_eq!(m.row(0), 0b100);
+        assert_eq!(m.row(0), PortSet::only(2));
         assert_eq!((m.held_at_slowpath(2, 3), m.held_at_slowpath(2, 4), m.held_at_slowpath_for(2)), (2, 0, 2));
         m.returned_from_slowpath(0, 2, 3);
         m.returned_from_slowpath(0, 2, 3);
@@ -155,9 +153,9 @@ mod tests {
         m.queued(0, 2);
         m.queued(0, 2);
         m.dequeued(0, 2);
-        assert_eq!(m.row(0), 0b100, "the first frame was not the last of the pair");
+        assert_eq!(m.row(0), PortSet::only(2), "the first frame was not the last of the pair");
         m.dequeued(0, 2);
-        assert_eq!(m.row(0), 0, "sending the last frame clears the pair");
+        assert_eq!(m.row(0), PortSet::EMPTY, "sending the last frame clears the pair");
     }
 
     #[test]
@@ -166,9 +164,9 @@ mod tests {
         m.handed_to_slowpath(1, 0, 3);
         m.returned_from_slowpath(1, 0, 3);
         m.handed_to_slowpath(1, 0, 3);
-        assert_eq!(m.slowpath_row(1), 0b01, "one frame of the pair is still at the slowpath");
+        assert_eq!(m.slowpath_row(1), PortSet::only(0), "one frame of the pair is still at the slowpath");
         m.returned_from_slowpath(1, 0, 3);
-        assert_eq!(m.slowpath_row(1), 0);
+        assert_eq!(m.slowpath_row(1), PortSet::EMPTY);
     }
 
     #[test]
@@ -177,9 +175,9 @@ mod tests {
         m.handed_to_slowpath(0, 1, 3);
         m.handed_to_slowpath(0, 1, 3);
         m.returned_from_slowpath(0, 1, 3);
-        assert_eq!((m.row(0), m.held_total()), (0b10, 1), "one frame still held");
+        assert_eq!((m.row(0), m.held_total()), (PortSet::only(1), 1), "one frame still held");
         m.returned_from_slowpath(0, 1, 3);
-        assert_eq!((m.row(0), m.held_total(), m.held_at_slowpath(1, 3)), (0, 0, 0));
+        assert_eq!((m.row(0), m.held_total(), m.held_at_slowpath(1, 3)), (PortSet::EMPTY, 0, 0));
     }
 
     #[test]
@@ -187,9 +185,9 @@ mod tests {
         let mut m = TrafficMap::new(4);
         m.queued(3, 1);
         m.queued(2, 1);
-        assert_eq!((m.row(3), m.row(2), m.row(0)), (0b10, 0b10, 0));
+        assert_eq!((m.row(3), m.row(2), m.row(0)), (PortSet::only(1), PortSet::only(1), PortSet::EMPTY));
         m.dequeued(3, 1);
-        assert_eq!(m.row(3), 0);
+        assert_eq!(m.row(3), PortSet::EMPTY);
         assert_eq!(m.ports(), 4);
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mac::MacAddr;
 use crate::pfcwd::WatchdogConfig;
+use crate::ports::MAX_PORTS;
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
 use crate::speed::Speed;
@@ -314,8 +315,8 @@ impl Config {
         if self.ports.is_empty() {
             return Err(invalid("port", "at least one [[port]] is needed"));
         }
-        if self.ports.len() > 64 {
-            return Err(invalid("port", "at most 64 ports are supported"));
+        if self.ports.len() > MAX_PORTS {
+            return Err(invalid("port", format!("at most {MAX_PORTS} ports are supported")));
         }
         for (i, p) in self.ports.iter().enumerate() {
             let field = |f: &str| format!("port[{i}].{f}");

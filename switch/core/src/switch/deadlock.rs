@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::checking::CheckingMessage;
 use crate::config::DeadlockResolution;
 use crate::dcfit::{self, Cause, CheckChoice};
-use crate::fdb::PortId;
+use crate::ports::PortId;
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
 use crate::ring::Ring;
@@ -72,7 +72,7 @@ impl Switch {
         egress: PortId,
         queues: Priorities,
     ) -> Priorities {
-        if ingress == egress || self.map.row(ingress) & (1 << egress) == 0 {
+        if ingress == egress || !self.map.row(ingress).contains(egress) {
             return Priorities::NONE;
         }
         groups

@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use crate::config::Scheduler;
-use crate::fdb::PortId;
 use crate::pause::EgressPause;
 use crate::pool::FramePool;
+use crate::ports::PortId;
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
 use crate::queue::Fifo;
-use crate::queue::{FrameId, NO_PORT};
+use crate::queue::FrameId;
 use crate::shaper::Shaper;
 use crate::speed::Speed;
 use crate::time::Time;
@@ -186,8 +186,8 @@ impl Switch {
             p.counters.tx_bytes += u64::from(meta.len);
             p.prio[prio].tx_frames += 1;
             out.push(TxFrame { id, len: meta.len, xoff_trigger: None });
-            if meta.ingress != NO_PORT {
-                let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
+            if let Some(ingress) = meta.ingress() {
+                let group = usize::from(meta.prio);
                 self.ports[ingress].dcfit.departed[group] = Some(now);
                 self.map.dequeued(ingress, port);
                 if self.buffer.release(ingress, group, u64::from(meta.len)) {
@@ -201,8 +201,8 @@ impl Switch {
     pub(super) fn unqueue(&mut self, port: PortId, prio: usize) -> Option<FrameId> {
         let id = self.ports[port].tx.queues[prio].pop(&mut self.frames)?;
         let meta = *self.frames.get(id);
-        if meta.ingress != NO_PORT {
-            self.map.dequeued(usize::from(meta.ingress), port);
+        if let Some(ingress) = meta.ingress() {
+            self.map.dequeued(ingress, port);
         }
         Some(id)
     }

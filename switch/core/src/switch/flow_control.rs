@@ -5,12 +5,11 @@
 use std::time::Duration;
 
 use crate::config::{PauseMode, PortRole};
-use crate::fdb::PortId;
 use crate::pfc::{self, MacControl, Pfc};
 use crate::pool::FramePool;
+use crate::ports::PortId;
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
-use crate::queue::NO_PORT;
 use crate::ring::Ring;
 use crate::stats::XoffEpisode;
 use crate::time::Time;
@@ -219,7 +218,7 @@ impl Switch {
         };
         let p = &mut self.ports[port];
         let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
-        self.frames.set(id, len as u32, NO_PORT, 0, now);
+        self.frames.set(id, len as u32, None, 0, now);
         p.tx.control.push(&mut self.frames, id);
         for prio in pause.iter() {
             p.upstream.pending.refresh_at[prio] = now + p.upstream.refresh;

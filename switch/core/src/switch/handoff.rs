@@ -8,8 +8,8 @@
 //! queue, the engine alone keeps (here and in the traffic map); the slowpath keeps the
 //! frames themselves, in order.
 
-use crate::fdb::PortId;
 use crate::pool::FramePool;
+use crate::ports::PortId;
 use crate::slowpath::{HeldFrame, ToSlowpath};
 use crate::stats::DropReason;
 use crate::time::Time;
@@ -71,15 +71,15 @@ impl Switch {
     /// queues still go through it, behind the held ones.
     pub fn set_blocked(&mut self, port: PortId, blocked: bool) {
         if blocked {
-            self.blocked |= 1 << port;
+            self.blocked.insert(port);
         } else if self.is_blocked(port) {
-            self.blocked &= !(1 << port);
+            self.blocked.remove(port);
             self.outbox.push(ToSlowpath::Unblocked { port: port as u16 });
         }
     }
 
     pub fn is_blocked(&self, port: PortId) -> bool {
-        self.blocked & (1 << port) != 0
+        self.blocked.contains(port)
     }
 
     /// A frame the slowpath held comes back: it joins its egress queue (it was admitted

@@ -3,12 +3,13 @@
 //! dropped with a counted reason; MAC control frames go to [`flow_control`](super::flow_control).
 
 use crate::ether::{self, FrameHeader};
-use crate::fdb::{Learned, PortId};
+use crate::fdb::Learned;
 use crate::pfc;
 use crate::pool::FramePool;
+use crate::ports::{PortId, PortSet};
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
-use crate::queue::{FrameId, NO_PORT};
+use crate::queue::FrameId;
 use crate::slowpath::{HeldFrame, ToSlowpath};
 use crate::stats::DropReason;
 use crate::tagging::TAGS;
@@ -137,18 +138,13 @@ impl Switch {
         len: usize,
         class: Class,
     ) {
-        let targets: u64 = self
-            .ports
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| *i != ingress && p.flood && p.link_up)
-            .fold(0, |m, (i, _)| m | (1 << i));
-        if targets == 0 {
+        let targets: PortSet =
+            (0..self.ports.len()).filter(|&i| i != ingress && self.ports[i].flood && self.ports[i].link_up).collect();
+        let Some(last) = targets.last() else {
             self.drop_frame(pool, ingress, id, DropReason::Filtered);
             return;
-        }
-        let last = 63 - targets.leading_zeros() as usize;
-        for egress in (0..self.ports.len()).filter(|e| targets & (1 << e) != 0) {
+        };
+        for egress in targets.iter() {
             if egress == last {
                 self.enqueue(now, pool, ingress, egress, id, len, class);
             } else if let Some(copy) = (pool.free_frames() > PAUSE_RESERVE).then(|| pool.alloc()).flatten() {
@@ -217,7 +213,7 @@ impl Switch {
             return;
         }
         self.rewrite(pool, ingress, id, class, at);
-        self.frames.set(id, len as u32, ingress as u16, at.group, now);
+        self.frames.set(id, len as u32, Some(ingress), at.group, now);
         if self.dropping(now, egress).contains(q) {
             // A deadlock is being broken, or a storm is being cut off, on this queue.
             self.discard(pool, egress, q, id);
@@ -227,7 +223,7 @@ impl Switch {
         // Paused takes precedence over blocked: a paused priority queues as usual. But a
         // frame never overtakes earlier frames of its (egress, priority) the slowpath holds.
         let paused = e.tx.pause.paused(now).contains(q);
-        let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked & (1 << egress) != 0 && !paused);
+        let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked.contains(egress) && !paused);
         if to_slowpath {
             if self.map.held_total() >= self.frame_caps.slowpath {
                 self.ports[ingress].counters.drops.count(DropReason::FrameCap);
@@ -272,8 +268,8 @@ impl Switch {
     /// been (which may resume its ingress).
     pub(super) fn give_back<P: FramePool>(&mut self, pool: &mut P, id: FrameId) {
         let meta = *self.frames.get(id);
-        if meta.ingress != NO_PORT {
-            let (ingress, group) = (usize::from(meta.ingress), usize::from(meta.prio));
+        if let Some(ingress) = meta.ingress() {
+            let group = usize::from(meta.prio);
             if self.buffer.release(ingress, group, u64::from(meta.len)) {
                 self.request_resume(ingress, group);
             }

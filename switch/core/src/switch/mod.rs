@@ -26,11 +26,12 @@ use crate::classify::Classifier;
 use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, PauseMode, PortRole};
 use crate::dcfit::{DeadlockTracker, PortChecks};
 use crate::ether::IpAt;
-use crate::fdb::{Fdb, PortId};
+use crate::fdb::Fdb;
 use crate::histogram::Histogram;
 use crate::mac::MacAddr;
 use crate::pause::EgressPause;
 use crate::pfcwd::{PortWatchdog, WatchdogEvents};
+use crate::ports::{PortId, PortSet};
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
 use crate::queue::FrameTable;
@@ -129,7 +130,7 @@ pub struct Switch {
     pause_response: Histogram,
     /// Ports whose frames go to the slowpath (`ctl block`): kept here only; the slowpath
     /// reads it through [`Switch::stopped`].
-    blocked: u64,
+    blocked: PortSet,
     map: TrafficMap,
     dcfit: DcfitConfig,
     port_checks: Vec<PortChecks>,
@@ -213,7 +214,7 @@ impl Switch {
             reaction: Histogram::default(),
             resume_lateness: Histogram::default(),
             pause_response: Histogram::default(),
-            blocked: 0,
+            blocked: PortSet::EMPTY,
             map: TrafficMap::new(n),
             dcfit: config.dcfit.clone(),
             port_checks: vec![PortChecks::default(); n],
@@ -249,7 +250,7 @@ impl Switch {
     }
 
     /// Egress ports where `ingress`'s traffic waits (a row of the traffic map).
-    pub fn traffic_map_row(&self, ingress: PortId) -> u64 {
+    pub fn traffic_map_row(&self, ingress: PortId) -> PortSet {
         self.map.row(ingress)
     }
 

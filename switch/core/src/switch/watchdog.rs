@@ -2,9 +2,9 @@
 //! longer than the detection time is stormed; its queue is emptied or forwarded as
 //! configured.
 
-use crate::fdb::PortId;
 use crate::pfcwd::{Observed, WatchdogAction, WatchdogEvent};
 use crate::pool::FramePool;
+use crate::ports::PortId;
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
 use crate::time::Time;

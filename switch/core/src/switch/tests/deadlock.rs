@@ -17,7 +17,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
     assert!(s.ports[0].priorities[3].xoff);
     assert_eq!(s.ports[1].held_by_slowpath, 60);
     assert!(s.ports[1].blocked);
-    assert_eq!(r.sw.traffic_map_row(0), 0b10, "the pair (p0, p1) is marked");
+    assert_eq!(r.sw.traffic_map_row(0), PortSet::only(1), "the pair (p0, p1) is marked");
     let sent = r.tx(0);
     assert_eq!(pfc_of(&sent[0]).quanta[3], 65535);
 
@@ -43,7 +43,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
         r.advance(Duration::from_micros(50));
     }
     assert_eq!(got, (0..60).collect::<Vec<u8>>(), "every held frame, in order, once");
-    assert_eq!(r.sw.traffic_map_row(0), 0, "the last frame of the pair cleared the map");
+    assert_eq!(r.sw.traffic_map_row(0), PortSet::EMPTY, "the last frame of the pair cleared the map");
     assert!(!r.stats().ports[0].priorities[3].xoff, "the upstream was resumed");
 }
 
@@ -303,5 +303,5 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     assert!(r.tx(1).is_empty());
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 3 + 11);
     assert_eq!(r.stats().ports[1].held_by_slowpath, 0);
-    assert_eq!(r.sw.traffic_map_row(0), 0, "nothing of (p0, p1) waits any more");
+    assert_eq!(r.sw.traffic_map_row(0), PortSet::EMPTY, "nothing of (p0, p1) waits any more");
 }

@@ -57,6 +57,6 @@ fn frames_the_slowpath_gives_back_for_a_port_that_went_down_are_dropped_not_sent
     }
     r.sw.take_back(r.now, &mut r.pool, slow.release(|_| Priorities::NONE).to_vec());
     assert_eq!(r.stats().ports[1].counters.drops.link_down, 5);
-    assert_eq!(r.sw.traffic_map_row(0), 0);
+    assert_eq!(r.sw.traffic_map_row(0), PortSet::EMPTY);
     assert_eq!(r.pool.free_count(), POOL as usize);
 }
