@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::core::fdb::FdbRow;
-use crate::core::stats::{PrioStats, SpeedSource, SwitchStats, TaggerStats};
+use crate::core::stats::{DropReason, PrioStats, SpeedSource, SwitchStats, TaggerStats};
 use crate::core::traffic_map::TrafficMapView;
 use crate::nic::netlink::DcbState;
 use crate::nic::{Diagnosis, Level};
@@ -193,41 +193,13 @@ pub fn stats_table(s: &SwitchStats) -> String {
     }
     out += &ports.render();
 
-    let mut drops = Table::new(&[
-        "drops",
-        "runt",
-        "oversize",
-        "link-local",
-        "bad src",
-        "filtered",
-        "no buffer",
-        "lossless",
-        "lossy",
-        "frame cap",
-        "slowpath",
-        "watchdog",
-        "sock rx drop",
-        "fill empty",
-    ]);
+    let headers = ["drops"].into_iter().chain(DropReason::ALL.iter().map(|r| r.title()));
+    let mut drops = Table::new(&headers.chain(["sock rx drop", "fill empty"]).collect::<Vec<_>>());
     for p in &s.ports {
         let d = &p.counters.drops;
         if d.total() + p.socket.rx_dropped + p.socket.rx_fill_ring_empty > 0 {
-            drops.row(vec![
-                p.name.clone(),
-                n(d.runt),
-                n(d.oversize),
-                n(d.link_local),
-                n(d.bad_source),
-                n(d.filtered),
-                n(d.no_buffer),
-                n(d.lossless),
-                n(d.lossy),
-                n(d.frame_cap),
-                n(d.slowpath_refused),
-                n(d.watchdog),
-                n(p.socket.rx_dropped),
-                n(p.socket.rx_fill_ring_empty),
-            ]);
+            let counts = d.iter().map(|(_, v)| v).chain([p.socket.rx_dropped, p.socket.rx_fill_ring_empty]);
+            drops.row([p.name.clone()].into_iter().chain(counts.map(n)).collect());
         }
     }
     if !drops.is_empty() {

@@ -7,34 +7,6 @@ use super::pfc::ControlReject;
 use super::pfcwd::{WatchdogAction, WatchdogCounters};
 use super::priorities::PRIORITIES;
 
-/// Why a frame was not forwarded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropReason {
-    /// Shorter than an Ethernet header.
-    Runt,
-    /// Longer than the port's `max_frame`.
-    Oversize,
-    /// Sent to 01:80:C2:00:00:0x (link-local: LLDP, STP, ...), which a bridge does not forward.
-    LinkLocal,
-    /// Multicast source address.
-    BadSource,
-    /// The destination is on the port the frame came from, or there is nowhere to flood.
-    Filtered,
-    /// No free frame buffer for a copy.
-    NoBuffer,
-    /// A lossless priority's headroom was exhausted.
-    Lossless,
-    /// A lossy queue was full or the shared buffer was exhausted.
-    Lossy,
-    /// A frame cap was reached: the egress port's lossy queues, or the slowpath, held as
-    /// many frames as they may (many small frames must not empty the frame pool).
-    FrameCap,
-    /// Held for a blocked port, but the slowpath could not take it (its channel was full).
-    SlowpathRefused,
-    /// For a port whose link is down (or whose interface is gone).
-    LinkDown,
-}
-
 fn up() -> bool {
     true
 }
@@ -71,58 +43,98 @@ pub struct CheckCounters {
     pub from_host_ignored: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DropCounters {
-    pub runt: u64,
-    pub oversize: u64,
-    pub link_local: u64,
-    pub bad_source: u64,
-    pub filtered: u64,
-    pub no_buffer: u64,
-    pub lossless: u64,
-    pub lossy: u64,
-    #[serde(default)]
-    pub frame_cap: u64,
-    #[serde(default)]
-    pub slowpath_refused: u64,
-    /// Frames for this egress while its link was down, or queued on it when it went down.
-    #[serde(default)]
-    pub link_down: u64,
-    /// Dropped while breaking a deadlock or cutting a PFC storm off on this (egress) port.
-    pub watchdog: u64,
+/// Declares the drop reasons once: the [`DropReason`] enum, the [`DropCounters`] struct
+/// with a field per reason (its JSON key and its Prometheus `reason` label), and a short
+/// title for text tables. Everything that lists the reasons iterates
+/// [`DropReason::ALL`] or [`DropCounters::iter`] instead of writing them out again.
+macro_rules! drop_reasons {
+    ($( $(#[doc = $doc:literal])* $variant:ident => $field:ident, $title:literal; )*) => {
+        /// Why a frame was not forwarded.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum DropReason {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl DropReason {
+            /// Every reason, in the order the counters are listed.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant),*];
+
+            /// The counter's name: its JSON key and its Prometheus `reason` label.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(DropReason::$variant => stringify!($field),)*
+                }
+            }
+
+            /// A short column title for text tables.
+            pub const fn title(self) -> &'static str {
+                match self {
+                    $(DropReason::$variant => $title,)*
+                }
+            }
+        }
+
+        /// Frames not forwarded on a port, per reason.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct DropCounters {
+            $( $(#[doc = $doc])* #[serde(default)] pub $field: u64, )*
+        }
+
+        impl DropCounters {
+            /// Counts one frame dropped for `reason`.
+            pub fn count(&mut self, reason: DropReason) {
+                match reason {
+                    $(DropReason::$variant => self.$field += 1,)*
+                }
+            }
+
+            /// Frames dropped for `reason`.
+            pub fn get(&self, reason: DropReason) -> u64 {
+                match reason {
+                    $(DropReason::$variant => self.$field,)*
+                }
+            }
+
+            /// Frames dropped for any reason.
+            pub fn total(&self) -> u64 {
+                0 $(+ self.$field)*
+            }
+
+            /// Every reason with its count, in order.
+            pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+                DropReason::ALL.iter().map(|&r| (r, self.get(r)))
+            }
+        }
+    };
 }
 
-impl DropCounters {
-    pub fn count(&mut self, r: DropReason) {
-        *match r {
-            DropReason::Runt => &mut self.runt,
-            DropReason::Oversize => &mut self.oversize,
-            DropReason::LinkLocal => &mut self.link_local,
-            DropReason::BadSource => &mut self.bad_source,
-            DropReason::Filtered => &mut self.filtered,
-            DropReason::NoBuffer => &mut self.no_buffer,
-            DropReason::Lossless => &mut self.lossless,
-            DropReason::Lossy => &mut self.lossy,
-            DropReason::FrameCap => &mut self.frame_cap,
-            DropReason::SlowpathRefused => &mut self.slowpath_refused,
-            DropReason::LinkDown => &mut self.link_down,
-        } += 1;
-    }
-
-    pub fn total(&self) -> u64 {
-        self.runt
-            + self.oversize
-            + self.link_local
-            + self.bad_source
-            + self.filtered
-            + self.no_buffer
-            + self.lossless
-            + self.lossy
-            + self.frame_cap
-            + self.slowpath_refused
-            + self.link_down
-            + self.watchdog
-    }
+drop_reasons! {
+    /// Shorter than an Ethernet header.
+    Runt => runt, "runt";
+    /// Longer than the port's `max_frame`.
+    Oversize => oversize, "oversize";
+    /// Sent to 01:80:C2:00:00:0x (link-local: LLDP, STP, ...), which a bridge does not forward.
+    LinkLocal => link_local, "link-local";
+    /// Multicast source address.
+    BadSource => bad_source, "bad src";
+    /// The destination is on the port the frame came from, or there is nowhere to flood.
+    Filtered => filtered, "filtered";
+    /// No free frame buffer for a copy.
+    NoBuffer => no_buffer, "no buffer";
+    /// A lossless priority's headroom was exhausted.
+    Lossless => lossless, "lossless";
+    /// A lossy queue was full or the shared buffer was exhausted.
+    Lossy => lossy, "lossy";
+    /// A frame cap was reached: the egress port's lossy queues, or the slowpath, held as
+    /// many frames as they may (many small frames must not empty the frame pool).
+    FrameCap => frame_cap, "frame cap";
+    /// Held for a blocked port, but the slowpath could not take it (its channel was full).
+    SlowpathRefused => slowpath_refused, "slowpath";
+    /// For a port whose link is down (or whose interface is gone), or queued on it when
+    /// it went down.
+    LinkDown => link_down, "link down";
+    /// Dropped while breaking a deadlock or cutting a PFC storm off on this (egress) port.
+    Watchdog => watchdog, "watchdog";
 }
 
 /// MAC control (0x8808) frames. Not counted as data rx/tx or as drops.
@@ -161,6 +173,24 @@ impl MacControlCounters {
         } += 1;
     }
 
+    /// MAC-control frames received and not acted on, by why (the counter's name): the
+    /// ones the port's mode or lossless priorities ignore, the ones the decoder rejects,
+    /// and honoured frames with an all-zero source.
+    pub fn not_acted_on(&self) -> [(&'static str, u64); 9] {
+        [
+            ("pause_ignored", self.pause_ignored),
+            ("pfc_ignored", self.pfc_ignored),
+            ("lossy_class_ignored", self.lossy_class_ignored),
+            ("truncated", self.truncated),
+            ("unknown_opcode", self.unknown_opcode),
+            ("wrong_destination", self.wrong_destination),
+            ("reserved_bits", self.reserved_bits),
+            ("no_class_enabled", self.no_class_enabled),
+            ("zero_source", self.zero_source),
+        ]
+    }
+
+    /// Frames the decoder rejected.
     pub fn rejected(&self) -> u64 {
         self.truncated + self.unknown_opcode + self.wrong_destination + self.reserved_bits + self.no_class_enabled
     }

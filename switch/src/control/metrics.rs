@@ -53,36 +53,13 @@ impl EncodeLabelValue for Reason {
     }
 }
 
-fn drop_reasons(d: &DropCounters) -> [(Reason, u64); 12] {
-    [
-        (Reason("runt"), d.runt),
-        (Reason("oversize"), d.oversize),
-        (Reason("link_local"), d.link_local),
-        (Reason("bad_source"), d.bad_source),
-        (Reason("filtered"), d.filtered),
-        (Reason("no_buffer"), d.no_buffer),
-        (Reason("lossless"), d.lossless),
-        (Reason("lossy"), d.lossy),
-        (Reason("frame_cap"), d.frame_cap),
-        (Reason("slowpath_refused"), d.slowpath_refused),
-        (Reason("link_down"), d.link_down),
-        (Reason("watchdog"), d.watchdog),
-    ]
+fn drop_reasons(d: &DropCounters) -> impl Iterator<Item = (Reason, u64)> + '_ {
+    d.iter().map(|(r, v)| (Reason(r.name()), v))
 }
 
 /// MAC-control frames received and not acted on, by why.
-fn control_rejects(m: &MacControlCounters) -> [(Reason, u64); 9] {
-    [
-        (Reason("pause_ignored"), m.pause_ignored),
-        (Reason("pfc_ignored"), m.pfc_ignored),
-        (Reason("lossy_class_ignored"), m.lossy_class_ignored),
-        (Reason("truncated"), m.truncated),
-        (Reason("unknown_opcode"), m.unknown_opcode),
-        (Reason("wrong_destination"), m.wrong_destination),
-        (Reason("reserved_bits"), m.reserved_bits),
-        (Reason("no_class_enabled"), m.no_class_enabled),
-        (Reason("zero_source"), m.zero_source),
-    ]
+fn control_rejects(m: &MacControlCounters) -> impl Iterator<Item = (Reason, u64)> {
+    m.not_acted_on().into_iter().map(|(name, v)| (Reason(name), v))
 }
 
 /// One scrape's registry, filled from a snapshot.
@@ -199,7 +176,7 @@ pub fn encode(s: &SwitchStats) -> String {
         "port_drops",
         "Frames not forwarded, by reason",
         ports.iter().flat_map(|p| {
-            drop_reasons(&p.counters.drops).map(|(r, v)| (ReasonLabels { port: p.name.clone(), reason: r }, v))
+            drop_reasons(&p.counters.drops).map(move |(r, v)| (ReasonLabels { port: p.name.clone(), reason: r }, v))
         }),
     );
     m.counters(

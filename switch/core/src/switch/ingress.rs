@@ -257,7 +257,7 @@ impl Switch {
 
     /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]).
     pub(super) fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, q: usize, id: FrameId) {
-        self.ports[egress].counters.drops.watchdog += 1;
+        self.ports[egress].counters.drops.count(DropReason::Watchdog);
         if self.ports[egress].pfcwd.dropping().contains(q) {
             self.ports[egress].pfcwd.note_dropped(q);
         }
