@@ -133,7 +133,7 @@ fn deadlock_run(r: &RingLab) -> Result<(), String> {
 fn undisturbed_run(tag: &str, run: impl Fn(&RingLab, u64) -> Result<(), String>) -> RingLab {
     let (lab, _) = judged_attempt(|_| {
         let r = ring(tag, DeadlockResolution::Report);
-        let started = pfcswitch::dataplane::sys::now().as_nanos();
+        let started = pfcswitch::sys::now().as_nanos();
         let Err(failure) = run(&r, started) else { return Attempt::Judge(r) };
         match r.longest_stall_since(started).unwrap() {
             Some((sw, s)) if Duration::from_micros(s.us) >= r.stall_budget() => {

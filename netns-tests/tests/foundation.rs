@@ -55,7 +55,7 @@ fn lossless_transfer(size: &str) {
     // switch is behind add up to as much) loses frames for the machine's sake, not the
     // switch's: it is repeated.
     let ((sw, r, stats), attempt) = judged_attempt(|_| {
-        let since_ns = pfcswitch::dataplane::sys::now().as_nanos();
+        let since_ns = pfcswitch::sys::now().as_nanos();
         let sw = SwitchProc::start(&tb, "sw1", &c, &[]).unwrap();
         let sink = SinkProc::start(&tb, "h2", "sink", &["--expect-per-flow", "100000", "--idle", "2"]).unwrap();
         let dst = mac_of(&tb, "h2");

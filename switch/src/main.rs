@@ -15,7 +15,8 @@ use pfcswitch::control::{self, client, Request, Response};
 use pfcswitch::core::config::{BindMode, Config, TaggerConfig, XdpMode};
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::tagging::TagTable;
-use pfcswitch::dataplane::{sys::Waker, Dataplane, Options};
+use pfcswitch::dataplane::{Dataplane, Options};
+use pfcswitch::sys::Waker;
 use pfcswitch::{nic, report};
 
 #[derive(Parser)]
@@ -269,7 +270,7 @@ fn run(args: RunArgs) -> Result<()> {
             "applying the Tagger table"
         );
     }
-    pfcswitch::dataplane::sys::check_privileges()?;
+    pfcswitch::sys::check_privileges()?;
     let socket = args.socket.unwrap_or_else(|| control::socket_path(&config.name));
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -325,7 +325,7 @@ impl RingLab {
         self.switches[1].command(&Request::Block { port: "cw".into() })?;
         std::thread::sleep(hold);
         self.switches[1].command(&Request::Unblock { port: "cw".into() })?;
-        Ok(pfcswitch::dataplane::sys::now().as_nanos())
+        Ok(pfcswitch::sys::now().as_nanos())
     }
 
     /// Each switch's `ctl deadlocks` document.

@@ -130,7 +130,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Testbed { what } => testbed_cmd(what),
         Command::Gen(args) => {
             let stop = stop_on_signals()?;
-            let mac = pfcswitch::dataplane::sys::interface(&args.iface).ok().map(|i| i.mac);
+            let mac = pfcswitch::sys::interface(&args.iface).ok().map(|i| i.mac);
             let report = gen::run(&args.options(mac)?, &stop)?;
             if args.json {
                 println!("{}", serde_json::to_string(&report)?);
@@ -181,7 +181,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Demo(args) => bench::demo::run(&args),
         Command::DeadlockLab(args) => bench::lab::run(&args),
         Command::LeaveStaleXdp { iface } => {
-            let info = pfcswitch::dataplane::sys::interface(&iface)?;
+            let info = pfcswitch::sys::interface(&iface)?;
             let c = pfcswitch::dataplane::xdp::Classifier::load(&iface, info.ifindex, false)?;
             c.attach_without_link()?;
             println!("left the classifier attached to {iface} without a link");

@@ -15,7 +15,7 @@ use pfcswitch::core::pfc::{self, MacControl, Pfc};
 use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::time::Time;
-use pfcswitch::dataplane::sys;
+use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{parse_rate, parse_secs};

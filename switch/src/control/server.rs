@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::{ControlError, ControlMsg, ReplyLine, Request};
-use crate::dataplane::sys::Waker;
+use crate::sys::Waker;
 
 /// How long a request may wait for the dataplane.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -148,7 +148,7 @@ pub struct Routes {
 
 impl Routes {
     /// The same routes for another listener (the metrics endpoint).
-    pub fn try_clone(&self) -> Result<Routes, crate::dataplane::sys::SysError> {
+    pub fn try_clone(&self) -> Result<Routes, crate::sys::SysError> {
         Ok(Routes {
             dataplane: self.dataplane.clone(),
             dataplane_waker: self.dataplane_waker.try_clone()?,

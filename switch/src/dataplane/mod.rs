@@ -5,7 +5,6 @@
 pub mod port;
 pub mod slowpath;
 pub mod stall;
-pub mod sys;
 pub mod xdp;
 pub mod xsk;
 
@@ -24,11 +23,12 @@ use crate::core::stats::{SocketCounters, SpeedSource, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
+use crate::frame_size::{frame_size_holding, largest_frame, usable_frame_bytes};
+use crate::sys::{self, LinkState, SysError, Waker};
 use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
-use sys::{LinkState, SysError, Waker};
 use xdp::{Classifier, XdpError};
-use xsk::{frame_size_holding, largest_frame, usable_frame_bytes, UmemPool, XskError};
+use xsk::{UmemPool, XskError};
 
 /// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
 const POOL_RESERVE: usize = 256;

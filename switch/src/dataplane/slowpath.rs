@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use crossbeam_channel::{select, Receiver, Sender};
 
-use super::sys::Waker;
 use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::priorities::Priorities;
 use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
+use crate::sys::Waker;
 
 /// How often held frames are looked at again (a pause on their egress may have ended).
 const RECHECK: Duration = Duration::from_millis(1);

@@ -15,12 +15,10 @@ use crate::core::config::BindMode;
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
 use crate::core::time::Time;
+use crate::frame_size::usable_frame_bytes;
 
 /// How long binding keeps retrying a queue the kernel still reports busy.
 const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// The kernel reserves this much at the start of every UMEM frame (XDP_PACKET_HEADROOM).
-pub const XDP_HEADROOM: u32 = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
@@ -54,21 +52,6 @@ fn socket_hint(e: &xsk_rs::socket::SocketCreateError) -> &'static str {
         }
         _ => "",
     }
-}
-
-/// Largest frame (without FCS) a UMEM frame of `frame_size` bytes can hold.
-pub fn usable_frame_bytes(frame_size: u32) -> u32 {
-    frame_size - XDP_HEADROOM
-}
-
-/// The largest frame an interface with `mtu` receives: Ethernet header and FCS added.
-pub fn largest_frame(mtu: u32) -> u32 {
-    mtu + 14 + 4
-}
-
-/// The smallest UMEM frame size (2048 or 4096 bytes) that holds a `frame`-byte frame.
-pub fn frame_size_holding(frame: u32) -> Option<u32> {
-    [2048, 4096].into_iter().find(|&s| frame <= usable_frame_bytes(s))
 }
 
 /// What the XDP classifier writes in front of each frame (struct rx_meta in the C code).

@@ -218,7 +218,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
                 },
                 || {
                     attempts += 1;
-                    let start_ns = pfcswitch::dataplane::sys::now().as_nanos();
+                    let start_ns = pfcswitch::sys::now().as_nanos();
                     let before = SwitchLosses::read(&switch)?;
                     let waited_before = switch.stats()?.stalls.cpu_wait_us;
                     let (m, report, sent) = measure(&tb_switch, Some(&switch), size, args.seconds, Some(rate))?;

@@ -218,7 +218,7 @@ pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
             println!("{s}");
         }
     };
-    let started = pfcswitch::dataplane::sys::now().as_nanos();
+    let started = pfcswitch::sys::now().as_nanos();
     let gens = lab.traffic(TRAFFIC_S)?;
     std::thread::sleep(BLOCK_AFTER);
     let unblocked = if block {
@@ -229,7 +229,7 @@ pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
     } else {
         std::thread::sleep(BLOCK_FOR);
         say("(no block: the ring should keep flowing)");
-        pfcswitch::dataplane::sys::now().as_nanos()
+        pfcswitch::sys::now().as_nanos()
     };
     let at_unblock = lab.switches.iter().map(|s| s.stats()).collect::<Result<Vec<_>>>()?;
     let reports: Vec<_> = gens.into_iter().map(|g| g.finish(Duration::from_secs(60))).collect::<Result<_>>()?;

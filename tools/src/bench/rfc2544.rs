@@ -310,7 +310,7 @@ impl Bed {
     /// One trial of `size`-byte frames at `rate` (unpaced when `None`).
     fn trial(&self, size: usize, seconds: f64, rate: Option<f64>) -> Result<Trial> {
         let before = match &self.switch {
-            Some(s) => Some((SwitchLosses::read(s)?, pfcswitch::dataplane::sys::now().as_nanos())),
+            Some(s) => Some((SwitchLosses::read(s)?, pfcswitch::sys::now().as_nanos())),
             None => None,
         };
         let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, None)?;

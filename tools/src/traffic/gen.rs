@@ -10,7 +10,7 @@ use pfcswitch::core::queue::FrameId;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
-use pfcswitch::dataplane::sys;
+use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
 use super::flow::{FlowSpec, FlowTemplate};

@@ -15,7 +15,7 @@ use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
-use pfcswitch::dataplane::sys;
+use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
 use super::flow::read_stamp;

@@ -13,7 +13,7 @@ pub struct RawSender {
 
 impl RawSender {
     pub fn open(iface: &str) -> Result<RawSender> {
-        let info = pfcswitch::dataplane::sys::interface(iface)?;
+        let info = pfcswitch::sys::interface(iface)?;
         // SAFETY: socket(2) with constant arguments; protocol 0 means "receive nothing".
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {

@@ -9,7 +9,7 @@ use anyhow::Result;
 use pfcswitch::core::pfc::{self, MacControl, PRIORITIES};
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
-use pfcswitch::dataplane::sys;
+use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
 use super::flow::read_stamp;

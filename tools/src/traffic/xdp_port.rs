@@ -4,9 +4,9 @@
 use std::os::fd::RawFd;
 
 use anyhow::{Context, Result};
-use pfcswitch::dataplane::sys;
 use pfcswitch::dataplane::xdp::Classifier;
 use pfcswitch::dataplane::xsk::{UmemPool, XskPort};
+use pfcswitch::sys;
 
 pub const RING_SIZE: u32 = 4096;
 pub const BATCH: usize = 64;
