@@ -3,6 +3,27 @@
 //! The dataplane hands it received frames ([`Switch::receive`]) and asks it what to put on
 //! each port's tx ring ([`Switch::transmit`]); frame bytes live in a [`FramePool`] the
 //! caller owns (the UMEM in the dataplane, plain vectors in tests). Time is passed in.
+//!
+//! # Call order
+//!
+//! A driver (the AF_XDP loop, the simulator, a fuzz target, a test) calls, once per turn:
+//!
+//! 1. [`Switch::take_back`]: the frames the slowpath released rejoin their queues;
+//! 2. [`Switch::receive`] for every frame received this turn;
+//! 3. [`Switch::on_timer`]: pauses expire, XOFF refreshes, the watchdog and FDB aging run;
+//! 4. [`Switch::transmit`] per port with room on its tx ring;
+//! 5. [`Switch::hand_over`]: the turn's events to the slowpath;
+//! 6. [`Switch::poll_watchdog_event`] until it returns `None`, then
+//!    [`Switch::next_wakeup`] or [`Switch::port_wakeup`] for when to look again.
+//!
+//! [`Switch::set_blocked`], [`Switch::set_link`], [`Switch::stats`] and
+//! [`Switch::traffic_map`] may come between turns.
+//!
+//! The work is split along the data path: `ingress` (parse, classify, place, admit),
+//! `egress` (the pause gate, scheduler, shaper, transmit), `flow_control` (PFC and 802.3x
+//! frames in and out), `deadlock` (DCFIT orchestration), `handoff` (the round trip to the
+//! slowpath), `watchdog` and `snapshot` (the stats). A port's state is grouped the same
+//! way (a port's `tx`, `upstream` and `dcfit`).
 
 mod deadlock;
 mod egress;
