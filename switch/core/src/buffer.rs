@@ -63,6 +63,7 @@ impl SharedBuffer {
     }
 
     /// Every group of `ports` ports held to the same profile.
+    #[cfg(test)]
     pub fn uniform(shared_total: u64, profile: GroupProfile, ports: usize) -> SharedBuffer {
         SharedBuffer::new(shared_total, profile, vec![[profile; PRIORITIES]; ports])
     }

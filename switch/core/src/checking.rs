@@ -17,10 +17,13 @@ use super::priorities::Priorities;
 
 /// Marks the padding as a checking message: "DCFT".
 pub const MAGIC: u32 = 0x4443_4654;
+/// The format version a checking message carries; others are ignored.
 pub const VERSION: u8 = 1;
 /// Bytes a checking message takes in the padding.
 pub const ENCODED_LEN: usize = 19;
 
+/// A DCFIT checking message: the switch and port that originated it, its sequence number, the pause
+/// hops it has made and the priorities it follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CheckingMessage {
     /// The switch that originated the message.

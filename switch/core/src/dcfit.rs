@@ -75,7 +75,7 @@ pub const CYCLE_MEMORY: Duration = Duration::from_secs(1);
 
 /// What goes in a pause frame being built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CheckChoice {
+pub(crate) enum CheckChoice {
     Forward(CheckingMessage),
     /// A new message, for one of these groups (see [`PortChecks::take_turn`]).
     Originate(Priorities),
@@ -84,7 +84,7 @@ pub enum CheckChoice {
 
 /// Checking-message state of one port.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PortChecks {
+pub(crate) struct PortChecks {
     /// The last message received in a pause on this port (it is an egress here).
     pub stored: Option<CheckingMessage>,
     /// A message to forward on this port's next pause (it is an ingress here).
@@ -124,7 +124,7 @@ impl PortChecks {
 /// being paused, those whose traffic waits there in a queue the downstream has paused
 /// (`groups`), and those paused queues (`queues`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Cause {
+pub(crate) struct Cause {
     pub port: usize,
     pub groups: Priorities,
     pub queues: Priorities,
@@ -133,7 +133,7 @@ pub struct Cause {
 /// The rule above for a pause of the groups `paused` sent on ingress `i`. `causes`: the
 /// egress ports holding its traffic back; `ports`: every port's state (`ports[i]` is the
 /// ingress).
-pub fn choose(i: usize, paused: Priorities, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
+pub(crate) fn choose(i: usize, paused: Priorities, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
     let retry = ports[i].retry & paused;
     if let Some(lowest) = retry.iter().next() {
         let group = Priorities::only(lowest);
@@ -171,6 +171,7 @@ impl CheckingMessage {
 /// A detected cycle of pauses.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadlockEvent {
+    /// Numbers the deadlocks this switch detected, from 1.
     pub id: u64,
     /// When the own message came back (monotonic clock, ns).
     pub detected_ns: u64,
@@ -178,11 +179,13 @@ pub struct DeadlockEvent {
     pub origin_port: usize,
     /// The port the message came back on: the egress paused by the cycle.
     pub return_port: usize,
+    /// The own message that came back.
     pub message: CheckingMessage,
     /// Pause hops around the cycle (switches on it).
     pub path_length: u16,
     /// Later returns of own messages over the same ports while the cycle lasted.
     pub confirmations: u64,
+    /// When an own message last came back over the cycle (monotonic clock, ns).
     pub last_seen_ns: u64,
     /// The lossless queue on the return port was dropped to break the cycle.
     pub resolved: bool,
@@ -190,7 +193,7 @@ pub struct DeadlockEvent {
 
 /// Turns returns of own messages into deadlock events, one per cycle.
 #[derive(Debug, Default)]
-pub struct DeadlockTracker {
+pub(crate) struct DeadlockTracker {
     next_id: u64,
     active: Vec<(usize, usize, u64, Time)>,
 }

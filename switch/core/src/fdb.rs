@@ -19,7 +19,7 @@ struct Entry {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Learned {
+pub(crate) enum Learned {
     New,
     Refreshed,
     /// The address was known on another port: the station moved.
@@ -30,6 +30,7 @@ pub enum Learned {
     Static,
 }
 
+/// The forwarding database: MAC address to port, learned (and aged) or static.
 #[derive(Debug)]
 pub struct Fdb {
     entries: HashMap<u64, Entry, FxBuildHasher>,
@@ -41,9 +42,13 @@ pub struct Fdb {
 /// One row of the table, for display.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FdbRow {
+    /// The station.
     pub mac: MacAddr,
+    /// Where it was learned, or pinned.
     pub port: PortId,
+    /// Seconds since it was last seen (0 for static entries).
     pub age_s: u64,
+    /// A static entry from the configuration.
     pub is_static: bool,
 }
 
@@ -54,7 +59,7 @@ impl Fdb {
     }
 
     /// Records that `mac` was seen on `port`. Callers must not learn multicast or zero sources.
-    pub fn learn(&mut self, mac: MacAddr, port: PortId, now: Time) -> Learned {
+    pub(crate) fn learn(&mut self, mac: MacAddr, port: PortId, now: Time) -> Learned {
         let port = port as u16;
         let learned = self.entries.len() - self.statics;
         match self.entries.get_mut(&mac.as_u64()) {
@@ -103,14 +108,17 @@ impl Fdb {
         self.entries.retain(|_, e| e.is_static || usize::from(e.port) != port);
     }
 
+    /// Entries, learned and static.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// Every entry as `ctl fdb` shows it, ordered by address.
     pub fn rows(&self, now: Time) -> Vec<FdbRow> {
         let mut rows: Vec<FdbRow> = self
             .entries

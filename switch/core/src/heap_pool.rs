@@ -4,6 +4,7 @@
 use super::pool::FramePool;
 use super::queue::FrameId;
 
+/// A [`FramePool`] of plain vectors: for tests and fuzzing, where there is no UMEM.
 #[derive(Debug)]
 pub struct HeapPool {
     frames: Vec<Vec<u8>>,
@@ -12,6 +13,7 @@ pub struct HeapPool {
 }
 
 impl HeapPool {
+    /// A pool of `n` frames, all free.
     pub fn new(n: u32) -> HeapPool {
         HeapPool {
             frames: vec![Vec::new(); n as usize],
@@ -27,10 +29,12 @@ impl HeapPool {
         Some(id)
     }
 
+    /// Frames free now.
     pub fn free_count(&self) -> usize {
         self.free.len()
     }
 
+    /// Frames in the pool.
     pub fn capacity(&self) -> usize {
         self.frames.len()
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 const LINEAR: usize = 1000;
 const LOG: usize = 32;
 
+/// Durations in power-of-two microsecond buckets: recording costs no allocation.
 #[derive(Clone, Debug)]
 pub struct Histogram {
     buckets: Box<[u64; LINEAR + LOG]>,
@@ -15,13 +16,20 @@ pub struct Histogram {
     sum_ns: u128,
 }
 
+/// A summary of recorded durations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Percentiles {
+    /// Durations recorded.
     pub count: u64,
+    /// Median, µs (the upper bound of its bucket).
     pub p50_us: f64,
+    /// 90th percentile, µs (the upper bound of its bucket).
     pub p90_us: f64,
+    /// 99th percentile, µs (the upper bound of its bucket).
     pub p99_us: f64,
+    /// The longest, µs.
     pub max_us: f64,
+    /// The mean, µs.
     pub mean_us: f64,
 }
 
@@ -32,6 +40,7 @@ impl Default for Histogram {
 }
 
 impl Histogram {
+    /// Records one duration.
     pub fn record(&mut self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let us = ns / 1000;
@@ -65,6 +74,7 @@ impl Histogram {
         self.max_ns as f64 / 1000.0
     }
 
+    /// The summary of what was recorded.
     pub fn percentiles(&self) -> Percentiles {
         Percentiles {
             count: self.count,

@@ -2,13 +2,24 @@
 //! caller with frames and time. Nothing here touches a socket, a thread or a clock, so the
 //! same code runs behind AF_XDP sockets (`pfcswitch`) and in tests without a network.
 //! The switch crate re-exports it as `pfcswitch::core`.
+//!
+//! A driver needs what the crate root re-exports: a [`Switch`] built from a [`Config`],
+//! the [`FramePool`] it owns frames in, a [`TxBatch`] per transmit, the [`Slowpath`] and
+//! its [`ToSlowpath`] events and [`HeldFrame`]s, [`Time`] passed in, and the
+//! [`SwitchStats`] snapshot. [`Switch`]'s module documents the order of the calls. The
+//! modules below hold the rest: the wire codecs ([`pfc`], [`checking`]), the
+//! configuration and its parts ([`config`]), what `ctl` shows ([`stats`], [`fdb`],
+//! [`traffic_map`]) and the small types ([`priorities`], [`ports`], [`speed`], [`mac`]).
+//! The buffer, classifier, shaper and ring the switch is made of are the crate's own.
 
-pub mod buffer;
+#![warn(missing_docs)]
+
+pub(crate) mod buffer;
 pub mod checking;
-pub mod classify;
+pub(crate) mod classify;
 pub mod config;
 pub mod dcfit;
-pub mod ether;
+pub(crate) mod ether;
 pub mod fdb;
 pub mod heap_pool;
 pub mod histogram;
@@ -20,8 +31,8 @@ pub mod pool;
 pub mod ports;
 pub mod priorities;
 pub mod queue;
-pub mod ring;
-pub mod shaper;
+pub(crate) mod ring;
+pub(crate) mod shaper;
 pub mod slowpath;
 pub mod speed;
 pub mod stats;
@@ -29,3 +40,15 @@ pub mod switch;
 pub mod tagging;
 pub mod time;
 pub mod traffic_map;
+
+pub use config::Config;
+pub use mac::MacAddr;
+pub use pool::FramePool;
+pub use ports::{PortId, PortSet, MAX_PORTS};
+pub use priorities::{Priorities, PRIORITIES};
+pub use queue::FrameId;
+pub use slowpath::{HeldFrame, Slowpath, ToSlowpath};
+pub use speed::Speed;
+pub use stats::SwitchStats;
+pub use switch::{Switch, TxBatch, TxFrame};
+pub use time::Time;

@@ -5,15 +5,19 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// An Ethernet MAC address.
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MacAddr(pub [u8; 6]);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("invalid MAC address {0:?}: expected six hex bytes such as 02:00:00:00:00:01")]
+/// Text that is not six colon-separated hex bytes.
 pub struct MacParseError(String);
 
 impl MacAddr {
+    /// 00:00:00:00:00:00.
     pub const ZERO: MacAddr = MacAddr([0; 6]);
+    /// ff:ff:ff:ff:ff:ff.
     pub const BROADCAST: MacAddr = MacAddr([0xff; 6]);
 
     /// Reads the first six bytes of `bytes`; the caller guarantees the length.
@@ -23,10 +27,12 @@ impl MacAddr {
         MacAddr(a)
     }
 
+    /// A group address (the I/G bit set), broadcast included.
     pub fn is_multicast(self) -> bool {
         self.0[0] & 1 == 1
     }
 
+    /// All zero.
     pub fn is_zero(self) -> bool {
         self == MacAddr::ZERO
     }
@@ -43,6 +49,7 @@ impl MacAddr {
         MacAddr([0x02, b[3], b[4], b[5], b[6], b[7]])
     }
 
+    /// The address in the low 48 bits, as a map key.
     pub fn as_u64(self) -> u64 {
         let mut b = [0u8; 8];
         b[2..].copy_from_slice(&self.0);

@@ -44,6 +44,8 @@ impl Timer {
     }
 }
 
+/// The pauses a link partner sent one port: per priority (PFC) or for the whole link (802.3x), with
+/// when each ends and how long each priority has been paused.
 #[derive(Clone, Debug, Default)]
 pub struct EgressPause {
     prio: [Timer; PRIORITIES],

@@ -15,14 +15,20 @@ use super::checking::CheckingMessage;
 use super::mac::MacAddr;
 use super::priorities::Priorities;
 
+/// The MAC control EtherType.
 pub const MAC_CONTROL_ETHERTYPE: u16 = 0x8808;
+/// 802.3x PAUSE opcode.
 pub const OPCODE_PAUSE: u16 = 0x0001;
+/// PFC (802.1Qbb) opcode.
 pub const OPCODE_PFC: u16 = 0x0101;
 /// The reserved group address MAC control frames are sent to.
 pub const PAUSE_DESTINATION: MacAddr = MacAddr([0x01, 0x80, 0xc2, 0x00, 0x00, 0x01]);
 /// Frames are padded to this length (64 bytes on the wire with the FCS).
 pub const MIN_FRAME_LEN: usize = 60;
+/// Where an 802.3x PAUSE frame's fields end (after its quanta).
 pub const PAUSE_FIELDS_END: usize = 18;
+/// Where a PFC frame's fields end (after the eight timers); DCFIT messages ride in the padding
+/// after it.
 pub const PFC_FIELDS_END: usize = 34;
 pub use super::priorities::PRIORITIES;
 
@@ -31,6 +37,7 @@ pub use super::priorities::PRIORITIES;
 pub struct Pfc {
     /// The class-enable vector: `quanta[n]` applies to each priority n in it.
     pub enabled: Priorities,
+    /// Per priority: pause quanta (512 bit times each); 0 resumes at once.
     pub quanta: [u16; PRIORITIES],
     /// A DCFIT checking message riding in the padding, if any.
     pub checking: Option<CheckingMessage>,
@@ -52,17 +59,25 @@ impl Pfc {
     }
 }
 
+/// A MAC control frame's body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MacControl {
     /// 802.3x: stop the whole link for `quanta`.
-    Pause { quanta: u16 },
+    /// An 802.3x PAUSE for the whole link.
+    Pause {
+        /// The pause, in quanta of 512 bit times; 0 resumes at once.
+        quanta: u16,
+    },
     /// 802.1Qbb: stop individual priorities.
     Pfc(Pfc),
 }
 
+/// A decoded MAC control frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControlFrame {
+    /// The sender.
     pub src: MacAddr,
+    /// What it says.
     pub body: MacControl,
 }
 
@@ -70,18 +85,24 @@ pub struct ControlFrame {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ControlReject {
     #[error("frame too short for its opcode's fields")]
+    /// Shorter than its opcode's fields.
     Truncated,
     #[error("opcode is neither PAUSE (0x0001) nor PFC (0x0101)")]
+    /// An opcode other than PAUSE and PFC.
     UnknownOpcode,
     #[error("destination is not 01:80:c2:00:00:01")]
+    /// Sent neither to 01:80:C2:00:00:01 nor to this port.
     WrongDestination,
     #[error("reserved upper byte of the class-enable vector is not zero")]
+    /// Bits the standard reserves are set in the class-enable vector.
     ReservedBits,
     #[error("class-enable vector enables no priority")]
+    /// A PFC frame that enables no priority.
     NoClassEnabled,
 }
 
 impl ControlReject {
+    /// Every reason, in counter order.
     pub const ALL: [ControlReject; 5] = [
         ControlReject::Truncated,
         ControlReject::UnknownOpcode,
@@ -90,10 +111,12 @@ impl ControlReject {
         ControlReject::NoClassEnabled,
     ];
 
+    /// The reason's position in [`ControlReject::ALL`].
     pub fn index(self) -> usize {
         self as usize
     }
 
+    /// The reason's counter name.
     pub fn name(self) -> &'static str {
         match self {
             ControlReject::Truncated => "truncated",

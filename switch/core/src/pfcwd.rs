@@ -39,6 +39,7 @@ pub enum WatchdogAction {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct WatchdogConfig {
+    /// What a stormed priority leads to.
     pub action: WatchdogAction,
     /// How long a priority must stay paused, with frames waiting, before the watchdog acts.
     pub detection_ms: u64,
@@ -56,10 +57,13 @@ impl Default for WatchdogConfig {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct WatchdogOverride {
+    /// This port's action, if not the switch's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<WatchdogAction>,
+    /// This port's detection time, if not the switch's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detection_ms: Option<u64>,
+    /// This port's restoration time, if not the switch's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restoration_ms: Option<u64>,
 }
@@ -79,7 +83,9 @@ impl WatchdogConfig {
 /// What the watchdog did on one priority of one port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchdogCounters {
+    /// Storms detected.
     pub storms_detected: u64,
+    /// Storms over (the priority restored).
     pub restored: u64,
     /// Frames dropped while the priority was stormed (action `drop`).
     pub dropped_frames: u64,
@@ -95,15 +101,37 @@ pub struct WatchdogCounters {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchdogEvent {
     /// `prio` on `port` has been paused, with frames waiting, since `stalled_since`.
-    StormDetected { port: u16, prio: u8, at: Time, stalled_since: Time, action: WatchdogAction },
+    /// A priority was paused with frames waiting for the detection time: stormed.
+    StormDetected {
+        /// The port whose link partner stormed.
+        port: u16,
+        /// The stormed priority.
+        prio: u8,
+        /// When the storm was detected.
+        at: Time,
+        /// Since when the priority had been paused with frames waiting.
+        stalled_since: Time,
+        /// What the watchdog does about it.
+        action: WatchdogAction,
+    },
     /// No pause on `prio` for the restoration time: back to normal.
-    Restored { port: u16, prio: u8, at: Time, stormed_for: Duration },
+    /// No pause came for the restoration time: the priority is restored.
+    Restored {
+        /// The port.
+        port: u16,
+        /// The restored priority.
+        prio: u8,
+        /// When it was restored.
+        at: Time,
+        /// How long the storm lasted.
+        stormed_for: Duration,
+    },
 }
 
 /// Events not yet taken by the shell, oldest first; the oldest is forgotten (and counted)
 /// when the shell falls behind, so a flapping partner cannot grow memory.
 #[derive(Clone, Debug, Default)]
-pub struct WatchdogEvents {
+pub(crate) struct WatchdogEvents {
     queue: VecDeque<WatchdogEvent>,
     pub forgotten: u64,
 }
@@ -126,7 +154,7 @@ impl WatchdogEvents {
 
 /// The watchdog of one port.
 #[derive(Clone, Debug)]
-pub struct PortWatchdog {
+pub(crate) struct PortWatchdog {
     action: WatchdogAction,
     detection: Duration,
     restoration: Duration,
@@ -139,7 +167,7 @@ pub struct PortWatchdog {
 
 /// What the watchdog sees of a port's priorities at one moment.
 #[derive(Clone, Copy, Debug)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// Per priority: since when the partner has paused it without a break, if it does.
     pub paused_since: [Option<Time>; PRIORITIES],
     /// Per priority: when the partner's last pause (not a resume) for it arrived.

@@ -8,11 +8,14 @@ use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
 /// The number of 802.1p priorities (traffic classes), 0 to 7.
 pub const PRIORITIES: usize = 8;
 
+/// A set of priorities (0..7), one bit each.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Priorities(u8);
 
 impl Priorities {
+    /// No priority.
     pub const NONE: Priorities = Priorities(0);
+    /// All eight.
     pub const ALL: Priorities = Priorities(0xff);
 
     /// The set a class-enable vector (or any bit n = priority n byte) names.
@@ -31,18 +34,22 @@ impl Priorities {
         Priorities(1 << p)
     }
 
+    /// Whether priority `p` is in the set.
     pub const fn contains(self, p: usize) -> bool {
         p < PRIORITIES && self.0 & (1 << p) != 0
     }
 
+    /// Whether no priority is in the set.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
 
+    /// Adds priority `p`.
     pub fn insert(&mut self, p: usize) {
         *self |= Priorities::only(p);
     }
 
+    /// Removes priority `p`.
     pub fn remove(&mut self, p: usize) {
         *self &= !Priorities::only(p);
     }

@@ -14,7 +14,7 @@ const NIL: u32 = u32::MAX;
 
 /// What the switch remembers about a frame it holds.
 #[derive(Clone, Copy, Debug)]
-pub struct FrameMeta {
+pub(crate) struct FrameMeta {
     pub len: u32,
     /// The port it arrived on, charged for its buffer (see [`FrameMeta::ingress`]).
     ingress: u16,
@@ -42,7 +42,7 @@ impl Default for FrameMeta {
 
 /// The per-frame table the queues are threaded through.
 #[derive(Debug)]
-pub struct FrameTable {
+pub(crate) struct FrameTable {
     meta: Vec<FrameMeta>,
 }
 
@@ -65,14 +65,10 @@ impl FrameTable {
     pub fn get_mut(&mut self, id: FrameId) -> &mut FrameMeta {
         &mut self.meta[id.0 as usize]
     }
-
-    pub fn capacity(&self) -> u32 {
-        self.meta.len() as u32
-    }
 }
 
 #[derive(Clone, Copy, Debug)]
-pub struct Fifo {
+pub(crate) struct Fifo {
     head: u32,
     tail: u32,
     frames: u32,

@@ -30,6 +30,7 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
         self.pushed.min(N)
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.pushed == 0
     }

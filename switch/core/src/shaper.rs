@@ -32,10 +32,6 @@ impl Shaper {
         Shaper { speed, burst, catch_up, wire_free_at: Time::ZERO, idle: true }
     }
 
-    pub fn speed(&self) -> Speed {
-        self.speed
-    }
-
     /// Whether a frame may go out now.
     pub fn ready(&self, now: Time) -> bool {
         self.wire_free_at <= now + self.burst

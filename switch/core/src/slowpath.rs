@@ -7,8 +7,8 @@
 //! order per ingress port. They stay charged to their ingress (port, priority) group
 //! while held, so holding them builds buffer and triggers XOFF upstream exactly as
 //! congestion would. Whether a port is blocked, and how many frames are held for each
-//! egress queue, the engine alone keeps ([`crate::switch::Switch::stopped`],
-//! [`crate::traffic_map::TrafficMap`]).
+//! egress queue, the engine alone keeps ([`crate::switch::Switch::stopped`], and its
+//! traffic map).
 
 use std::collections::VecDeque;
 
@@ -22,16 +22,21 @@ use super::queue::FrameId;
 /// A frame the dataplane handed to the slowpath because its egress was blocked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HeldFrame {
+    /// The frame in the pool.
     pub id: FrameId,
+    /// Its length, bytes (charged to its ingress group while held).
     pub len: u32,
+    /// The port it arrived on.
     pub ingress: u16,
+    /// The blocked port it waits for.
     pub egress: u16,
+    /// The egress queue it joins.
     pub prio: u8,
 }
 
 /// Frames held for blocked egresses, per ingress port in arrival order.
 #[derive(Debug)]
-pub struct HeldFrames {
+pub(crate) struct HeldFrames {
     held: Vec<VecDeque<HeldFrame>>,
 }
 
@@ -54,6 +59,7 @@ impl HeldFrames {
     }
 
     /// Frames held for `egress`.
+    #[cfg(test)]
     pub fn held_for(&self, egress: usize) -> usize {
         self.held.iter().flatten().filter(|f| usize::from(f.egress) == egress).count()
     }
@@ -83,30 +89,39 @@ impl HeldFrames {
 /// A deadlock as `pfcswitch ctl deadlocks` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeadlockRecord {
+    /// What DCFIT found.
     #[serde(flatten)]
     pub event: DeadlockEvent,
+    /// The switch that detected it.
     pub switch: String,
+    /// The name of [`DeadlockEvent::origin_port`].
     pub origin_port_name: String,
+    /// The name of [`DeadlockEvent::return_port`].
     pub return_port_name: String,
 }
 
 /// A checking message passed on, for the record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ForwardRecord {
+    /// The message.
     pub message: CheckingMessage,
+    /// The egress whose pause brought it.
     pub from_port: String,
+    /// The ingress that passes it upstream.
     pub to_port: String,
 }
 
 /// What `ctl deadlocks` answers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeadlockReport {
+    /// The switch reporting.
     pub switch: String,
     /// The latest deadlocks, oldest first (at most [`DEADLOCK_LOG`]).
     pub deadlocks: Vec<DeadlockRecord>,
     /// Older deadlocks no longer in the list.
     #[serde(default)]
     pub deadlocks_forgotten: u64,
+    /// The latest forwards, oldest first (at most [`FORWARD_LOG`]).
     pub recent_forwards: Vec<ForwardRecord>,
 }
 
@@ -193,7 +208,8 @@ impl Slowpath {
         self.recheck && !self.held.is_empty()
     }
 
-    /// The held frames that may go now (see [`HeldFrames::release`]), in order; the
+    /// The held frames that may go now (their priority not in `stopped(egress)`: all of
+    /// them while the port is blocked), in arrival order per ingress port; the
     /// caller hands them back to the engine ([`crate::switch::Switch::take_back`]).
     pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities) -> &[HeldFrame] {
         self.recheck = false;
@@ -212,6 +228,7 @@ impl Slowpath {
         self.held.drain()
     }
 
+    /// What `ctl deadlocks` answers.
     pub fn deadlocks(&self) -> DeadlockReport {
         DeadlockReport {
             switch: self.switch.clone(),
@@ -228,14 +245,33 @@ pub enum ToSlowpath {
     /// A frame for a blocked egress, to hold.
     Held(HeldFrame),
     /// `port` was unblocked: what is held for it may go (as its pauses allow).
-    Unblocked { port: u16 },
+    /// `port` was unblocked: what is held for it may go (as its pauses allow).
+    Unblocked {
+        /// The port.
+        port: u16,
+    },
     /// A pause on egress `from` brought another switch's checking message, which ingress
     /// `to` passes upstream on its next pause (for the slowpath's record of forwards).
-    CheckForwarded { from: u16, to: u16, msg: CheckingMessage },
+    /// A pause on egress `from` brought another switch's checking message `msg`, which ingress `to`
+    /// passes upstream on its next pause (for the record of forwards).
+    CheckForwarded {
+        /// The egress whose pause brought the message.
+        from: u16,
+        /// The ingress that passes it upstream.
+        to: u16,
+        /// The message.
+        msg: CheckingMessage,
+    },
     /// This switch's own checking message came back: a new deadlock.
     Deadlock(DeadlockEvent),
     /// An own message came back again over a known cycle.
-    Confirmed { id: u64, at_ns: u64 },
+    /// Own message `id` came back again at `at_ns` over a known cycle.
+    Confirmed {
+        /// The deadlock ([`DeadlockEvent::id`]).
+        id: u64,
+        /// When the message came back (monotonic clock, ns).
+        at_ns: u64,
+    },
 }
 
 #[cfg(test)]

@@ -22,21 +22,26 @@ pub struct Speed(u64);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("invalid speed {0:?}: expected a rate such as 100M, 1G, 10G, 25G, 40G, 100G or bits per second")]
+/// Text that is not a speed such as `10G`, `100M` or `25000000000`.
 pub struct SpeedParseError(String);
 
 impl Speed {
+    /// A speed of `bps` bits per second.
     pub const fn from_bps(bps: u64) -> Speed {
         Speed(bps)
     }
 
+    /// A speed of `g` Gb/s.
     pub const fn gbps(g: u64) -> Speed {
         Speed(g * 1_000_000_000)
     }
 
+    /// A speed of `m` Mb/s.
     pub const fn mbps(m: u64) -> Speed {
         Speed(m * 1_000_000)
     }
 
+    /// Bits per second.
     pub const fn bps(self) -> u64 {
         self.0
     }

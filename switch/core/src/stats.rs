@@ -14,6 +14,7 @@ fn up() -> bool {
 /// One stretch of a port pausing its upstream for a priority.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct XoffEpisode {
+    /// The priority paused.
     pub prio: u8,
     /// Monotonic clock, ns.
     pub start_ns: u64,
@@ -140,8 +141,11 @@ drop_reasons! {
 /// MAC control (0x8808) frames. Not counted as data rx/tx or as drops.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MacControlCounters {
+    /// MAC control frames received.
     pub received: u64,
+    /// PFC frames received.
     pub pfc_received: u64,
+    /// 802.3x PAUSE frames received.
     pub pause_received: u64,
     /// 802.3x PAUSE received on a port not in global-pause mode.
     pub pause_ignored: u64,
@@ -151,18 +155,26 @@ pub struct MacControlCounters {
     pub lossy_class_ignored: u64,
     /// Honoured frames that came with an all-zero source address.
     pub zero_source: u64,
+    /// Rejected: shorter than their fields.
     pub truncated: u64,
+    /// Rejected: an opcode other than PAUSE and PFC.
     pub unknown_opcode: u64,
+    /// Rejected: for another destination.
     pub wrong_destination: u64,
+    /// Rejected: reserved bits set.
     pub reserved_bits: u64,
+    /// Rejected: a PFC frame enabling no priority.
     pub no_class_enabled: u64,
+    /// PFC frames sent.
     pub pfc_sent: u64,
+    /// 802.3x PAUSE frames sent.
     pub pause_sent: u64,
     /// Pauses that could not be built for want of a free buffer (retried).
     pub send_deferred: u64,
 }
 
 impl MacControlCounters {
+    /// Counts a frame the decoder rejected.
     pub fn reject(&mut self, r: ControlReject) {
         *match r {
             ControlReject::Truncated => &mut self.truncated,
@@ -199,43 +211,58 @@ impl MacControlCounters {
 /// Counters per (port, priority).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrioCounters {
+    /// Data frames received, charged to this priority.
     pub rx_frames: u64,
+    /// Data frames sent from this priority's egress queue.
     pub tx_frames: u64,
     /// Pause frames sent for this priority (XOFF and refreshes).
     pub xoff_sent: u64,
     /// Zero-quanta resumes sent.
     pub xon_sent: u64,
+    /// Pauses received for this priority.
     pub xoff_received: u64,
+    /// Zero-quanta resumes received for this priority.
     pub xon_received: u64,
+    /// Lossless frames dropped (headroom exhausted, or a deadlock or storm cut off).
     pub lossless_drops: u64,
+    /// Lossy frames dropped.
     pub lossy_drops: u64,
 }
 
 /// Live state of a (port, priority) in a snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PrioStats {
+    /// The priority.
     pub priority: u8,
+    /// Whether it is lossless.
     pub lossless: bool,
+    /// Its counters.
     #[serde(flatten)]
     pub counters: PrioCounters,
     /// Bytes this port's ingress holds for the priority.
     pub ingress_bytes: u64,
+    /// The most `ingress_bytes` has been.
     pub ingress_watermark: u64,
+    /// Bytes of headroom in use now.
     pub headroom_bytes: u64,
+    /// The most headroom has held.
     pub headroom_watermark: u64,
     /// The group's buffer profile now, lossless priorities only (zero for lossy ones):
     /// its XOFF and XON thresholds (a dynamic XOFF follows the free pool) and the
     /// headroom it may fill after XOFF.
     #[serde(default)]
     pub xoff_threshold: u64,
+    /// The XON threshold now, bytes.
     #[serde(default)]
     pub xon_threshold: u64,
+    /// The headroom the group may fill after XOFF, bytes.
     #[serde(default)]
     pub headroom_size: u64,
     /// XOFF asserted toward the upstream.
     pub xoff: bool,
     /// Frames waiting in this port's egress queue.
     pub egress_queue_frames: u32,
+    /// Bytes waiting in this port's egress queue.
     pub egress_queue_bytes: u64,
     /// The link partner has paused this priority right now.
     pub egress_paused: bool,
@@ -249,14 +276,22 @@ pub struct PrioStats {
     pub upstream_response_max_us: f64,
 }
 
+/// A port's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortCounters {
+    /// Data frames received.
     pub rx_frames: u64,
+    /// Data bytes received.
     pub rx_bytes: u64,
+    /// Data frames sent.
     pub tx_frames: u64,
+    /// Data bytes sent.
     pub tx_bytes: u64,
+    /// Frames not forwarded, by reason.
     pub drops: DropCounters,
+    /// PAUSE and PFC frames.
     pub mac_control: MacControlCounters,
+    /// Stations that moved here from another port.
     pub fdb_moves: u64,
     /// Source addresses not learned because the FDB was full (the frames still went on).
     #[serde(default)]
@@ -272,13 +307,21 @@ pub struct PortCounters {
 /// Frames the XDP program saw, per class (filled in by the dataplane).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct XdpClassCounters {
+    /// 802.3x PAUSE frames.
     pub pause: u64,
+    /// PFC frames.
     pub pfc: u64,
+    /// Other MAC control frames.
     pub mac_control_other: u64,
+    /// VLAN-tagged frames.
     pub vlan: u64,
+    /// IPv4 frames.
     pub ipv4: u64,
+    /// IPv6 frames.
     pub ipv6: u64,
+    /// Anything else.
     pub other: u64,
+    /// Frames shorter than an Ethernet header.
     pub runt: u64,
 }
 
@@ -296,6 +339,7 @@ pub enum SpeedSource {
 }
 
 impl SpeedSource {
+    /// Where the speed came from, as `ctl stats` says it.
     pub fn as_str(self) -> &'static str {
         match self {
             SpeedSource::Config => "config",
@@ -327,10 +371,12 @@ pub struct StallStats {
     pub backlogs: Vec<Backlog>,
 }
 
+/// A gap of 1 ms or more in the dataplane's polling.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stall {
     /// When the loop polled again (monotonic clock, ns).
     pub ended_ns: u64,
+    /// How long it lasted, µs.
     pub us: u64,
 }
 
@@ -344,6 +390,7 @@ pub struct Stall {
 pub struct Backlog {
     /// When the loop emptied the rings again (monotonic clock, ns).
     pub ended_ns: u64,
+    /// How long the spell lasted, µs.
     pub us: u64,
     /// Wall time in the spell that the loop's thread was not on a CPU, µs.
     pub off_cpu_us: u64,
@@ -394,11 +441,17 @@ impl StallStats {
 /// Kernel-side AF_XDP socket statistics (filled in by the dataplane).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocketCounters {
+    /// Frames dropped for the socket (no room or no fill buffer).
     pub rx_dropped: u64,
+    /// Invalid rx descriptors.
     pub rx_invalid_descs: u64,
+    /// Frames dropped because the rx ring was full.
     pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty.
     pub rx_fill_ring_empty: u64,
+    /// Invalid tx descriptors.
     pub tx_invalid_descs: u64,
+    /// Times the kernel found the tx ring empty.
     pub tx_ring_empty: u64,
     /// Loop turns in which the kernel took none of the frames waiting on the tx ring.
     pub tx_kernel_busy: u64,
@@ -407,23 +460,32 @@ pub struct SocketCounters {
 /// The PFC watchdog on one lossless priority of a port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchdogStats {
+    /// The priority.
     pub priority: u8,
+    /// What a storm on it leads to.
     pub action: WatchdogAction,
     /// The priority is stormed now (the action applies).
     pub active: bool,
+    /// What the watchdog did on it.
     #[serde(flatten)]
     pub counters: WatchdogCounters,
 }
 
+/// One port in `ctl stats`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PortStats {
+    /// The port's name.
     pub name: String,
+    /// Its interface.
     pub iface: String,
+    /// The source address of its pause frames.
     pub mac: String,
+    /// Its speed, as the shaper paces it.
     pub speed: String,
     /// Where `speed` came from.
     #[serde(default)]
     pub speed_from: SpeedSource,
+    /// Which pauses it sends and obeys.
     pub pause_mode: String,
     /// What the port faces: "host" or "switch".
     #[serde(default)]
@@ -438,8 +500,10 @@ pub struct PortStats {
     /// (filled in by the dataplane; absent when unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xdp_mode: Option<crate::config::XdpMode>,
+    /// How its sockets bound: zero-copy or copy (filled in by the dataplane; absent when unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bind_mode: Option<crate::config::BindMode>,
+    /// Its frames go to the slowpath (`ctl block`).
     pub blocked: bool,
     /// Frames for this egress held by the slowpath.
     pub held_by_slowpath: u64,
@@ -448,6 +512,7 @@ pub struct PortStats {
     /// The PFC watchdog, per lossless priority.
     #[serde(default)]
     pub pfcwd: Vec<WatchdogStats>,
+    /// DCFIT's checking messages on it.
     pub checks: CheckCounters,
     /// The latest times this port paused its upstream (oldest first).
     pub xoff_episodes: Vec<XoffEpisode>,
@@ -455,23 +520,37 @@ pub struct PortStats {
     /// clock, ns, oldest first; at most 64).
     #[serde(default)]
     pub pause_arrivals_ns: Vec<u64>,
+    /// Its counters.
     #[serde(flatten)]
     pub counters: PortCounters,
+    /// What the XDP program saw on it.
     pub xdp: XdpClassCounters,
+    /// Its sockets' kernel statistics.
     pub socket: SocketCounters,
+    /// Per priority, 0 to 7.
     pub priorities: Vec<PrioStats>,
 }
 
+/// What `pfcswitch ctl stats` shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SwitchStats {
+    /// The switch's name.
     pub name: String,
+    /// The id it carries in DCFIT messages.
     pub switch_id: u32,
+    /// Seconds since it started.
     pub uptime_s: f64,
+    /// Entries in the FDB.
     pub fdb_entries: usize,
+    /// The shared buffer, bytes.
     pub shared_buffer_bytes: u64,
+    /// Bytes of it in use.
     pub shared_buffer_used: u64,
+    /// The buffer-wide XOFF threshold now (a dynamic one follows the free pool), bytes.
     pub xoff_threshold: u64,
+    /// The buffer-wide XON threshold now, bytes.
     pub xon_threshold: u64,
+    /// UMEM frames free for reception (filled in by the dataplane).
     pub free_frames: u64,
     /// Time from reading the frame that crossed XOFF off the rx ring to handing its PFC
     /// frame to the kernel.
@@ -482,14 +561,17 @@ pub struct SwitchStats {
     /// From a received pause's arrival to the last frame of the paused priority handed
     /// out after it (0 when none was): how long the switch took to stop.
     pub pause_response: Percentiles,
+    /// Deadlocks DCFIT detected.
     pub deadlocks_detected: u64,
     /// Events the slowpath channel refused (should stay 0).
     pub slowpath_overflow: u64,
     /// PFC watchdog events the shell did not take in time, so never logged.
     #[serde(default)]
     pub pfcwd_events_forgotten: u64,
+    /// The dataplane loop's stalls and backlog spells (filled in by the dataplane).
     #[serde(default)]
     pub stalls: StallStats,
+    /// Per port, in configuration order.
     pub ports: Vec<PortStats>,
     /// The Tagger table this switch applies, and what it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -510,10 +592,12 @@ pub struct TagCounters {
 }
 
 impl TagCounters {
+    /// Frames that fell to the default tag, at ingress or egress.
     pub fn to_default(&self) -> u64 {
         self.default_ingress + self.default_egress
     }
 
+    /// Whether nothing was counted.
     pub fn is_zero(&self) -> bool {
         *self == TagCounters::default()
     }
@@ -522,24 +606,35 @@ impl TagCounters {
 /// Counters of one (ingress port, tag); `tag` is absent for frames without an IP header.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TagRow {
+    /// The ingress port.
     pub port: String,
+    /// The tag the frames arrived with; none for frames without an IP header.
     pub tag: Option<u8>,
+    /// What the table did to them.
     #[serde(flatten)]
     pub counters: TagCounters,
 }
 
+/// The Tagger table a switch applies, and what it did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaggerStats {
     /// The switch the table was written for.
     pub table_switch: String,
     /// The table's file.
     pub source: String,
+    /// Rules in the table.
     pub rules: usize,
+    /// Ingress rules (port, tag → priority).
     pub ingress_rules: usize,
+    /// Rewrite rules (ingress, tag, egress → tag).
     pub rewrite_rules: usize,
+    /// The lossless priorities its rules use.
     pub lossless: Vec<u8>,
+    /// The tag a host's frames start with.
     pub initial_tag: u8,
+    /// The tag of frames that match no rule (lossy).
     pub default_tag: u8,
+    /// The priority of the default tag.
     pub default_priority: u8,
     /// Every (port, tag) with a non-zero counter.
     pub tags: Vec<TagRow>,
@@ -565,6 +660,7 @@ impl PortStats {
 }
 
 impl PrioStats {
+    /// A snapshot row for each of the eight priorities, all zero.
     pub fn for_priorities() -> Vec<PrioStats> {
         (0..PRIORITIES as u8).map(|p| PrioStats { priority: p, ..PrioStats::default() }).collect()
     }

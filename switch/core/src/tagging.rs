@@ -28,6 +28,10 @@ pub const TAGS: usize = 64;
 const NO_RULE: u8 = u8::MAX;
 
 /// A table that does not fit this switch, naming the rule at fault.
+///
+/// Each variant's message (its `#[error]` text, which `Display` prints) says what it and
+/// its fields are; a doc comment on each would repeat it.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TableError {
     #[error(
@@ -77,10 +81,15 @@ pub struct TagTable {
     pub switch: String,
     /// Where it came from (a file path), for stats and logs.
     pub source: String,
+    /// Ingress rules.
     pub ingress_rules: usize,
+    /// Rewrite rules.
     pub rewrite_rules: usize,
+    /// The tag a host's frames start with.
     pub initial_tag: u8,
+    /// The tag of frames that match no rule.
     pub default_tag: u8,
+    /// The priority of the default tag (lossy).
     pub default_priority: u8,
     ports: usize,
     /// (port, tag) → priority, at `port * TAGS + tag`.
@@ -289,10 +298,12 @@ impl TagTable {
             .collect()
     }
 
+    /// The lossless priorities the table's rules use.
     pub fn lossless(&self) -> Priorities {
         self.lossless
     }
 
+    /// The same, as a sorted list.
     pub fn lossless_priorities(&self) -> Vec<u8> {
         self.lossless.iter().map(|p| p as u8).collect()
     }

@@ -11,21 +11,27 @@ use std::time::Duration;
 pub struct Time(u64);
 
 impl Time {
+    /// The clock's zero.
     pub const ZERO: Time = Time(0);
+    /// Later than any time the switch sees ("never").
     pub const MAX: Time = Time(u64::MAX);
 
+    /// `nanos` ns after zero.
     pub const fn from_nanos(nanos: u64) -> Time {
         Time(nanos)
     }
 
+    /// `micros` µs after zero.
     pub const fn from_micros(micros: u64) -> Time {
         Time(micros * 1_000)
     }
 
+    /// `millis` ms after zero.
     pub const fn from_millis(millis: u64) -> Time {
         Time(millis * 1_000_000)
     }
 
+    /// Nanoseconds since zero.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }

@@ -18,7 +18,7 @@ use super::ports::{PortSet, MAX_PORTS};
 use super::priorities::PRIORITIES;
 
 #[derive(Clone, Debug)]
-pub struct TrafficMap {
+pub(crate) struct TrafficMap {
     n: usize,
     slowpath_rows: Vec<PortSet>,
     /// Frames of (i, e) at the slowpath, index i * n + e.
@@ -112,6 +112,7 @@ impl TrafficMap {
         self.slowpath_rows[i]
     }
 
+    #[cfg(test)]
     pub fn ports(&self) -> usize {
         self.n
     }
@@ -121,8 +122,11 @@ impl TrafficMap {
 /// waiting for egress `e` (queued or at the slowpath), `at_slowpath[i][e]` for the latter.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrafficMapView {
+    /// The ports' names, in order.
     pub ports: Vec<String>,
+    /// `waiting[i][e]`: frames of ingress `i` wait for egress `e` (queued or at the slowpath).
     pub waiting: Vec<Vec<bool>>,
+    /// `at_slowpath[i][e]`: some of them wait at the slowpath.
     pub at_slowpath: Vec<Vec<bool>>,
 }
 

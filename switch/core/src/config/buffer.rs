@@ -10,6 +10,8 @@ use crate::priorities::PRIORITIES;
 
 use super::{invalid, ConfigError, MAX_BUFFER_BYTES};
 
+/// The `[buffer]` table: the shared pool, the XOFF and XON rules, headroom, lossy queue sizes and
+/// frame caps.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BufferConfig {
@@ -28,11 +30,11 @@ pub struct BufferConfig {
     /// Tail-drop limit of each lossy egress queue.
     pub lossy_queue_bytes: u64,
     /// Most frames a port's lossy queues hold together, whatever their bytes: many small
-    /// frames must not empty the frame pool. Absent: see [`Config::frame_caps`].
+    /// frames must not empty the frame pool. Absent: see [`Config::frame_caps`](super::Config::frame_caps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lossy_port_frames: Option<u32>,
     /// Most frames the slowpath holds for blocked ports together: a port blocked for
-    /// ever must not empty the frame pool. Absent: see [`Config::frame_caps`].
+    /// ever must not empty the frame pool. Absent: see [`Config::frame_caps`](super::Config::frame_caps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slowpath_frames: Option<u32>,
     /// `[buffer.priority.N]`: priority N's own profile on every port, overriding the
@@ -43,19 +45,24 @@ pub struct BufferConfig {
 
 /// A priority group's buffer settings, every one optional: `[buffer.priority.N]` for
 /// priority N on every port, `[port.priority.N]` for one port's. A rule a profile leaves
-/// out comes from the level above (see [`Config::group_profile`]). Exactly one form of
+/// out comes from the level above (see [`Config::group_profile`](super::Config::group_profile)). Exactly one form of
 /// each rule per level: `xoff_bytes` or `xoff_alpha`, `xon_bytes` or `xon_offset_bytes`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BufferProfile {
+    /// Static XOFF threshold, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xoff_bytes: Option<u64>,
+    /// Dynamic XOFF threshold: alpha × the free shared buffer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xoff_alpha: Option<f64>,
+    /// XON threshold, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xon_bytes: Option<u64>,
+    /// XON this many bytes below XOFF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xon_offset_bytes: Option<u64>,
+    /// Headroom the group may fill after XOFF, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom_bytes: Option<u64>,
 }
@@ -73,8 +80,11 @@ impl BufferProfile {
 /// What one (ingress port, priority) group is held to, every level resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GroupProfile {
+    /// When the group pauses its upstream.
     pub xoff: XoffRule,
+    /// When it resumes it.
     pub xon: XonRule,
+    /// What it may still take after XOFF, bytes.
     pub headroom_bytes: u64,
 }
 
@@ -108,7 +118,9 @@ impl Default for BufferConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum XoffRule {
+    /// XOFF at this many bytes.
     Static(u64),
+    /// XOFF at alpha × the free shared buffer.
     Dynamic(f64),
 }
 
@@ -116,14 +128,19 @@ pub enum XoffRule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum XonRule {
+    /// XON this many bytes below the XOFF threshold.
     BelowXoff(u64),
+    /// XON at this many bytes.
     Static(u64),
 }
 
+/// XOFF threshold when nothing sets one.
 pub const DEFAULT_XOFF_BYTES: u64 = 96 << 10;
 
+/// The lossless priorities when nothing sets them (the common RoCE choice).
 pub const DEFAULT_LOSSLESS: [u8; 2] = [3, 4];
 
+/// How far below XOFF XON lies when nothing sets it.
 pub const DEFAULT_XON_OFFSET_BYTES: u64 = 16 << 10;
 
 impl BufferConfig {
@@ -138,6 +155,7 @@ impl BufferConfig {
         }
     }
 
+    /// The buffer-wide XOFF rule, defaults applied.
     pub fn xoff_rule(&self) -> XoffRule {
         match (self.xoff_bytes, self.xoff_alpha) {
             (_, Some(alpha)) => XoffRule::Dynamic(alpha),
@@ -146,6 +164,7 @@ impl BufferConfig {
         }
     }
 
+    /// The buffer-wide XON rule, defaults applied.
     pub fn xon_rule(&self) -> XonRule {
         match (self.xon_bytes, self.xon_offset_bytes) {
             (Some(b), _) => XonRule::Static(b),

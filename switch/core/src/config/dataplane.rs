@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The `[dataplane]` table: what the AF_XDP shell reads (rings, frames, XDP and bind modes,
+/// batching, busy polling).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct DataplaneConfig {
@@ -70,6 +72,7 @@ pub enum BindMode {
 }
 
 impl BindMode {
+    /// The mode as `ctl stats` and the logs name it.
     pub fn as_str(self) -> &'static str {
         match self {
             BindMode::ZeroCopy => "zero-copy",

@@ -24,6 +24,8 @@ use buffer::{check_group, check_profiles};
 pub use dataplane::*;
 pub use port::*;
 
+/// A switch configuration: the TOML `pfcswitch run --config` reads, validated by
+/// [`Config::validate`].
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -33,16 +35,22 @@ pub struct Config {
     /// The id carried in DCFIT checking messages; derived from `name` when absent.
     #[serde(default)]
     pub switch_id: Option<u32>,
+    /// The shared buffer (`[buffer]`).
     #[serde(default)]
     pub buffer: BufferConfig,
+    /// Lossless priorities and pause timing (`[pfc]`).
     #[serde(default)]
     pub pfc: PfcConfig,
+    /// How frames get their priority (`[classify]`).
     #[serde(default)]
     pub classify: ClassifyConfig,
+    /// Learning and aging (`[fdb]`).
     #[serde(default)]
     pub fdb: FdbConfig,
+    /// The AF_XDP shell's settings (`[dataplane]`); the engine uses none of them.
     #[serde(default)]
     pub dataplane: DataplaneConfig,
+    /// Deadlock detection (`[dcfit]`).
     #[serde(default)]
     pub dcfit: DcfitConfig,
     /// The PFC watchdog (see [`crate::pfcwd`]); a port's `pfcwd` overrides it.
@@ -51,6 +59,7 @@ pub struct Config {
     /// A Tagger table to apply (deadlock prevention); see [`crate::tagging`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tagger: Option<TaggerConfig>,
+    /// The ports, in order: a port's index here is its [`crate::ports::PortId`].
     #[serde(rename = "port", default)]
     pub ports: Vec<PortConfig>,
     /// Static forwarding entries: never learned over, never aged (rings and Clos
@@ -87,9 +96,11 @@ pub struct TaggerConfig {
     pub switch: Option<String>,
 }
 
+/// A `[[fdb_entry]]`: a station pinned to a port.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct StaticFdbEntry {
+    /// The station's address.
     pub mac: MacAddr,
     /// The port's name (or interface).
     pub port: String,
@@ -106,11 +117,13 @@ pub enum DeadlockResolution {
     Drop,
 }
 
+/// The `[dcfit]` table.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct DcfitConfig {
     /// Carry checking messages in pause frames and detect cycles of pauses.
     pub enabled: bool,
+    /// What a detected deadlock leads to.
     pub resolution: DeadlockResolution,
     /// How long the detecting port's lossless queue is dropped with `resolution = "drop"`.
     pub drop_ms: u64,
@@ -122,6 +135,7 @@ impl Default for DcfitConfig {
     }
 }
 
+/// The `[pfc]` table.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct PfcConfig {
@@ -142,6 +156,7 @@ impl Default for PfcConfig {
     }
 }
 
+/// The `[classify]` table.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClassifyConfig {
@@ -172,6 +187,7 @@ impl ClassifyConfig {
     }
 }
 
+/// The `[fdb]` table.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FdbConfig {
@@ -205,9 +221,16 @@ fn check_watchdog(field: impl fmt::Display, w: &WatchdogConfig) -> Result<(), Co
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
     #[error("{0}")]
+    /// The text is not valid TOML for a configuration.
     Parse(String),
     #[error("{field}: {problem}")]
-    Invalid { field: String, problem: String },
+    /// A field holds a value the switch cannot run with.
+    Invalid {
+        /// The field, as written in the file (`port[1].speed`).
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 fn invalid(field: impl fmt::Display, problem: impl fmt::Display) -> ConfigError {
@@ -240,10 +263,12 @@ impl Config {
         Ok(config)
     }
 
+    /// The configuration as TOML (what `check-config` prints).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a Config always serializes")
     }
 
+    /// The name of port `index`: its `name`, or its interface.
     pub fn port_name(&self, index: usize) -> &str {
         let p = &self.ports[index];
         p.name.as_deref().unwrap_or(&p.iface)
@@ -259,6 +284,7 @@ impl Config {
         self.pfc.lossless.as_deref().unwrap_or(&DEFAULT_LOSSLESS)
     }
 
+    /// The lossless priorities: `pfc.lossless`, or the defaults.
     pub fn lossless(&self) -> Priorities {
         self.lossless_priorities().iter().map(|&p| usize::from(p)).collect()
     }
@@ -308,6 +334,7 @@ impl Config {
         })
     }
 
+    /// Checks every field and their combinations; the error names the field at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.name.is_empty() || self.name.contains('/') {
             return Err(invalid("name", "must be non-empty and contain no '/'"));

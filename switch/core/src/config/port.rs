@@ -11,6 +11,7 @@ use crate::speed::Speed;
 
 use super::BufferProfile;
 
+/// A `[[port]]`: an interface and how the switch treats it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PortConfig {
@@ -30,6 +31,7 @@ pub struct PortConfig {
     /// Cable length in metres, used by the headroom calculator.
     #[serde(default = "default_cable_m")]
     pub cable_m: f64,
+    /// Which pauses the port sends and obeys: PFC per priority, 802.3x for the whole link, or none.
     #[serde(default)]
     pub pause_mode: PauseMode,
     /// What is at the other end: a host (the default) or another switch. Only
@@ -53,6 +55,7 @@ pub struct PortConfig {
     /// other level.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub priority: BTreeMap<String, BufferProfile>,
+    /// How its egress queues share the link.
     #[serde(default)]
     pub scheduler: Scheduler,
     /// Overrides `[pfcwd]` for this port, e.g. `pfcwd = { action = "alert" }`.
@@ -95,7 +98,11 @@ pub enum Scheduler {
     Strict,
     /// Deficit round robin with a weight per priority (0..7); weight 0 keeps that queue strict,
     /// served before the weighted ones.
-    Drr { weights: [u32; PRIORITIES] },
+    /// Deficit round robin with these weights.
+    Drr {
+        /// Per priority: its share of the link; 0 keeps it strict.
+        weights: [u32; PRIORITIES],
+    },
 }
 
 /// The speed of a port whose `speed` is not set and whose NIC reports none.
@@ -109,6 +116,7 @@ fn default_true() -> bool {
     true
 }
 
+/// A port's largest frame when nothing sets one: 1500 bytes of payload, a VLAN tag and the FCS.
 pub const DEFAULT_MAX_FRAME: usize = 1522;
 
 fn default_max_frame() -> usize {
@@ -116,6 +124,7 @@ fn default_max_frame() -> usize {
 }
 
 impl PortConfig {
+    /// A port on interface `iface` with every default.
     pub fn new(iface: &str) -> PortConfig {
         PortConfig {
             name: None,

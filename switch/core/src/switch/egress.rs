@@ -22,7 +22,9 @@ use super::Switch;
 /// One frame to put on a tx ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxFrame {
+    /// The frame, in the pool.
     pub id: FrameId,
+    /// Its length, bytes.
     pub len: u32,
     /// For a pause frame sent because a queue crossed XOFF: when that frame was received.
     pub xoff_trigger: Option<Time>,
@@ -37,8 +39,10 @@ pub struct TxBatch {
 }
 
 impl TxBatch {
+    /// The most frames one batch holds.
     pub const CAPACITY: usize = 256;
 
+    /// An empty batch with room for [`TxBatch::CAPACITY`] frames.
     pub fn new() -> TxBatch {
         let empty = TxFrame { id: FrameId(0), len: 0, xoff_trigger: None };
         TxBatch { frames: [empty; TxBatch::CAPACITY], len: 0, limit: TxBatch::CAPACITY }
@@ -59,10 +63,12 @@ impl TxBatch {
         self.len += 1;
     }
 
+    /// The frames to send, in order.
     pub fn frames(&self) -> &[TxFrame] {
         &self.frames[..self.len]
     }
 
+    /// Whether the batch holds no frame.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

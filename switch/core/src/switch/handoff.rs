@@ -78,6 +78,7 @@ impl Switch {
         }
     }
 
+    /// Whether `port` is blocked.
     pub fn is_blocked(&self, port: PortId) -> bool {
         self.blocked.contains(port)
     }

@@ -129,6 +129,8 @@ struct Port {
     prio: [PrioCounters; PRIORITIES],
 }
 
+/// One switch: its ports, FDB, shared buffer, classifier, Tagger table, traffic map and DCFIT
+/// state. See the module documentation for the order of the calls.
 #[derive(Debug)]
 pub struct Switch {
     name: String,
@@ -248,16 +250,14 @@ impl Switch {
         }
     }
 
+    /// How many ports it has.
     pub fn port_count(&self) -> usize {
         self.ports.len()
     }
 
+    /// Its forwarding database.
     pub fn fdb(&self) -> &Fdb {
         &self.fdb
-    }
-
-    pub fn fdb_mut(&mut self) -> &mut Fdb {
-        &mut self.fdb
     }
 
     fn is_lossless(&self, prio: usize) -> bool {

@@ -8,6 +8,8 @@ use crate::time::Time;
 use super::{Port, Switch, TAG_SLOTS};
 
 impl Switch {
+    /// A snapshot of everything `ctl stats` shows that the engine knows; the shell fills in its
+    /// sockets' and loop's part.
     pub fn stats(&self, now: Time) -> SwitchStats {
         SwitchStats {
             name: self.name.clone(),
