@@ -71,7 +71,7 @@ enum Ev {
 }
 
 struct Entry {
-    at: u64,
+    at: Time,
     seq: u64,
     ev: Ev,
 }
@@ -178,7 +178,8 @@ struct PortState {
     up: bool,
     /// Bumped when the link goes down: frames on the wire then never arrive.
     epoch: u32,
-    wake_at: u64,
+    /// When a Wake event is due for it (`Time::MAX`: none).
+    wake_at: Time,
     tx_frames: u64,
     tx_bytes: u64,
     pause_frames: u64,
@@ -190,8 +191,8 @@ struct SwitchState {
     slowpath: Slowpath,
     slots: Slots,
     /// Events on their way to the slowpath, and released frames on their way back.
-    slow_in: VecDeque<(u64, ToSlowpath)>,
-    slow_out: VecDeque<(u64, HeldFrame)>,
+    slow_in: VecDeque<(Time, ToSlowpath)>,
+    slow_out: VecDeque<(Time, HeldFrame)>,
     tick_scheduled: bool,
     /// Per port: frames that arrived when the pool had no free frame (dropped).
     rx_no_frame: Vec<u64>,
@@ -200,7 +201,7 @@ struct SwitchState {
 struct HostState {
     queues: [VecDeque<u32>; PRIORITIES],
     control: VecDeque<u32>,
-    paused_until: [u64; PRIORITIES],
+    paused_until: [Time; PRIORITIES],
     honour: bool,
     /// Flows waiting for room in a priority's queue.
     waiting: [Vec<u32>; PRIORITIES],
@@ -227,7 +228,7 @@ struct FlowState {
 struct Storm {
     spec: StormSpec,
     host: usize,
-    until: u64,
+    until: Time,
 }
 
 /// Every event a run scheduled, with where it ran and what it scheduled in turn: the run's
@@ -263,7 +264,8 @@ pub struct RunCounts {
 
 pub struct Sim<'f> {
     pub fabric: &'f Fabric,
-    now: u64,
+    /// Simulated time: the engine's [`Time`], from [`EPOCH`] on.
+    now: Time,
     seq: u64,
     heap: BinaryHeap<Entry>,
     arena: Arena,
@@ -271,10 +273,10 @@ pub struct Sim<'f> {
     switches: Vec<SwitchState>,
     hosts: Vec<HostState>,
     flows: Vec<FlowState>,
-    actions: Vec<(u64, Action)>,
+    actions: Vec<Action>,
     storms: Vec<Storm>,
     batch: TxBatch,
-    slowpath_delay: u64,
+    slowpath_delay: Duration,
     pub counts: RunCounts,
     pub trace: Trace,
     schedule: Option<Schedule>,
@@ -282,6 +284,11 @@ pub struct Sim<'f> {
 
 fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
+}
+
+/// Simulated time since [`EPOCH`], ns: what traces and reports show.
+fn since_epoch(now: Time) -> u64 {
+    ns(now - EPOCH)
 }
 
 impl<'f> Sim<'f> {
@@ -312,7 +319,7 @@ impl<'f> Sim<'f> {
                 busy: false,
                 up: !p.failed,
                 epoch: 0,
-                wake_at: u64::MAX,
+                wake_at: Time::MAX,
                 tx_frames: 0,
                 tx_bytes: 0,
                 pause_frames: 0,
@@ -325,7 +332,7 @@ impl<'f> Sim<'f> {
             .map(|_| HostState {
                 queues: Default::default(),
                 control: VecDeque::new(),
-                paused_until: [0; PRIORITIES],
+                paused_until: [Time::ZERO; PRIORITIES],
                 honour: true,
                 waiting: Default::default(),
             })
@@ -350,7 +357,7 @@ impl<'f> Sim<'f> {
         }
         let mut sim = Sim {
             fabric,
-            now: start.as_nanos(),
+            now: start,
             seq: 0,
             heap: BinaryHeap::new(),
             arena: Arena::default(),
@@ -361,26 +368,26 @@ impl<'f> Sim<'f> {
             actions: Vec::new(),
             storms: Vec::new(),
             batch: TxBatch::new(),
-            slowpath_delay: (scenario.slowpath_delay_us * 1e3).round() as u64,
+            slowpath_delay: Duration::from_nanos((scenario.slowpath_delay_us * 1e3).round() as u64),
             counts: RunCounts::default(),
             trace,
             schedule: None,
         };
         for (i, f) in fabric.flows.iter().enumerate() {
-            sim.at(start.as_nanos() + ns(f.start), Ev::Flow { flow: i as u32 });
+            sim.at(start + f.start, Ev::Flow { flow: i as u32 });
         }
         for (i, e) in scenario.event.iter().enumerate() {
-            let at = start.as_nanos() + (e.at_ms * 1e6).round() as u64;
-            sim.actions.push((at, e.action.clone()));
+            let at = start + Duration::from_nanos((e.at_ms * 1e6).round() as u64);
+            sim.actions.push(e.action.clone());
             sim.at(at, Ev::Action { index: i as u32 });
         }
         Ok(sim)
     }
 
-    fn at(&mut self, at: u64, ev: Ev) {
+    fn at(&mut self, at: Time, ev: Ev) {
         let node = if self.schedule.is_some() { self.node_of(&ev) } else { 0 };
         if let Some(s) = &mut self.schedule {
-            s.at.push(at);
+            s.at.push(at.as_nanos());
             s.node.push(node);
             s.children.push((0, 0));
         }
@@ -389,12 +396,12 @@ impl<'f> Sim<'f> {
     }
 
     pub fn now(&self) -> Time {
-        Time::from_nanos(self.now)
+        self.now
     }
 
     /// Runs every event up to `until` (simulated time since the start).
     pub fn run_until(&mut self, until: Duration) {
-        let end = EPOCH.as_nanos() + ns(until);
+        let end = EPOCH + until;
         while let Some(top) = self.heap.peek() {
             if top.at > end {
                 break;
@@ -411,7 +418,7 @@ impl<'f> Sim<'f> {
         }
         self.now = self.now.max(end);
         if let Some(s) = &mut self.schedule {
-            s.end = end;
+            s.end = end.as_nanos();
         }
     }
 
@@ -429,7 +436,7 @@ impl<'f> Sim<'f> {
         let mut roots: Vec<&Entry> = self.heap.iter().collect();
         roots.sort_by_key(|e| e.seq);
         for e in roots {
-            s.at.push(e.at);
+            s.at.push(e.at.as_nanos());
             s.node.push(self.node_of(&e.ev));
             s.children.push((0, 0));
         }
@@ -461,7 +468,7 @@ impl<'f> Sim<'f> {
         }
     }
 
-    fn dispatch(&mut self, at: u64, ev: Ev) {
+    fn dispatch(&mut self, at: Time, ev: Ev) {
         match ev {
             Ev::Arrive { port, buf, epoch } => self.arrive(port as usize, buf, epoch),
             Ev::TxDone { port } => {
@@ -471,7 +478,7 @@ impl<'f> Sim<'f> {
             Ev::Wake { port } => {
                 let p = &mut self.ports[port as usize];
                 if p.wake_at == at {
-                    p.wake_at = u64::MAX;
+                    p.wake_at = Time::MAX;
                     self.try_tx(port as usize);
                 }
             }
@@ -493,7 +500,7 @@ impl<'f> Sim<'f> {
     fn send(&mut self, port: usize, buf: u32) {
         let spec = &self.fabric.ports[port];
         let len = self.arena.bufs[buf as usize].len();
-        let wire = ns(spec.speed.wire_time(len));
+        let wire = spec.speed.wire_time(len);
         let p = &mut self.ports[port];
         p.busy = true;
         p.tx_frames += 1;
@@ -503,9 +510,9 @@ impl<'f> Sim<'f> {
         }
         let epoch = self.ports[spec.peer].epoch;
         self.counts.frame_hops += 1;
-        self.trace.capture(port, self.now - EPOCH.as_nanos(), &self.arena.bufs[buf as usize]);
+        self.trace.capture(port, since_epoch(self.now), &self.arena.bufs[buf as usize]);
         self.at(self.now + wire, Ev::TxDone { port: port as u32 });
-        self.at(self.now + wire + ns(spec.propagation), Ev::Arrive { port: spec.peer as u32, buf, epoch });
+        self.at(self.now + wire + spec.propagation, Ev::Arrive { port: spec.peer as u32, buf, epoch });
     }
 
     fn arrive(&mut self, port: usize, buf: u32, epoch: u32) {
@@ -527,7 +534,7 @@ impl<'f> Sim<'f> {
     fn note_pause(&mut self, port: usize, buf: u32) {
         let spec = &self.fabric.ports[port];
         let Ok(frame) = pfc::decode(&self.arena.bufs[buf as usize], spec.mac) else { return };
-        let at = self.now - EPOCH.as_nanos();
+        let at = since_epoch(self.now);
         let tl: &mut PauseTimeline = self.trace.timeline(port);
         match frame.body {
             MacControl::Pfc(p) => {
@@ -553,8 +560,8 @@ impl<'f> Sim<'f> {
         }
     }
 
-    fn wake(&mut self, port: usize, at: u64) {
-        let at = at.max(self.now + 1);
+    fn wake(&mut self, port: usize, at: Time) {
+        let at = at.max(self.now + Duration::from_nanos(1));
         if at < self.ports[port].wake_at {
             self.ports[port].wake_at = at;
             self.at(at, Ev::Wake { port: port as u32 });
@@ -572,12 +579,12 @@ impl<'f> Sim<'f> {
         };
         s.slots.buf[id as usize] = buf;
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-        s.switch.receive(Time::from_nanos(self.now), &mut pool, local, FrameId(id));
+        s.switch.receive(self.now, &mut pool, local, FrameId(id));
         self.after_switch(sw);
     }
 
     fn switch_tx(&mut self, sw: usize, local: usize, port: usize) {
-        let now = Time::from_nanos(self.now);
+        let now = self.now;
         let s = &mut self.switches[sw];
         self.batch.reset(1);
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
@@ -590,13 +597,13 @@ impl<'f> Sim<'f> {
             }
             self.send(port, buf);
         } else if let Some(w) = s.switch.port_wakeup(now, local) {
-            self.wake(port, w.as_nanos());
+            self.wake(port, w);
         }
     }
 
     /// After the switch took input: events to its slowpath, and every idle port sends.
     fn after_switch(&mut self, sw: usize) {
-        self.switches[sw].switch.on_timer(Time::from_nanos(self.now));
+        self.switches[sw].switch.on_timer(self.now);
         self.pass_to_slowpath(sw);
         let fabric = self.fabric;
         for &port in &fabric.switches[sw].ports {
@@ -637,12 +644,12 @@ impl<'f> Sim<'f> {
             self.slow_release(sw);
         } else if s.slowpath.held() > 0 && !s.tick_scheduled {
             s.tick_scheduled = true;
-            self.at(now + ns(SLOWPATH_RECHECK), Ev::SlowTick { sw: sw as u32 });
+            self.at(now + SLOWPATH_RECHECK, Ev::SlowTick { sw: sw as u32 });
         }
     }
 
     fn slow_release(&mut self, sw: usize) {
-        let now = Time::from_nanos(self.now);
+        let now = self.now;
         let at = self.now + self.slowpath_delay;
         let s = &mut self.switches[sw];
         let was_empty = s.slow_out.is_empty();
@@ -658,7 +665,7 @@ impl<'f> Sim<'f> {
         let s = &mut self.switches[sw];
         if s.slowpath.held() > 0 && !s.tick_scheduled {
             s.tick_scheduled = true;
-            self.at(self.now + ns(SLOWPATH_RECHECK), Ev::SlowTick { sw: sw as u32 });
+            self.at(self.now + SLOWPATH_RECHECK, Ev::SlowTick { sw: sw as u32 });
         }
     }
 
@@ -670,7 +677,7 @@ impl<'f> Sim<'f> {
             Some(&(at, _)) if at <= now => s.slow_out.pop_front().map(|(_, f)| f),
             _ => None,
         });
-        s.switch.take_back(Time::from_nanos(now), &mut pool, due);
+        s.switch.take_back(now, &mut pool, due);
         if let Some(&(at, _)) = s.slow_out.front() {
             self.at(at, Ev::SlowOut { sw: sw as u32 });
         }
@@ -686,12 +693,12 @@ impl<'f> Sim<'f> {
             self.send(port, buf);
             return;
         }
-        let mut earliest = u64::MAX;
+        let mut earliest = Time::MAX;
         for prio in (0..PRIORITIES).rev() {
             if host.queues[prio].is_empty() {
                 continue;
             }
-            let until = if host.honour { host.paused_until[prio] } else { 0 };
+            let until = if host.honour { host.paused_until[prio] } else { Time::ZERO };
             if until > now {
                 earliest = earliest.min(until);
                 continue;
@@ -705,7 +712,7 @@ impl<'f> Sim<'f> {
             self.send(port, buf);
             return;
         }
-        if earliest != u64::MAX {
+        if earliest != Time::MAX {
             self.wake(port, earliest);
         }
     }
@@ -714,7 +721,7 @@ impl<'f> Sim<'f> {
         let bytes = &self.arena.bufs[buf as usize];
         if is_mac_control(bytes) {
             if self.hosts[h].honour {
-                let delay = ns(self.fabric.hosts[h].response_delay);
+                let delay = self.fabric.hosts[h].response_delay;
                 self.at(self.now + delay, Ev::HostPause { host: h as u32, buf });
             } else {
                 self.arena.give(buf);
@@ -731,9 +738,9 @@ impl<'f> Sim<'f> {
                 } else {
                     rx.next_seq = seq + 1;
                 }
-                let now32 = (self.now - EPOCH.as_nanos()) as u32;
+                let now32 = since_epoch(self.now) as u32;
                 rx.latency.record(Duration::from_nanos(u64::from(now32.wrapping_sub(tx_ns))));
-                rx.last_ns = self.now - EPOCH.as_nanos();
+                rx.last_ns = since_epoch(self.now);
             }
         }
         self.arena.give(buf);
@@ -752,11 +759,11 @@ impl<'f> Sim<'f> {
         match frame.body {
             MacControl::Pfc(p) => {
                 for (prio, quanta) in p.classes() {
-                    host.paused_until[prio] = self.now + ns(spec.speed.quanta_duration(quanta));
+                    host.paused_until[prio] = self.now + spec.speed.quanta_duration(quanta);
                 }
             }
             MacControl::Pause { quanta } => {
-                host.paused_until = [self.now + ns(spec.speed.quanta_duration(quanta)); PRIORITIES]
+                host.paused_until = [self.now + spec.speed.quanta_duration(quanta); PRIORITIES]
             }
         }
         self.try_tx(port);
@@ -768,7 +775,7 @@ impl<'f> Sim<'f> {
         if f.done || f.blocked {
             return;
         }
-        let stop = EPOCH.as_nanos() + ns(plan.stop);
+        let stop = EPOCH + plan.stop;
         if self.now >= stop || plan.count.is_some_and(|c| f.sent >= c) {
             f.done = true;
             return;
@@ -785,12 +792,12 @@ impl<'f> Sim<'f> {
         let b = &mut self.arena.bufs[buf as usize];
         b.resize(f.template.len(), 0);
         let seq = f.sent as u32;
-        f.template.write(b, seq, (self.now - EPOCH.as_nanos()) as u32);
+        f.template.write(b, seq, since_epoch(self.now) as u32);
         f.sent += 1;
         host.queues[prio].push_back(buf);
         // Paced from the flow's start: the k-th frame is due at start + k × interval, or
         // at once when the sender fell behind (its queue was full).
-        let due = EPOCH.as_nanos() + ns(plan.start) + (f.sent as f64 * plan.interval.as_nanos() as f64) as u64;
+        let due = EPOCH + plan.start + Duration::from_nanos((f.sent as f64 * plan.interval.as_nanos() as f64) as u64);
         self.at(due.max(self.now), Ev::Flow { flow: i as u32 });
         self.try_tx(self.fabric.hosts[h].port);
     }
@@ -798,14 +805,14 @@ impl<'f> Sim<'f> {
     // --- Scenario events ---
 
     fn action(&mut self, index: usize) {
-        match self.actions[index].1.clone() {
+        match self.actions[index].clone() {
             Action::Block(label) => self.set_blocked(&label, true),
             Action::Unblock(label) => self.set_blocked(&label, false),
             Action::LinkDown([a, b]) => self.set_link(&a, &b, false),
             Action::LinkUp([a, b]) => self.set_link(&a, &b, true),
             Action::Storm(spec) => {
                 let Some(host) = self.fabric.host_named(&spec.host) else { return };
-                let until = self.now + (spec.duration_ms * 1e6).round() as u64;
+                let until = self.now + Duration::from_nanos((spec.duration_ms * 1e6).round() as u64);
                 self.storms.push(Storm { spec, host, until });
                 self.at(self.now, Ev::Storm { index: (self.storms.len() - 1) as u32 });
             }
@@ -858,7 +865,7 @@ impl<'f> Sim<'f> {
         b.resize(pfc::MIN_FRAME_LEN, 0);
         pfc::encode(b, self.fabric.ports[port].mac, &MacControl::Pfc(Pfc::pause(prios, s.spec.quanta)));
         self.hosts[s.host].control.push_back(buf);
-        let next = self.now + (s.spec.interval_us * 1e3).round() as u64;
+        let next = self.now + Duration::from_nanos((s.spec.interval_us * 1e3).round() as u64);
         self.at(next, Ev::Storm { index: index as u32 });
         self.try_tx(port);
     }
