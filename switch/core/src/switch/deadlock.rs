@@ -51,14 +51,14 @@ impl Switch {
         self.remember_originated(port, seq, groups);
     }
 
-    pub(super) fn remember_originated(&mut self, port: PortId, seq: u32, groups: Priorities) {
+    fn remember_originated(&mut self, port: PortId, seq: u32, groups: Priorities) {
         let p = &mut self.ports[port];
         p.dcfit.originated.push(Originated { seq, at: self.clock, groups });
     }
 
     /// The egress queues at `egress` that frames of `ingress` charged to
     /// `groups` wait in: the same priorities, or under a Tagger table their new tags'.
-    pub(super) fn egress_queues(&self, ingress: PortId, groups: Priorities, egress: PortId) -> Priorities {
+    fn egress_queues(&self, ingress: PortId, groups: Priorities, egress: PortId) -> Priorities {
         self.tags.as_ref().map_or(groups, |t| t.egress_queues(ingress, groups, egress))
     }
 
@@ -158,7 +158,7 @@ impl Switch {
     /// With `resolution = "drop"`, empties the lossless queues the cycle stopped on `port`
     /// for `drop_ms` (frames queued, held by the slowpath, or arriving), as a PFC
     /// watchdog would. Re-armed each time the cycle is seen again after a window ended.
-    pub(super) fn resolve(&mut self, now: Time, port: PortId) -> bool {
+    fn resolve(&mut self, now: Time, port: PortId) -> bool {
         if self.dcfit.resolution != DeadlockResolution::Drop {
             return false;
         }

@@ -214,7 +214,7 @@ impl Switch {
     }
 
     /// The queue the scheduler serves next on `port`, skipping paused priorities.
-    pub(super) fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
+    fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
         let paused = self.effective_paused(now, port);
         let p = &mut self.ports[port];
         let ready = Priorities::matching(|q| !p.tx.queues[q].is_empty()) & !paused;

@@ -2,7 +2,7 @@
 //! each egress it goes to (ingress group, egress queue, rewritten tag) and admitted or
 //! dropped with a counted reason; MAC control frames go to [`flow_control`](super::flow_control).
 
-use crate::ether::{self, FrameHeader};
+use crate::ether::{self, FrameHeader, IpAt};
 use crate::fdb::Learned;
 use crate::pfc;
 use crate::pool::FramePool;
@@ -15,7 +15,38 @@ use crate::stats::DropReason;
 use crate::tagging::TAGS;
 use crate::time::Time;
 
-use super::{Class, Placement, Switch, Tagged, PAUSE_RESERVE, TAG_SLOTS};
+use super::{Switch, PAUSE_RESERVE, TAG_SLOTS};
+
+/// How a received frame was classified: the priority it is charged to at ingress and,
+/// under a Tagger table, its tag.
+#[derive(Clone, Copy, Debug)]
+struct Class {
+    prio: u8,
+    tag: Tagged,
+    ip: Option<IpAt>,
+    vlan: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tagged {
+    /// No table: the priority is the frame's, unchanged on every egress.
+    Off,
+    /// Matched the ingress rule for this tag: lossless while the egress has a rewrite rule.
+    Lossless(u8),
+    /// Matched no rule (or has no IP header): the table's default, lossy.
+    Default,
+}
+
+/// Where a classified frame goes on one egress: the ingress group it is charged to, the
+/// egress queue it waits in, and the tag it leaves with (when it is rewritten).
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    group: u8,
+    queue: u8,
+    tag: Option<u8>,
+    /// The tag comes from a rewrite rule (not the default).
+    by_rule: bool,
+}
 
 impl Switch {
     /// Takes ownership of frame `id`, received on `port`: it is queued for transmission
@@ -70,7 +101,7 @@ impl Switch {
 
     /// The priority a frame is charged to at ingress: its PCP or mapped DSCP, or under a
     /// Tagger table the priority of its tag's ingress rule (else the table's default).
-    pub(super) fn classify(&mut self, port: PortId, h: &FrameHeader) -> Class {
+    fn classify(&mut self, port: PortId, h: &FrameHeader) -> Class {
         let (ip, vlan) = (h.ip, h.pcp.is_some());
         let Some(table) = &self.tags else {
             return Class { prio: self.classifier.priority(h), tag: Tagged::Off, ip, vlan };
@@ -89,7 +120,7 @@ impl Switch {
     }
 
     /// Where a frame of `class` from `ingress` waits on `egress`, and the tag it leaves with.
-    pub(super) fn place(&mut self, ingress: PortId, egress: PortId, class: Class) -> Placement {
+    fn place(&mut self, ingress: PortId, egress: PortId, class: Class) -> Placement {
         let Some(table) = &self.tags else {
             return Placement { group: class.prio, queue: class.prio, tag: None, by_rule: false };
         };
@@ -110,14 +141,7 @@ impl Switch {
     }
 
     /// Writes the tag (DSCP) and, in a VLAN-tagged frame, the egress priority (PCP).
-    pub(super) fn rewrite<P: FramePool>(
-        &mut self,
-        pool: &mut P,
-        ingress: PortId,
-        id: FrameId,
-        class: Class,
-        at: Placement,
-    ) {
+    fn rewrite<P: FramePool>(&mut self, pool: &mut P, ingress: PortId, id: FrameId, class: Class, at: Placement) {
         let Some(tag) = at.tag else { return };
         let frame = pool.bytes_mut(id);
         if class.vlan {
@@ -129,15 +153,7 @@ impl Switch {
         }
     }
 
-    pub(super) fn flood<P: FramePool>(
-        &mut self,
-        now: Time,
-        pool: &mut P,
-        ingress: PortId,
-        id: FrameId,
-        len: usize,
-        class: Class,
-    ) {
+    fn flood<P: FramePool>(&mut self, now: Time, pool: &mut P, ingress: PortId, id: FrameId, len: usize, class: Class) {
         let targets: PortSet =
             (0..self.ports.len()).filter(|&i| i != ingress && self.ports[i].flood && self.ports[i].link_up).collect();
         let Some(last) = targets.last() else {
@@ -156,14 +172,14 @@ impl Switch {
         }
     }
 
-    pub(super) fn drop_frame<P: FramePool>(&mut self, pool: &mut P, port: PortId, id: FrameId, reason: DropReason) {
+    fn drop_frame<P: FramePool>(&mut self, pool: &mut P, port: PortId, id: FrameId, reason: DropReason) {
         self.ports[port].counters.drops.count(reason);
         pool.free(id);
     }
 
     /// Admits a frame against its ingress group and queues it on `egress`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn enqueue<P: FramePool>(
+    fn enqueue<P: FramePool>(
         &mut self,
         now: Time,
         pool: &mut P,
@@ -250,7 +266,7 @@ impl Switch {
     }
 
     /// Frames in `egress`'s lossy queues.
-    pub(super) fn lossy_frames(&self, egress: PortId) -> u32 {
+    fn lossy_frames(&self, egress: PortId) -> u32 {
         let queues = &self.ports[egress].tx.queues;
         (0..PRIORITIES).filter(|&q| !self.is_lossless(q)).map(|q| queues[q].len()).sum()
     }

@@ -46,7 +46,6 @@ use crate::buffer::SharedBuffer;
 use crate::classify::Classifier;
 use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, PauseMode, PortRole};
 use crate::dcfit::{DeadlockTracker, PortChecks};
-use crate::ether::IpAt;
 use crate::fdb::Fdb;
 use crate::histogram::Histogram;
 use crate::mac::MacAddr;
@@ -62,37 +61,6 @@ use crate::stats::{CheckCounters, DropReason, PortCounters, PrioCounters, TagCou
 use crate::tagging::{TagTable, TAGS};
 use crate::time::Time;
 use crate::traffic_map::{TrafficMap, TrafficMapView};
-
-/// How a received frame was classified: the priority it is charged to at ingress and,
-/// under a Tagger table, its tag.
-#[derive(Clone, Copy, Debug)]
-struct Class {
-    prio: u8,
-    tag: Tagged,
-    ip: Option<IpAt>,
-    vlan: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tagged {
-    /// No table: the priority is the frame's, unchanged on every egress.
-    Off,
-    /// Matched the ingress rule for this tag: lossless while the egress has a rewrite rule.
-    Lossless(u8),
-    /// Matched no rule (or has no IP header): the table's default, lossy.
-    Default,
-}
-
-/// Where a classified frame goes on one egress: the ingress group it is charged to, the
-/// egress queue it waits in, and the tag it leaves with (when it is rewritten).
-#[derive(Clone, Copy, Debug)]
-struct Placement {
-    group: u8,
-    queue: u8,
-    tag: Option<u8>,
-    /// The tag comes from a rewrite rule (not the default).
-    by_rule: bool,
-}
 
 /// Tag counters per (ingress port, tag); the slot after the last tag is for frames
 /// without an IP header.

@@ -33,7 +33,7 @@ impl Switch {
         }
     }
 
-    pub(super) fn tagger_stats(&self, t: &TagTable) -> TaggerStats {
+    fn tagger_stats(&self, t: &TagTable) -> TaggerStats {
         let tags = self
             .tag_counters
             .iter()
@@ -59,7 +59,7 @@ impl Switch {
         }
     }
 
-    pub(super) fn port_stats(&self, now: Time, index: usize, p: &Port) -> PortStats {
+    fn port_stats(&self, now: Time, index: usize, p: &Port) -> PortStats {
         let paused = p.tx.pause.paused(now);
         let priorities = (0..PRIORITIES)
             .map(|prio| {
