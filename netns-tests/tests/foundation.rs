@@ -507,8 +507,8 @@ fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_spee
     config.ports[1].speed = None;
     let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
     let s = sw.stats().unwrap();
-    let speeds: Vec<(&str, SpeedSource)> = s.ports.iter().map(|p| (p.speed.as_str(), p.speed_from)).collect();
-    assert_eq!(speeds, [("100M", SpeedSource::Config), ("10G", SpeedSource::Default)]);
+    let speeds: Vec<(String, SpeedSource)> = s.ports.iter().map(|p| (p.speed.to_string(), p.speed_from)).collect();
+    assert_eq!(speeds, [("100M".to_string(), SpeedSource::Config), ("10G".to_string(), SpeedSource::Default)]);
     for p in &s.ports {
         assert_eq!((p.rx_queues, p.xdp_mode, p.bind_mode), (4, Some(XdpMode::Native), Some(BindMode::Copy)), "{p:?}");
     }

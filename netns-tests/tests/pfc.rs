@@ -117,7 +117,7 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     // Every PFC frame the switch sent to h1 is a well-formed 802.1Qbb frame.
     let frames = pfctools::pcap::read_frames(&capture).unwrap();
     assert!(!frames.is_empty(), "no PFC captured at h1");
-    let port_mac = stats.ports[0].mac.replace(':', "");
+    let port_mac = stats.ports[0].mac.to_string().replace(':', "");
     let (mut xoff, mut xon) = (0, 0);
     for f in &frames {
         assert_eq!(f.len(), 60, "padded to the minimum frame");

@@ -174,10 +174,10 @@ pub fn stats_table(s: &SwitchStats) -> String {
             p.name.clone(),
             p.iface.clone(),
             match p.speed_from {
-                SpeedSource::Config => p.speed.clone(),
+                SpeedSource::Config => p.speed.to_string(),
                 from => format!("{} ({})", p.speed, from.as_str()),
             },
-            p.pause_mode.clone() + if p.blocked { " BLOCKED" } else { "" },
+            p.pause_mode.as_str().to_string() + if p.blocked { " BLOCKED" } else { "" },
             n(u64::from(p.rx_queues)),
             format!("{}/{}", p.xdp_mode.map_or("?", |m| m.as_str()), p.bind_mode.map_or("?", |m| m.as_str())),
             n(c.rx_frames),

@@ -2,10 +2,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::{PauseMode, PortRole};
 use super::histogram::Percentiles;
+use super::mac::MacAddr;
 use super::pfc::ControlReject;
 use super::pfcwd::{WatchdogAction, WatchdogCounters};
 use super::priorities::PRIORITIES;
+use super::speed::Speed;
 
 fn up() -> bool {
     true
@@ -479,17 +482,17 @@ pub struct PortStats {
     /// Its interface.
     pub iface: String,
     /// The source address of its pause frames.
-    pub mac: String,
+    pub mac: MacAddr,
     /// Its speed, as the shaper paces it.
-    pub speed: String,
+    pub speed: Speed,
     /// Where `speed` came from.
     #[serde(default)]
     pub speed_from: SpeedSource,
     /// Which pauses it sends and obeys.
-    pub pause_mode: String,
-    /// What the port faces: "host" or "switch".
+    pub pause_mode: PauseMode,
+    /// What the port faces: a host or another switch.
     #[serde(default)]
-    pub role: String,
+    pub role: PortRole,
     /// The link is up (the dataplane says so; frames for a port that is down are dropped).
     #[serde(default = "up")]
     pub link_up: bool,

@@ -76,6 +76,17 @@ pub enum PauseMode {
     Off,
 }
 
+impl PauseMode {
+    /// The mode as the configuration spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseMode::Pfc => "pfc",
+            PauseMode::GlobalPause => "global-pause",
+            PauseMode::Off => "off",
+        }
+    }
+}
+
 /// What a port faces. A host is not trusted with DCFIT: a checking message it sends
 /// could make the switch see (and with `resolution = "drop"` break) a deadlock that is
 /// not there.
@@ -107,6 +118,13 @@ pub enum Scheduler {
 
 /// The speed of a port whose `speed` is not set and whose NIC reports none.
 pub const DEFAULT_PORT_SPEED: Speed = Speed::gbps(10);
+
+/// A speed nothing says otherwise about is a port's default speed.
+impl Default for Speed {
+    fn default() -> Speed {
+        DEFAULT_PORT_SPEED
+    }
+}
 
 fn default_cable_m() -> f64 {
     10.0

@@ -90,11 +90,11 @@ impl Switch {
         PortStats {
             name: p.name.clone(),
             iface: p.iface.clone(),
-            mac: p.mac.to_string(),
-            speed: p.speed.to_string(),
+            mac: p.mac,
+            speed: p.speed,
             speed_from: SpeedSource::Config,
-            pause_mode: format!("{:?}", p.mode).to_lowercase(),
-            role: format!("{:?}", p.role).to_lowercase(),
+            pause_mode: p.mode,
+            role: p.role,
             link_up: p.link_up,
             // The shell's to say.
             rx_queues: 0,
