@@ -90,8 +90,6 @@ pub struct Dataplane {
     to_slowpath: Sender<ToSlowpath>,
     from_slowpath: Receiver<HeldFrame>,
     view: Arc<SharedView>,
-    /// Events the slowpath channel refused (it is sized never to be full).
-    slowpath_overflow: u64,
     /// Per port: the interface index it was bound at. Whether a port is up the engine
     /// keeps ([`Switch::link_up`]); only ports that are up are polled, received from and
     /// sent on.
@@ -257,7 +255,6 @@ impl Dataplane {
             to_slowpath,
             from_slowpath,
             view,
-            slowpath_overflow: 0,
             ifindex: infos.iter().map(|i| i.ifindex).collect(),
             gone: vec![false; infos.len()],
             down_checks: vec![0; infos.len()],
@@ -405,8 +402,7 @@ impl Dataplane {
             v.store(self.switch.stopped(now, i).bits(), Ordering::Relaxed);
         }
         let to_slowpath = &self.to_slowpath;
-        self.slowpath_overflow +=
-            self.switch.hand_over(&mut self.pool, |ev| to_slowpath.try_send(ev).map_err(|e| e.into_inner()));
+        self.switch.hand_over(&mut self.pool, |ev| to_slowpath.try_send(ev).map_err(|e| e.into_inner()));
         while let Some(e) = self.switch.poll_watchdog_event() {
             log_watchdog(&self.config, e);
         }
@@ -569,7 +565,6 @@ impl Dataplane {
     pub fn stats(&self, now: Time) -> SwitchStats {
         let mut s = self.switch.stats(now);
         s.free_frames = self.pool.free_count() as u64;
-        s.slowpath_overflow = self.slowpath_overflow;
         s.stalls = self.stalls.stats();
         s.stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);
         s.stalls.backlogs = self.backlog.recent();

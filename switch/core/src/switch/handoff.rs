@@ -21,7 +21,7 @@ impl Switch {
     /// (called once per turn, after receiving and transmitting). An event `send` gives
     /// back (a full channel) is not lost: a held frame's pair mark, buffer charge and
     /// frame are given back, and it is counted as dropped at its ingress. Returns how
-    /// many `send` gave back.
+    /// many `send` gave back (`slowpath_overflow` in the stats counts them all).
     pub fn hand_over<P: FramePool>(
         &mut self,
         pool: &mut P,
@@ -38,6 +38,7 @@ impl Switch {
             }
         }
         self.outbox = events;
+        self.slowpath_overflow += refused;
         refused
     }
 

@@ -128,8 +128,10 @@ pub struct Switch {
     tracker: DeadlockTracker,
     check_seq: u32,
     deadlocks: u64,
-    /// Events for the slowpath, drained by the dataplane after every turn.
+    /// Events for the slowpath, handed over after every turn ([`Switch::hand_over`]).
     outbox: Vec<ToSlowpath>,
+    /// Events the driver's way to the slowpath refused (it is sized never to be full).
+    slowpath_overflow: u64,
     /// What the PFC watchdog did, for the shell to log (bounded).
     pfcwd_events: WatchdogEvents,
     /// The latest time the switch was given (for events timed where no time is passed).
@@ -213,6 +215,7 @@ impl Switch {
             check_seq: 0,
             deadlocks: 0,
             outbox: Vec::with_capacity(n * 256 + 64),
+            slowpath_overflow: 0,
             pfcwd_events: WatchdogEvents::default(),
             clock: now,
         }

@@ -25,7 +25,7 @@ impl Switch {
             resume_lateness: self.resume_lateness.percentiles(),
             pause_response: self.pause_response.percentiles(),
             deadlocks_detected: self.deadlocks,
-            slowpath_overflow: 0,
+            slowpath_overflow: self.slowpath_overflow,
             pfcwd_events_forgotten: self.pfcwd_events.forgotten,
             stalls: Default::default(),
             ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),

@@ -63,6 +63,7 @@ fn a_held_frame_the_slowpath_refused_gives_back_its_slot_its_charge_and_its_mark
     assert_eq!(r.pool.free_count(), free_before, "no frame leaked");
     let s = r.stats();
     assert_eq!(s.ports[0].counters.drops.slowpath_refused, 60);
+    assert_eq!(s.slowpath_overflow, 60, "every refused event is counted");
     assert_eq!(s.ports[0].priorities[3].ingress_bytes, 0, "no buffer stays charged");
     assert!(!s.ports[0].priorities[3].xoff, "and the upstream is resumed");
     assert_eq!(s.ports[1].held_by_slowpath, 0);
