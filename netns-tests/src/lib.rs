@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use pfctools::harness::{self, run_gen, start_gen, switch_config, SinkProc, SwitchProc};
-pub use pfctools::testbed::{unique_name, Testbed, Topology};
+pub use pfctools::testbed::{unique_name, Testbed, TestbedTopology, Topology};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -103,10 +103,10 @@ pub fn link_counter(tb: &Testbed, node: &str, iface: &str, direction: &str, fiel
 pub fn link_drops(tb: &Testbed) -> u64 {
     let t = tb.topology();
     let mut total = 0;
-    for node in t.hosts.iter().chain(&t.switches) {
-        for i in tb.interfaces_of(&node.name) {
-            total += link_counter(tb, &node.name, &i.name, "RX", "dropped");
-            total += link_counter(tb, &node.name, &i.name, "TX", "dropped");
+    for node in t.node_names() {
+        for i in tb.interfaces_of(node) {
+            total += link_counter(tb, node, &i.name, "RX", "dropped");
+            total += link_counter(tb, node, &i.name, "TX", "dropped");
         }
     }
     total

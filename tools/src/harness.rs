@@ -14,6 +14,7 @@ use pfcswitch::core::stats::{Stall, SwitchStats};
 use pfcswitch::core::traffic_map::TrafficMapView;
 
 use crate::tagging::{self, TestbedTables};
+use crate::testbed::TestbedTopology;
 use crate::testbed::{Finished, Proc, Testbed, Topology};
 use crate::traffic::gen::GenReport;
 use crate::traffic::sink::{SinkReport, READY_LINE};

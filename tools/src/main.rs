@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 
 use pfctools::bench;
 use pfctools::cli::{GenArgs, SinkArgs};
-use pfctools::testbed::{self, Testbed, Topology};
+use pfctools::testbed::{self, Testbed, TestbedTopology, Topology};
 use pfctools::traffic::{gen, inject, sink};
 
 #[derive(Parser)]
@@ -196,10 +196,10 @@ fn testbed_cmd(what: TestbedCommand) -> Result<()> {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let topology = Topology::from_toml(&text).with_context(|| format!("in {}", file.display()))?;
             let tb = Testbed::up(&name, topology)?;
-            for node in tb.topology().nodes() {
+            for node in tb.topology().node_names() {
                 let ifaces: Vec<String> =
-                    tb.interfaces_of(&node.name).iter().map(|i| format!("{} {}", i.name, i.mac)).collect();
-                println!("{}  {}", tb.ns(&node.name)?, ifaces.join(", "));
+                    tb.interfaces_of(node).iter().map(|i| format!("{} {}", i.name, i.mac)).collect();
+                println!("{}  {}", tb.ns(node)?, ifaces.join(", "));
             }
             println!("remove with: pfctools testbed down {name}");
             tb.keep()?;

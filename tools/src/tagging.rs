@@ -11,6 +11,7 @@ use tagger::routes::RouteSpec;
 use tagger::system::{self, Format, Priorities, SwitchTables, TagSystem};
 use tagger::topology::NodeRef;
 
+use crate::testbed::TestbedTopology;
 use crate::testbed::Topology;
 
 /// Tables computed for a testbed.

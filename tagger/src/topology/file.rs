@@ -17,9 +17,11 @@
 //! b = "leaf1:2"                            # node:port shorthand
 //! ```
 //!
-//! Ports left out are numbered from 1 upwards around the given ones. pfctools testbed
-//! files read as they are: an interface `pN` is port N, other interface names are kept as
-//! port names, and addresses and MTUs are ignored.
+//! Ports left out are numbered from 1 upwards around the given ones. This is also the
+//! schema of pfctools' testbed files and of the simulator's inline topologies, one schema
+//! for all three: an interface `pN` is port N, other interface names are kept as port
+//! names; what only a testbed uses (MACs, addresses, MTUs, queues, IPv6) the routing
+//! ignores.
 
 use std::path::Path;
 
@@ -36,9 +38,10 @@ pub struct TopologyFile {
     pub hosts: Vec<HostSpec>,
     #[serde(rename = "link", default)]
     pub links: Vec<LinkSpec>,
-    /// Accepted for pfctools testbed files; not used.
-    #[serde(default, skip_serializing)]
-    pub ipv6: Option<bool>,
+    /// A testbed keeps IPv6 on its interfaces (off by default: router solicitations and
+    /// MLD reports would add frames no test asked for); not used for routing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipv6: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -60,8 +63,13 @@ pub struct HostSpec {
 pub struct LinkSpec {
     pub a: EndSpec,
     pub b: EndSpec,
-    #[serde(default, skip_serializing)]
+    /// A testbed's MTU for the link's interfaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
+    /// A testbed's rx and tx queues for each end (a multi-queue veth spreads flows over
+    /// them, as a NIC's RSS does); one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u32>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -80,9 +88,11 @@ pub struct FullEnd {
     pub port: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iface: Option<String>,
-    #[serde(default, skip_serializing)]
+    /// A testbed interface's MAC address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
-    #[serde(default, skip_serializing)]
+    /// A testbed interface's address with prefix length ("10.0.0.1/24").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
 }
 
@@ -147,14 +157,17 @@ impl TopologyFile {
         for (id, port) in t.ports.iter().enumerate() {
             let id = id as u32;
             match port.peer {
-                Peer::Switch(q) if q > id => links.push(LinkSpec { a: end(id), b: end(q), mtu: None }),
-                Peer::Host(h) => {
-                    links.push(LinkSpec { a: EndSpec::Short(t.hosts[h as usize].name.clone()), b: end(id), mtu: None })
-                }
+                Peer::Switch(q) if q > id => links.push(LinkSpec { a: end(id), b: end(q), mtu: None, queues: None }),
+                Peer::Host(h) => links.push(LinkSpec {
+                    a: EndSpec::Short(t.hosts[h as usize].name.clone()),
+                    b: end(id),
+                    mtu: None,
+                    queues: None,
+                }),
                 Peer::Switch(_) => {}
             }
         }
-        TopologyFile { switches, hosts, links, ipv6: None }
+        TopologyFile { switches, hosts, links, ipv6: false }
     }
 
     pub fn to_text(&self, json: bool) -> String {

@@ -20,73 +20,24 @@ use std::collections::{BTreeMap, HashSet};
 use pfcswitch_core::mac::MacAddr;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Topology {
-    #[serde(rename = "host", default)]
-    pub hosts: Vec<Node>,
-    #[serde(rename = "switch", default)]
-    pub switches: Vec<Node>,
-    #[serde(rename = "link", default)]
-    pub links: Vec<Link>,
-    /// Keep IPv6 on the interfaces (off by default: router solicitations and MLD reports
-    /// would add frames no test asked for).
-    #[serde(default)]
-    pub ipv6: bool,
-}
+/// The testbed file is tagger's topology file: one schema for testbeds, Tagger and the
+/// simulator. The testbed's own reading of it is [`TestbedTopology`].
+pub use tagger::topology::file::{
+    EndSpec as Endpoint, FullEnd as EndpointSpec, HostSpec, LinkSpec as Link, SwitchSpec, TopologyFile as Topology,
+};
 
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Node {
-    pub name: String,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Link {
-    pub a: Endpoint,
-    pub b: Endpoint,
-    #[serde(default)]
-    pub mtu: Option<u32>,
-    /// Rx and tx queues of each end (a multi-queue veth spreads flows over them, as a
-    /// NIC's RSS does); one when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queues: Option<u32>,
-}
-
-/// One end of a link: a node, optionally with interface name, MAC and address.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(untagged)]
-pub enum Endpoint {
-    /// "node" or "node:iface".
-    Short(String),
-    Full(EndpointSpec),
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct EndpointSpec {
-    pub node: String,
-    #[serde(default)]
-    pub iface: Option<String>,
-    #[serde(default)]
-    pub mac: Option<MacAddr>,
-    /// An address with prefix length, e.g. "10.0.0.1/24", set inside the node's namespace.
-    #[serde(default)]
-    pub addr: Option<String>,
-}
-
-impl Endpoint {
-    pub fn spec(&self) -> EndpointSpec {
-        match self {
-            Endpoint::Full(s) => s.clone(),
-            Endpoint::Short(s) => {
-                let (node, iface) = match s.split_once(':') {
-                    Some((n, i)) => (n.to_string(), Some(i.to_string())),
-                    None => (s.clone(), None),
-                };
-                EndpointSpec { node, iface, mac: None, addr: None }
-            }
+/// One end of a link, every shorthand spelled out: "node" or "node:iface" reads as that
+/// node and interface, and a port number N without an interface name as interface `pN`
+/// (the name Tagger reads as port N).
+fn end_spec(e: &Endpoint) -> EndpointSpec {
+    match e {
+        Endpoint::Full(s) => EndpointSpec { iface: s.iface.clone().or(s.port.map(|p| format!("p{p}"))), ..s.clone() },
+        Endpoint::Short(s) => {
+            let (node, iface) = match s.split_once(':') {
+                Some((n, i)) => (n.to_string(), Some(i.to_string())),
+                None => (s.clone(), None),
+            };
+            EndpointSpec { node, port: None, iface, mac: None, addr: None }
         }
     }
 }
@@ -119,42 +70,57 @@ fn invalid(field: impl Into<String>, problem: impl Into<String>) -> TopologyErro
     TopologyError::Invalid { field: field.into(), problem: problem.into() }
 }
 
-impl Topology {
-    pub fn from_toml(text: &str) -> Result<Topology, TopologyError> {
+/// What a testbed reads in a topology file: its nodes, its interfaces resolved (names,
+/// MACs, addresses, MTUs, queues), and the standard testbeds.
+pub trait TestbedTopology: Sized {
+    /// Parses and checks a testbed file.
+    fn from_toml(text: &str) -> Result<Self, TopologyError>;
+    /// Whether `node` is a switch.
+    fn is_switch(&self, node: &str) -> bool;
+    /// Every node's name, hosts first.
+    fn node_names(&self) -> impl Iterator<Item = &str>;
+    /// Every interface with names and MACs filled in, in link order; checks the file.
+    fn interfaces(&self) -> Result<Vec<Interface>, TopologyError>;
+    /// Switches sw1..swN in a ring (sw_i:cw — sw_{i+1}:ccw), host h_i on sw_i:host.
+    fn ring(n: usize) -> Self;
+    /// Switches sw1..swN in a line (sw_i:right — sw_{i+1}:left), host h1 on sw1:host and
+    /// host hN on swN:host.
+    fn line(n: usize) -> Self;
+    /// Hosts h1..hN around one switch sw1: host h_i's eth0 (10.0.0.i/24) on port p_i.
+    fn star(hosts: usize) -> Self;
+}
+
+impl TestbedTopology for Topology {
+    fn from_toml(text: &str) -> Result<Topology, TopologyError> {
         let t: Topology = toml::from_str(text).map_err(|e| TopologyError::Parse(e.to_string()))?;
         t.interfaces()?;
         Ok(t)
     }
 
-    pub fn is_switch(&self, node: &str) -> bool {
+    fn is_switch(&self, node: &str) -> bool {
         self.switches.iter().any(|s| s.name == node)
     }
 
-    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.hosts.iter().chain(&self.switches)
+    fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.hosts.iter().map(|h| h.name.as_str()).chain(self.switches.iter().map(|s| s.name.as_str()))
     }
 
-    /// Every interface with names and MACs filled in, in link order; checks the file.
-    pub fn interfaces(&self) -> Result<Vec<Interface>, TopologyError> {
+    fn interfaces(&self) -> Result<Vec<Interface>, TopologyError> {
         let mut names = HashSet::new();
-        for (i, n) in self.nodes().enumerate() {
-            if n.name.is_empty() || n.name.len() > 24 || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-            {
-                return Err(invalid(
-                    format!("node {i}"),
-                    format!("name {:?}: use 1-24 letters, digits or '-'", n.name),
-                ));
+        for (i, n) in self.node_names().enumerate() {
+            if n.is_empty() || n.len() > 24 || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return Err(invalid(format!("node {i}"), format!("name {n:?}: use 1-24 letters, digits or '-'")));
             }
-            if !names.insert(n.name.clone()) {
-                return Err(invalid(format!("node {}", n.name), "defined twice"));
+            if !names.insert(n) {
+                return Err(invalid(format!("node {n}"), "defined twice"));
             }
         }
-        let node_index: BTreeMap<&str, usize> = self.nodes().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let node_index: BTreeMap<&str, usize> = self.node_names().enumerate().map(|(i, n)| (n, i)).collect();
         let mut counters: BTreeMap<String, usize> = BTreeMap::new();
         let mut out = Vec::new();
         let mut taken = HashSet::new();
         for (li, link) in self.links.iter().enumerate() {
-            let ends = [link.a.spec(), link.b.spec()];
+            let ends = [end_spec(&link.a), end_spec(&link.b)];
             let mut resolved = Vec::new();
             for (side, spec) in ["a", "b"].iter().zip(&ends) {
                 let field = format!("link[{li}].{side}");
@@ -179,7 +145,10 @@ impl Topology {
                 if !taken.insert((spec.node.clone(), name.clone())) {
                     return Err(invalid(field, format!("{}:{name} is used twice", spec.node)));
                 }
-                let mac = spec.mac.unwrap_or(MacAddr::local(((ni as u64 + 1) << 8) | *count as u64));
+                let mac = match &spec.mac {
+                    Some(m) => m.parse().map_err(|e| invalid(format!("{field}.mac"), format!("{m:?}: {e}")))?,
+                    None => MacAddr::local(((ni as u64 + 1) << 8) | *count as u64),
+                };
                 resolved.push((spec.node.clone(), name, mac, spec.addr.clone()));
             }
             let (a, b) = (&resolved[0], &resolved[1]);
@@ -205,12 +174,11 @@ impl Topology {
         Ok(out)
     }
 
-    /// Switches sw1..swN in a ring (sw_i:cw — sw_{i+1}:ccw), host h_i on sw_i:host.
-    pub fn ring(n: usize) -> Topology {
+    fn ring(n: usize) -> Topology {
         let mut t = Topology::default();
         for i in 1..=n {
-            t.hosts.push(Node { name: format!("h{i}") });
-            t.switches.push(Node { name: format!("sw{i}") });
+            t.hosts.push(HostSpec { name: format!("h{i}") });
+            t.switches.push(SwitchSpec { name: format!("sw{i}"), layer: None });
             t.links.push(Link {
                 a: Endpoint::Short(format!("h{i}:eth0")),
                 b: Endpoint::Short(format!("sw{i}:host")),
@@ -230,14 +198,12 @@ impl Topology {
         t
     }
 
-    /// Switches sw1..swN in a line (sw_i:right — sw_{i+1}:left), host h1 on sw1:host and
-    /// host hN on swN:host.
-    pub fn line(n: usize) -> Topology {
+    fn line(n: usize) -> Topology {
         let mut t = Topology::default();
-        t.hosts.push(Node { name: "h1".into() });
-        t.hosts.push(Node { name: format!("h{n}") });
+        t.hosts.push(HostSpec { name: "h1".into() });
+        t.hosts.push(HostSpec { name: format!("h{n}") });
         for i in 1..=n {
-            t.switches.push(Node { name: format!("sw{i}") });
+            t.switches.push(SwitchSpec { name: format!("sw{i}"), layer: None });
         }
         t.links.push(Link {
             a: Endpoint::Short("h1:eth0".into()),
@@ -262,15 +228,15 @@ impl Topology {
         t
     }
 
-    /// Hosts h1..hN around one switch sw1: host h_i's eth0 (10.0.0.i/24) on port p_i.
-    pub fn star(hosts: usize) -> Topology {
-        let mut t = Topology { switches: vec![Node { name: "sw1".into() }], ..Topology::default() };
+    fn star(hosts: usize) -> Topology {
+        let mut t = Topology { switches: vec![SwitchSpec { name: "sw1".into(), layer: None }], ..Topology::default() };
         for i in 1..=hosts {
-            t.hosts.push(Node { name: format!("h{i}") });
+            t.hosts.push(HostSpec { name: format!("h{i}") });
             t.links.push(Link {
                 a: Endpoint::Full(EndpointSpec {
                     node: format!("h{i}"),
                     iface: Some("eth0".into()),
+                    port: None,
                     mac: None,
                     addr: Some(format!("10.0.0.{i}/24")),
                 }),
@@ -313,6 +279,38 @@ mod tests {
         assert_eq!(ifs[3].mtu, Some(3000));
         let macs: HashSet<_> = ifs.iter().map(|i| i.mac).collect();
         assert_eq!(macs.len(), 4);
+    }
+
+    #[test]
+    fn one_file_serves_the_testbed_and_tagger() {
+        let t = Topology::from_toml(
+            r#"
+            [[switch]]
+            name = "leaf"
+            layer = 0
+            [[switch]]
+            name = "spine"
+            layer = 1
+            [[host]]
+            name = "h1"
+            [[link]]
+            a = "h1"
+            b = { node = "leaf", port = 3 }
+            [[link]]
+            a = "leaf:up"
+            b = { node = "spine", port = 1, mac = "02:aa:00:00:00:09" }
+            "#,
+        )
+        .unwrap();
+        let ifs = t.interfaces().unwrap();
+        let names: Vec<_> = ifs.iter().map(|i| format!("{}:{}", i.node, i.name)).collect();
+        assert_eq!(names, ["h1:eth0", "leaf:p3", "leaf:up", "spine:p1"]);
+        assert_eq!(ifs[3].mac.to_string(), "02:aa:00:00:00:09");
+        let g = t.build().unwrap();
+        let tagger::topology::NodeRef::Switch(leaf) = g.node("leaf").unwrap() else { panic!("leaf is a switch") };
+        assert!(g.faces_host(g.port_by_number(leaf, 3).unwrap()), "port 3 of the testbed is Tagger's port 3");
+        let bad = Topology::from_toml("[[host]]\nname = \"h\"\n[[switch]]\nname = \"s\"\n[[link]]\na = { node = \"h\", mac = \"nope\" }\nb = \"s\"\n");
+        assert!(bad.unwrap_err().to_string().contains("link[0].a.mac"));
     }
 
     #[test]

@@ -16,6 +16,8 @@ use tagger::routes::explicit::Explicit;
 use tagger::system::{Priorities, TagSystem};
 use tagger::topology::{Peer, Topology};
 
+use pfclab::topology::TestbedTopology;
+
 use crate::scenario::{invalid, Scenario, ScenarioError, TopologySource};
 
 /// Propagation in a cable, ns per metre.
@@ -111,10 +113,7 @@ fn topology_of(s: &Scenario) -> Result<Topology, ScenarioError> {
         TopologySource::Spec(spec) => tagger::load_topology(spec).map_err(|e| bad(e.to_string())),
         TopologySource::Inline(t) => {
             t.interfaces().map_err(|e| bad(e.to_string()))?;
-            let text = toml::to_string(t).map_err(|e| bad(e.to_string()))?;
-            tagger::topology::file::TopologyFile::parse(&text, false)
-                .and_then(|f| f.build())
-                .map_err(|e| bad(e.to_string()))
+            t.build().map_err(|e| bad(e.to_string()))
         }
     }
 }

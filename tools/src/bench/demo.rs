@@ -10,6 +10,7 @@ use pfcswitch::report;
 
 use super::report::{gen_text, sink_text};
 use crate::harness::{self, SinkProc, SwitchProc};
+use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
 #[derive(Args, Clone, Debug)]

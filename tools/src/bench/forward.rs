@@ -15,6 +15,7 @@ use pfcswitch_table::Table;
 
 use super::median;
 use crate::harness::{self, SwitchLosses, SwitchProc};
+use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
 #[derive(Args, Clone, Debug)]

@@ -20,6 +20,7 @@ use pfcswitch_table::Table;
 
 use crate::harness::{ring_routes, RingLab, RingOptions, TAGGER_PRIORITIES};
 use crate::tagging;
+use crate::testbed::TestbedTopology;
 use crate::testbed::Topology;
 
 #[derive(Args, Clone, Debug)]

@@ -13,6 +13,7 @@ use pfcswitch_table::Table;
 
 use super::median;
 use crate::harness::{self, SinkProc, SwitchProc};
+use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 use crate::traffic::probe::ProbeTrial;
 

@@ -15,6 +15,7 @@ use pfcswitch_table::Table;
 
 use crate::harness::{self, start_gen, switch_config, SwitchProc};
 use crate::storm::StormReport;
+use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
 /// SONiC's pfcwd polling interval: its detection lands up to this much late.

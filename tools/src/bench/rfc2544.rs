@@ -27,7 +27,8 @@ use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::harness::{self, SwitchLosses, SwitchProc};
-use crate::testbed::topology::{Endpoint, EndpointSpec, Link, Node};
+use crate::testbed::topology::{Endpoint, EndpointSpec, HostSpec, Link};
+use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
 /// RFC 2544's frame sizes for Ethernet (§9.1), FCS included.
@@ -355,13 +356,14 @@ fn direct_topology() -> Topology {
     let host = |i: usize| {
         Endpoint::Full(EndpointSpec {
             node: format!("h{i}"),
+            port: None,
             iface: Some("eth0".into()),
             mac: None,
             addr: Some(format!("10.0.0.{i}/24")),
         })
     };
     Topology {
-        hosts: vec![Node { name: "h1".into() }, Node { name: "h2".into() }],
+        hosts: vec![HostSpec { name: "h1".into() }, HostSpec { name: "h2".into() }],
         links: vec![Link { a: host(1), b: host(2), mtu: None, queues: None }],
         ..Topology::default()
     }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sweep::{self, RunOutcome, SweepOptions};
 use crate::harness;
+use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
 /// The plan's timings: the storm alone for a second, then five seconds of traffic.

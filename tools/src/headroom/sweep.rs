@@ -27,6 +27,7 @@ use super::calc::CalcInput;
 use crate::bench::median;
 use crate::harness::{self, SinkProc, SwitchProc};
 use crate::storm::StormReport;
+use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use topology::{Interface, Topology};
+pub use topology::{Interface, TestbedTopology, Topology};
 
 /// The directory under which testbeds record what they created (one state file each)
 /// and keep their work directories: under /run where it exists (it goes with a reboot,
@@ -143,7 +143,7 @@ impl Testbed {
         }
         let interfaces = topology.interfaces()?;
         let namespaces: BTreeMap<String, String> =
-            topology.nodes().map(|n| (n.name.clone(), format!("{NETNS_PREFIX}{name}-{}", n.name))).collect();
+            topology.node_names().map(|n| (n.to_string(), format!("{NETNS_PREFIX}{name}-{n}"))).collect();
         ensure_state_dir()?;
         // The state file is created, never overwritten: two testbeds of one name cannot both
         // start, and from here on a crash leaves a file that `down` can use.
