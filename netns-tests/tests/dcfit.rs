@@ -285,8 +285,7 @@ fn a_line_of_pauses_without_a_cycle_reports_nothing() {
     assert!(g.pauses.xoff[3] > 0, "the pause reached the sender");
     // The checking messages did travel: sw3 created them, sw2 passed them on to sw1,
     // which ends the chain: a pause to a host carries none.
-    let port =
-        |s: &pfcswitch::core::stats::SwitchStats, name: &str| s.ports.iter().find(|p| p.name == name).unwrap().clone();
+    let port = |s: &pfcswitch::stats::Stats, name: &str| s.ports.iter().find(|p| p.name == name).unwrap().clone();
     assert!(port(&during[2], "left").checks.originated > 0);
     assert!(port(&during[1], "left").checks.forwarded > 0);
     assert!(port(&during[0], "right").checks.received > 0);

@@ -5,7 +5,7 @@ use std::time::Duration;
 use netns_tests::*;
 use pfcswitch::core::config::{BindMode, XdpMode};
 use pfcswitch::core::speed::Speed;
-use pfcswitch::core::stats::SpeedSource;
+use pfcswitch::stats::SpeedSource;
 
 #[test]
 fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
@@ -353,8 +353,7 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forward
     let _serial = serial();
     let tb = star("lost", 3);
     let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
-    let port =
-        |s: &pfcswitch::core::stats::SwitchStats, name: &str| s.ports.iter().find(|p| p.name == name).unwrap().clone();
+    let port = |s: &pfcswitch::stats::Stats, name: &str| s.ports.iter().find(|p| p.name == name).unwrap().clone();
     let ping = |to: &str| tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", to]);
     assert!(ping("10.0.0.3").unwrap().contains("2 received"));
     let h2 = mac_of(&tb, "h2");
@@ -566,7 +565,7 @@ fn each_port_reports_its_xdp_and_bind_mode_and_a_forced_mode_veth_lacks_is_refus
     // Left to choose: veth takes native XDP and has no zero-copy AF_XDP, so the sockets
     // fell back to copy mode.
     let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
-    for p in sw.stats().unwrap().ports {
+    for p in sw.stats().unwrap().switch.ports {
         assert_eq!((p.xdp_mode, p.bind_mode), (Some(XdpMode::Native), Some(BindMode::Copy)), "{}", p.name);
     }
     assert!(ping(&tb));

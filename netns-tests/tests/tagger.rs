@@ -53,7 +53,7 @@ fn tagged_star(tag: &str) -> (Testbed, SwitchProc) {
 
 fn counters(sw: &SwitchProc, port: &str, tag: u8) -> TagCounters {
     let s = sw.stats().unwrap();
-    let t = s.tagger.expect("the switch reports its table");
+    let t = s.switch.tagger.expect("the switch reports its table");
     t.tags.iter().find(|r| r.port == port && r.tag == Some(tag)).map(|r| r.counters).unwrap_or_default()
 }
 
@@ -132,7 +132,7 @@ fn a_table_the_switch_cannot_apply_stops_it_at_start_with_the_rule_named() {
     let err = SwitchProc::start(&tb, "sw1", &c, &[]).err().expect("another switch's table is refused").to_string();
     assert!(err.contains("the table is for switch \"leaf9\""), "{err}");
     let sw = SwitchProc::start(&tb, "sw1", &c, &["--force"]).unwrap();
-    assert_eq!(sw.stats().unwrap().tagger.map(|t| t.table_switch), Some("leaf9".into()));
+    assert_eq!(sw.stats().unwrap().switch.tagger.map(|t| t.table_switch), Some("leaf9".into()));
     assert!(sw.stop().success());
 }
 

@@ -18,4 +18,5 @@ pub mod dataplane;
 pub mod frame_size;
 pub mod nic;
 pub mod report;
+pub mod stats;
 pub mod sys;

@@ -3,10 +3,12 @@
 use std::fmt::Write;
 
 use crate::core::fdb::FdbRow;
-use crate::core::stats::{DropReason, PrioStats, SpeedSource, SwitchStats, TaggerStats};
+use crate::core::stats::{DropReason, PrioStats, TaggerStats};
 use crate::core::traffic_map::TrafficMapView;
 use crate::nic::netlink::DcbState;
 use crate::nic::{Diagnosis, Level};
+use crate::stats::SpeedSource;
+use crate::stats::Stats;
 use pfcswitch_table::Table;
 
 fn n(v: u64) -> String {
@@ -122,7 +124,7 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
-pub fn stats_table(s: &SwitchStats) -> String {
+pub fn stats_table(s: &Stats) -> String {
     let mut out = format!(
         "switch {} (id {:#010x}), up {:.1} s, {} FDB entries ({} sources not learned: table full; {} unknown unicast flooded), \
          shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\
@@ -494,10 +496,11 @@ mod tests {
         t.row(vec!["long".into(), "1".into()]);
         assert_eq!(t.render(), "a     bb\nlong   1\n");
 
-        let mut s = SwitchStats { name: "sw".into(), ..Default::default() };
+        let mut s = Stats::default();
+        s.switch.name = "sw".into();
         let mut p = PortStats { name: "p0".into(), priorities: PrioStats::for_priorities(), ..Default::default() };
         p.priorities[3].counters.xoff_sent = 2;
-        s.ports.push(p);
+        s.switch.ports.push(crate::stats::PortReport { engine: p, ..Default::default() });
         let text = stats_table(&s);
         assert!(text.contains("p0/3"), "{text}");
         assert!(!text.contains("p0/4"), "{text}");

@@ -10,8 +10,9 @@ use pfcswitch::core::config::{Config, PortRole, StaticFdbEntry, TaggerConfig};
 use pfcswitch::core::fdb::FdbRow;
 use pfcswitch::core::slowpath::DeadlockReport;
 use pfcswitch::core::speed::Speed;
-use pfcswitch::core::stats::{Stall, SwitchStats};
 use pfcswitch::core::traffic_map::TrafficMapView;
+use pfcswitch::stats::Stall;
+use pfcswitch::stats::Stats;
 
 use crate::tagging::{self, TestbedTables};
 use crate::testbed::TestbedTopology;
@@ -76,7 +77,7 @@ impl SwitchProc {
         }
     }
 
-    pub fn stats(&self) -> Result<SwitchStats> {
+    pub fn stats(&self) -> Result<Stats> {
         Ok(client::stats(&self.socket)?)
     }
 
@@ -474,7 +475,7 @@ impl SwitchLosses {
         Ok(SwitchLosses::of(&switch.stats()?))
     }
 
-    pub fn of(stats: &SwitchStats) -> SwitchLosses {
+    pub fn of(stats: &Stats) -> SwitchLosses {
         let mut l = SwitchLosses::default();
         for p in &stats.ports {
             l.rx_ring_full += p.socket.rx_ring_full;

@@ -307,159 +307,6 @@ pub struct PortCounters {
     pub link_downs: u64,
 }
 
-/// Frames the XDP program saw, per class (filled in by the dataplane).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct XdpClassCounters {
-    /// 802.3x PAUSE frames.
-    pub pause: u64,
-    /// PFC frames.
-    pub pfc: u64,
-    /// Other MAC control frames.
-    pub mac_control_other: u64,
-    /// VLAN-tagged frames.
-    pub vlan: u64,
-    /// IPv4 frames.
-    pub ipv4: u64,
-    /// IPv6 frames.
-    pub ipv6: u64,
-    /// Anything else.
-    pub other: u64,
-    /// Frames shorter than an Ethernet header.
-    pub runt: u64,
-}
-
-/// Where a port's line rate came from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpeedSource {
-    /// The port's `speed` (or `--speed`).
-    #[default]
-    Config,
-    /// The NIC's link speed.
-    Nic,
-    /// Neither said: the default.
-    Default,
-}
-
-impl SpeedSource {
-    /// Where the speed came from, as `ctl stats` says it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpeedSource::Config => "config",
-            SpeedSource::Nic => "nic",
-            SpeedSource::Default => "default",
-        }
-    }
-}
-
-/// Gaps in the dataplane loop's polling it did not choose (filled in by the dataplane):
-/// a switch that loses its CPU for 10 ms receives 10 ms of traffic at once, too late to
-/// pause it. Tests read these to tell the machine's stalls from the switch's faults.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StallStats {
-    /// Gaps between polls of at least 1 ms that the loop did not choose.
-    pub stalls: u64,
-    /// The longest such gap, µs.
-    pub longest_us: u64,
-    /// The latest stalls, oldest first.
-    pub recent: Vec<Stall>,
-    /// How long the polling thread has waited for a CPU in all, runnable but not running
-    /// (the kernel's schedstat), µs. A switch that shares its CPU falls behind its traffic
-    /// without any single long stall; absent where the kernel does not keep the figure.
-    #[serde(default)]
-    pub cpu_wait_us: Option<u64>,
-    /// The latest spells in which the loop left frames on an rx ring turn after turn and
-    /// the rings lost frames, oldest first.
-    #[serde(default)]
-    pub backlogs: Vec<Backlog>,
-}
-
-/// A gap of 1 ms or more in the dataplane's polling.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stall {
-    /// When the loop polled again (monotonic clock, ns).
-    pub ended_ns: u64,
-    /// How long it lasted, µs.
-    pub us: u64,
-}
-
-/// A spell from the last turn that emptied every rx ring to the next one that did. What
-/// arrives while the loop is off its CPU waits on the ring, and many short waits add up
-/// as one long one would when the loop cannot catch up between them: `off_cpu_us` says
-/// how much of the spell the machine took, and `rx_lost` what the rings lost in it.
-/// A ring that overflows although the loop had its CPU nearly all the spell is the
-/// switch's fault; one that overflows after the machine took the ring's time is not.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Backlog {
-    /// When the loop emptied the rings again (monotonic clock, ns).
-    pub ended_ns: u64,
-    /// How long the spell lasted, µs.
-    pub us: u64,
-    /// Wall time in the spell that the loop's thread was not on a CPU, µs.
-    pub off_cpu_us: u64,
-    /// Frames the kernel could not hand to the loop during the spell (a full rx ring, or
-    /// no frame to put one in).
-    pub rx_lost: u64,
-    /// Frames the loop took off the rx rings during the spell.
-    #[serde(default)]
-    pub rx_taken: u64,
-}
-
-impl Backlog {
-    /// Frames that arrived in the spell: it starts and ends with every ring empty, so each
-    /// was either taken or lost.
-    pub fn arrived(&self) -> u64 {
-        self.rx_taken + self.rx_lost
-    }
-
-    /// How fast the loop took frames while it had its CPU, frames/s: a loop that falls
-    /// behind while it runs is slower than its traffic; one that is faster lost frames
-    /// only because it was away.
-    pub fn on_cpu_rate_fps(&self) -> Option<f64> {
-        let on_cpu_us = self.us.saturating_sub(self.off_cpu_us);
-        (on_cpu_us > 0).then(|| self.rx_taken as f64 * 1e6 / on_cpu_us as f64)
-    }
-}
-
-impl StallStats {
-    /// The longest of the recent stalls that ended after `since_ns`.
-    pub fn longest_since(&self, since_ns: u64) -> Option<Stall> {
-        self.recent.iter().filter(|s| s.ended_ns > since_ns).max_by_key(|s| s.us).copied()
-    }
-
-    /// The recent backlog spells that ended after `since_ns`.
-    pub fn backlogs_since(&self, since_ns: u64) -> impl Iterator<Item = &Backlog> {
-        self.backlogs.iter().filter(move |b| b.ended_ns > since_ns)
-    }
-
-    /// Frames lost on the rx rings since `since_ns` in spells in which the loop was off
-    /// its CPU for at least `ring_lasts` (how long the rings hold the traffic): those the
-    /// machine explains. Spells that fell out of the record count as the switch's.
-    pub fn rx_lost_off_cpu(&self, since_ns: u64, ring_lasts: std::time::Duration) -> u64 {
-        let at_least = ring_lasts.as_micros() as u64;
-        self.backlogs_since(since_ns).filter(|b| b.off_cpu_us >= at_least).map(|b| b.rx_lost).sum()
-    }
-}
-
-/// Kernel-side AF_XDP socket statistics (filled in by the dataplane).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SocketCounters {
-    /// Frames dropped for the socket (no room or no fill buffer).
-    pub rx_dropped: u64,
-    /// Invalid rx descriptors.
-    pub rx_invalid_descs: u64,
-    /// Frames dropped because the rx ring was full.
-    pub rx_ring_full: u64,
-    /// Times the kernel found the fill ring empty.
-    pub rx_fill_ring_empty: u64,
-    /// Invalid tx descriptors.
-    pub tx_invalid_descs: u64,
-    /// Times the kernel found the tx ring empty.
-    pub tx_ring_empty: u64,
-    /// Loop turns in which the kernel took none of the frames waiting on the tx ring.
-    pub tx_kernel_busy: u64,
-}
-
 /// The PFC watchdog on one lossless priority of a port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchdogStats {
@@ -474,7 +321,8 @@ pub struct WatchdogStats {
     pub counters: WatchdogCounters,
 }
 
-/// One port in `ctl stats`.
+/// One port as the engine sees it: what `ctl stats` shows of a port but its sockets'
+/// part, which the AF_XDP shell adds (`pfcswitch::stats`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PortStats {
     /// The port's name.
@@ -485,9 +333,6 @@ pub struct PortStats {
     pub mac: MacAddr,
     /// Its speed, as the shaper paces it.
     pub speed: Speed,
-    /// Where `speed` came from.
-    #[serde(default)]
-    pub speed_from: SpeedSource,
     /// Which pauses it sends and obeys.
     pub pause_mode: PauseMode,
     /// What the port faces: a host or another switch.
@@ -496,16 +341,6 @@ pub struct PortStats {
     /// The link is up (the dataplane says so; frames for a port that is down are dropped).
     #[serde(default = "up")]
     pub link_up: bool,
-    /// Rx queues of the interface with a socket of the switch (filled in by the dataplane).
-    #[serde(default)]
-    pub rx_queues: u32,
-    /// Where the classifier runs and how the sockets bound, as the kernel reports them
-    /// (filled in by the dataplane; absent when unknown).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub xdp_mode: Option<crate::config::XdpMode>,
-    /// How its sockets bound: zero-copy or copy (filled in by the dataplane; absent when unknown).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bind_mode: Option<crate::config::BindMode>,
     /// Its frames go to the slowpath (`ctl block`).
     pub blocked: bool,
     /// Frames for this egress held by the slowpath.
@@ -526,17 +361,16 @@ pub struct PortStats {
     /// Its counters.
     #[serde(flatten)]
     pub counters: PortCounters,
-    /// What the XDP program saw on it.
-    pub xdp: XdpClassCounters,
-    /// Its sockets' kernel statistics.
-    pub socket: SocketCounters,
     /// Per priority, 0 to 7.
     pub priorities: Vec<PrioStats>,
 }
 
-/// What `pfcswitch ctl stats` shows.
+/// The engine's snapshot of a switch, with a `P` per port: [`PortStats`] as the engine
+/// makes it ([`crate::Switch::stats`]); a driver that knows more of a port composes it
+/// with its own part (the AF_XDP shell with its sockets', the simulator with its
+/// pool's) through [`SwitchStats::map_ports`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SwitchStats {
+pub struct SwitchStats<P = PortStats> {
     /// The switch's name.
     pub name: String,
     /// The id it carries in DCFIT messages.
@@ -553,8 +387,6 @@ pub struct SwitchStats {
     pub xoff_threshold: u64,
     /// The buffer-wide XON threshold now, bytes.
     pub xon_threshold: u64,
-    /// UMEM frames free for reception (filled in by the dataplane).
-    pub free_frames: u64,
     /// Time from reading the frame that crossed XOFF off the rx ring to handing its PFC
     /// frame to the kernel.
     pub pfc_reaction: Percentiles,
@@ -571,11 +403,8 @@ pub struct SwitchStats {
     /// PFC watchdog events the shell did not take in time, so never logged.
     #[serde(default)]
     pub pfcwd_events_forgotten: u64,
-    /// The dataplane loop's stalls and backlog spells (filled in by the dataplane).
-    #[serde(default)]
-    pub stalls: StallStats,
     /// Per port, in configuration order.
-    pub ports: Vec<PortStats>,
+    pub ports: Vec<P>,
     /// The Tagger table this switch applies, and what it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tagger: Option<TaggerStats>,
@@ -655,6 +484,30 @@ impl TaggerStats {
     }
 }
 
+impl<P> SwitchStats<P> {
+    /// The same snapshot with each port's stats made into a `Q` by `f`, in order.
+    pub fn map_ports<Q>(self, f: impl FnMut(P) -> Q) -> SwitchStats<Q> {
+        SwitchStats {
+            name: self.name,
+            switch_id: self.switch_id,
+            uptime_s: self.uptime_s,
+            fdb_entries: self.fdb_entries,
+            shared_buffer_bytes: self.shared_buffer_bytes,
+            shared_buffer_used: self.shared_buffer_used,
+            xoff_threshold: self.xoff_threshold,
+            xon_threshold: self.xon_threshold,
+            pfc_reaction: self.pfc_reaction,
+            resume_lateness: self.resume_lateness,
+            pause_response: self.pause_response,
+            deadlocks_detected: self.deadlocks_detected,
+            slowpath_overflow: self.slowpath_overflow,
+            pfcwd_events_forgotten: self.pfcwd_events_forgotten,
+            ports: self.ports.into_iter().map(f).collect(),
+            tagger: self.tagger,
+        }
+    }
+}
+
 impl PortStats {
     /// Frames in this port's egress queues.
     pub fn queues_total(&self) -> u64 {
@@ -666,25 +519,5 @@ impl PrioStats {
     /// A snapshot row for each of the eight priorities, all zero.
     pub fn for_priorities() -> Vec<PrioStats> {
         (0..PRIORITIES as u8).map(|p| PrioStats { priority: p, ..PrioStats::default() }).collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn frames_lost_count_as_the_machines_only_in_spells_that_took_the_rings_time_off_the_cpu() {
-        let spell =
-            |ended_ns, off_cpu_us, rx_lost| Backlog { ended_ns, us: 40_000, off_cpu_us, rx_lost, rx_taken: 9_000 };
-        let s = StallStats {
-            backlogs: vec![spell(100, 30_000, 7), spell(200, 30_000, 5), spell(300, 2_000, 11)],
-            ..StallStats::default()
-        };
-        // The rings last 20 ms: 30 ms off the CPU fills them, 2 ms does not.
-        assert_eq!(s.rx_lost_off_cpu(0, Duration::from_millis(20)), 12);
-        assert_eq!(s.rx_lost_off_cpu(150, Duration::from_millis(20)), 5, "only spells that ended after");
-        assert_eq!(s.rx_lost_off_cpu(0, Duration::from_millis(31)), 0);
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::{ControlError, ReplyLine, Request, Response};
 use crate::core::fdb::FdbRow;
 use crate::core::slowpath::DeadlockReport;
-use crate::core::stats::SwitchStats;
 use crate::core::traffic_map::TrafficMapView;
+use crate::stats::Stats;
 
 /// Sends one request and returns the switch's answer.
 pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
@@ -34,7 +34,7 @@ fn wrong(req: &Request, got: &Response) -> ControlError {
     ControlError::WrongReply { request: format!("{req:?}"), got: got.chars().take(80).collect() }
 }
 
-pub fn stats(path: &Path) -> Result<SwitchStats, ControlError> {
+pub fn stats(path: &Path) -> Result<Stats, ControlError> {
     match request(path, &Request::Stats)? {
         Response::Stats(s) => Ok(*s),
         other => Err(wrong(&Request::Stats, &other)),

@@ -21,7 +21,8 @@ use prometheus_client::registry::Registry;
 
 use super::server::{ask, Routes};
 use super::{ControlError, Request, Response};
-use crate::core::stats::{DropCounters, MacControlCounters, SwitchStats};
+use crate::core::stats::{DropCounters, MacControlCounters};
+use crate::stats::Stats;
 
 /// What Prometheus is told the body is.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -114,7 +115,7 @@ impl Scrape {
 }
 
 /// The snapshot as OpenMetrics text.
-pub fn encode(s: &SwitchStats) -> String {
+pub fn encode(s: &Stats) -> String {
     let mut m = Scrape { registry: Registry::with_prefix("pfcswitch") };
     m.gauge("uptime_seconds", "Time since the switch started", s.uptime_s);
     m.gauge("fdb_entries", "Addresses in the forwarding database", s.fdb_entries as f64);
@@ -132,7 +133,7 @@ pub fn encode(s: &SwitchStats) -> String {
 
     let port = |name: &str| PortLabels { port: name.to_string() };
     let ports = &s.ports;
-    let per_port = |f: fn(&crate::core::stats::PortStats) -> u64| ports.iter().map(move |p| (port(&p.name), f(p)));
+    let per_port = |f: fn(&crate::stats::PortReport) -> u64| ports.iter().map(move |p| (port(&p.name), f(p)));
     m.counters("port_rx_frames", "Data frames received", per_port(|p| p.counters.rx_frames));
     m.counters("port_rx_bytes", "Data bytes received", per_port(|p| p.counters.rx_bytes));
     m.counters("port_tx_frames", "Data frames sent", per_port(|p| p.counters.tx_frames));
@@ -383,10 +384,11 @@ fn serve(server: tiny_http::Server, routes: Routes, stop: Arc<AtomicBool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::stats::{PortStats, PrioStats};
+    use crate::core::stats::{PortStats, PrioStats, SwitchStats};
+    use crate::stats::PortReport;
     use openmetrics_parser::{openmetrics::parse_openmetrics, OpenMetricsValue};
 
-    fn snapshot() -> SwitchStats {
+    fn snapshot() -> Stats {
         let mut p = PortStats { name: "p1".into(), link_up: true, ..Default::default() };
         p.counters.rx_frames = 42;
         p.counters.drops.lossy = 7;
@@ -398,7 +400,11 @@ mod tests {
         p.pfcwd = vec![crate::core::stats::WatchdogStats { priority: 3, active: true, ..Default::default() }];
         p.pfcwd[0].counters.storms_detected = 1;
         let p2 = PortStats { name: "p2".into(), ..p.clone() };
-        let mut s = SwitchStats { name: "sw".into(), uptime_s: 1.5, ports: vec![p, p2], ..Default::default() };
+        let ports = [p, p2].map(|engine| PortReport { engine, ..Default::default() }).into();
+        let mut s = Stats {
+            switch: SwitchStats { name: "sw".into(), uptime_s: 1.5, ports, ..Default::default() },
+            ..Default::default()
+        };
         s.stalls.cpu_wait_us = Some(2_500_000);
         s
     }

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::fdb::FdbRow;
 use crate::core::slowpath::DeadlockReport;
-use crate::core::stats::SwitchStats;
 use crate::core::traffic_map::TrafficMapView;
+use crate::stats::Stats;
 
 /// What `pfcswitch ctl` can ask.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,7 +48,7 @@ impl Request {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Response {
-    Stats(Box<SwitchStats>),
+    Stats(Box<Stats>),
     Fdb(Vec<FdbRow>),
     TrafficMap(TrafficMapView),
     Deadlocks(DeadlockReport),

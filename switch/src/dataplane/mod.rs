@@ -19,11 +19,11 @@ use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::config::{Config, XdpMode};
 use crate::core::pfcwd::WatchdogEvent;
 use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
-use crate::core::stats::{SocketCounters, SpeedSource, SwitchStats};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
 use crate::frame_size::{frame_size_holding, largest_frame, usable_frame_bytes};
+use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
 use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
@@ -561,24 +561,28 @@ impl Dataplane {
         })
     }
 
-    /// Engine counters plus what only the kernel knows: XDP classes and socket drops.
-    pub fn stats(&self, now: Time) -> SwitchStats {
-        let mut s = self.switch.stats(now);
-        s.free_frames = self.pool.free_count() as u64;
-        s.stalls = self.stalls.stats();
-        s.stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);
-        s.stalls.backlogs = self.backlog.recent();
-        for (p, from) in s.ports.iter_mut().zip(&self.speed_from) {
-            p.speed_from = *from;
-        }
-        for (((p, c), x), busy) in s.ports.iter_mut().zip(&self.classifiers).zip(&self.ports).zip(&self.tx_busy) {
-            p.xdp = c.class_counters();
-            p.rx_queues = x.sockets().len() as u32;
-            p.xdp_mode = c.mode();
-            p.bind_mode = x.bind_mode();
-            p.socket = SocketCounters { tx_kernel_busy: *busy, ..x.statistics() };
-        }
-        s
+    /// The engine's snapshot composed with what only the shell knows: where each port's
+    /// speed came from, its XDP classes, sockets and modes, the UMEM and the loop's stalls.
+    pub fn stats(&self, now: Time) -> Stats {
+        let mut i = 0;
+        let switch = self.switch.stats(now).map_ports(|engine| {
+            let (c, x) = (&self.classifiers[i], &self.ports[i]);
+            let port = PortReport {
+                engine,
+                speed_from: self.speed_from[i],
+                rx_queues: x.sockets().len() as u32,
+                xdp_mode: c.mode(),
+                bind_mode: x.bind_mode(),
+                xdp: c.class_counters(),
+                socket: SocketCounters { tx_kernel_busy: self.tx_busy[i], ..x.statistics() },
+            };
+            i += 1;
+            port
+        });
+        let mut stalls = self.stalls.stats();
+        stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);
+        stalls.backlogs = self.backlog.recent();
+        Stats { switch, free_frames: self.pool.free_count() as u64, stalls }
     }
 }
 

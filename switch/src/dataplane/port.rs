@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 
 use crate::core::config::BindMode;
 use crate::core::queue::FrameId;
-use crate::core::stats::SocketCounters;
+use crate::stats::SocketCounters;
 
 use super::xsk::{UmemPool, XskError, XskPort};
 

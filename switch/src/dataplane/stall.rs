@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use crate::core::stats::{Backlog, Stall, StallStats};
 use crate::core::time::Time;
+use crate::stats::{Backlog, Stall, StallStats};
 
 /// Gaps at least this long count as stalls.
 pub const STALL: Duration = Duration::from_millis(1);

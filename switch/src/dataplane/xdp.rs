@@ -11,7 +11,7 @@ use libbpf_rs::libbpf_sys as sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
 use crate::core::config::XdpMode;
-use crate::core::stats::XdpClassCounters;
+use crate::stats::XdpClassCounters;
 
 /// The compiled classifier, built by build.rs with libbpf-cargo.
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/classifier.bpf.o"));

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::config::{BindMode, XdpMode, DEFAULT_PORT_SPEED as DEFAULT_SPEED};
 use crate::core::speed::Speed;
-use crate::core::stats::SpeedSource;
 use crate::frame_size::{frame_size_holding, largest_frame, usable_frame_bytes};
+use crate::stats::SpeedSource;
 use crate::sys::{self, LinkState, SysError};
 use ethtool::{Channels, Driver, Ethtool, PauseSettings};
 use netlink::{DcbState, XdpFeatures};

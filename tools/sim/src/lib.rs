@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use pfcswitch_core::histogram::Percentiles;
 use pfcswitch_core::slowpath::DeadlockRecord;
-use pfcswitch_core::stats::SwitchStats;
+use pfcswitch_core::stats::{PortStats, SwitchStats};
 use pfcswitch_table::Table;
 
 use engine::{RunCounts, Sim};
@@ -107,8 +107,49 @@ pub struct SimReport {
     pub flows: Vec<FlowReport>,
     pub deadlock_events: Vec<DeadlockRecord>,
     pub links: Vec<LinkReport>,
-    /// Per switch, what `pfcswitch ctl stats` shows.
-    pub switches: Vec<SwitchStats>,
+    /// Per switch, the engine's snapshot (what `pfcswitch ctl stats` shows of it) with
+    /// what the simulator knows of its frame pool.
+    pub switches: Vec<SimSwitchStats>,
+}
+
+/// A switch in the report: the engine's snapshot, each port with what the simulator
+/// knows of it, and the switch's frame pool.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimSwitchStats {
+    /// The engine's snapshot.
+    #[serde(flatten)]
+    pub switch: SwitchStats<SimPortStats>,
+    /// Frames free in the switch's pool at the end.
+    pub free_frames: u64,
+}
+
+/// A port in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimPortStats {
+    /// What the engine knows of the port.
+    #[serde(flatten)]
+    pub engine: PortStats,
+    /// Frames that arrived when the pool had no free frame, and were dropped (what
+    /// AF_XDP counts as an empty fill ring).
+    pub rx_no_frame: u64,
+}
+
+/// Reads as the engine's snapshot for everything but the pool.
+impl std::ops::Deref for SimSwitchStats {
+    type Target = SwitchStats<SimPortStats>;
+
+    fn deref(&self) -> &SwitchStats<SimPortStats> {
+        &self.switch
+    }
+}
+
+/// Reads as the engine's port for everything but `rx_no_frame`.
+impl std::ops::Deref for SimPortStats {
+    type Target = PortStats;
+
+    fn deref(&self) -> &PortStats {
+        &self.engine
+    }
 }
 
 /// A finished run: the report and what the picture and the benchmark need.
@@ -166,13 +207,14 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
     let mut stuck = 0;
     let (mut lossless_dropped, mut lossy_dropped) = (0, 0);
     for i in 0..fabric.switches.len() {
-        let mut s = sim.switch(i).stats(now);
-        s.free_frames = sim.free_frames(i) as u64;
-        for (k, p) in s.ports.iter_mut().enumerate() {
-            // As AF_XDP counts them: a frame arrived and no free frame was there for it.
-            p.socket.rx_fill_ring_empty = sim.rx_no_frame(i, k);
-        }
-        for p in &s.ports {
+        let mut k = 0;
+        let switch = sim.switch(i).stats(now).map_ports(|engine| {
+            let port = SimPortStats { engine, rx_no_frame: sim.rx_no_frame(i, k) };
+            k += 1;
+            port
+        });
+        let s = SimSwitchStats { switch, free_frames: sim.free_frames(i) as u64 };
+        for p in s.switch.ports.iter().map(|p| &p.engine) {
             stuck += p.held_by_slowpath;
             for q in p.priorities.iter().filter(|q| q.lossless) {
                 stuck += u64::from(q.egress_queue_frames);
@@ -244,7 +286,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             simulated_ms: total.as_secs_f64() * 1e3,
             events: sim.counts.events,
             frame_hops: sim.counts.frame_hops,
-            deadlocks: switches.iter().map(|s| s.deadlocks_detected).sum(),
+            deadlocks: switches.iter().map(|s| s.switch.deadlocks_detected).sum(),
             deadlock_formed: stuck > 0,
             stuck_lossless_frames: stuck,
             lossless_lost,

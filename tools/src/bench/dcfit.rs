@@ -8,7 +8,7 @@ use clap::Args;
 use serde::Serialize;
 
 use pfcswitch::core::speed::Speed;
-use pfcswitch::core::stats::SwitchStats;
+use pfcswitch::stats::Stats;
 use pfcswitch_table::Table;
 
 use super::median;
@@ -41,7 +41,7 @@ pub struct DcfitRun {
 
 /// When the cycle closed as of `t`: every switch's ring ingress (`ccw`) was pausing its
 /// upstream at `t`; the cycle closed when the last of those pauses started.
-fn cycle_closed_at(stats: &[SwitchStats], t: u64) -> Option<u64> {
+fn cycle_closed_at(stats: &[Stats], t: u64) -> Option<u64> {
     let mut closed = 0;
     for s in stats {
         let ccw = s.ports.iter().find(|p| p.name == "ccw")?;
@@ -63,7 +63,7 @@ fn one_run(speed: Speed) -> Result<DcfitRun> {
     lab.block_briefly(Duration::from_millis(300))?;
     std::thread::sleep(Duration::from_millis(300));
     let switches = &lab.switches;
-    let stats: Vec<SwitchStats> = switches.iter().map(|s| s.stats()).collect::<Result<_>>()?;
+    let stats: Vec<Stats> = switches.iter().map(|s| s.stats()).collect::<Result<_>>()?;
     let mut first: Option<(u64, String, u64)> = None;
     for s in switches {
         for d in s.deadlocks()?.deadlocks {
@@ -140,15 +140,18 @@ pub fn run(args: &DcfitArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pfcswitch::core::stats::{PortStats, XoffEpisode};
+    use pfcswitch::core::stats::{PortStats, SwitchStats, XoffEpisode};
+    use pfcswitch::stats::PortReport;
 
-    fn switch(starts: &[(u64, u64)]) -> SwitchStats {
+    fn switch(starts: &[(u64, u64)]) -> Stats {
         let ccw = PortStats {
             name: "ccw".into(),
             xoff_episodes: starts.iter().map(|&(s, e)| XoffEpisode { prio: 3, start_ns: s, end_ns: e }).collect(),
             ..Default::default()
         };
-        SwitchStats { ports: vec![ccw], ..Default::default() }
+        let switch =
+            SwitchStats { ports: vec![PortReport { engine: ccw, ..Default::default() }], ..Default::default() };
+        Stats { switch, ..Default::default() }
     }
 
     #[test]

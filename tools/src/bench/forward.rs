@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use pfcswitch::core::stats::Backlog;
+use pfcswitch::stats::Backlog;
 use pfcswitch_table::Table;
 
 use super::median;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use pfcswitch::core::config::DeadlockResolution;
 use pfcswitch::core::slowpath::DeadlockRecord;
 use pfcswitch::core::speed::Speed;
-use pfcswitch::core::stats::SwitchStats;
+use pfcswitch::stats::Stats;
 use pfcswitch_table::Table;
 
 use crate::harness::{ring_routes, RingLab, RingOptions, TAGGER_PRIORITIES};
@@ -259,7 +259,7 @@ pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
         hosts.iter().all(|h| h.last_after_unblock_ms.is_some_and(|ms| ms >= FLOWING_AFTER.as_secs_f64() * 1e3));
     let switches: Vec<SwitchFigures> = at_end.iter().map(ring_state).collect();
     let deadlock_formed = switches.iter().all(|s| s.cw_paused_by_next && s.stuck_at_cw > 0);
-    let host_tx = |s: &SwitchStats| s.ports.iter().find(|p| p.name == "host").map_or(0, |p| p.counters.tx_frames);
+    let host_tx = |s: &Stats| s.ports.iter().find(|p| p.name == "host").map_or(0, |p| p.counters.tx_frames);
     let delivered_after_unblock =
         at_end.iter().zip(&at_unblock).map(|(e, u)| host_tx(e).saturating_sub(host_tx(u))).sum();
     let mut dcfit_events = Vec::new();
@@ -291,7 +291,7 @@ pub fn drive(lab: &RingLab, block: bool, quiet: bool) -> Result<LabRun> {
 }
 
 /// Whether a ring switch pauses its upstream, is paused by the next switch, and what waits.
-fn ring_state(s: &SwitchStats) -> SwitchFigures {
+fn ring_state(s: &Stats) -> SwitchFigures {
     let port = |n: &str| s.ports.iter().find(|p| p.name == n).cloned().unwrap_or_default();
     let (ccw, cw) = (port("ccw"), port("cw"));
     let lossless = |p: &pfcswitch::core::stats::PrioStats| p.lossless;

@@ -125,7 +125,7 @@ pub fn probe_switch(
     batch: usize,
     rate: &str,
     smooth: bool,
-) -> Result<(Vec<ProbeTrial>, Percentiles, pfcswitch::core::stats::SwitchStats)> {
+) -> Result<(Vec<ProbeTrial>, Percentiles, pfcswitch::stats::Stats)> {
     let tb = star("bench-pause", 2)?;
     let cpus = if smooth { harness::CpuPlan::split() } else { harness::CpuPlan::default() };
     let mut config = harness::switch_config(&tb, "sw1");

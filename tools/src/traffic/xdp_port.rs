@@ -50,7 +50,7 @@ impl HostPort {
     }
 
     /// Frames the XDP program classified on this interface.
-    pub fn xdp_counters(&self) -> Option<pfcswitch::core::stats::XdpClassCounters> {
+    pub fn xdp_counters(&self) -> Option<pfcswitch::stats::XdpClassCounters> {
         self.classifier.as_ref().map(|c| c.class_counters())
     }
 

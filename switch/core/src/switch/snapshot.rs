@@ -1,15 +1,15 @@
 //! The stats snapshot: everything `ctl stats` shows, assembled from the engine's state.
 
 use crate::priorities::PRIORITIES;
-use crate::stats::{PortStats, PrioStats, SpeedSource, SwitchStats, TagRow, TaggerStats, WatchdogStats};
+use crate::stats::{PortStats, PrioStats, SwitchStats, TagRow, TaggerStats, WatchdogStats};
 use crate::tagging::{TagTable, TAGS};
 use crate::time::Time;
 
 use super::{Port, Switch, TAG_SLOTS};
 
 impl Switch {
-    /// A snapshot of everything `ctl stats` shows that the engine knows; the shell fills in its
-    /// sockets' and loop's part.
+    /// A snapshot of everything the engine knows of the switch and its ports (drivers add
+    /// what they know: see [`SwitchStats::map_ports`]).
     pub fn stats(&self, now: Time) -> SwitchStats {
         SwitchStats {
             name: self.name.clone(),
@@ -20,14 +20,12 @@ impl Switch {
             shared_buffer_used: self.buffer.shared_used(),
             xoff_threshold: self.buffer.wide_thresholds().0,
             xon_threshold: self.buffer.wide_thresholds().1,
-            free_frames: 0,
             pfc_reaction: self.reaction.percentiles(),
             resume_lateness: self.resume_lateness.percentiles(),
             pause_response: self.pause_response.percentiles(),
             deadlocks_detected: self.deadlocks,
             slowpath_overflow: self.slowpath_overflow,
             pfcwd_events_forgotten: self.pfcwd_events.forgotten,
-            stalls: Default::default(),
             ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
             tagger: self.tags.as_ref().map(|t| self.tagger_stats(t)),
         }
@@ -92,14 +90,9 @@ impl Switch {
             iface: p.iface.clone(),
             mac: p.mac,
             speed: p.speed,
-            speed_from: SpeedSource::Config,
             pause_mode: p.mode,
             role: p.role,
             link_up: p.link_up,
-            // The shell's to say.
-            rx_queues: 0,
-            xdp_mode: None,
-            bind_mode: None,
             blocked: self.is_blocked(index),
             held_by_slowpath: self.map.held_at_slowpath_for(index),
             watchdog_active: p.dcfit.deadlock_drop.is_some_and(|(until, _)| now < until),
@@ -117,8 +110,6 @@ impl Switch {
             xoff_episodes: p.upstream.episodes.iter().copied().collect(),
             pause_arrivals_ns: p.upstream.pause_arrivals.iter().copied().collect(),
             counters: p.counters,
-            xdp: Default::default(),
-            socket: Default::default(),
             priorities,
         }
     }
