@@ -129,25 +129,25 @@ pub fn run(data: &[u8]) {
                 let len = usize::from(s.byte().unwrap_or(0)) * 8;
                 let raw = s.bytes(len).to_vec();
                 if let Some(id) = pool.put(&raw) {
-                    sw.receive(now, &mut pool, port, id);
+                    sw.handle_frame(now, &mut pool, port, id);
                 }
             }
             1 | 2 => {
                 let f = data_frame(&mut s);
                 if let Some(id) = pool.put(&f) {
-                    sw.receive(now, &mut pool, port, id);
+                    sw.handle_frame(now, &mut pool, port, id);
                 }
             }
             3 => {
                 let f = pfc_frame(&mut s);
                 if let Some(id) = pool.put(&f) {
-                    sw.receive(now, &mut pool, port, id);
+                    sw.handle_frame(now, &mut pool, port, id);
                 }
             }
             4 => transmit(&mut sw, &mut pool, &mut batch, now, port, usize::from(s.byte().unwrap_or(1)) % 64 + 1),
             5 => {
                 now = now + Duration::from_micros(u64::from(s.u16().unwrap_or(0)));
-                sw.on_timer(now);
+                sw.handle_timeout(now);
             }
             6 => {
                 let blocked = sw.is_blocked(port);
@@ -179,7 +179,7 @@ pub fn run(data: &[u8]) {
             break;
         }
         now = now + Duration::from_millis(5);
-        sw.on_timer(now);
+        sw.handle_timeout(now);
     }
     let stats = sw.stats(now);
     assert_eq!((sw.queued_frames(), slow.held()), (0, 0), "frames stuck after everything was let go");
@@ -195,7 +195,7 @@ pub fn run(data: &[u8]) {
 /// Sends what `port` may send now; the frames go back to the pool as the wire took them.
 fn transmit(sw: &mut Switch, pool: &mut Pool, batch: &mut TxBatch, now: Time, port: usize, limit: usize) {
     batch.reset(limit.min(TxBatch::CAPACITY));
-    sw.transmit(now, pool, port, batch);
+    sw.poll_transmit(now, pool, port, batch);
     for f in batch.frames() {
         assert_eq!(pool.bytes(f.id).len(), f.len as usize, "a frame's length is what the batch says");
         pool.free(f.id);
@@ -205,7 +205,7 @@ fn transmit(sw: &mut Switch, pool: &mut Pool, batch: &mut TxBatch, now: Time, po
 /// Hands the engine's events to the slowpath (or, when `refuse`, back to the engine as a
 /// full channel would) and puts back what the slowpath releases.
 fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Time, refuse: bool) {
-    sw.hand_over(pool, |ev| {
+    sw.poll_slowpath(pool, |ev| {
         if refuse && matches!(ev, ToSlowpath::Held(_)) {
             return Err(ev);
         }
@@ -213,5 +213,5 @@ fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Tim
         Ok(())
     });
     let released = slow.release(|e| sw.stopped(now, e));
-    sw.take_back(now, pool, released.iter().copied());
+    sw.handle_released(now, pool, released.iter().copied());
 }

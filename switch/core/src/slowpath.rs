@@ -210,7 +210,7 @@ impl Slowpath {
 
     /// The held frames that may go now (their priority not in `stopped(egress)`: all of
     /// them while the port is blocked), in arrival order per ingress port; the
-    /// caller hands them back to the engine ([`crate::switch::Switch::take_back`]).
+    /// caller hands them back to the engine ([`crate::switch::Switch::handle_released`]).
     pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities) -> &[HeldFrame] {
         self.recheck = false;
         self.released.clear();

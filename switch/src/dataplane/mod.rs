@@ -328,7 +328,7 @@ impl Dataplane {
                 idle_since = now;
                 continue;
             }
-            let wake = self.switch.next_wakeup(now).min(self.next_link_check);
+            let wake = self.switch.poll_timeout(now).min(self.next_link_check);
             if wake <= now || self.tx_outstanding() > 0 {
                 continue;
             }
@@ -360,7 +360,7 @@ impl Dataplane {
             }
             port.reclaim(pool);
             if receive {
-                let r = port.receive(pool, batch, |pool, id| switch.receive(now, pool, i, id));
+                let r = port.receive(pool, batch, |pool, id| switch.handle_frame(now, pool, i, id));
                 work += r.frames;
                 *rx_taken += r.frames as u64;
                 emptied &= r.emptied;
@@ -374,7 +374,7 @@ impl Dataplane {
                 rx_taken,
             });
         }
-        self.switch.on_timer(now);
+        self.switch.handle_timeout(now);
         self.tx_blocked = false;
         for i in 0..self.ports.len() {
             if self.switch.link_up(i) {
@@ -393,7 +393,7 @@ impl Dataplane {
 
     /// Puts back the frames the slowpath released.
     fn apply_slowpath_messages(&mut self, now: Time) -> usize {
-        self.switch.take_back(now, &mut self.pool, self.from_slowpath.try_iter())
+        self.switch.handle_released(now, &mut self.pool, self.from_slowpath.try_iter())
     }
 
     /// Hands the engine's events to the slowpath and publishes what it reads of our state.
@@ -402,7 +402,7 @@ impl Dataplane {
             v.store(self.switch.stopped(now, i).bits(), Ordering::Relaxed);
         }
         let to_slowpath = &self.to_slowpath;
-        self.switch.hand_over(&mut self.pool, |ev| to_slowpath.try_send(ev).map_err(|e| e.into_inner()));
+        self.switch.poll_slowpath(&mut self.pool, |ev| to_slowpath.try_send(ev).map_err(|e| e.into_inner()));
         while let Some(e) = self.switch.poll_watchdog_event() {
             log_watchdog(&self.config, e);
         }
@@ -414,7 +414,7 @@ impl Dataplane {
         let port = ports[i].tx();
         let room = port.tx_room(batch);
         tx.reset(room.min(batch));
-        switch.transmit(now, pool, i, tx);
+        switch.poll_transmit(now, pool, i, tx);
         let sent = tx.frames().len();
         if sent > 0 {
             port.send(pool, tx.frames().iter().map(|f| f.id));

@@ -579,7 +579,7 @@ impl<'f> Sim<'f> {
         };
         s.slots.buf[id as usize] = buf;
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-        s.switch.receive(self.now, &mut pool, local, FrameId(id));
+        s.switch.handle_frame(self.now, &mut pool, local, FrameId(id));
         self.after_switch(sw);
     }
 
@@ -588,7 +588,7 @@ impl<'f> Sim<'f> {
         let s = &mut self.switches[sw];
         self.batch.reset(1);
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-        s.switch.transmit(now, &mut pool, local, &mut self.batch);
+        s.switch.poll_transmit(now, &mut pool, local, &mut self.batch);
         if let Some(f) = self.batch.frames().first().copied() {
             let buf = std::mem::replace(&mut s.slots.buf[f.id.0 as usize], NONE);
             s.slots.free.push(f.id.0);
@@ -596,14 +596,14 @@ impl<'f> Sim<'f> {
                 s.switch.record_pause_sent(trigger, now);
             }
             self.send(port, buf);
-        } else if let Some(w) = s.switch.port_wakeup(now, local) {
+        } else if let Some(w) = s.switch.poll_port_timeout(now, local) {
             self.wake(port, w);
         }
     }
 
     /// After the switch took input: events to its slowpath, and every idle port sends.
     fn after_switch(&mut self, sw: usize) {
-        self.switches[sw].switch.on_timer(self.now);
+        self.switches[sw].switch.handle_timeout(self.now);
         self.pass_to_slowpath(sw);
         let fabric = self.fabric;
         for &port in &fabric.switches[sw].ports {
@@ -619,7 +619,7 @@ impl<'f> Sim<'f> {
         let was_empty = s.slow_in.is_empty();
         let mut any = false;
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-        s.switch.hand_over(&mut pool, |ev| {
+        s.switch.poll_slowpath(&mut pool, |ev| {
             s.slow_in.push_back((at, ev));
             any = true;
             Ok(())
@@ -677,7 +677,7 @@ impl<'f> Sim<'f> {
             Some(&(at, _)) if at <= now => s.slow_out.pop_front().map(|(_, f)| f),
             _ => None,
         });
-        s.switch.take_back(now, &mut pool, due);
+        s.switch.handle_released(now, &mut pool, due);
         if let Some(&(at, _)) = s.slow_out.front() {
             self.at(at, Ev::SlowOut { sw: sw as u32 });
         }

@@ -30,7 +30,7 @@ pub struct TxFrame {
     pub xoff_trigger: Option<Time>,
 }
 
-/// Frames for one port's tx ring, filled by [`Switch::transmit`]. Never allocates.
+/// Frames for one port's tx ring, filled by [`Switch::poll_transmit`]. Never allocates.
 #[derive(Debug)]
 pub struct TxBatch {
     frames: [TxFrame; TxBatch::CAPACITY],
@@ -156,7 +156,7 @@ impl Switch {
     /// Fills `out` with what `port` sends now: its pause frames first (they bypass the
     /// pause gate and the queues), then data as the shaper and the scheduler allow.
     /// The frames in `out` belong to the caller, who frees them once sent.
-    pub fn transmit<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, out: &mut TxBatch) {
+    pub fn poll_transmit<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, out: &mut TxBatch) {
         self.clock = self.clock.max(now);
         if !self.ports[port].link_up {
             return;

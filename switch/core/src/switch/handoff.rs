@@ -1,6 +1,6 @@
 //! The round trip to the slowpath, one implementation for every driver: a blocked
-//! port's frames and the engine's events leave through [`Switch::hand_over`], and the
-//! frames the slowpath releases come back through [`Switch::take_back`]. How they travel
+//! port's frames and the engine's events leave through [`Switch::poll_slowpath`], and the
+//! frames the slowpath releases come back through [`Switch::handle_released`]. How they travel
 //! is the driver's: crossbeam channels to the slowpath thread in `pfcswitch run`, a CPU
 //! delay in the simulator, a direct call in the fuzz targets.
 //!
@@ -22,7 +22,7 @@ impl Switch {
     /// back (a full channel) is not lost: a held frame's pair mark, buffer charge and
     /// frame are given back, and it is counted as dropped at its ingress. Returns how
     /// many `send` gave back (`slowpath_overflow` in the stats counts them all).
-    pub fn hand_over<P: FramePool>(
+    pub fn poll_slowpath<P: FramePool>(
         &mut self,
         pool: &mut P,
         mut send: impl FnMut(ToSlowpath) -> Result<(), ToSlowpath>,
@@ -44,7 +44,7 @@ impl Switch {
 
     /// Takes back the frames the slowpath released (in the order it released them):
     /// each joins its egress queue. Returns how many came back.
-    pub fn take_back<P: FramePool>(
+    pub fn handle_released<P: FramePool>(
         &mut self,
         now: Time,
         pool: &mut P,

@@ -51,7 +51,7 @@ struct Placement {
 impl Switch {
     /// Takes ownership of frame `id`, received on `port`: it is queued for transmission
     /// or given back to the pool.
-    pub fn receive<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, id: FrameId) {
+    pub fn handle_frame<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId, id: FrameId) {
         self.clock = self.clock.max(now);
         // Pauses and XOFF reactions count from when the frame arrived, not from when the
         // loop got to it (it may have been asleep).

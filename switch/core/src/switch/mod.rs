@@ -1,20 +1,21 @@
 //! The switch engine: every forwarding and flow-control decision, with no IO.
 //!
-//! The dataplane hands it received frames ([`Switch::receive`]) and asks it what to put on
-//! each port's tx ring ([`Switch::transmit`]); frame bytes live in a [`FramePool`] the
+//! The dataplane hands it received frames ([`Switch::handle_frame`]) and asks it what to put on
+//! each port's tx ring ([`Switch::poll_transmit`]); frame bytes live in a [`FramePool`] the
 //! caller owns (the UMEM in the dataplane, plain vectors in tests). Time is passed in.
 //!
 //! # Call order
 //!
-//! A driver (the AF_XDP loop, the simulator, a fuzz target, a test) calls, once per turn:
+//! As in quinn-proto's `Connection`, inputs are `handle_*` and outputs `poll_*`. A driver
+//! (the AF_XDP loop, the simulator, a fuzz target, a test) calls, once per turn:
 //!
-//! 1. [`Switch::take_back`]: the frames the slowpath released rejoin their queues;
-//! 2. [`Switch::receive`] for every frame received this turn;
-//! 3. [`Switch::on_timer`]: pauses expire, XOFF refreshes, the watchdog and FDB aging run;
-//! 4. [`Switch::transmit`] per port with room on its tx ring;
-//! 5. [`Switch::hand_over`]: the turn's events to the slowpath;
+//! 1. [`Switch::handle_released`]: the frames the slowpath released rejoin their queues;
+//! 2. [`Switch::handle_frame`] for every frame received this turn;
+//! 3. [`Switch::handle_timeout`]: pauses expire, XOFF refreshes, the watchdog and FDB aging run;
+//! 4. [`Switch::poll_transmit`] per port with room on its tx ring;
+//! 5. [`Switch::poll_slowpath`]: the turn's events to the slowpath;
 //! 6. [`Switch::poll_watchdog_event`] until it returns `None`, then
-//!    [`Switch::next_wakeup`] or [`Switch::port_wakeup`] for when to look again.
+//!    [`Switch::poll_timeout`] or [`Switch::poll_port_timeout`] for when to look again.
 //!
 //! [`Switch::set_blocked`], [`Switch::set_link`], [`Switch::stats`] and
 //! [`Switch::traffic_map`] may come between turns.
@@ -128,7 +129,7 @@ pub struct Switch {
     tracker: DeadlockTracker,
     check_seq: u32,
     deadlocks: u64,
-    /// Events for the slowpath, handed over after every turn ([`Switch::hand_over`]).
+    /// Events for the slowpath, handed over after every turn ([`Switch::poll_slowpath`]).
     outbox: Vec<ToSlowpath>,
     /// Events the driver's way to the slowpath refused (it is sized never to be full).
     slowpath_overflow: u64,
@@ -292,7 +293,7 @@ impl Switch {
     }
 
     /// Periodic work not tied to a frame: FDB aging.
-    pub fn on_timer(&mut self, now: Time) {
+    pub fn handle_timeout(&mut self, now: Time) {
         if now >= self.next_aging {
             self.fdb.age(now);
             self.next_aging = now + FDB_AGING_PERIOD;
@@ -301,14 +302,14 @@ impl Switch {
 
     /// When the switch next has something to do without new input; `Some(now)` or earlier
     /// means right away.
-    pub fn next_wakeup(&self, now: Time) -> Time {
-        (0..self.ports.len()).filter_map(|i| self.port_wakeup(now, i)).fold(self.next_aging, Time::min)
+    pub fn poll_timeout(&self, now: Time) -> Time {
+        (0..self.ports.len()).filter_map(|i| self.poll_port_timeout(now, i)).fold(self.next_aging, Time::min)
     }
 
     /// When `port` next has something to send without new input (`now` or earlier: right
     /// away), if it has anything at all: a pause to send or refresh, a queue that the
     /// shaper or a received pause holds back.
-    pub fn port_wakeup(&self, now: Time, port: PortId) -> Option<Time> {
+    pub fn poll_port_timeout(&self, now: Time, port: PortId) -> Option<Time> {
         let p = &self.ports[port];
         if !p.link_up {
             // Nothing goes out of it; what it still owes its partner (a resume) waits.

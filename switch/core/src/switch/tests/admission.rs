@@ -59,7 +59,7 @@ fn a_held_frame_the_slowpath_refused_gives_back_its_slot_its_charge_and_its_mark
     assert!(r.stats().ports[0].priorities[3].xoff, "the held frames paused the upstream");
     assert_eq!(r.sw.traffic_map_row(0), PortSet::only(1));
     // The channel to the slowpath was full: every event comes back to the engine.
-    r.sw.hand_over(&mut r.pool, Err);
+    r.sw.poll_slowpath(&mut r.pool, Err);
     assert_eq!(r.pool.free_count(), free_before, "no frame leaked");
     let s = r.stats();
     assert_eq!(s.ports[0].counters.drops.slowpath_refused, 60);

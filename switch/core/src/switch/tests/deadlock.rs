@@ -36,7 +36,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
     }
     assert!(slow.wants_release());
     let out = slow.release(|e| r.sw.stopped(r.now, e)).to_vec();
-    r.sw.take_back(r.now, &mut r.pool, out);
+    r.sw.handle_released(r.now, &mut r.pool, out);
     let mut got = Vec::new();
     for _ in 0..20 {
         got.extend(r.tx(1).into_iter().map(|f| f[199]));
@@ -298,7 +298,7 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
         slow.handle_event(ToSlowpath::Held(h));
     }
     let out = slow.release(|e| r.sw.stopped(r.now, e)).to_vec();
-    r.sw.take_back(r.now, &mut r.pool, out);
+    r.sw.handle_released(r.now, &mut r.pool, out);
     // The 11 frames queued before the block are emptied when p1 next transmits.
     assert!(r.tx(1).is_empty());
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 3 + 11);

@@ -112,7 +112,7 @@ fn pause_is_refreshed_while_above_xon() {
     // Default refresh: half of 65535 quanta at 10G = 1.678 ms.
     r.advance(Duration::from_micros(1600));
     assert!(r.tx(0).is_empty());
-    assert!(r.sw.next_wakeup(r.now) <= r.now + Duration::from_micros(78));
+    assert!(r.sw.poll_timeout(r.now) <= r.now + Duration::from_micros(78));
     r.advance(Duration::from_micros(80));
     let again = r.tx(0);
     assert_eq!(again.len(), 1);
@@ -143,7 +143,7 @@ fn received_pfc_pauses_one_priority_for_its_quanta() {
     r.rx(0, &data(1, 2, 0, 200));
     let out = r.tx(1);
     assert_eq!(out.len(), 1, "priority 0 flows while 3 is paused");
-    assert_eq!(r.sw.next_wakeup(r.now), r.now + Duration::from_nanos(838_848));
+    assert_eq!(r.sw.poll_timeout(r.now), r.now + Duration::from_nanos(838_848));
     r.advance(Duration::from_nanos(838_847));
     assert!(r.tx(1).is_empty());
     r.advance(Duration::from_nanos(1));
@@ -277,7 +277,7 @@ fn reaction_time_is_recorded_for_the_xoff_frame() {
         r.rx(0, &frame);
     }
     let (now, mut batch) = (r.now, TxBatch::new());
-    r.sw.transmit(now, &mut r.pool, 0, &mut batch);
+    r.sw.poll_transmit(now, &mut r.pool, 0, &mut batch);
     let f = batch.frames()[0];
     assert_eq!(f.xoff_trigger, Some(now));
     r.sw.record_pause_sent(now, now + Duration::from_micros(7));

@@ -29,7 +29,7 @@ fn a_port_whose_link_goes_down_forgets_its_stations_drops_its_queues_and_resumes
     r.rx(0, &frame);
     r.rx(0, &data(1, 77, 0, 64));
     assert!(r.tx(1).is_empty());
-    assert_eq!(r.sw.port_wakeup(r.now, 1), None);
+    assert_eq!(r.sw.poll_port_timeout(r.now, 1), None);
     let s = r.stats();
     assert_eq!(s.ports[0].counters.drops.filtered, 2, "unknown now, and nowhere else to flood");
     assert_eq!(s.ports[1].counters.drops.link_down, queued);
@@ -55,7 +55,7 @@ fn frames_the_slowpath_gives_back_for_a_port_that_went_down_are_dropped_not_sent
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
     }
-    r.sw.take_back(r.now, &mut r.pool, slow.release(|_| Priorities::NONE).to_vec());
+    r.sw.handle_released(r.now, &mut r.pool, slow.release(|_| Priorities::NONE).to_vec());
     assert_eq!(r.stats().ports[1].counters.drops.link_down, 5);
     assert_eq!(r.sw.traffic_map_row(0), PortSet::EMPTY);
     assert_eq!(r.pool.free_count(), POOL as usize);

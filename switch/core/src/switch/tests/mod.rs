@@ -77,7 +77,7 @@ impl Rig {
 
     pub(crate) fn rx(&mut self, port: PortId, bytes: &[u8]) {
         let id = self.pool.put(bytes).expect("the test pool has room");
-        self.sw.receive(self.now, &mut self.pool, port, id);
+        self.sw.handle_frame(self.now, &mut self.pool, port, id);
     }
 
     /// Everything `port` sends now, as bytes; frees the frames like the dataplane would.
@@ -87,7 +87,7 @@ impl Rig {
 
     pub(crate) fn tx_limited(&mut self, port: PortId, limit: usize) -> Vec<Vec<u8>> {
         self.batch.reset(limit);
-        self.sw.transmit(self.now, &mut self.pool, port, &mut self.batch);
+        self.sw.poll_transmit(self.now, &mut self.pool, port, &mut self.batch);
         let out: Vec<Vec<u8>> = self.batch.frames().iter().map(|f| self.pool.bytes(f.id).to_vec()).collect();
         for f in self.batch.frames().to_vec() {
             self.pool.free(f.id);
@@ -174,7 +174,7 @@ impl Rig {
     fn outbox(&mut self) -> (Vec<crate::slowpath::HeldFrame>, Vec<ToSlowpath>) {
         let mut held = Vec::new();
         let mut other = Vec::new();
-        self.sw.hand_over(&mut self.pool, |ev| {
+        self.sw.poll_slowpath(&mut self.pool, |ev| {
             match ev {
                 ToSlowpath::Held(h) => held.push(h),
                 e => other.push(e),

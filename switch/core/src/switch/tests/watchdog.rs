@@ -37,7 +37,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
     let mut r = rig(WatchdogAction::Drop);
     let start = storm(&mut r, 198 * MS);
     // The detection deadline is part of the port's next wakeup.
-    assert_eq!(r.sw.port_wakeup(r.now, 1), Some(start + 200 * MS));
+    assert_eq!(r.sw.poll_port_timeout(r.now, 1), Some(start + 200 * MS));
     assert!(r.tx(1).is_empty());
     assert!(!watch(&r).active);
     r.advance(2 * MS);
@@ -59,7 +59,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
     // Restored 200 ms after the last pause; then frames go out again.
     let last_pause = r.now;
     r.advance(199 * MS);
-    assert_eq!(r.sw.port_wakeup(r.now, 1), Some(last_pause + 200 * MS));
+    assert_eq!(r.sw.poll_port_timeout(r.now, 1), Some(last_pause + 200 * MS));
     r.tx(1);
     assert!(watch(&r).active);
     r.advance(MS);
