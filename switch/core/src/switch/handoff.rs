@@ -37,6 +37,8 @@ impl Switch {
                 self.slowpath_refused(pool, ev);
             }
         }
+        // A refusal queues no event today; should one ever, it waits for the next turn.
+        events.append(&mut self.outbox);
         self.outbox = events;
         self.slowpath_overflow += refused;
         refused
