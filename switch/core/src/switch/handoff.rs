@@ -20,28 +20,25 @@ impl Switch {
     /// Hands the events since the last call to the slowpath through `send`, in order
     /// (called once per turn, after receiving and transmitting). An event `send` gives
     /// back (a full channel) is not lost: a held frame's pair mark, buffer charge and
-    /// frame are given back, and it is counted as dropped at its ingress. Returns how
-    /// many `send` gave back (`slowpath_overflow` in the stats counts them all).
+    /// frame are given back, and it is counted as dropped at its ingress and in the
+    /// stats' `slowpath_overflow`.
     pub fn poll_slowpath<P: FramePool>(
         &mut self,
         pool: &mut P,
         mut send: impl FnMut(ToSlowpath) -> Result<(), ToSlowpath>,
-    ) -> u64 {
+    ) {
         // Taken out and put back: refusals need the switch while the events drain, and
         // the outbox keeps its capacity (nothing is allocated per turn).
         let mut events = std::mem::take(&mut self.outbox);
-        let mut refused = 0;
         for ev in events.drain(..) {
             if let Err(ev) = send(ev) {
-                refused += 1;
+                self.slowpath_overflow += 1;
                 self.slowpath_refused(pool, ev);
             }
         }
         // A refusal queues no event today; should one ever, it waits for the next turn.
         events.append(&mut self.outbox);
         self.outbox = events;
-        self.slowpath_overflow += refused;
-        refused
     }
 
     /// Takes back the frames the slowpath released (in the order it released them):
@@ -91,18 +88,16 @@ impl Switch {
     /// is down or its queue is being emptied to break a deadlock.
     fn reinject<P: FramePool>(&mut self, now: Time, pool: &mut P, f: HeldFrame) {
         let (i, e, p) = (usize::from(f.ingress), usize::from(f.egress), usize::from(f.prio));
+        self.map.returned_from_slowpath(i, e, p);
         if !self.ports[e].link_up {
-            self.map.returned_from_slowpath(i, e, p);
             self.ports[e].counters.drops.count(DropReason::LinkDown);
             self.give_back(pool, f.id);
             return;
         }
         if self.dropping(now, e).contains(p) {
-            self.map.returned_from_slowpath(i, e, p);
             self.discard(pool, e, p, f.id);
             return;
         }
-        self.map.returned_from_slowpath(i, e, p);
         let port = &mut self.ports[e];
         port.tx.queues[p].push(&mut self.frames, f.id);
         self.map.queued(i, e);
