@@ -188,26 +188,33 @@ impl MacControlCounters {
         } += 1;
     }
 
+    /// Frames the decoder rejected for `reason`.
+    pub fn rejects(&self, reason: ControlReject) -> u64 {
+        match reason {
+            ControlReject::Truncated => self.truncated,
+            ControlReject::UnknownOpcode => self.unknown_opcode,
+            ControlReject::WrongDestination => self.wrong_destination,
+            ControlReject::ReservedBits => self.reserved_bits,
+            ControlReject::NoClassEnabled => self.no_class_enabled,
+        }
+    }
+
     /// MAC-control frames received and not acted on, by why (the counter's name): the
-    /// ones the port's mode or lossless priorities ignore, the ones the decoder rejects,
-    /// and honoured frames with an all-zero source.
-    pub fn not_acted_on(&self) -> [(&'static str, u64); 9] {
-        [
+    /// ones the port's mode or lossless priorities ignore, the ones the decoder rejects
+    /// ([`ControlReject::name`]), and honoured frames with an all-zero source.
+    pub fn not_acted_on(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        let ignored = [
             ("pause_ignored", self.pause_ignored),
             ("pfc_ignored", self.pfc_ignored),
             ("lossy_class_ignored", self.lossy_class_ignored),
-            ("truncated", self.truncated),
-            ("unknown_opcode", self.unknown_opcode),
-            ("wrong_destination", self.wrong_destination),
-            ("reserved_bits", self.reserved_bits),
-            ("no_class_enabled", self.no_class_enabled),
-            ("zero_source", self.zero_source),
-        ]
+        ];
+        let rejected = ControlReject::ALL.into_iter().map(|r| (r.name(), self.rejects(r)));
+        ignored.into_iter().chain(rejected).chain([("zero_source", self.zero_source)])
     }
 
     /// Frames the decoder rejected.
     pub fn rejected(&self) -> u64 {
-        self.truncated + self.unknown_opcode + self.wrong_destination + self.reserved_bits + self.no_class_enabled
+        ControlReject::ALL.into_iter().map(|r| self.rejects(r)).sum()
     }
 }
 
@@ -485,8 +492,8 @@ impl TaggerStats {
 }
 
 impl<P> SwitchStats<P> {
-    /// The same snapshot with each port's stats made into a `Q` by `f`, in order.
-    pub fn map_ports<Q>(self, f: impl FnMut(P) -> Q) -> SwitchStats<Q> {
+    /// The same snapshot with each port's stats made into a `Q` by `f(index, port)`.
+    pub fn map_ports<Q>(self, mut f: impl FnMut(usize, P) -> Q) -> SwitchStats<Q> {
         SwitchStats {
             name: self.name,
             switch_id: self.switch_id,
@@ -502,7 +509,7 @@ impl<P> SwitchStats<P> {
             deadlocks_detected: self.deadlocks_detected,
             slowpath_overflow: self.slowpath_overflow,
             pfcwd_events_forgotten: self.pfcwd_events_forgotten,
-            ports: self.ports.into_iter().map(f).collect(),
+            ports: self.ports.into_iter().enumerate().map(|(i, p)| f(i, p)).collect(),
             tagger: self.tagger,
         }
     }

@@ -59,8 +59,8 @@ fn drop_reasons(d: &DropCounters) -> impl Iterator<Item = (Reason, u64)> + '_ {
 }
 
 /// MAC-control frames received and not acted on, by why.
-fn control_rejects(m: &MacControlCounters) -> impl Iterator<Item = (Reason, u64)> {
-    m.not_acted_on().into_iter().map(|(name, v)| (Reason(name), v))
+fn control_rejects(m: &MacControlCounters) -> impl Iterator<Item = (Reason, u64)> + '_ {
+    m.not_acted_on().map(|(name, v)| (Reason(name), v))
 }
 
 /// One scrape's registry, filled from a snapshot.

@@ -564,10 +564,9 @@ impl Dataplane {
     /// The engine's snapshot composed with what only the shell knows: where each port's
     /// speed came from, its XDP classes, sockets and modes, the UMEM and the loop's stalls.
     pub fn stats(&self, now: Time) -> Stats {
-        let mut i = 0;
-        let switch = self.switch.stats(now).map_ports(|engine| {
+        let switch = self.switch.stats(now).map_ports(|i, engine| {
             let (c, x) = (&self.classifiers[i], &self.ports[i]);
-            let port = PortReport {
+            PortReport {
                 engine,
                 speed_from: self.speed_from[i],
                 rx_queues: x.sockets().len() as u32,
@@ -575,9 +574,7 @@ impl Dataplane {
                 bind_mode: x.bind_mode(),
                 xdp: c.class_counters(),
                 socket: SocketCounters { tx_kernel_busy: self.tx_busy[i], ..x.statistics() },
-            };
-            i += 1;
-            port
+            }
         });
         let mut stalls = self.stalls.stats();
         stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);

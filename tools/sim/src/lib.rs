@@ -207,12 +207,8 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
     let mut stuck = 0;
     let (mut lossless_dropped, mut lossy_dropped) = (0, 0);
     for i in 0..fabric.switches.len() {
-        let mut k = 0;
-        let switch = sim.switch(i).stats(now).map_ports(|engine| {
-            let port = SimPortStats { engine, rx_no_frame: sim.rx_no_frame(i, k) };
-            k += 1;
-            port
-        });
+        let switch =
+            sim.switch(i).stats(now).map_ports(|k, engine| SimPortStats { engine, rx_no_frame: sim.rx_no_frame(i, k) });
         let s = SimSwitchStats { switch, free_frames: sim.free_frames(i) as u64 };
         for p in s.switch.ports.iter().map(|p| &p.engine) {
             stuck += p.held_by_slowpath;
