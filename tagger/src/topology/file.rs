@@ -102,14 +102,23 @@ fn port_number(s: &str) -> Option<u16> {
 }
 
 impl EndSpec {
+    /// The end with its shorthand spelled out: "node" or "node:iface" is that node and
+    /// interface.
+    pub fn spelled_out(&self) -> FullEnd {
+        match self {
+            EndSpec::Full(f) => f.clone(),
+            EndSpec::Short(s) => {
+                let (node, iface) = match s.split_once(':') {
+                    Some((n, i)) => (n.to_string(), Some(i.to_string())),
+                    None => (s.clone(), None),
+                };
+                FullEnd { node, port: None, iface, mac: None, addr: None }
+            }
+        }
+    }
+
     fn end(&self) -> End {
-        let (node, port, iface) = match self {
-            EndSpec::Short(s) => match s.split_once(':') {
-                Some((n, p)) => (n.to_string(), None, Some(p.to_string())),
-                None => (s.clone(), None, None),
-            },
-            EndSpec::Full(f) => (f.node.clone(), f.port, f.iface.clone()),
-        };
+        let FullEnd { node, port, iface, .. } = self.spelled_out();
         let named = iface.as_deref().and_then(port_number);
         let name = if named.is_none() { iface } else { None };
         End { node, port: port.or(named), name }

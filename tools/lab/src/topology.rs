@@ -30,16 +30,8 @@ pub use tagger::topology::file::{
 /// node and interface, and a port number N without an interface name as interface `pN`
 /// (the name Tagger reads as port N).
 fn end_spec(e: &Endpoint) -> EndpointSpec {
-    match e {
-        Endpoint::Full(s) => EndpointSpec { iface: s.iface.clone().or(s.port.map(|p| format!("p{p}"))), ..s.clone() },
-        Endpoint::Short(s) => {
-            let (node, iface) = match s.split_once(':') {
-                Some((n, i)) => (n.to_string(), Some(i.to_string())),
-                None => (s.clone(), None),
-            };
-            EndpointSpec { node, port: None, iface, mac: None, addr: None }
-        }
-    }
+    let s = e.spelled_out();
+    EndpointSpec { iface: s.iface.clone().or(s.port.map(|p| format!("p{p}"))), ..s }
 }
 
 /// An interface as it will exist: fully resolved.
