@@ -7,8 +7,30 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+pub use pfcswitch::cli::RunArgs;
+use pfctools::argv;
+use pfctools::cli::{GenArgs, SinkArgs};
 pub use pfctools::harness::{self, run_gen, start_gen, switch_config, SinkProc, SwitchProc};
 pub use pfctools::testbed::{unique_name, Testbed, TestbedTopology, Topology};
+
+/// `pfctools gen`'s arguments from the flags a user would type after `--iface IF`,
+/// parsed by the generator's own clap struct (the harness sets the interface).
+pub fn gen_flags(flags: &[&str]) -> GenArgs {
+    argv::parse(&[&["--iface", HARNESS_SETS_IT], flags].concat()).unwrap_or_else(|e| panic!("gen {flags:?}: {e}"))
+}
+
+/// `pfctools sink`'s arguments from the flags a user would type after `--iface IF`.
+pub fn sink_flags(flags: &[&str]) -> SinkArgs {
+    argv::parse(&[&["--iface", HARNESS_SETS_IT], flags].concat()).unwrap_or_else(|e| panic!("sink {flags:?}: {e}"))
+}
+
+/// `pfcswitch run`'s arguments from flags (the harness adds the config and the socket).
+pub fn run_flags(flags: &[&str]) -> RunArgs {
+    argv::parse(flags).unwrap_or_else(|e| panic!("run {flags:?}: {e}"))
+}
+
+/// The interface a host's traffic tool runs on is the harness's to fill in.
+const HARNESS_SETS_IT: &str = "";
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -20,14 +20,14 @@ fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_ord
     let mut config = switch_config(&tb, "sw1");
     config.buffer.xoff_bytes = Some(64 << 10);
     config.buffer.headroom_bytes = 256 << 10;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1.5"]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
     let dst = mac_of(&tb, "h2");
     let gen = start_gen(
         &tb,
         "h1",
         "gen",
-        &["--dst-mac", &dst, "--dscp", "3", "--size", "500", "--rate", "20k", "--duration", "2"],
+        &gen_flags(&["--dst-mac", &dst, "--dscp", "3", "--size", "500", "--rate", "20k", "--duration", "2"]),
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(400));
@@ -264,7 +264,7 @@ fn a_line_of_pauses_without_a_cycle_reports_nothing() {
             let mut c = harness::line_config(&tb, i, 3, Speed::gbps(10)).unwrap();
             c.buffer.xoff_bytes = Some(64 << 10);
             c.buffer.headroom_bytes = 256 << 10;
-            SwitchProc::start(&tb, &format!("sw{i}"), &c, &[]).unwrap()
+            SwitchProc::start(&tb, &format!("sw{i}"), &c, &RunArgs::default()).unwrap()
         })
         .collect();
     let dst = mac_of(&tb, "h3");
@@ -272,7 +272,7 @@ fn a_line_of_pauses_without_a_cycle_reports_nothing() {
         &tb,
         "h1",
         "gen",
-        &["--dst-mac", &dst, "--dscp", "3", "--size", "1000", "--rate", "20k", "--duration", "1.5"],
+        &gen_flags(&["--dst-mac", &dst, "--dscp", "3", "--size", "1000", "--rate", "20k", "--duration", "1.5"]),
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));

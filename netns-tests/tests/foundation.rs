@@ -11,7 +11,7 @@ use pfcswitch::stats::SpeedSource;
 fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
     let _serial = serial();
     let tb = star("learn", 3);
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &RunArgs::default()).unwrap();
 
     let out = tb.exec("h1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.0.2"]).expect("ping h1 → h2");
     assert!(out.contains("3 received"), "{out}");
@@ -19,8 +19,8 @@ fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
     assert_eq!(fdb.len(), 2, "h1 and h2 learned: {fdb:?}");
 
     let p3_before = sw.stats().unwrap().ports[2].counters.tx_frames;
-    let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &["--idle", "1"]).unwrap();
-    let sink3 = SinkProc::start(&tb, "h3", "sink-h3", &["--duration", "2"]).unwrap();
+    let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &sink_flags(&["--idle", "1"])).unwrap();
+    let sink3 = SinkProc::start(&tb, "h3", "sink-h3", &sink_flags(&["--duration", "2"])).unwrap();
     let dst = mac_of(&tb, "h2");
     // h1's kernel MAC as source: the switch has learned it on p1.
     let src = mac_of(&tb, "h1");
@@ -28,7 +28,7 @@ fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
         &tb,
         "h1",
         "gen",
-        &["--dst-mac", &dst, "--src-mac", &src, "--count", "1000", "--rate", "20k", "--tx-only"],
+        &gen_flags(&["--dst-mac", &dst, "--src-mac", &src, "--count", "1000", "--rate", "20k", "--tx-only"]),
         GEN_TIMEOUT,
     )
     .unwrap();
@@ -56,14 +56,15 @@ fn lossless_transfer(size: &str) {
     // switch's: it is repeated.
     let ((sw, r, stats), attempt) = judged_attempt(|_| {
         let since_ns = pfcswitch::sys::now().as_nanos();
-        let sw = SwitchProc::start(&tb, "sw1", &c, &[]).unwrap();
-        let sink = SinkProc::start(&tb, "h2", "sink", &["--expect-per-flow", "100000", "--idle", "2"]).unwrap();
+        let sw = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).unwrap();
+        let sink =
+            SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--expect-per-flow", "100000", "--idle", "2"])).unwrap();
         let dst = mac_of(&tb, "h2");
         let g = run_gen(
             &tb,
             "h1",
             "gen",
-            &["--dst-mac", &dst, "--size", size, "--count", "100000", "--rate", "100k", "--tx-only"],
+            &gen_flags(&["--dst-mac", &dst, "--size", size, "--count", "100000", "--rate", "100k", "--tx-only"]),
             GEN_TIMEOUT,
         )
         .unwrap();
@@ -112,15 +113,15 @@ fn hundred_thousand_1500_byte_frames_arrive_complete_and_in_order() {
 fn vlan_tags_and_pcp_pass_untouched() {
     let _serial = serial();
     let tb = star("vlan", 2);
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &RunArgs::default()).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
     let dst = mac_of(&tb, "h2");
     for (flow, vlan, pcp) in [("0", "100", "5"), ("1", "4094", "3"), ("2", "1", "0")] {
         let g = run_gen(
             &tb,
             "h1",
             &format!("gen{flow}"),
-            &[
+            &gen_flags(&[
                 "--dst-mac",
                 &dst,
                 "--count",
@@ -134,7 +135,7 @@ fn vlan_tags_and_pcp_pass_untouched() {
                 "--flow-base",
                 flow,
                 "--tx-only",
-            ],
+            ]),
             GEN_TIMEOUT,
         )
         .unwrap();
@@ -174,8 +175,8 @@ fn malformed_input_is_counted_and_forwarding_goes_on() {
     );
     let mut config = switch_config(&tb, "sw1");
     config.ports[0].max_frame = 1518;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
     let (src, dst) = (mac_of(&tb, "h1"), mac_of(&tb, "h2"));
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
     let inject = |hex: &str, len: &str| {
@@ -189,9 +190,14 @@ fn malformed_input_is_counted_and_forwarding_goes_on() {
     inject(&header("0800"), "10"); // runts: veth drops them at the sender
     inject(&header("88b5"), "60"); // unknown (local experimental) EtherType: switched as is
     inject(&header("0800"), "2000"); // oversize for the switch port's max_frame
-    let g =
-        run_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--count", "1000", "--rate", "20k", "--tx-only"], GEN_TIMEOUT)
-            .unwrap();
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &gen_flags(&["--dst-mac", &dst, "--count", "1000", "--rate", "20k", "--tx-only"]),
+        GEN_TIMEOUT,
+    )
+    .unwrap();
     assert_eq!(g.sent, 1000);
     let r = sink.finish(SINK_TIMEOUT).unwrap();
     assert_eq!(r.received, 1000, "forwarding went on after the bad frames: {r:?}");
@@ -210,14 +216,14 @@ fn sigterm_detaches_every_program_and_an_immediate_restart_works() {
     let _serial = serial();
     let tb = star("restart", 2);
     let config = switch_config(&tb, "sw1");
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
     assert!(has_xdp(&tb, "sw1", "p1") && has_xdp(&tb, "sw1", "p2"));
     let done = sw.stop();
     assert!(done.success(), "clean exit on SIGTERM: {}", done.stderr);
     assert!(done.stderr.contains("XDP programs detached"), "{}", done.stderr);
     assert!(!has_xdp(&tb, "sw1", "p1") && !has_xdp(&tb, "sw1", "p2"), "no program left behind");
 
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).expect("immediate restart");
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).expect("immediate restart");
     let out = tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.2"]).expect("ping after restart");
     assert!(out.contains("2 received"), "{out}");
     // SIGINT (Ctrl-C) is a clean stop too.
@@ -232,7 +238,7 @@ fn killed_switch_leaves_no_program_behind() {
     let _serial = serial();
     let tb = star("kill9", 2);
     let config = switch_config(&tb, "sw1");
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
     sw.proc.signal(libc::SIGKILL);
     let _ = sw.proc.wait(Duration::from_secs(5));
     // The programs were attached through bpf_links: the kernel detached them.
@@ -241,7 +247,7 @@ fn killed_switch_leaves_no_program_behind() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!has_xdp(&tb, "sw1", "p1"));
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).expect("restart after SIGKILL");
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).expect("restart after SIGKILL");
     assert!(sw.stop().success());
 }
 
@@ -253,12 +259,12 @@ fn stale_program_is_reported_and_replaced_only_with_force() {
     tb.exec("sw1", &[&pfctools, "leave-stale-xdp", "--iface", "p1"]).unwrap();
     assert!(has_xdp(&tb, "sw1", "p1"));
     let config = switch_config(&tb, "sw1");
-    let err = match SwitchProc::start(&tb, "sw1", &config, &[]) {
+    let err = match SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()) {
         Ok(_) => panic!("started over a stale XDP program without --force"),
         Err(e) => e.to_string(),
     };
     assert!(err.contains("already has an XDP program attached") && err.contains("--force"), "{err}");
-    let sw = SwitchProc::start(&tb, "sw1", &config, &["--force"]).expect("--force replaces it");
+    let sw = SwitchProc::start(&tb, "sw1", &config, &run_flags(&["--force"])).expect("--force replaces it");
     let out = tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.0.2"]).expect("ping with --force");
     assert!(out.contains("2 received"), "{out}");
     assert!(sw.stop().success());
@@ -352,18 +358,18 @@ fn cpu_seconds(pid: u32) -> f64 {
 fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forwarding() {
     let _serial = serial();
     let tb = star("lost", 3);
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &RunArgs::default()).unwrap();
     let port = |s: &pfcswitch::stats::Stats, name: &str| s.ports.iter().find(|p| p.name == name).unwrap().clone();
     let ping = |to: &str| tb.exec("h1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", to]);
     assert!(ping("10.0.0.3").unwrap().contains("2 received"));
     let h2 = mac_of(&tb, "h2");
     let send_to_h2 = |n: &str| {
-        let sink = SinkProc::start(&tb, "h2", &format!("sink-{n}"), &["--idle", "1"]).unwrap();
+        let sink = SinkProc::start(&tb, "h2", &format!("sink-{n}"), &sink_flags(&["--idle", "1"])).unwrap();
         let g = run_gen(
             &tb,
             "h1",
             &format!("gen-{n}"),
-            &["--dst-mac", &h2, "--count", "2000", "--rate", "20k"],
+            &gen_flags(&["--dst-mac", &h2, "--count", "2000", "--rate", "20k"]),
             GEN_TIMEOUT,
         )
         .unwrap();
@@ -410,7 +416,7 @@ fn ctl_block_takes_a_port_by_its_name_or_its_interface() {
     let tb = star("block-by-iface", 2);
     let mut config = switch_config(&tb, "sw1");
     config.ports[1].name = Some("to-h2".into());
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
     let iface = config.ports[1].iface.clone();
     let reply = sw.command(&Request::Block { port: iface.clone() }).unwrap();
     assert!(reply.contains("to-h2 blocked") || reply.contains(&format!("{iface} blocked")), "{reply}");
@@ -442,11 +448,13 @@ fn scraped(text: &str, family: &str, port: &str) -> f64 {
 fn prometheus_scrapes_read_the_counters_while_the_traffic_passes_untouched() {
     let _serial = serial();
     let tb = star("metrics", 2);
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &["--metrics", "127.0.0.1:9469"]).unwrap();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &run_flags(&["--metrics", "127.0.0.1:9469"]))
+        .unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
     let dst = mac_of(&tb, "h2");
     let gen =
-        start_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--count", "40000", "--rate", "20k", "--tx-only"]).unwrap();
+        start_gen(&tb, "h1", "gen", &gen_flags(&["--dst-mac", &dst, "--count", "40000", "--rate", "20k", "--tx-only"]))
+            .unwrap();
     // Scrape as fast as the endpoint answers while the 2 s of traffic pass.
     let started = std::time::Instant::now();
     let mut scrapes = 0;
@@ -504,7 +512,7 @@ fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_spee
     // the config, port 1's the default (a veth has no line rate to read).
     config.ports[0].speed = Some(Speed::mbps(100));
     config.ports[1].speed = None;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
     let s = sw.stats().unwrap();
     let speeds: Vec<(String, SpeedSource)> = s.ports.iter().map(|p| (p.speed.to_string(), p.speed_from)).collect();
     assert_eq!(speeds, [("100M".to_string(), SpeedSource::Config), ("10G".to_string(), SpeedSource::Default)]);
@@ -527,7 +535,7 @@ fn every_rx_queue_is_bound_so_kernel_flows_spread_over_queues_all_pass_the_switc
 
     // Every queue bound (the default): every datagram of every flow arrives, and through
     // the switch, the only path between the hosts.
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &RunArgs::default()).unwrap();
     let before = sw.stats().unwrap();
     assert!(
         before.ports.iter().all(|p| p.rx_queues == 4),
@@ -544,7 +552,7 @@ fn every_rx_queue_is_bound_so_kernel_flows_spread_over_queues_all_pass_the_switc
     // One queue of four bound: the flows the kernel hashed to the other three are
     // dropped by the classifier (never handed to the switch namespace's stack), so only
     // some arrive: the kernel did spread the flows, and binding every queue is needed.
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &["--queues", "1"]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &run_flags(&["--queues", "1"])).unwrap();
     assert_eq!(sw.stats().unwrap().ports[0].rx_queues, 1);
     let arrived = udp_flows(&tb, "h1", "h2", "10.0.0.2", flows, per_flow);
     assert!(
@@ -564,7 +572,7 @@ fn each_port_reports_its_xdp_and_bind_mode_and_a_forced_mode_veth_lacks_is_refus
 
     // Left to choose: veth takes native XDP and has no zero-copy AF_XDP, so the sockets
     // fell back to copy mode.
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &RunArgs::default()).unwrap();
     for p in sw.stats().unwrap().switch.ports {
         assert_eq!((p.xdp_mode, p.bind_mode), (Some(XdpMode::Native), Some(BindMode::Copy)), "{}", p.name);
     }
@@ -572,7 +580,7 @@ fn each_port_reports_its_xdp_and_bind_mode_and_a_forced_mode_veth_lacks_is_refus
     assert!(sw.stop().success());
 
     // Generic XDP forced: it says so, and still switches.
-    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &["--xdp-mode", "generic"]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &run_flags(&["--xdp-mode", "generic"])).unwrap();
     assert!(sw.stats().unwrap().ports.iter().all(|p| p.xdp_mode == Some(XdpMode::Generic)));
     assert!(ping(&tb));
     assert!(sw.stop().success());

@@ -34,7 +34,7 @@ fn congest(
     dscp: &str,
     capture: Option<&str>,
 ) -> (pfctools::traffic::gen::GenReport, pfctools::traffic::gen::GenReport, pfctools::traffic::sink::SinkReport) {
-    let sink = SinkProc::start(tb, "h3", "sink", &["--idle", "1.5"]).unwrap();
+    let sink = SinkProc::start(tb, "h3", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
     let dst = mac_of(tb, "h3");
     let common = [
         "--dst-mac",
@@ -57,8 +57,8 @@ fn congest(
     }
     let mut a2 = common.to_vec();
     a2.extend_from_slice(&["--flow-base", "2"]);
-    let g1 = start_gen(tb, "h1", "gen1", &a1).unwrap();
-    let g2 = start_gen(tb, "h2", "gen2", &a2).unwrap();
+    let g1 = start_gen(tb, "h1", "gen1", &gen_flags(&a1)).unwrap();
+    let g2 = start_gen(tb, "h2", "gen2", &gen_flags(&a2)).unwrap();
     let (r1, r2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
     (r1, r2, sink.finish(SINK_TIMEOUT).unwrap())
 }
@@ -74,7 +74,7 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     let config = config_at(&tb, Speed::mbps(100));
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
     let ((sw, capture, g1, g2, rx), _) = judged_attempt(|attempt| {
-        let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+        let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let capture = tb.work_dir().join(format!("pfc-at-h1-{attempt}.pcap"));
         let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
         let lost = rx.received < g1.sent + g2.sent;
@@ -154,7 +154,7 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
     // repeated, up to three attempts.
     let ((sw, g1, g2, rx, stats, lossy, machine), attempt) = judged_attempt(|_| {
         let drops_before = link_drops(&tb);
-        let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+        let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let (g1, g2, rx) = congest(&tb, "0", None);
         let stats = sw.stats().unwrap();
         let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
@@ -227,15 +227,28 @@ fn zero_quanta_resumes_at_once() {
     let _serial = serial();
     let tb = star("resume", 2);
     // At 100 Mb/s, 65535 quanta pause for 335 ms.
-    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::mbps(100)), &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::mbps(100)), &RunArgs::default()).unwrap();
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
     let dst = mac_of(&tb, "h2");
     let gen = start_gen(
         &tb,
         "h1",
         "gen",
-        &["--dst-mac", &dst, "--dscp", "3", "--size", "100", "--rate", "10k", "--duration", "1.5", "--speed", "100M"],
+        &gen_flags(&[
+            "--dst-mac",
+            &dst,
+            "--dscp",
+            "3",
+            "--size",
+            "100",
+            "--rate",
+            "10k",
+            "--duration",
+            "1.5",
+            "--speed",
+            "100M",
+        ]),
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(400));
@@ -260,11 +273,11 @@ fn pause_802_3x_stops_a_global_pause_port_and_is_ignored_in_pfc_mode() {
     let tb = star("global", 3);
     let mut config = config_at(&tb, Speed::gbps(1));
     config.ports[1].pause_mode = PauseMode::GlobalPause;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
     let sinks = [
-        SinkProc::start(&tb, "h2", "sink2", &["--duration", "1.2"]).unwrap(),
-        SinkProc::start(&tb, "h3", "sink3", &["--duration", "1.2"]).unwrap(),
+        SinkProc::start(&tb, "h2", "sink2", &sink_flags(&["--duration", "1.2"])).unwrap(),
+        SinkProc::start(&tb, "h3", "sink3", &sink_flags(&["--duration", "1.2"])).unwrap(),
     ];
     // 802.3x from h2 (global-pause port) and from h3 (PFC port), for longer than the traffic.
     let storms: Vec<_> = ["h2", "h3"]
@@ -281,7 +294,7 @@ fn pause_802_3x_stops_a_global_pause_port_and_is_ignored_in_pfc_mode() {
             &tb,
             "h1",
             &format!("gen-{h}"),
-            &["--dst-mac", &dst, "--rate", "5k", "--duration", "0.5", "--flow-base", flow, "--tx-only"],
+            &gen_flags(&["--dst-mac", &dst, "--rate", "5k", "--duration", "0.5", "--flow-base", flow, "--tx-only"]),
             GEN_TIMEOUT,
         )
         .unwrap();
@@ -302,7 +315,7 @@ fn pause_802_3x_stops_a_global_pause_port_and_is_ignored_in_pfc_mode() {
 fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
     let _serial = serial();
     let tb = star("badpfc", 2);
-    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::gbps(1)), &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::gbps(1)), &RunArgs::default()).unwrap();
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
     for mode in ["zero-vector", "truncated", "wrong-opcode", "reserved-bits", "wrong-destination"] {
         let out = tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-n", "3", "--mode", mode]).unwrap();
@@ -312,11 +325,16 @@ fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
     tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "1", "-n", "2"]).unwrap();
     tb.exec("h2", &[&pfctools, "storm", "-i", "eth0", "--prio", "4", "-n", "1", "--mode", "zero-source", "-t", "0"])
         .unwrap();
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--idle", "1"]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
     let dst = mac_of(&tb, "h2");
-    let g =
-        run_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--dscp", "3", "--count", "500", "--rate", "10k"], GEN_TIMEOUT)
-            .unwrap();
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &gen_flags(&["--dst-mac", &dst, "--dscp", "3", "--count", "500", "--rate", "10k"]),
+        GEN_TIMEOUT,
+    )
+    .unwrap();
     let rx = sink.finish(SINK_TIMEOUT).unwrap();
     assert_eq!(rx.received, g.sent, "no malformed frame paused anything");
     let m = sw.stats().unwrap().ports[1].counters.mac_control;
@@ -337,9 +355,9 @@ fn storm_attempt(
     tb: &Testbed,
 ) -> (SwitchProc, pfctools::traffic::gen::GenReport, pfctools::traffic::sink::SinkReport, pfctools::storm::StormReport)
 {
-    let sw = SwitchProc::start(tb, "sw1", &config_at(tb, Speed::gbps(1)), &[]).unwrap();
+    let sw = SwitchProc::start(tb, "sw1", &config_at(tb, Speed::gbps(1)), &RunArgs::default()).unwrap();
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
-    let sink = SinkProc::start(tb, "h2", "sink", &["--duration", "2.2"]).unwrap();
+    let sink = SinkProc::start(tb, "h2", "sink", &sink_flags(&["--duration", "2.2"])).unwrap();
     // A PFC storm from h2 on priority 3, for longer than the traffic runs.
     let storm = tb
         .spawn(
@@ -355,7 +373,7 @@ fn storm_attempt(
         tb,
         "h1",
         "gen",
-        &[
+        &gen_flags(&[
             "--dst-mac",
             &dst,
             "--dscp",
@@ -372,7 +390,7 @@ fn storm_attempt(
             "1.5",
             "--speed",
             "1G",
-        ],
+        ]),
         GEN_TIMEOUT,
     )
     .unwrap();

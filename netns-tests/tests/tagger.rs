@@ -47,7 +47,7 @@ fn tagged_star(tag: &str) -> (Testbed, SwitchProc) {
     let mut c = switch_config(&tb, "sw1");
     c.pfc.lossless = None;
     c.tagger = Some(TaggerConfig { table: path.display().to_string(), switch: Some("sw1".into()) });
-    let sw = SwitchProc::start(&tb, "sw1", &c, &[]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).unwrap();
     (tb, sw)
 }
 
@@ -75,13 +75,26 @@ fn tagged_frames_leave_with_the_rewritten_dscp_and_a_checksum_kernel_hosts_accep
     // The same with stamped UDP frames, read by a sink: every one with tag 1, none with
     // a bad checksum, each queued under tag 1's priority.
     let before = sw.stats().unwrap().ports[1].priorities[3].counters.tx_frames;
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--expect-per-flow", "2000", "--idle", "1"]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--expect-per-flow", "2000", "--idle", "1"])).unwrap();
     let dst = mac_of(&tb, "h2");
     let g = run_gen(
         &tb,
         "h1",
         "gen",
-        &["--dst-mac", &dst, "--initial-tag", "2", "--prio", "4", "--count", "2000", "--rate", "20k", "--size", "200"],
+        &gen_flags(&[
+            "--dst-mac",
+            &dst,
+            "--initial-tag",
+            "2",
+            "--prio",
+            "4",
+            "--count",
+            "2000",
+            "--rate",
+            "20k",
+            "--size",
+            "200",
+        ]),
         GEN_TIMEOUT,
     )
     .unwrap();
@@ -99,11 +112,16 @@ fn tagged_frames_leave_with_the_rewritten_dscp_and_a_checksum_kernel_hosts_accep
 fn a_tag_off_the_table_lands_in_the_lossy_default_with_the_default_tag() {
     let _serial = serial();
     let (tb, sw) = tagged_star("tag-default");
-    let sink = SinkProc::start(&tb, "h2", "sink", &["--expect-per-flow", "500", "--idle", "1"]).unwrap();
+    let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--expect-per-flow", "500", "--idle", "1"])).unwrap();
     let dst = mac_of(&tb, "h2");
-    let g =
-        run_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--dscp", "5", "--count", "500", "--rate", "20k"], GEN_TIMEOUT)
-            .unwrap();
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &gen_flags(&["--dst-mac", &dst, "--dscp", "5", "--count", "500", "--rate", "20k"]),
+        GEN_TIMEOUT,
+    )
+    .unwrap();
     assert_eq!(g.sent, 500);
     let r = sink.finish(SINK_TIMEOUT).unwrap();
     let f = &r.flows[0];
@@ -125,13 +143,17 @@ fn a_table_the_switch_cannot_apply_stops_it_at_start_with_the_rule_named() {
     let mut c = switch_config(&tb, "sw1");
     c.pfc.lossless = None;
     c.tagger = Some(TaggerConfig { table: path.display().to_string(), switch: Some("sw1".into()) });
-    let err = SwitchProc::start(&tb, "sw1", &c, &[]).err().expect("the switch refuses the table").to_string();
+    let err =
+        SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).err().expect("the switch refuses the table").to_string();
     assert!(err.contains("ingress rule #2 (port 5, tag 2 → priority 4): the switch has no port 5"), "{err}");
     // A table written for another switch needs --force.
     std::fs::write(&path, TABLE.replace("switch = \"sw1\"", "switch = \"leaf9\"")).unwrap();
-    let err = SwitchProc::start(&tb, "sw1", &c, &[]).err().expect("another switch's table is refused").to_string();
+    let err = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default())
+        .err()
+        .expect("another switch's table is refused")
+        .to_string();
     assert!(err.contains("the table is for switch \"leaf9\""), "{err}");
-    let sw = SwitchProc::start(&tb, "sw1", &c, &["--force"]).unwrap();
+    let sw = SwitchProc::start(&tb, "sw1", &c, &run_flags(&["--force"])).unwrap();
     assert_eq!(sw.stats().unwrap().switch.tagger.map(|t| t.table_switch), Some("leaf9".into()));
     assert!(sw.stop().success());
 }

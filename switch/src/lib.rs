@@ -11,6 +11,7 @@
 //! The modules import each other without loops: `control` and `nic` use the leaves,
 //! `dataplane` uses `control`'s typed messages, `nic` and the leaves.
 
+pub mod cli;
 pub mod control;
 /// The engine, a crate of its own (`switch/core`): re-exported so paths read `pfcswitch::core`.
 pub use pfcswitch_core as core;

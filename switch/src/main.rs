@@ -9,11 +9,11 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use pfcswitch::cli::{BindModeArg, RunArgs, XdpModeArg};
 use pfcswitch::control::metrics::MetricsServer;
 use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
 use pfcswitch::core::config::{BindMode, Config, TaggerConfig, XdpMode};
-use pfcswitch::core::speed::Speed;
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{Dataplane, Options};
 use pfcswitch::sys::Waker;
@@ -54,65 +54,6 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-}
-
-#[derive(Args)]
-struct RunArgs {
-    /// TOML configuration file (ports, buffers, PFC...). Flags below override it.
-    #[arg(long, short)]
-    config: Option<PathBuf>,
-    /// An interface to switch between; repeat for each port.
-    #[arg(long = "iface", short = 'i')]
-    ifaces: Vec<String>,
-    /// Switch name: used for the control socket and in logs.
-    #[arg(long)]
-    name: Option<String>,
-    /// Line rate of every port given with --iface (e.g. 1G, 10G).
-    #[arg(long)]
-    speed: Option<Speed>,
-    /// Apply this Tagger table (one switch's file as `tagger compute` writes it; its port
-    /// N is the N-th interface). Same as `[tagger] table` in the config.
-    #[arg(long)]
-    tagger_table: Option<PathBuf>,
-    /// Replace an XDP program already attached to an interface, and accept a Tagger
-    /// table written for another switch.
-    #[arg(long)]
-    force: bool,
-    /// Control socket path (default /run/pfcswitch/NAME.sock). A stale socket there is
-    /// replaced; any other file is left alone and the switch does not start.
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    /// Let this group's members use the control socket too (mode 0660; default 0600,
-    /// the owner and root only).
-    #[arg(long)]
-    socket_group: Option<String>,
-    /// Bind at most N rx queues of each interface (default: all it has). Frames the NIC
-    /// steers to the other queues are dropped; `ethtool -L IF combined N` avoids that.
-    #[arg(long, value_name = "N")]
-    queues: Option<u32>,
-    /// Attach the classifier in this XDP mode only (default: native where the driver
-    /// takes it, else generic).
-    #[arg(long, value_enum)]
-    xdp_mode: Option<XdpModeArg>,
-    /// Bind the sockets in this mode only (default: zero-copy where the driver offers
-    /// it, else copy).
-    #[arg(long, value_enum)]
-    bind_mode: Option<BindModeArg>,
-    /// Serve the counters for Prometheus at http://ADDR:PORT/metrics (e.g. 127.0.0.1:9469).
-    #[arg(long, value_name = "ADDR:PORT")]
-    metrics: Option<std::net::SocketAddr>,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum XdpModeArg {
-    Native,
-    Generic,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum BindModeArg {
-    ZeroCopy,
-    Copy,
 }
 
 #[derive(Args)]

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::speed::{wire_bytes, Speed};
+use serde::Serialize;
 
 use crate::traffic::flow::{FlowSpec, FCS_LEN};
 use crate::traffic::gen::{GenFlow, GenOptions};
@@ -67,7 +68,7 @@ pub fn parse_secs(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid duration {s:?}: seconds, e.g. 2 or 0.5"))
 }
 
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
 pub struct GenArgs {
     /// Interface to send on.
     #[arg(long, short)]
@@ -87,14 +88,17 @@ pub struct GenArgs {
     pub count: Option<u64>,
     /// Seconds to send for.
     #[arg(long, short, value_parser = parse_secs)]
+    #[serde(serialize_with = "crate::argv::opt_secs")]
     pub duration: Option<Duration>,
     /// Seconds to wait (receiving) before sending, so that the other hosts of a test are
     /// ready to receive.
     #[arg(long, value_parser = parse_secs, default_value = "0")]
+    #[serde(serialize_with = "crate::argv::secs")]
     pub start_delay: Duration,
     /// Seconds to go on receiving after the last frame is sent (frames from other hosts
     /// still on their way are then counted).
     #[arg(long, value_parser = parse_secs, default_value = "0")]
+    #[serde(serialize_with = "crate::argv::secs")]
     pub linger: Duration,
     /// Frame size on the wire, FCS included (64..9216).
     #[arg(long, short, default_value_t = 64)]
@@ -245,16 +249,18 @@ pub fn line_rate_pps(speed: Speed, wire_size: usize) -> f64 {
     speed.bps() as f64 / 8.0 / wire_bytes(wire_size - FCS_LEN) as f64
 }
 
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
 pub struct SinkArgs {
     /// Interface to receive on.
     #[arg(long, short)]
     pub iface: String,
     /// Seconds to receive for.
     #[arg(long, short, value_parser = parse_secs)]
+    #[serde(serialize_with = "crate::argv::opt_secs")]
     pub duration: Option<Duration>,
     /// Stop when no test frame arrived for this many seconds (after the first).
     #[arg(long, value_parser = parse_secs, default_value = "2")]
+    #[serde(serialize_with = "crate::argv::secs")]
     pub idle: Duration,
     /// Stop once this many test frames arrived.
     #[arg(long)]

@@ -5,15 +5,20 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use pfcswitch::cli::RunArgs;
 use pfcswitch::control::{self, client, Request};
 use pfcswitch::core::config::{Config, PortRole, StaticFdbEntry, TaggerConfig};
 use pfcswitch::core::fdb::FdbRow;
+use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::slowpath::DeadlockReport;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::traffic_map::TrafficMapView;
 use pfcswitch::stats::Stall;
 use pfcswitch::stats::Stats;
 
+use crate::argv;
+use crate::cli::{GenArgs, SinkArgs};
+use crate::storm::StormArgs;
 use crate::tagging::{self, TestbedTables};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{Finished, Proc, Testbed, Topology};
@@ -52,16 +57,14 @@ pub struct SwitchProc {
 impl SwitchProc {
     /// Starts pfcswitch in `node` with `config` (its name and ports as given) and waits
     /// until its control socket answers.
-    pub fn start(tb: &Testbed, node: &str, config: &Config, extra_args: &[&str]) -> Result<SwitchProc> {
+    /// `args` are `pfcswitch run`'s other arguments (`RunArgs::default()` for none); the
+    /// config file and the control socket are the harness's, in the testbed's directory.
+    pub fn start(tb: &Testbed, node: &str, config: &Config, args: &RunArgs) -> Result<SwitchProc> {
         let path = tb.work_dir().join(format!("{}.toml", config.name));
         std::fs::write(&path, config.to_toml()).with_context(|| format!("writing {}", path.display()))?;
         let socket = tb.work_dir().join(format!("{}.sock", config.name));
-        let exe = bin("pfcswitch")?;
-        let (exe, path_s, socket_s) =
-            (exe.display().to_string(), path.display().to_string(), socket.display().to_string());
-        let mut args = vec![exe.as_str(), "run", "--config", &path_s, "--socket", &socket_s];
-        args.extend_from_slice(extra_args);
-        let mut proc = tb.spawn(node, &config.name, &args)?;
+        let run = RunArgs { config: Some(path), socket: Some(socket.clone()), ..args.clone() };
+        let mut proc = tb.spawn(node, &config.name, &command_line("pfcswitch", "run", &run)?)?;
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if client::request(&socket, &Request::Stats).is_ok() {
@@ -265,7 +268,7 @@ impl RingLab {
                 let table = t.path(&format!("sw{i}")).display().to_string();
                 c.tagger = Some(TaggerConfig { table, switch: Some(format!("sw{i}")) });
             }
-            switches.push(SwitchProc::start(&tb, &format!("sw{i}"), &c, &[])?);
+            switches.push(SwitchProc::start(&tb, &format!("sw{i}"), &c, &RunArgs::default())?);
         }
         Ok(RingLab { tb, switches, tables, speed: opts.speed, rate: opts.rate })
     }
@@ -282,33 +285,24 @@ impl RingLab {
     /// (or with Tagger's initial tag), then goes on receiving for half a second. Returns
     /// when they start sending: each first waits until every host can receive.
     pub fn traffic(&self, secs: f64) -> Result<Vec<GenProc>> {
-        let (speed, secs, rate) = (self.speed.to_string(), secs.to_string(), self.rate.to_string());
-        let delay = Self::START_DELAY.as_secs_f64().to_string();
         let gens = (1..=3)
             .map(|i| {
-                let dst = self.tb.host_iface(&format!("h{}", RingLab::destination(i)))?.mac.to_string();
-                let marking = match &self.tables {
-                    Some(t) => ["--tagger-table".to_string(), t.path(&format!("sw{i}")).display().to_string()],
-                    None => ["--dscp".to_string(), "3".to_string()],
+                let dst = self.tb.host_iface(&format!("h{}", RingLab::destination(i)))?.mac;
+                let (tagger_table, dscp) = match &self.tables {
+                    Some(t) => (Some(t.path(&format!("sw{i}"))), vec![]),
+                    None => (None, vec![3]),
                 };
-                let args = [
-                    "--dst-mac",
-                    dst.as_str(),
-                    &marking[0],
-                    &marking[1],
-                    "--start-delay",
-                    &delay,
-                    "--linger",
-                    "0.5",
-                    "--size",
-                    "1000",
-                    "--rate",
-                    &rate,
-                    "--duration",
-                    &secs,
-                    "--speed",
-                    &speed,
-                ];
+                let args = GenArgs {
+                    tagger_table,
+                    dscp,
+                    start_delay: Self::START_DELAY,
+                    linger: Duration::from_millis(500),
+                    size: 1000,
+                    rate: Some(self.rate as f64),
+                    duration: Some(Duration::from_secs_f64(secs)),
+                    speed: self.speed,
+                    ..gen_to(dst)
+                };
                 start_gen(&self.tb, &format!("h{i}"), &format!("gen{i}"), &args)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -395,23 +389,43 @@ impl CpuPlan {
     }
 }
 
-/// A sink started in `node`; `args` are `pfctools sink` arguments after `--iface`.
+/// The command line that runs binary `exe`'s `subcommand` with `args`.
+pub fn command_line<T: clap::Args + serde::Serialize>(exe: &str, subcommand: &str, args: &T) -> Result<Vec<String>> {
+    let mut line = vec![bin(exe)?.display().to_string(), subcommand.to_string()];
+    line.extend(argv::to_args(args)?);
+    Ok(line)
+}
+
+/// `pfctools gen` sending to `dst_mac` with every other argument at its default (the
+/// harness fills in the interface).
+pub fn gen_to(dst_mac: MacAddr) -> GenArgs {
+    argv::with_defaults(serde_json::json!({ "iface": "", "dst_mac": dst_mac })).expect("gen's defaults parse")
+}
+
+/// `pfctools sink` with every argument at its default (the harness fills in the interface).
+pub fn sink_defaults() -> SinkArgs {
+    argv::with_defaults(serde_json::json!({ "iface": "" })).expect("sink's defaults parse")
+}
+
+/// `pfctools storm` on `iface` with every other argument at its default.
+pub fn storm_defaults(iface: &str) -> StormArgs {
+    argv::with_defaults(serde_json::json!({ "iface": [iface] })).expect("storm's defaults parse")
+}
+
+/// A sink started in `node` on the node's host interface; it reports JSON.
 pub struct SinkProc {
     proc: Proc,
 }
 
 impl SinkProc {
-    pub fn start(tb: &Testbed, node: &str, label: &str, args: &[&str]) -> Result<SinkProc> {
+    pub fn start(tb: &Testbed, node: &str, label: &str, args: &SinkArgs) -> Result<SinkProc> {
         SinkProc::start_on(tb, node, label, None, args)
     }
 
     /// [`SinkProc::start`] on the CPUs in `cpus`.
-    pub fn start_on(tb: &Testbed, node: &str, label: &str, cpus: Option<&str>, args: &[&str]) -> Result<SinkProc> {
-        let iface = tb.host_iface(node)?.name.clone();
-        let exe = bin("pfctools")?.display().to_string();
-        let mut full = vec![exe.as_str(), "sink", "--iface", &iface, "--json"];
-        full.extend_from_slice(args);
-        let mut proc = tb.spawn_on(node, label, cpus, &full)?;
+    pub fn start_on(tb: &Testbed, node: &str, label: &str, cpus: Option<&str>, args: &SinkArgs) -> Result<SinkProc> {
+        let args = SinkArgs { iface: tb.host_iface(node)?.name.clone(), json: true, ..args.clone() };
+        let mut proc = tb.spawn_on(node, label, cpus, &command_line("pfctools", "sink", &args)?)?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while !proc.stderr_so_far().contains(READY_LINE) {
             if !proc.is_running() || Instant::now() > deadline {
@@ -523,19 +537,21 @@ pub fn one_flow_h1_to_h2(
     rate: Option<f64>,
     cpu_of: Option<u32>,
 ) -> Result<OneFlowRun> {
-    let sink = SinkProc::start(tb, "h2", "sink", &["--idle", "1", "--duration", &format!("{}", seconds + 10.0)])?;
-    let dst = tb.host_iface("h2")?.mac.to_string();
-    let (size_s, secs) = (size.to_string(), format!("{seconds}"));
-    let mut args = vec!["--dst-mac", dst.as_str(), "--size", &size_s, "--tx-only"];
-    let (rate_s, count_s);
-    match rate {
-        Some(r) => {
-            rate_s = format!("{r}");
-            count_s = format!("{}", (r * seconds).max(1.0) as u64);
-            args.extend_from_slice(&["--rate", &rate_s, "--count", &count_s]);
-        }
-        None => args.extend_from_slice(&["--duration", &secs]),
-    }
+    let sink_args = SinkArgs {
+        idle: Duration::from_secs(1),
+        duration: Some(Duration::from_secs_f64(seconds + 10.0)),
+        ..sink_defaults()
+    };
+    let sink = SinkProc::start(tb, "h2", "sink", &sink_args)?;
+    let args = GenArgs {
+        size,
+        tx_only: true,
+        rate,
+        // Paced: as many frames as the rate gives in `seconds`; unpaced: for `seconds`.
+        count: rate.map(|r| (r * seconds).max(1.0) as u64),
+        duration: rate.is_none().then(|| Duration::from_secs_f64(seconds)),
+        ..gen_to(tb.host_iface("h2")?.mac)
+    };
     let cpu_before = cpu_of.and_then(cpu_time);
     let gen = run_gen(tb, "h1", "gen", &args, Duration::from_secs_f64(seconds + 30.0))?;
     let cpu_after = cpu_of.and_then(cpu_time);
@@ -544,8 +560,8 @@ pub fn one_flow_h1_to_h2(
     Ok(OneFlowRun { gen, sink, cpu })
 }
 
-/// Runs `pfctools gen` in `node` to completion; `args` follow `--iface IF`.
-pub fn run_gen(tb: &Testbed, node: &str, label: &str, args: &[&str], timeout: Duration) -> Result<GenReport> {
+/// Runs `pfctools gen` in `node` to completion, on the node's host interface.
+pub fn run_gen(tb: &Testbed, node: &str, label: &str, args: &GenArgs, timeout: Duration) -> Result<GenReport> {
     start_gen(tb, node, label, args)?.finish(timeout)
 }
 
@@ -554,17 +570,15 @@ pub struct GenProc {
     proc: Proc,
 }
 
-pub fn start_gen(tb: &Testbed, node: &str, label: &str, args: &[&str]) -> Result<GenProc> {
+/// Starts `pfctools gen` in `node` on the node's host interface; it reports JSON.
+pub fn start_gen(tb: &Testbed, node: &str, label: &str, args: &GenArgs) -> Result<GenProc> {
     start_gen_on(tb, node, label, None, args)
 }
 
 /// [`start_gen`] on the CPUs in `cpus`.
-pub fn start_gen_on(tb: &Testbed, node: &str, label: &str, cpus: Option<&str>, args: &[&str]) -> Result<GenProc> {
-    let iface = tb.host_iface(node)?.name.clone();
-    let exe = bin("pfctools")?.display().to_string();
-    let mut full = vec![exe.as_str(), "gen", "--iface", &iface, "--json"];
-    full.extend_from_slice(args);
-    Ok(GenProc { proc: tb.spawn_on(node, label, cpus, &full)? })
+pub fn start_gen_on(tb: &Testbed, node: &str, label: &str, cpus: Option<&str>, args: &GenArgs) -> Result<GenProc> {
+    let args = GenArgs { iface: tb.host_iface(node)?.name.clone(), json: true, ..args.clone() };
+    Ok(GenProc { proc: tb.spawn_on(node, label, cpus, &command_line("pfctools", "gen", &args)?)? })
 }
 
 impl GenProc {

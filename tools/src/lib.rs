@@ -2,6 +2,7 @@
 //! builder, a PFC-aware traffic generator and sink, PFC storms, headroom tests and the
 //! benchmarks.
 
+pub mod argv;
 pub mod bench;
 pub mod cli;
 pub mod harness;

@@ -47,20 +47,7 @@ enum Command {
     Sim(pfcsim::SimArgs),
     /// Measure how long a switch obeys a pause: time the gap one PFC frame leaves in a
     /// steady test flow arriving on this interface.
-    PauseProbe {
-        #[arg(long, short)]
-        iface: String,
-        #[arg(long, default_value_t = 3)]
-        prio: u8,
-        /// The switch port's speed (converts quanta to the expected pause).
-        #[arg(long)]
-        speed: pfcswitch::core::speed::Speed,
-        /// Quanta values to try, comma separated.
-        #[arg(long, value_delimiter = ',', required = true)]
-        quanta: Vec<u16>,
-        #[arg(long, default_value_t = 5)]
-        repeats: usize,
-    },
+    PauseProbe(pfctools::traffic::probe::ProbeArgs),
     /// Send raw frames given in hex (runts, unknown EtherTypes, oversize, hand-made).
     Inject {
         #[arg(long, short)]
@@ -150,10 +137,9 @@ fn dispatch(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Bench { what } => bench::run(what),
-        Command::PauseProbe { iface, prio, speed, quanta, repeats } => {
+        Command::PauseProbe(args) => {
             let stop = stop_on_signals()?;
-            let opts = pfctools::traffic::probe::ProbeOptions { iface, prio, speed, quanta, repeats };
-            let trials = pfctools::traffic::probe::run(&opts, &stop)?;
+            let trials = pfctools::traffic::probe::run(&args, &stop)?;
             println!("{}", serde_json::to_string(&trials)?);
             Ok(())
         }

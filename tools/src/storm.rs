@@ -41,7 +41,7 @@ pub enum StormMode {
     WrongDestination,
 }
 
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Serialize)]
 pub struct StormArgs {
     /// Interfaces to storm, comma separated (`pfc_gen.py -i`).
     #[arg(long, short, value_delimiter = ',', required = true)]
@@ -63,6 +63,7 @@ pub struct StormArgs {
     pub count: Option<u64>,
     /// Seconds to storm (`pfc_gen.py -s`).
     #[arg(long = "sendtime", short = 's', alias = "duration", value_parser = parse_secs)]
+    #[serde(serialize_with = "crate::argv::opt_secs")]
     pub duration: Option<Duration>,
     /// Interval between frames in µs; default: half the pause a frame carries at --speed.
     #[arg(long, value_parser = crate::cli::parse_positive)]

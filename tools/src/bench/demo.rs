@@ -5,10 +5,12 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 
+use pfcswitch::cli::RunArgs;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::report;
 
 use super::report::{gen_text, sink_text};
+use crate::cli::{GenArgs, SinkArgs};
 use crate::harness::{self, SinkProc, SwitchProc};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
@@ -35,7 +37,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     // On a shared 2-core VM, scheduling delays act like a long cable: what arrives after
     // XOFF needs more headroom than the wire alone would (`pfctools headroom` measures it).
     config.buffer.headroom_bytes = 160 << 10;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[])?;
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default())?;
     println!("pfcswitch running on p1 p2 p3 (p3 shaped to 200 Mb/s), lossless priorities 3 and 4");
 
     step("kernel hosts ping each other through the switch");
@@ -46,41 +48,26 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     }
 
     step("100 000 frames h1 → h2 (64 B, lossy priority 0)");
-    let sink = SinkProc::start(&tb, "h2", "sink-h2", &["--expect-per-flow", "100000", "--idle", "1"])?;
-    let dst2 = tb.host_iface("h2")?.mac.to_string();
-    let g = harness::run_gen(
-        &tb,
-        "h1",
-        "gen-h1",
-        &["--dst-mac", &dst2, "--count", "100000", "--rate", "150k"],
-        Duration::from_secs(60),
-    )?;
+    let idle = Duration::from_secs(1);
+    let sink_args = SinkArgs { expect_per_flow: Some(100_000), idle, ..harness::sink_defaults() };
+    let sink = SinkProc::start(&tb, "h2", "sink-h2", &sink_args)?;
+    let gen_args = GenArgs { count: Some(100_000), rate: Some(150e3), ..harness::gen_to(tb.host_iface("h2")?.mac) };
+    let g = harness::run_gen(&tb, "h1", "gen-h1", &gen_args, Duration::from_secs(60))?;
     print!("{}", gen_text(&g));
     print!("{}", sink_text(&sink.finish(Duration::from_secs(30))?));
 
     step("h1 and h2 both send lossless DSCP 3 at 200 Mb/s into the 200 Mb/s port p3: PFC keeps it lossless");
-    let sink = SinkProc::start(&tb, "h3", "sink-h3", &["--idle", "1"])?;
-    let dst3 = tb.host_iface("h3")?.mac.to_string();
-    let common = [
-        "--dst-mac",
-        dst3.as_str(),
-        "--size",
-        "1000",
-        "--dscp",
-        "3",
-        "--duration",
-        "2",
-        "--speed",
-        "200M",
-        "--load",
-        "100",
-    ];
-    let mut a1 = common.to_vec();
-    a1.extend_from_slice(&["--flow-base", "1"]);
-    let mut a2 = common.to_vec();
-    a2.extend_from_slice(&["--flow-base", "2"]);
-    let g1 = harness::start_gen(&tb, "h1", "gen-h1b", &a1)?;
-    let g2 = harness::start_gen(&tb, "h2", "gen-h2b", &a2)?;
+    let sink = SinkProc::start(&tb, "h3", "sink-h3", &SinkArgs { idle, ..harness::sink_defaults() })?;
+    let common = GenArgs {
+        size: 1000,
+        dscp: vec![3],
+        duration: Some(Duration::from_secs(2)),
+        speed: Speed::mbps(200),
+        load: Some(100.0),
+        ..harness::gen_to(tb.host_iface("h3")?.mac)
+    };
+    let g1 = harness::start_gen(&tb, "h1", "gen-h1b", &GenArgs { flow_base: 1, ..common.clone() })?;
+    let g2 = harness::start_gen(&tb, "h2", "gen-h2b", &GenArgs { flow_base: 2, ..common })?;
     let (r1, r2) = (g1.finish(Duration::from_secs(60))?, g2.finish(Duration::from_secs(60))?);
     print!("h1: {}h2: {}", gen_text(&r1), gen_text(&r2));
     let rx = sink.finish(Duration::from_secs(30))?;

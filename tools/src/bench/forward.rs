@@ -167,7 +167,8 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     tb_bridge.make_linux_bridge("sw1")?;
     // The configuration a user gets without a file: nothing tuned for the bench.
     let config = harness::switch_config(&tb_switch, "sw1");
-    let switch = SwitchProc::start(&tb_switch, "sw1", &config, &[]).context("starting pfcswitch")?;
+    let switch = SwitchProc::start(&tb_switch, "sw1", &config, &pfcswitch::cli::RunArgs::default())
+        .context("starting pfcswitch")?;
 
     let mut results = Vec::new();
     // Losses during the zero-loss checks, kept apart from the overload rounds'.

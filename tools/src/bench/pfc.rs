@@ -7,15 +7,17 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
+use pfcswitch::cli::RunArgs;
 use pfcswitch::core::histogram::Percentiles;
 use pfcswitch::core::speed::Speed;
 use pfcswitch_table::Table;
 
 use super::median;
+use crate::cli::{GenArgs, SinkArgs};
 use crate::harness::{self, SinkProc, SwitchProc};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
-use crate::traffic::probe::ProbeTrial;
+use crate::traffic::probe::{ProbeArgs, ProbeTrial};
 
 #[derive(Args, Clone, Debug)]
 pub struct PfcArgs {
@@ -74,24 +76,17 @@ fn reaction(seconds: f64) -> Result<(Percentiles, u64)> {
     config.buffer.xoff_bytes = Some(64 << 10);
     config.buffer.xon_offset_bytes = Some(16 << 10);
     config.buffer.headroom_bytes = 256 << 10;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[])?;
-    let sink = SinkProc::start(&tb, "h3", "sink", &["--idle", "1"])?;
-    let dst = tb.host_iface("h3")?.mac.to_string();
-    let secs = seconds.to_string();
-    let args = [
-        "--dst-mac",
-        dst.as_str(),
-        "--size",
-        "1000",
-        "--dscp",
-        "3",
-        "--speed",
-        "100M",
-        "--load",
-        "80",
-        "--duration",
-        &secs,
-    ];
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default())?;
+    let sink =
+        SinkProc::start(&tb, "h3", "sink", &SinkArgs { idle: Duration::from_secs(1), ..harness::sink_defaults() })?;
+    let args = GenArgs {
+        size: 1000,
+        dscp: vec![3],
+        speed: Speed::mbps(100),
+        load: Some(80.0),
+        duration: Some(Duration::from_secs_f64(seconds)),
+        ..harness::gen_to(tb.host_iface("h3")?.mac)
+    };
     let g1 = harness::start_gen(&tb, "h1", "gen1", &args)?;
     let g2 = harness::start_gen(&tb, "h2", "gen2", &args)?;
     g1.finish(Duration::from_secs_f64(seconds + 30.0))?;
@@ -123,7 +118,7 @@ pub fn probe_switch(
     quanta: &[u16],
     repeats: usize,
     batch: usize,
-    rate: &str,
+    rate: f64,
     smooth: bool,
 ) -> Result<(Vec<ProbeTrial>, Percentiles, pfcswitch::stats::Stats)> {
     let tb = star("bench-pause", 2)?;
@@ -135,37 +130,20 @@ pub fn probe_switch(
     config.buffer.headroom_bytes = 512 << 10;
     config.dataplane.batch = batch;
     config.dataplane.cpu = cpus.switch;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[])?;
-    let dst = tb.host_iface("h2")?.mac.to_string();
-    let speed_s = speed.to_string();
-    let mut gen_args =
-        vec!["--dst-mac", dst.as_str(), "--dscp", "3", "--rate", rate, "--duration", "300", "--speed", &speed_s];
-    if smooth {
-        gen_args.push("--spin");
-    }
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default())?;
+    let gen_args = GenArgs {
+        dscp: vec![3],
+        rate: Some(rate),
+        duration: Some(Duration::from_secs(300)),
+        speed,
+        spin: smooth,
+        ..harness::gen_to(tb.host_iface("h2")?.mac)
+    };
     let gen = harness::start_gen_on(&tb, "h1", "gen", cpus.hosts(), &gen_args)?;
-    let list: Vec<String> = quanta.iter().map(|q| q.to_string()).collect();
-    let exe = harness::bin("pfctools")?.display().to_string();
-    let repeats_s = repeats.to_string();
-    let probe = tb.spawn_on(
-        "h2",
-        "probe",
-        cpus.hosts(),
-        &[
-            &exe,
-            "pause-probe",
-            "--iface",
-            "eth0",
-            "--prio",
-            "3",
-            "--speed",
-            &speed_s,
-            "--quanta",
-            &list.join(","),
-            "--repeats",
-            &repeats_s,
-        ],
-    )?;
+    let probe_args =
+        ProbeArgs { iface: tb.host_iface("h2")?.name.clone(), prio: 3, speed, quanta: quanta.to_vec(), repeats };
+    let probe =
+        tb.spawn_on("h2", "probe", cpus.hosts(), &harness::command_line("pfctools", "pause-probe", &probe_args)?)?;
     let finished = probe.wait(Duration::from_secs(300));
     let _ = gen.stop();
     let stats = sw.stats()?;
@@ -179,7 +157,7 @@ pub fn probe_switch(
 
 fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationRow>> {
     let quanta = quanta_for_speed(speed);
-    let (trials, late, _) = probe_switch(speed, &quanta, repeats, batch, "50k", false)?;
+    let (trials, late, _) = probe_switch(speed, &quanta, repeats, batch, 50e3, false)?;
     Ok(quanta
         .iter()
         .map(|&q| {
@@ -271,7 +249,7 @@ fn probe_switch_with_response(
     speed: Speed,
     repeats: usize,
 ) -> Result<(Vec<ProbeTrial>, Percentiles, Percentiles, Vec<u64>)> {
-    let (trials, _, stats) = probe_switch(speed, &[u16::MAX], repeats, 8, "200k", true)?;
+    let (trials, _, stats) = probe_switch(speed, &[u16::MAX], repeats, 8, 200e3, true)?;
     let arrivals = stats.ports[1].pause_arrivals_ns.clone();
     Ok((trials, stats.resume_lateness, stats.pause_response, arrivals))
 }

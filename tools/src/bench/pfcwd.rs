@@ -10,11 +10,13 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
+use pfcswitch::cli::RunArgs;
 use pfcswitch::core::speed::Speed;
 use pfcswitch_table::Table;
 
+use crate::cli::GenArgs;
 use crate::harness::{self, start_gen, switch_config, SwitchProc};
-use crate::storm::StormReport;
+use crate::storm::{StormArgs, StormReport};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
@@ -75,10 +77,14 @@ fn one_run(args: &PfcwdArgs) -> Result<Option<PfcwdRun>> {
         p.speed = Some(args.speed);
     }
     config.pfcwd.detection_ms = args.detection_ms;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &[])?;
-    let dst = tb.host_iface("h2")?.mac.to_string();
-    let secs = format!("{:.3}", args.detection_ms as f64 / 1e3 + 2.0);
-    let gen = start_gen(&tb, "h1", "gen", &["--dst-mac", &dst, "--dscp", "3", "--rate", "10k", "--duration", &secs])?;
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default())?;
+    let gen_args = GenArgs {
+        dscp: vec![3],
+        rate: Some(10e3),
+        duration: Some(Duration::from_millis(args.detection_ms + 2000)),
+        ..harness::gen_to(tb.host_iface("h2")?.mac)
+    };
+    let gen = start_gen(&tb, "h1", "gen", &gen_args)?;
     // Traffic flows through the switch before the storm starts, so frames wait from the
     // storm's first pause on (a generator takes a variable while to start sending).
     let flowing = std::time::Instant::now();
@@ -88,14 +94,14 @@ fn one_run(args: &PfcwdArgs) -> Result<Option<PfcwdRun>> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let pfctools = harness::bin("pfctools")?.display().to_string();
-    let storm_secs = format!("{:.3}", args.detection_ms as f64 / 1e3 + 0.3);
-    let speed = args.speed.to_string();
-    let storm = tb.spawn(
-        "h2",
-        "storm",
-        &[&pfctools, "storm", "-i", "eth0", "--prio", "3", "-s", &storm_secs, "--speed", &speed, "--json"],
-    )?;
+    let storm_args = StormArgs {
+        prios: vec![3],
+        duration: Some(Duration::from_millis(args.detection_ms + 300)),
+        speed: args.speed,
+        json: true,
+        ..harness::storm_defaults(&tb.host_iface("h2")?.name)
+    };
+    let storm = tb.spawn("h2", "storm", &harness::command_line("pfctools", "storm", &storm_args)?)?;
     let storm = storm.wait(Duration::from_secs(30));
     let storm: StormReport =
         serde_json::from_str(storm.stdout.trim()).with_context(|| format!("storm report: {}", storm.stderr))?;

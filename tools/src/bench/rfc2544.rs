@@ -298,7 +298,10 @@ impl Bed {
         let config = harness::switch_config(&tb, "sw1");
         let ring_size = config.dataplane.ring_size;
         let switch = match dut {
-            Dut::Pfcswitch => Some(SwitchProc::start(&tb, "sw1", &config, &[]).context("starting pfcswitch")?),
+            Dut::Pfcswitch => Some(
+                SwitchProc::start(&tb, "sw1", &config, &pfcswitch::cli::RunArgs::default())
+                    .context("starting pfcswitch")?,
+            ),
             Dut::Bridge => {
                 tb.make_linux_bridge("sw1")?;
                 None

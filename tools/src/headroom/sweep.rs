@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use pfcswitch::cli::RunArgs;
 use pfcswitch::core::config::{BufferProfile, DEFAULT_LOSSLESS};
 use pfcswitch::core::pfc::PRIORITIES;
 use pfcswitch::core::pfcwd::WatchdogAction;
@@ -25,8 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use super::calc::CalcInput;
 use crate::bench::median;
+use crate::cli::{GenArgs, SinkArgs};
 use crate::harness::{self, SinkProc, SwitchProc};
-use crate::storm::StormReport;
+use crate::storm::{StormArgs, StormReport};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{unique_name, Testbed, Topology};
 
@@ -343,41 +345,41 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
     // The plan's storm holds the test priority for longer than the PFC watchdog allows;
     // SONiC's plan stops the watchdog too, or it would drop what the test measures.
     config.pfcwd.action = WatchdogAction::Off;
-    let sw = SwitchProc::start(tb, "sw1", &config, &[]).context("starting the DUT")?;
-    let speed = opts.speed.to_string();
+    let sw = SwitchProc::start(tb, "sw1", &config, &RunArgs::default()).context("starting the DUT")?;
     let (settle, traffic) = (opts.settle.as_secs_f64(), opts.traffic.as_secs_f64());
-    let sink_secs = format!("{}", settle + traffic + 0.4);
-    let sink = SinkProc::start_on(tb, "h2", "sink", cpus.hosts(), &["--duration", &sink_secs])?;
-    let bitmap = opts.prios.iter().map(|&p| usize::from(p)).collect::<Priorities>().bits().to_string();
-    let exe = harness::bin("pfctools")?.display().to_string();
-    let storm_secs = format!("{}", settle + traffic + 0.8);
-    let storm = tb.spawn_on(
-        "h2",
-        "storm",
-        cpus.hosts(),
-        &[&exe, "storm", "-i", "eth0", "-p", &bitmap, "-s", &storm_secs, "--speed", &speed, "--json"],
-    )?;
+    let sink_args =
+        SinkArgs { duration: Some(Duration::from_secs_f64(settle + traffic + 0.4)), ..harness::sink_defaults() };
+    let sink = SinkProc::start_on(tb, "h2", "sink", cpus.hosts(), &sink_args)?;
+    let storm_args = StormArgs {
+        bitmap: Some(opts.prios.iter().map(|&p| usize::from(p)).collect::<Priorities>().bits()),
+        duration: Some(Duration::from_secs_f64(settle + traffic + 0.8)),
+        speed: opts.speed,
+        json: true,
+        ..harness::storm_defaults(&tb.host_iface("h2")?.name)
+    };
+    let storm = tb.spawn_on("h2", "storm", cpus.hosts(), &harness::command_line("pfctools", "storm", &storm_args)?)?;
     std::thread::sleep(opts.settle);
     let waited_before = sw.stats()?.stalls.cpu_wait_us;
 
     // The test flows share their load, and the background flows theirs.
     let test_load = opts.test_load_per_prio();
-    let mut dscps: Vec<String> = opts.prios.iter().map(|p| p.to_string()).collect();
-    let mut loads: Vec<String> = opts.prios.iter().map(|_| format!("{test_load}")).collect();
-    for b in &background {
-        dscps.push(b.to_string());
-        loads.push(format!("{}", opts.background_load / background.len() as f64));
+    let mut dscp = opts.prios.clone();
+    let mut flow_load: Vec<f64> = opts.prios.iter().map(|_| test_load).collect();
+    for &b in &background {
+        dscp.push(b);
+        flow_load.push(opts.background_load / background.len() as f64);
     }
-    let dst = tb.host_iface("h2")?.mac.to_string();
-    let (flows, size, delay_s, traffic_s) =
-        (dscps.len().to_string(), opts.frame_size.to_string(), delay.to_string(), traffic.to_string());
-    let mut args = vec!["--dst-mac", dst.as_str(), "--flows", &flows, "--size", &size, "--duration", &traffic_s];
-    args.extend_from_slice(&["--speed", &speed, "--pause-delay-quanta", &delay_s, "--spin"]);
-    let loads = loads.join(",");
-    args.extend_from_slice(&["--flow-load", &loads]);
-    for d in &dscps {
-        args.extend_from_slice(&["--dscp", d]);
-    }
+    let args = GenArgs {
+        flows: u16::try_from(dscp.len())?,
+        dscp,
+        flow_load,
+        size: opts.frame_size,
+        duration: Some(opts.traffic),
+        speed: opts.speed,
+        pause_delay_quanta: delay,
+        spin: true,
+        ..harness::gen_to(tb.host_iface("h2")?.mac)
+    };
     let gen = harness::start_gen_on(tb, "h1", "gen", cpus.hosts(), &args)?.finish(Duration::from_secs(60))?;
     // The test frames are still held by the DUT: read its buffers before the storm ends.
     std::thread::sleep(Duration::from_millis(100));

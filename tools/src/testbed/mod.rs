@@ -298,12 +298,18 @@ impl Testbed {
 
     /// Starts a command inside `node`'s namespace; its output goes to files in the
     /// work directory. The process is stopped when the handle is dropped.
-    pub fn spawn(&self, node: &str, label: &str, args: &[&str]) -> Result<Proc, TestbedError> {
+    pub fn spawn<S: AsRef<str>>(&self, node: &str, label: &str, args: &[S]) -> Result<Proc, TestbedError> {
         self.spawn_on(node, label, None, args)
     }
 
     /// [`Testbed::spawn`], restricted to the CPUs in `cpus` (a taskset list such as "0" or "0-2").
-    pub fn spawn_on(&self, node: &str, label: &str, cpus: Option<&str>, args: &[&str]) -> Result<Proc, TestbedError> {
+    pub fn spawn_on<S: AsRef<str>>(
+        &self,
+        node: &str,
+        label: &str,
+        cpus: Option<&str>,
+        args: &[S],
+    ) -> Result<Proc, TestbedError> {
         let ns = self.ns(node)?;
         let stdout_path = self.work_dir.join(format!("{label}.out"));
         let stderr_path = self.work_dir.join(format!("{label}.err"));
@@ -313,6 +319,7 @@ impl Testbed {
         };
         let stdout = fs::File::create(&stdout_path).map_err(io(&stdout_path))?;
         let stderr = fs::File::create(&stderr_path).map_err(io(&stderr_path))?;
+        let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
         let command = format!("[{node}] {}", args.join(" "));
         let mut cmd = match cpus {
             Some(list) => {
@@ -324,7 +331,7 @@ impl Testbed {
         };
         let child = cmd
             .args(["netns", "exec", &ns])
-            .args(args)
+            .args(&args)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)

@@ -22,13 +22,21 @@ use super::flow::read_stamp;
 use super::rawsock::RawSender;
 use super::xdp_port::{HostPort, BATCH};
 
-#[derive(Clone, Debug)]
-pub struct ProbeOptions {
+/// `pfctools pause-probe`'s arguments.
+#[derive(clap::Args, Clone, Debug, Serialize)]
+pub struct ProbeArgs {
+    /// Interface the test flow arrives on (the probe sends its pauses from it).
+    #[arg(long, short)]
     pub iface: String,
+    #[arg(long, default_value_t = 3)]
     pub prio: u8,
-    /// The switch port's speed: converts quanta to the expected pause.
+    /// The switch port's speed (converts quanta to the expected pause).
+    #[arg(long)]
     pub speed: Speed,
+    /// Quanta values to try, comma separated.
+    #[arg(long, value_delimiter = ',', required = true)]
     pub quanta: Vec<u16>,
+    #[arg(long, default_value_t = 5)]
     pub repeats: usize,
 }
 
@@ -122,7 +130,7 @@ fn steady_interval(arrivals: &[Time]) -> Result<Duration> {
     Ok(span / (arrivals.len() as u32 - 1))
 }
 
-pub fn run(opts: &ProbeOptions, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
+pub fn run(opts: &ProbeArgs, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
     let host = HostPort::open(&opts.iface, true, 16384, false)?;
     let raw = RawSender::open(&opts.iface)?;
     let src = host.mac;
