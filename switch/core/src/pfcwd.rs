@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::ports::PortId;
 use super::priorities::Priorities;
 use super::priorities::PRIORITIES;
 use super::time::Time;
@@ -100,11 +101,10 @@ pub struct WatchdogCounters {
 /// A change of state, for the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchdogEvent {
-    /// `prio` on `port` has been paused, with frames waiting, since `stalled_since`.
-    /// A priority was paused with frames waiting for the detection time: stormed.
+    /// `prio` on `port` was paused, with frames waiting, for the detection time: stormed.
     StormDetected {
         /// The port whose link partner stormed.
-        port: u16,
+        port: PortId,
         /// The stormed priority.
         prio: u8,
         /// When the storm was detected.
@@ -114,11 +114,10 @@ pub enum WatchdogEvent {
         /// What the watchdog does about it.
         action: WatchdogAction,
     },
-    /// No pause on `prio` for the restoration time: back to normal.
-    /// No pause came for the restoration time: the priority is restored.
+    /// No pause came on `prio` for the restoration time: the priority is restored.
     Restored {
         /// The port.
-        port: u16,
+        port: PortId,
         /// The restored priority.
         prio: u8,
         /// When it was restored.
@@ -228,7 +227,7 @@ impl PortWatchdog {
     pub fn check(
         &mut self,
         now: Time,
-        port: u16,
+        port: PortId,
         lossless: Priorities,
         seen: &Observed,
         mut event: impl FnMut(WatchdogEvent),

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::checking::CheckingMessage;
 use super::dcfit::DeadlockEvent;
+use super::ports::PortId;
 use super::priorities::Priorities;
 use super::queue::FrameId;
 
@@ -27,9 +28,9 @@ pub struct HeldFrame {
     /// Its length, bytes (charged to its ingress group while held).
     pub len: u32,
     /// The port it arrived on.
-    pub ingress: u16,
+    pub ingress: PortId,
     /// The blocked port it waits for.
-    pub egress: u16,
+    pub egress: PortId,
     /// The egress queue it joins.
     pub prio: u8,
 }
@@ -47,7 +48,7 @@ impl HeldFrames {
     }
 
     pub fn hold(&mut self, frame: HeldFrame) {
-        self.held[usize::from(frame.ingress)].push_back(frame);
+        self.held[frame.ingress].push_back(frame);
     }
 
     pub fn len(&self) -> usize {
@@ -61,7 +62,7 @@ impl HeldFrames {
     /// Frames held for `egress`.
     #[cfg(test)]
     pub fn held_for(&self, egress: usize) -> usize {
-        self.held.iter().flatten().filter(|f| usize::from(f.egress) == egress).count()
+        self.held.iter().flatten().filter(|f| f.egress == egress).count()
     }
 
     /// Gives back every frame that may go — its priority not stopped at its egress
@@ -71,7 +72,7 @@ impl HeldFrames {
     pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities, out: &mut Vec<HeldFrame>) {
         for queue in &mut self.held {
             queue.retain(|f| {
-                let may_go = !stopped(usize::from(f.egress)).contains(usize::from(f.prio));
+                let may_go = !stopped(f.egress).contains(usize::from(f.prio));
                 if may_go {
                     out.push(*f);
                 }
@@ -174,8 +175,7 @@ impl Slowpath {
                 if self.forwards.len() == FORWARD_LOG {
                     self.forwards.pop_front();
                 }
-                let record =
-                    ForwardRecord { message: msg, from_port: self.name(from.into()), to_port: self.name(to.into()) };
+                let record = ForwardRecord { message: msg, from_port: self.name(from), to_port: self.name(to) };
                 self.forwards.push_back(record);
             }
             ToSlowpath::Deadlock(event) => {
@@ -245,20 +245,17 @@ pub enum ToSlowpath {
     /// A frame for a blocked egress, to hold.
     Held(HeldFrame),
     /// `port` was unblocked: what is held for it may go (as its pauses allow).
-    /// `port` was unblocked: what is held for it may go (as its pauses allow).
     Unblocked {
         /// The port.
-        port: u16,
+        port: PortId,
     },
-    /// A pause on egress `from` brought another switch's checking message, which ingress
-    /// `to` passes upstream on its next pause (for the slowpath's record of forwards).
-    /// A pause on egress `from` brought another switch's checking message `msg`, which ingress `to`
-    /// passes upstream on its next pause (for the record of forwards).
+    /// A pause on egress `from` brought another switch's checking message `msg`, which
+    /// ingress `to` passes upstream on its next pause (for the slowpath's record of forwards).
     CheckForwarded {
         /// The egress whose pause brought the message.
-        from: u16,
+        from: PortId,
         /// The ingress that passes it upstream.
-        to: u16,
+        to: PortId,
         /// The message.
         msg: CheckingMessage,
     },
@@ -278,7 +275,7 @@ pub enum ToSlowpath {
 mod tests {
     use super::*;
 
-    fn frame(id: u32, ingress: u16, egress: u16, prio: u8) -> HeldFrame {
+    fn frame(id: u32, ingress: PortId, egress: PortId, prio: u8) -> HeldFrame {
         HeldFrame { id: FrameId(id), len: 100, ingress, egress, prio }
     }
 

@@ -612,14 +612,14 @@ fn speeds_from_nics(config: &mut Config) -> Result<Vec<SpeedSource>, DataplaneEr
 fn log_watchdog(config: &Config, e: WatchdogEvent) {
     match e {
         WatchdogEvent::StormDetected { port, prio, at, stalled_since, action } => tracing::warn!(
-            port = config.port_name(usize::from(port)),
+            port = config.port_name(port),
             prio,
             stalled_ms = at.saturating_since(stalled_since).as_secs_f64() * 1e3,
             ?action,
             "PFC storm: the link partner kept the priority paused with frames waiting"
         ),
         WatchdogEvent::Restored { port, prio, stormed_for, .. } => tracing::info!(
-            port = config.port_name(usize::from(port)),
+            port = config.port_name(port),
             prio,
             stormed_ms = stormed_for.as_secs_f64() * 1e3,
             "PFC storm over: no pause for the restoration time, the priority is restored"

@@ -103,7 +103,7 @@ impl Switch {
                 if !groups.is_empty() {
                     let forwarded = msg.forwarded(groups);
                     self.port_checks[i].to_forward = Some(forwarded);
-                    self.outbox.push(ToSlowpath::CheckForwarded { from: port as u16, to: i as u16, msg: forwarded });
+                    self.outbox.push(ToSlowpath::CheckForwarded { from: port, to: i, msg: forwarded });
                 }
             }
             return;

@@ -247,8 +247,7 @@ impl Switch {
                 return;
             }
             self.map.handed_to_slowpath(ingress, egress, q);
-            let held =
-                HeldFrame { id, len: len as u32, ingress: ingress as u16, egress: egress as u16, prio: at.queue };
+            let held = HeldFrame { id, len: len as u32, ingress, egress, prio: at.queue };
             self.outbox.push(ToSlowpath::Held(held));
         } else {
             self.ports[egress].tx.queues[q].push(&mut self.frames, id);

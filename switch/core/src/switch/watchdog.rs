@@ -35,7 +35,7 @@ impl Switch {
     pub(super) fn check_pfcwd(&mut self, now: Time, port: PortId) {
         let Some(seen) = self.pfcwd_view(now, port) else { return };
         let (lossless, events) = (self.lossless, &mut self.pfcwd_events);
-        self.ports[port].pfcwd.check(now, port as u16, lossless, &seen, |e| events.push(e));
+        self.ports[port].pfcwd.check(now, port, lossless, &seen, |e| events.push(e));
     }
 
     /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).
