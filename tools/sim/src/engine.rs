@@ -601,13 +601,20 @@ impl<'f> Sim<'f> {
         }
     }
 
-    /// After the switch took input: events to its slowpath, and every idle port sends.
+    /// After the switch took input: events to its slowpath, and every idle port that may
+    /// have something new to send sends, as the switch's loop would find it on its next
+    /// turn. Those are the ports the engine marked ready, and those whose timer is due at
+    /// this very time but comes later in the queue; any other idle port would find
+    /// nothing (it was looked at when it last went idle), so it is not asked again:
+    /// asking every port made each arrival cost as much as the switch has ports.
     fn after_switch(&mut self, sw: usize) {
         self.switches[sw].switch.handle_timeout(self.now);
         self.pass_to_slowpath(sw);
+        let ready = self.switches[sw].switch.poll_ready_ports();
         let fabric = self.fabric;
-        for &port in &fabric.switches[sw].ports {
-            if !self.ports[port].busy {
+        for (local, &port) in fabric.switches[sw].ports.iter().enumerate() {
+            let p = &self.ports[port];
+            if !p.busy && (ready.contains(local) || p.wake_at <= self.now) {
                 self.try_tx(port);
             }
         }

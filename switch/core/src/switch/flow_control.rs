@@ -86,6 +86,7 @@ impl Switch {
         pending.pause.insert(prio);
         pending.resume.remove(prio);
         pending.trigger.get_or_insert(now);
+        self.ready.insert(port);
     }
 
     pub(super) fn request_resume(&mut self, port: PortId, prio: usize) {
@@ -103,6 +104,7 @@ impl Switch {
         let pending = &mut self.ports[port].upstream.pending;
         pending.resume.insert(prio);
         pending.pause.remove(prio);
+        self.ready.insert(port);
     }
 
     pub(super) fn on_mac_control(
@@ -111,6 +113,9 @@ impl Switch {
         port: PortId,
         decoded: Result<pfc::ControlFrame, pfc::ControlReject>,
     ) {
+        // A pause changes what `port` may send, and a checking message it carries may
+        // reach any other port: rare enough to look at them all.
+        self.all_ready();
         let lossless = self.lossless;
         let p = &mut self.ports[port];
         let c = &mut p.counters.mac_control;

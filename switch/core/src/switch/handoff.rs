@@ -49,6 +49,7 @@ impl Switch {
         pool: &mut P,
         released: impl IntoIterator<Item = HeldFrame>,
     ) -> usize {
+        self.all_ready();
         let mut n = 0;
         for f in released {
             self.reinject(now, pool, f);
@@ -70,6 +71,7 @@ impl Switch {
     /// slowpath to give back what it holds; until it has, new frames for the port's
     /// queues still go through it, behind the held ones.
     pub fn set_blocked(&mut self, port: PortId, blocked: bool) {
+        self.all_ready();
         if blocked {
             self.blocked.insert(port);
         } else if self.is_blocked(port) {

@@ -189,6 +189,7 @@ impl Switch {
         len: usize,
         class: Class,
     ) {
+        self.ready.insert(egress);
         if !self.ports[egress].link_up {
             self.ports[egress].counters.drops.count(DropReason::LinkDown);
             pool.free(id);

@@ -137,6 +137,9 @@ pub struct Switch {
     pfcwd_events: WatchdogEvents,
     /// The latest time the switch was given (for events timed where no time is passed).
     clock: Time,
+    /// Ports whose queues, pauses or pending pause frames changed since the driver last
+    /// asked ([`Switch::poll_ready_ports`]).
+    ready: PortSet,
 }
 
 impl Switch {
@@ -219,6 +222,7 @@ impl Switch {
             slowpath_overflow: 0,
             pfcwd_events: WatchdogEvents::default(),
             clock: now,
+            ready: PortSet::EMPTY,
         }
     }
 
@@ -266,6 +270,7 @@ impl Switch {
         if self.ports[port].link_up == up {
             return;
         }
+        self.all_ready();
         self.ports[port].link_up = up;
         if up {
             return;
@@ -285,6 +290,22 @@ impl Switch {
         p.tx.pause = EgressPause::default();
         p.tx.resume_due = [None; PRIORITIES];
         p.upstream.pending = PendingPause::default();
+    }
+
+    /// Ports whose queues, received pauses or pending pause frames changed since the last
+    /// call: what [`Switch::poll_transmit`] may now find to send. A driver that does not
+    /// look at every port after every input (the simulator, where a fat-tree switch has
+    /// dozens of idle ports) looks at these, and at the ports whose
+    /// [`Switch::poll_port_timeout`] is due; a port in neither has nothing new to send.
+    /// The AF_XDP loop looks at every port on every turn and need not call it.
+    pub fn poll_ready_ports(&mut self) -> PortSet {
+        std::mem::replace(&mut self.ready, PortSet::EMPTY)
+    }
+
+    /// Every port may have something new to send (after a rare input that reaches many:
+    /// a MAC control frame, a release from the slowpath, a link or block change).
+    pub(super) fn all_ready(&mut self) {
+        self.ready = (0..self.ports.len()).collect();
     }
 
     /// Whether `port`'s link is up (as the shell last said).
