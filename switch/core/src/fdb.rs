@@ -30,6 +30,9 @@ pub(crate) enum Learned {
     Static,
 }
 
+/// Stations a new table has room for before it first grows.
+pub const INITIAL_ROOM: usize = 256;
+
 /// The forwarding database: MAC address to port, learned (and aged) or static.
 #[derive(Debug)]
 pub struct Fdb {
@@ -53,9 +56,15 @@ pub struct FdbRow {
 }
 
 impl Fdb {
-    /// Room for `max_entries` is reserved up front: learning never allocates.
+    /// Room for [`INITIAL_ROOM`] stations is reserved up front; the table doubles as more
+    /// are learned, up to `max_entries` (so learning allocates at most a handful of times
+    /// in a switch's life). Reserving all of `max_entries` made every switch hold a
+    /// megabyte of mostly empty table: lookups then missed the caches and the TLB in
+    /// proportion to the number of switches, which made the simulator slower per event as
+    /// the fabric grew.
     pub fn new(max_entries: usize, aging: Duration) -> Fdb {
-        Fdb { entries: HashMap::with_capacity_and_hasher(max_entries, FxBuildHasher), max_entries, statics: 0, aging }
+        let room = max_entries.min(INITIAL_ROOM);
+        Fdb { entries: HashMap::with_capacity_and_hasher(room, FxBuildHasher), max_entries, statics: 0, aging }
     }
 
     /// Records that `mac` was seen on `port`. Callers must not learn multicast or zero sources.

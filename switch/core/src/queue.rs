@@ -40,15 +40,22 @@ impl Default for FrameMeta {
     }
 }
 
-/// The per-frame table the queues are threaded through.
+/// The per-frame table the queues are threaded through, indexed by frame id.
+///
+/// It grows (by doubling) to the highest id the switch has queued, never past the pool's
+/// `frames`: the AF_XDP shell's frames are all in use within its first turns, while a
+/// simulated switch of a large fabric uses a few hundred of the hundreds of thousands its
+/// pool could hold; a table filled out to the whole pool up front made a k=16 fat-tree
+/// need gigabytes.
 #[derive(Debug)]
 pub(crate) struct FrameTable {
     meta: Vec<FrameMeta>,
+    frames: u32,
 }
 
 impl FrameTable {
     pub fn new(frames: u32) -> FrameTable {
-        FrameTable { meta: vec![FrameMeta::default(); frames as usize] }
+        FrameTable { meta: Vec::new(), frames }
     }
 
     pub fn get(&self, id: FrameId) -> &FrameMeta {
@@ -58,8 +65,13 @@ impl FrameTable {
     /// Records a frame about to be queued: received on `ingress` (charged to its group
     /// `prio`), or built by the switch (`None`).
     pub fn set(&mut self, id: FrameId, len: u32, ingress: Option<PortId>, prio: u8, now: Time) {
+        let i = id.0 as usize;
+        if i >= self.meta.len() {
+            let room = (i + 1).next_power_of_two().max(1024).min(self.frames as usize).max(i + 1);
+            self.meta.resize(room, FrameMeta::default());
+        }
         let ingress = ingress.map_or(NO_PORT, |p| p as u16);
-        self.meta[id.0 as usize] = FrameMeta { len, ingress, prio, enqueued: now, next: NIL };
+        self.meta[i] = FrameMeta { len, ingress, prio, enqueued: now, next: NIL };
     }
 
     pub fn get_mut(&mut self, id: FrameId) -> &mut FrameMeta {

@@ -2,12 +2,11 @@
 //! their length, hosts that send paced flows and answer pauses, and on every switch the
 //! engine and slowpath of `pfcswitch run` — the same code, fed simulated time.
 //!
-//! One heap of timed events, ordered by (time, insertion): the same scenario and seed
-//! replay exactly. Frame bytes live in one arena of buffers; a switch's frame pool maps
+//! One queue of timed events, ordered by (time, insertion) ([`EventQueue`]): the same
+//! scenario and seed replay exactly. Frame bytes live in one arena of buffers; a switch's frame pool maps
 //! its frame ids onto them, so a frame is never copied on its way through a switch.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use pfcswitch_core::histogram::Histogram;
@@ -19,6 +18,7 @@ use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::time::Time;
 
 use crate::fabric::{Fabric, Owner};
+use crate::queue::EventQueue;
 use crate::scenario::{Action, Scenario, ScenarioError, StormSpec};
 use crate::trace::{PauseTimeline, Trace};
 use pfclab::flow::{read_stamp, FlowSpec as TemplateSpec, FlowTemplate};
@@ -70,30 +70,6 @@ enum Ev {
     },
 }
 
-struct Entry {
-    at: Time,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Entry) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Entry) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    /// Reversed: the heap pops the earliest, and among equal times the first scheduled.
-    fn cmp(&self, other: &Entry) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
-    }
-}
-
 /// Frame buffers, reused.
 #[derive(Default)]
 struct Arena {
@@ -121,9 +97,47 @@ impl Arena {
 }
 
 /// A switch's frame ids and the arena buffers behind them.
+///
+/// Ids are handed out as a stack of the pool's `capacity` ids would give them (lowest
+/// first, the latest freed next), but the tables grow only as far as the highest id in
+/// use: a switch of a large fabric holds a few hundred frames of the hundreds of
+/// thousands its pool could, and tables for all of them made a k=16 fat-tree need
+/// gigabytes.
 struct Slots {
     buf: Vec<u32>,
     free: Vec<u32>,
+    capacity: u32,
+}
+
+impl Slots {
+    fn new(capacity: u32) -> Slots {
+        Slots { buf: Vec::new(), free: Vec::new(), capacity }
+    }
+
+    /// A free id for arena buffer `b`.
+    fn take(&mut self, b: u32) -> Option<u32> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None if (self.buf.len() as u32) < self.capacity => {
+                self.buf.push(NONE);
+                (self.buf.len() - 1) as u32
+            }
+            None => return None,
+        };
+        self.buf[id as usize] = b;
+        Some(id)
+    }
+
+    /// Frees `id`; returns its buffer.
+    fn give(&mut self, id: u32) -> u32 {
+        let b = std::mem::replace(&mut self.buf[id as usize], NONE);
+        self.free.push(id);
+        b
+    }
+
+    fn free_count(&self) -> usize {
+        self.free.len() + (self.capacity as usize - self.buf.len())
+    }
 }
 
 /// The [`FramePool`] a switch sees: its slots over the arena.
@@ -134,15 +148,16 @@ struct Pool<'a> {
 
 impl FramePool for Pool<'_> {
     fn alloc(&mut self) -> Option<FrameId> {
-        let id = self.slots.free.pop()?;
-        self.slots.buf[id as usize] = self.arena.take();
-        Some(FrameId(id))
+        if self.slots.free_count() == 0 {
+            return None;
+        }
+        let b = self.arena.take();
+        self.slots.take(b).map(FrameId)
     }
 
     fn free(&mut self, id: FrameId) {
-        let b = std::mem::replace(&mut self.slots.buf[id.0 as usize], NONE);
+        let b = self.slots.give(id.0);
         self.arena.give(b);
-        self.slots.free.push(id.0);
     }
 
     fn bytes(&self, id: FrameId) -> &[u8] {
@@ -161,7 +176,7 @@ impl FramePool for Pool<'_> {
     }
 
     fn free_frames(&self) -> usize {
-        self.slots.free.len()
+        self.slots.free_count()
     }
 
     fn copy(&mut self, from: FrameId, to: FrameId) {
@@ -267,7 +282,7 @@ pub struct Sim<'f> {
     /// Simulated time: the engine's [`Time`], from [`EPOCH`] on.
     now: Time,
     seq: u64,
-    heap: BinaryHeap<Entry>,
+    queue: EventQueue<Ev>,
     arena: Arena,
     ports: Vec<PortState>,
     switches: Vec<SwitchState>,
@@ -304,7 +319,7 @@ impl<'f> Sim<'f> {
                 SwitchState {
                     slowpath: Slowpath::new(&s.name, names, 64),
                     switch,
-                    slots: Slots { buf: vec![NONE; frames as usize], free: (0..frames).rev().collect() },
+                    slots: Slots::new(frames),
                     slow_in: VecDeque::new(),
                     slow_out: VecDeque::new(),
                     tick_scheduled: false,
@@ -359,7 +374,7 @@ impl<'f> Sim<'f> {
             fabric,
             now: start,
             seq: 0,
-            heap: BinaryHeap::new(),
+            queue: EventQueue::new(start.as_nanos()),
             arena: Arena::default(),
             ports,
             switches,
@@ -392,7 +407,7 @@ impl<'f> Sim<'f> {
             s.children.push((0, 0));
         }
         self.seq += 1;
-        self.heap.push(Entry { at, seq: self.seq, ev });
+        self.queue.push(at.as_nanos(), self.seq, ev);
     }
 
     pub fn now(&self) -> Time {
@@ -402,17 +417,14 @@ impl<'f> Sim<'f> {
     /// Runs every event up to `until` (simulated time since the start).
     pub fn run_until(&mut self, until: Duration) {
         let end = EPOCH + until;
-        while let Some(top) = self.heap.peek() {
-            if top.at > end {
-                break;
-            }
-            let e = self.heap.pop().expect("peeked");
-            self.now = e.at;
+        while let Some((at, seq, ev)) = self.queue.pop_until(end.as_nanos()) {
+            let at = Time::from_nanos(at);
+            self.now = at;
             self.counts.events += 1;
             let first_child = self.seq;
-            self.dispatch(e.at, e.ev);
+            self.dispatch(at, ev);
             if let Some(s) = &mut self.schedule {
-                let id = (e.seq - 1) as usize;
+                let id = (seq - 1) as usize;
                 s.children[id] = (first_child as u32, (self.seq - first_child) as u32);
             }
         }
@@ -433,11 +445,11 @@ impl<'f> Sim<'f> {
         }
         // The events scheduled before this call are the roots.
         let mut s = Schedule { nodes, neighbours, roots: self.seq as u32, ..Schedule::default() };
-        let mut roots: Vec<&Entry> = self.heap.iter().collect();
-        roots.sort_by_key(|e| e.seq);
-        for e in roots {
-            s.at.push(e.at.as_nanos());
-            s.node.push(self.node_of(&e.ev));
+        let mut roots = self.queue.pending();
+        roots.sort_by_key(|&(_, seq, _)| seq);
+        for (at, _, ev) in roots {
+            s.at.push(at);
+            s.node.push(self.node_of(&ev));
             s.children.push((0, 0));
         }
         self.schedule = Some(s);
@@ -572,12 +584,11 @@ impl<'f> Sim<'f> {
 
     fn switch_rx(&mut self, sw: usize, local: usize, buf: u32) {
         let s = &mut self.switches[sw];
-        let Some(id) = s.slots.free.pop() else {
+        let Some(id) = s.slots.take(buf) else {
             s.rx_no_frame[local] += 1;
             self.arena.give(buf);
             return;
         };
-        s.slots.buf[id as usize] = buf;
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
         s.switch.handle_frame(self.now, &mut pool, local, FrameId(id));
         self.after_switch(sw);
@@ -590,8 +601,7 @@ impl<'f> Sim<'f> {
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
         s.switch.poll_transmit(now, &mut pool, local, &mut self.batch);
         if let Some(f) = self.batch.frames().first().copied() {
-            let buf = std::mem::replace(&mut s.slots.buf[f.id.0 as usize], NONE);
-            s.slots.free.push(f.id.0);
+            let buf = s.slots.give(f.id.0);
             if let Some(trigger) = f.xoff_trigger {
                 s.switch.record_pause_sent(trigger, now);
             }
@@ -888,7 +898,7 @@ impl<'f> Sim<'f> {
     }
 
     pub fn free_frames(&self, sw: usize) -> usize {
-        self.switches[sw].slots.free.len()
+        self.switches[sw].slots.free_count()
     }
 
     pub fn rx_no_frame(&self, sw: usize, port: usize) -> u64 {

@@ -409,3 +409,4 @@ pub fn text(r: &SimReport) -> String {
 }
 
 pub mod plot;
+pub mod queue;

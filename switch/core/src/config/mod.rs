@@ -508,7 +508,8 @@ impl Config {
             return Err(invalid("dataplane.batch", "must be 1..256"));
         }
         if !(1..=MAX_FDB_ENTRIES).contains(&self.fdb.max_entries) {
-            // The table is reserved up front: a huge one is memory nobody asked for.
+            // The table grows up to it: a huge bound would let a flood of source
+            // addresses take memory nobody asked for.
             return Err(invalid("fdb.max_entries", format!("must be 1..{MAX_FDB_ENTRIES}")));
         }
         if !(1..=MAX_AGING_S).contains(&self.fdb.aging_s) {
