@@ -46,11 +46,14 @@ pub(super) struct Upstream {
     pub(super) xoff_since: [Time; PRIORITIES],
     /// Per priority: the longest a frame arrived after its XOFF episode began.
     pub(super) upstream_response: [Duration; PRIORITIES],
-    /// The latest XOFF episodes.
-    pub(super) episodes: Ring<XoffEpisode, EPISODES>,
+    /// The latest XOFF episodes. Boxed, as is `pause_arrivals`: two kilobytes written
+    /// once per pause episode would otherwise sit among the fields every frame touches,
+    /// and spread a port over more cache lines and pages than it needs (in a simulated
+    /// fabric of hundreds of switches, that showed as slower events).
+    pub(super) episodes: Box<Ring<XoffEpisode, EPISODES>>,
     /// When the latest pausing PFC frames arrived (ns): a test tool matches them with
     /// when it sent its pauses, to tell the testbed's delay from the switch's.
-    pub(super) pause_arrivals: Ring<u64, PAUSE_ARRIVALS>,
+    pub(super) pause_arrivals: Box<Ring<u64, PAUSE_ARRIVALS>>,
 }
 
 impl Upstream {
@@ -60,8 +63,8 @@ impl Upstream {
             refresh,
             xoff_since: [Time::ZERO; PRIORITIES],
             upstream_response: [Duration::ZERO; PRIORITIES],
-            episodes: Ring::default(),
-            pause_arrivals: Ring::default(),
+            episodes: Box::default(),
+            pause_arrivals: Box::default(),
         }
     }
 }
