@@ -68,3 +68,33 @@ fn drr_shares_by_weight_and_strict_goes_first() {
     let twos = order[1..161].iter().filter(|&&d| d == 2).count();
     assert!((115..=125).contains(&twos), "3:1 share, got {twos} of 160");
 }
+
+#[test]
+fn ready_ports_are_the_egresses_a_frame_joins_and_every_port_after_a_mac_control_frame() {
+    use crate::ports::PortSet;
+    let mut r = Rig::new(Rig::ports(4));
+    assert!(r.sw.poll_ready_ports().is_empty());
+    r.rx(1, &data(2, 9, 0, 100));
+    assert_eq!(r.sw.poll_ready_ports(), [0, 2, 3].into_iter().collect::<PortSet>(), "an unknown unicast floods");
+    assert!(r.sw.poll_ready_ports().is_empty(), "asked again: nothing new");
+    r.rx(0, &data(1, 2, 0, 100));
+    assert_eq!(r.sw.poll_ready_ports(), PortSet::only(1), "a known station's port only");
+    r.rx(2, &pfc_frame(Priorities::only(3), 100));
+    assert_eq!(r.sw.poll_ready_ports(), (0..4).collect::<PortSet>());
+}
+
+#[test]
+fn an_ingress_that_crosses_xoff_is_ready_to_send_its_pause() {
+    let (mut r, frame) = congested(true);
+    r.sw.poll_ready_ports();
+    let mut pausing = false;
+    for _ in 0..2000 {
+        r.rx(0, &frame);
+        if r.sw.poll_ready_ports().contains(0) {
+            pausing = true;
+            break;
+        }
+    }
+    assert!(pausing, "port 0 never became ready");
+    assert!(r.tx(0).iter().any(|f| f.len() >= 60 && f[12..14] == [0x88, 0x08]), "and what it sends is a pause");
+}
