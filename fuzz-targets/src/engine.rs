@@ -115,7 +115,7 @@ fn pfc_frame(s: &mut Script) -> Vec<u8> {
 pub fn run(data: &[u8]) {
     let config = config();
     let mut now = Time::from_millis(1000);
-    let mut sw = Switch::new(&config, None, FRAMES, now);
+    let mut sw = Switch::new(&config, None, pfcswitch_core::PoolSize::without_rings(FRAMES), now);
     let mut slow = Slowpath::new("fuzz", sw.port_names(), FRAMES as usize);
     let mut pool = Pool::new(FRAMES);
     let mut batch = TxBatch::new();

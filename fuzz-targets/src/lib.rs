@@ -12,6 +12,7 @@ use pfcswitch_core::checking::{CheckingMessage, ENCODED_LEN};
 use pfcswitch_core::config::Config;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
+use pfcswitch_core::pool::{PoolSize, DEFAULT_RING_SIZE};
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::tagging::TagTable;
 
@@ -87,7 +88,11 @@ pub fn config(data: &[u8]) {
     let again = Config::from_toml(&written).unwrap_or_else(|e| panic!("{text:?} was accepted, {written:?} not: {e}"));
     assert_eq!(again, c, "{text:?}");
     // What the engine derives from it must not panic either.
-    let _ = (c.switch_id(), c.frame_caps(1 << 16, c.ports.len()), c.lossless());
+    let _ = (
+        c.switch_id(),
+        c.frame_caps(PoolSize::for_rings(c.ports.len(), c.ports.len(), DEFAULT_RING_SIZE, Some(1 << 16))),
+        c.lossless(),
+    );
     for i in 0..c.ports.len() {
         let _ = c.ports[i].speed().quanta_duration(c.pfc.quanta);
     }

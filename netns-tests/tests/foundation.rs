@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use netns_tests::*;
-use pfcswitch::core::config::{BindMode, XdpMode};
+use pfcswitch::config::{BindMode, XdpMode};
 use pfcswitch::core::speed::Speed;
 use pfcswitch::stats::SpeedSource;
 

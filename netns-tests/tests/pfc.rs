@@ -4,12 +4,13 @@
 use std::time::Duration;
 
 use netns_tests::*;
-use pfcswitch::core::config::{Config, PauseMode, StaticFdbEntry};
+use pfcswitch::config::RunConfig;
+use pfcswitch::core::config::{PauseMode, StaticFdbEntry};
 use pfcswitch::core::speed::Speed;
 
 /// Every port at `speed`, buffers sized for a veth testbed on a busy 2-core machine, and
 /// h3 (where there is one) known on the third port.
-fn config_at(tb: &Testbed, speed: Speed) -> Config {
+fn config_at(tb: &Testbed, speed: Speed) -> RunConfig {
     let mut c = switch_config(tb, "sw1");
     for p in &mut c.ports {
         p.speed = Some(speed);
@@ -22,8 +23,8 @@ fn config_at(tb: &Testbed, speed: Speed) -> Config {
     // The sink on h3 never sends, so the switch would never learn its address and would
     // flood the senders' frames to the other host too, where their copies queue (and on
     // a lossy priority drop) beside the frames under test.
-    if let (Ok(h3), Some(p3)) = (tb.host_iface("h3"), c.ports.get(2)) {
-        c.fdb_entries.push(StaticFdbEntry { mac: h3.mac, port: p3.iface.clone() });
+    if let (Ok(h3), Some(port)) = (tb.host_iface("h3"), c.ports.get(2).map(|p| p.iface.clone())) {
+        c.fdb_entries.push(StaticFdbEntry { mac: h3.mac, port });
     }
     c
 }

@@ -10,10 +10,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use pfcswitch::cli::{BindModeArg, RunArgs, XdpModeArg};
+use pfcswitch::config::{BindMode, RunConfig, XdpMode};
 use pfcswitch::control::metrics::MetricsServer;
 use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
-use pfcswitch::core::config::{BindMode, Config, TaggerConfig, XdpMode};
+use pfcswitch::core::config::{Config, TaggerConfig};
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{Dataplane, Options};
 use pfcswitch::sys::Waker;
@@ -145,9 +146,9 @@ fn init_logging(level: Option<&str>) {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
-fn load_config(path: &Path) -> Result<Config> {
+fn load_config(path: &Path) -> Result<RunConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Config::from_toml(&text).with_context(|| format!("in {}", path.display()))
+    RunConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))
 }
 
 /// Reads and checks the Tagger table the configuration names, and makes its priorities
@@ -169,7 +170,7 @@ fn run(args: RunArgs) -> Result<()> {
     let mut config = match &args.config {
         Some(path) => load_config(path)?,
         None if args.ifaces.is_empty() => bail!("give the ports with --iface IF (repeated) or --config FILE"),
-        None => Config::for_interfaces(&args.ifaces),
+        None => RunConfig::for_interfaces(&args.ifaces),
     };
     if args.config.is_some() && !args.ifaces.is_empty() {
         bail!("--iface and --config are exclusive: list the ports in the config file");

@@ -8,7 +8,7 @@ use std::ops::Deref;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::config::{BindMode, XdpMode};
+use crate::config::{BindMode, XdpMode};
 use crate::core::stats::{PortStats, SwitchStats};
 
 /// What `pfcswitch ctl stats` shows.

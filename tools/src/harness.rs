@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use pfcswitch::cli::RunArgs;
+use pfcswitch::config::RunConfig;
 use pfcswitch::control::{self, client, Request};
-use pfcswitch::core::config::{Config, PortRole, StaticFdbEntry, TaggerConfig};
+use pfcswitch::core::config::{PortRole, StaticFdbEntry, TaggerConfig};
 use pfcswitch::core::fdb::FdbRow;
 use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::slowpath::DeadlockReport;
@@ -59,7 +60,7 @@ impl SwitchProc {
     /// until its control socket answers.
     /// `args` are `pfcswitch run`'s other arguments (`RunArgs::default()` for none); the
     /// config file and the control socket are the harness's, in the testbed's directory.
-    pub fn start(tb: &Testbed, node: &str, config: &Config, args: &RunArgs) -> Result<SwitchProc> {
+    pub fn start(tb: &Testbed, node: &str, config: &RunConfig, args: &RunArgs) -> Result<SwitchProc> {
         let path = tb.work_dir().join(format!("{}.toml", config.name));
         std::fs::write(&path, config.to_toml()).with_context(|| format!("writing {}", path.display()))?;
         let socket = tb.work_dir().join(format!("{}.sock", config.name));
@@ -109,10 +110,10 @@ impl SwitchProc {
 
 /// The config of a pfcswitch on every interface of testbed node `node`, in link order.
 /// Ports whose peer is a switch of the testbed face a switch (DCFIT crosses them).
-pub fn switch_config(tb: &Testbed, node: &str) -> Config {
+pub fn switch_config(tb: &Testbed, node: &str) -> RunConfig {
     let ifaces = tb.interfaces_of(node);
     let names: Vec<&str> = ifaces.iter().map(|i| i.name.as_str()).collect();
-    let mut c = Config::for_interfaces(&names);
+    let mut c = RunConfig::for_interfaces(&names);
     c.name = format!("{}-{node}", tb.name());
     for (p, i) in c.ports.iter_mut().zip(&ifaces) {
         if tb.topology().is_switch(&i.peer_node) {
@@ -124,7 +125,7 @@ pub fn switch_config(tb: &Testbed, node: &str) -> Config {
 
 /// Switch `sw{index}` with every port at `speed`, nothing flooded (the topology would
 /// loop; static FDB entries do the forwarding) and lossless priority 3.
-fn static_config(tb: &Testbed, index: usize, speed: Speed) -> Config {
+fn static_config(tb: &Testbed, index: usize, speed: Speed) -> RunConfig {
     let mut c = switch_config(tb, &format!("sw{index}"));
     for p in &mut c.ports {
         p.speed = Some(speed);
@@ -137,7 +138,7 @@ fn static_config(tb: &Testbed, index: usize, speed: Speed) -> Config {
 /// The config of switch `sw{index}` of a [`Topology::ring`](crate::testbed::Topology::ring):
 /// its own host on `host`, every other host clockwise (`cw`), nothing flooded (a ring
 /// would loop), lossless priority 3, every port at `speed`.
-pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Result<Config> {
+pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Result<RunConfig> {
     let mut c = static_config(tb, index, speed);
     // Host ports hold a lot before pausing their host, ring ports little: when a stopped
     // ring link resumes, the host traffic it held reaches the next switch first and makes
@@ -157,7 +158,7 @@ pub fn ring_config(tb: &Testbed, index: usize, hosts: usize, speed: Speed) -> Re
 
 /// The config of switch `sw{index}` of a [`Topology::line`](crate::testbed::Topology::line)
 /// of `n` switches: h1 to the left, hN to the right.
-pub fn line_config(tb: &Testbed, index: usize, n: usize, speed: Speed) -> Result<Config> {
+pub fn line_config(tb: &Testbed, index: usize, n: usize, speed: Speed) -> Result<RunConfig> {
     let mut c = static_config(tb, index, speed);
     let (first, last) = (tb.host_iface("h1")?.mac, tb.host_iface(&format!("h{n}"))?.mac);
     let toward = |host_here: bool, side: &str| if host_here { "host".to_string() } else { side.to_string() };

@@ -43,7 +43,7 @@ pub mod traffic_map;
 
 pub use config::Config;
 pub use mac::MacAddr;
-pub use pool::FramePool;
+pub use pool::{FramePool, PoolSize};
 pub use ports::{PortId, PortSet, MAX_PORTS};
 pub use priorities::{Priorities, PRIORITIES};
 pub use queue::FrameId;

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::config::{RunConfig, XdpMode};
 use crate::control::{ControlMsg, Reply, Request, Response};
-use crate::core::config::{Config, XdpMode};
 use crate::core::pfcwd::WatchdogEvent;
 use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::core::switch::{Switch, TxBatch};
@@ -80,7 +80,7 @@ pub struct Dataplane {
     ports: Vec<PortSockets>,
     pool: UmemPool,
     switch: Switch,
-    config: Config,
+    config: RunConfig,
     batch: TxBatch,
     waker: Waker,
     /// Per port: turns in which the kernel took none of the outstanding tx frames.
@@ -119,7 +119,7 @@ impl std::fmt::Debug for Dataplane {
 
 /// Picks the UMEM frame size: the configured one, or the smallest that holds the
 /// largest frame any port can receive.
-fn frame_size_for(config: &Config, mtus: &[(String, u32)]) -> Result<u32, XskError> {
+fn frame_size_for(config: &RunConfig, mtus: &[(String, u32)]) -> Result<u32, XskError> {
     let largest = mtus.iter().map(|&(_, mtu)| largest_frame(mtu)).max().unwrap_or(1518);
     let frame_size = config.dataplane.frame_size.unwrap_or(frame_size_holding(largest).unwrap_or(4096));
     for (iface, mtu) in mtus {
@@ -143,7 +143,7 @@ impl Dataplane {
     /// `waker` is the handle other threads use to interrupt the loop's sleep;
     /// `slowpath_control` carries the control requests the slowpath thread answers.
     pub fn open(
-        mut config: Config,
+        mut config: RunConfig,
         options: Options,
         waker: Waker,
         slowpath_control: Receiver<ControlMsg>,
@@ -178,8 +178,9 @@ impl Dataplane {
             queues.push((has, bind));
         }
         let rx_sockets: usize = queues.iter().map(|&(_, bind)| bind as usize).sum();
-        let umem_frames = d.umem_frames_for(config.ports.len(), rx_sockets);
-        let rings_need = d.ring_frames(config.ports.len(), rx_sockets) + POOL_RESERVE as u32;
+        let pool_size = d.pool(config.ports.len(), rx_sockets);
+        let umem_frames = pool_size.frames;
+        let rings_need = pool_size.in_rings + POOL_RESERVE as u32;
         if umem_frames < rings_need {
             return Err(DataplaneError::Config {
                 field: "dataplane.umem_frames".into(),
@@ -216,9 +217,8 @@ impl Dataplane {
                 "port bound"
             );
         }
-        let mut switch = Switch::new(&config, options.tags, pool.capacity(), sys::now());
-        let frame_caps = config.frame_caps(pool.capacity(), rx_sockets);
-        switch.set_frame_caps(frame_caps);
+        let switch = Switch::new(&config, options.tags, pool_size, sys::now());
+        let frame_caps = config.frame_caps(pool_size);
         tracing::info!(
             name = %config.name,
             ports = config.ports.len(),
@@ -272,7 +272,7 @@ impl Dataplane {
         Ok(dp)
     }
 
-    pub fn config(&self) -> &Config {
+    pub fn config(&self) -> &RunConfig {
         &self.config
     }
 
@@ -585,7 +585,7 @@ impl Dataplane {
 
 /// Gives each port without a `speed` its NIC's link speed, where the NIC has one, and
 /// says where every port's speed came from. The configuration is checked again with them.
-fn speeds_from_nics(config: &mut Config) -> Result<Vec<SpeedSource>, DataplaneError> {
+fn speeds_from_nics(config: &mut RunConfig) -> Result<Vec<SpeedSource>, DataplaneError> {
     let mut from = Vec::new();
     for port in &mut config.ports {
         let source = match (port.speed, crate::nic::line_rate(&port.iface)) {
@@ -609,7 +609,7 @@ fn speeds_from_nics(config: &mut Config) -> Result<Vec<SpeedSource>, DataplaneEr
 }
 
 /// The PFC watchdog's decisions, in the log.
-fn log_watchdog(config: &Config, e: WatchdogEvent) {
+fn log_watchdog(config: &RunConfig, e: WatchdogEvent) {
     match e {
         WatchdogEvent::StormDetected { port, prio, at, stalled_since, action } => tracing::warn!(
             port = config.port_name(port),
@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn frame_size_follows_the_largest_mtu() {
-        let c = Config::for_interfaces(&["a", "b"]);
+        let c = RunConfig::for_interfaces(&["a", "b"]);
         assert_eq!(frame_size_for(&c, &[("a".into(), 1500), ("b".into(), 1500)]).unwrap(), 2048);
         assert_eq!(frame_size_for(&c, &[("a".into(), 1500), ("b".into(), 3000)]).unwrap(), 4096);
         let err = frame_size_for(&c, &[("a".into(), 9000)]).unwrap_err().to_string();

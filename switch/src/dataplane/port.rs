@@ -6,7 +6,7 @@
 
 use std::os::fd::RawFd;
 
-use crate::core::config::BindMode;
+use crate::config::BindMode;
 use crate::core::queue::FrameId;
 use crate::stats::SocketCounters;
 

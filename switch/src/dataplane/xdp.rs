@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use libbpf_rs::libbpf_sys as sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
-use crate::core::config::XdpMode;
+use crate::config::XdpMode;
 use crate::stats::XdpClassCounters;
 
 /// The compiled classifier, built by build.rs with libbpf-cargo.

@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
-use crate::core::config::BindMode;
+use crate::config::BindMode;
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
 use crate::core::time::Time;

@@ -11,7 +11,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::config::{BindMode, XdpMode, DEFAULT_PORT_SPEED as DEFAULT_SPEED};
+use crate::config::{BindMode, XdpMode};
+use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
 use crate::core::speed::Speed;
 use crate::frame_size::{frame_size_holding, largest_frame, usable_frame_bytes};
 use crate::stats::SpeedSource;

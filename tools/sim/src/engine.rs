@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use pfcswitch_core::histogram::Histogram;
 use pfcswitch_core::pfc::{self, MacControl, Pfc, PRIORITIES};
+use pfcswitch_core::pool::{PoolSize, DEFAULT_RING_SIZE};
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::queue::FrameId;
 use pfcswitch_core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
@@ -209,6 +210,9 @@ struct SwitchState {
     slow_in: VecDeque<(Time, ToSlowpath)>,
     slow_out: VecDeque<(Time, HeldFrame)>,
     tick_scheduled: bool,
+    /// No port of this switch has a timer due before this (a lower bound: a timer that
+    /// fired or moved leaves it where it was until the next look at every port).
+    earliest_wake: Time,
     /// Per port: frames that arrived when the pool had no free frame (dropped).
     rx_no_frame: Vec<u64>,
 }
@@ -313,8 +317,11 @@ impl<'f> Sim<'f> {
             .switches
             .iter()
             .map(|s| {
-                let frames = s.config.dataplane.umem_frames_for(s.config.ports.len(), s.config.ports.len());
-                let switch = Switch::new(&s.config, s.tags.clone(), frames, start);
+                // The pool `pfcswitch run` would have on these ports (one queue each).
+                let n = s.config.ports.len();
+                let pool = PoolSize::for_rings(n, n, DEFAULT_RING_SIZE, None);
+                let frames = pool.frames;
+                let switch = Switch::new(&s.config, s.tags.clone(), pool, start);
                 let names = switch.port_names();
                 SwitchState {
                     slowpath: Slowpath::new(&s.name, names, 64),
@@ -323,6 +330,7 @@ impl<'f> Sim<'f> {
                     slow_in: VecDeque::new(),
                     slow_out: VecDeque::new(),
                     tick_scheduled: false,
+                    earliest_wake: Time::MAX,
                     rx_no_frame: vec![0; s.config.ports.len()],
                 }
             })
@@ -577,6 +585,10 @@ impl<'f> Sim<'f> {
         if at < self.ports[port].wake_at {
             self.ports[port].wake_at = at;
             self.at(at, Ev::Wake { port: port as u32 });
+            if let Owner::Switch(sw, _) = self.fabric.ports[port].owner {
+                let s = &mut self.switches[sw];
+                s.earliest_wake = s.earliest_wake.min(at);
+            }
         }
     }
 
@@ -622,12 +634,25 @@ impl<'f> Sim<'f> {
         self.pass_to_slowpath(sw);
         let ready = self.switches[sw].switch.poll_ready_ports();
         let fabric = self.fabric;
-        for (local, &port) in fabric.switches[sw].ports.iter().enumerate() {
+        let ports = &fabric.switches[sw].ports;
+        if self.switches[sw].earliest_wake > self.now {
+            // No timer of this switch is due: only the ready ports (usually one or two,
+            // in a switch of dozens) need a look.
+            for local in ready.iter() {
+                if !self.ports[ports[local]].busy {
+                    self.try_tx(ports[local]);
+                }
+            }
+            return;
+        }
+        for (local, &port) in ports.iter().enumerate() {
             let p = &self.ports[port];
             if !p.busy && (ready.contains(local) || p.wake_at <= self.now) {
                 self.try_tx(port);
             }
         }
+        let earliest = ports.iter().map(|&p| self.ports[p].wake_at).min().unwrap_or(Time::MAX);
+        self.switches[sw].earliest_wake = earliest;
     }
 
     fn pass_to_slowpath(&mut self, sw: usize) {

@@ -10,18 +10,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::mac::MacAddr;
 use crate::pfcwd::WatchdogConfig;
+use crate::pool::PoolSize;
 use crate::ports::MAX_PORTS;
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
 use crate::speed::Speed;
 
 mod buffer;
-mod dataplane;
 mod port;
 
 pub use buffer::*;
 use buffer::{check_group, check_profiles};
-pub use dataplane::*;
 pub use port::*;
 
 /// A switch configuration: the TOML `pfcswitch run --config` reads, validated by
@@ -47,9 +46,6 @@ pub struct Config {
     /// Learning and aging (`[fdb]`).
     #[serde(default)]
     pub fdb: FdbConfig,
-    /// The AF_XDP shell's settings (`[dataplane]`); the engine uses none of them.
-    #[serde(default)]
-    pub dataplane: DataplaneConfig,
     /// Deadlock detection (`[dcfit]`).
     #[serde(default)]
     pub dcfit: DcfitConfig,
@@ -233,8 +229,15 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// `field` (as written in the file) holds a value the switch cannot run with.
+    pub fn invalid(field: impl fmt::Display, problem: impl fmt::Display) -> ConfigError {
+        ConfigError::Invalid { field: field.to_string(), problem: problem.to_string() }
+    }
+}
+
 fn invalid(field: impl fmt::Display, problem: impl fmt::Display) -> ConfigError {
-    ConfigError::Invalid { field: field.to_string(), problem: problem.to_string() }
+    ConfigError::invalid(field, problem)
 }
 
 impl Config {
@@ -247,7 +250,6 @@ impl Config {
             pfc: PfcConfig::default(),
             classify: ClassifyConfig::default(),
             fdb: FdbConfig::default(),
-            dataplane: DataplaneConfig::default(),
             dcfit: DcfitConfig::default(),
             pfcwd: WatchdogConfig::default(),
             tagger: None,
@@ -308,15 +310,15 @@ impl Config {
         }
     }
 
-    /// The frame caps for a switch of `frame_capacity` frames. By default the frames the
-    /// AF_XDP rings do not take are shared: half among the ports' lossy queues, a quarter
-    /// for the slowpath, and the last quarter left for lossless frames (bounded by their
-    /// bytes, XOFF and headroom), flood copies and pause frames. A pool no larger than
-    /// the rings would be has none (a test's), and is shared whole.
-    pub fn frame_caps(&self, frame_capacity: u32, rx_sockets: usize) -> FrameCaps {
+    /// The frame caps for a switch with frame pool `pool`. By default the frames the
+    /// driver's rings do not take are shared: half among the ports' lossy queues, a
+    /// quarter for the slowpath, and the last quarter left for lossless frames (bounded by
+    /// their bytes, XOFF and headroom), flood copies and pause frames. A pool no larger
+    /// than its rings (a test's) is shared whole.
+    pub fn frame_caps(&self, pool: PoolSize) -> FrameCaps {
         let ports = self.ports.len().max(1) as u32;
-        let rings = self.dataplane.ring_frames(self.ports.len(), rx_sockets);
-        let spare = if frame_capacity > rings { frame_capacity - rings } else { frame_capacity };
+        let (frames, rings) = (pool.frames, pool.in_rings);
+        let spare = if frames > rings { frames - rings } else { frames };
         FrameCaps {
             lossy_port: self.buffer.lossy_port_frames.unwrap_or((spare / 2 / ports).max(1)),
             slowpath: self.buffer.slowpath_frames.unwrap_or((spare / 4).max(1)),
@@ -492,21 +494,6 @@ impl Config {
         if usize::from(self.classify.default_priority) >= PRIORITIES {
             return Err(invalid("classify.default_priority", "must be 0..7"));
         }
-        let d = &self.dataplane;
-        if d.umem_frames.is_some_and(|f| !(256..=1 << 20).contains(&f)) {
-            return Err(invalid("dataplane.umem_frames", "must be 256..1048576"));
-        }
-        if let Some(fs) = d.frame_size {
-            if fs != 2048 && fs != 4096 {
-                return Err(invalid("dataplane.frame_size", "must be 2048 or 4096"));
-            }
-        }
-        if !d.ring_size.is_power_of_two() || !(64..=16384).contains(&d.ring_size) {
-            return Err(invalid("dataplane.ring_size", "must be a power of two from 64 to 16384"));
-        }
-        if !(1..=256).contains(&d.batch) {
-            return Err(invalid("dataplane.batch", "must be 1..256"));
-        }
         if !(1..=MAX_FDB_ENTRIES).contains(&self.fdb.max_entries) {
             // The table grows up to it: a huge bound would let a flood of source
             // addresses take memory nobody asked for.
@@ -517,12 +504,6 @@ impl Config {
                 "fdb.aging_s",
                 format!("must be 1..{MAX_AGING_S} (0 would forget every address at once)"),
             ));
-        }
-        if d.queues.is_some_and(|q| !(1..=1024).contains(&q)) {
-            return Err(invalid("dataplane.queues", "must be 1..1024"));
-        }
-        if d.busy_poll_us > 1_000_000 {
-            return Err(invalid("dataplane.busy_poll_us", "at most 1000000"));
         }
         for (i, e) in self.fdb_entries.iter().enumerate() {
             if self.port_index(&e.port).is_none() {

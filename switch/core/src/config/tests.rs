@@ -3,18 +3,18 @@ use super::*;
 #[test]
 fn frame_caps_share_what_the_rings_leave_unless_given() {
     let mut c = Config::for_interfaces(&["a", "b"]);
-    let ring = c.dataplane.ring_size;
+    let ring = crate::pool::DEFAULT_RING_SIZE;
     assert_eq!(ring, 8192);
-    let umem = c.dataplane.umem_frames_for(2, 2);
-    assert_eq!(umem, 2 * ring * 2 + 16384);
-    assert_eq!(c.frame_caps(umem, 2), FrameCaps { lossy_port: 4096, slowpath: 4096 });
+    let pool = PoolSize::for_rings(2, 2, ring, None);
+    assert_eq!(pool.frames, 2 * ring * 2 + 16384);
+    assert_eq!(c.frame_caps(pool), FrameCaps { lossy_port: 4096, slowpath: 4096 });
     // Four rx queues per port: their fill rings take more frames, not the spare.
-    let umem4 = c.dataplane.umem_frames_for(2, 8);
-    assert_eq!(umem4, 10 * ring + 16384);
-    assert_eq!(c.frame_caps(umem4, 8), FrameCaps { lossy_port: 4096, slowpath: 4096 });
+    let pool4 = PoolSize::for_rings(2, 8, ring, None);
+    assert_eq!(pool4.frames, 10 * ring + 16384);
+    assert_eq!(c.frame_caps(pool4), FrameCaps { lossy_port: 4096, slowpath: 4096 });
     c.buffer.lossy_port_frames = Some(10);
     c.buffer.slowpath_frames = Some(20);
-    assert_eq!(c.frame_caps(umem, 2), FrameCaps { lossy_port: 10, slowpath: 20 });
+    assert_eq!(c.frame_caps(pool), FrameCaps { lossy_port: 10, slowpath: 20 });
     c.buffer.slowpath_frames = Some(0);
     assert!(c.validate().unwrap_err().to_string().contains("buffer.slowpath_frames"));
 }
@@ -94,7 +94,6 @@ fn errors_name_the_field() {
         ("[[port]]\niface = \"a\"\n[[port]]\niface = \"a\"\n", "port[1].iface"),
         ("[[port]]\niface = \"a\"\nmac = \"01:00:00:00:00:01\"\n", "port[0].mac"),
         ("[pfc]\nquanta = 0\n[[port]]\niface = \"a\"\n", "pfc.quanta"),
-        ("[dataplane]\nring_size = 1000\n[[port]]\niface = \"a\"\n", "dataplane.ring_size"),
         ("[[port]]\niface = \"a\"\n[[fdb_entry]]\nmac = \"02:00:00:00:00:01\"\nport = \"b\"\n", "fdb_entry[0].port"),
         ("[dcfit]\nresolution = \"reboot\"\n[[port]]\niface = \"a\"\n", "resolution"),
         ("[[port]]\niface = \"a\"\nspeed = \"1k\"\n", "port[0].speed"),

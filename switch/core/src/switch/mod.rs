@@ -52,6 +52,7 @@ use crate::histogram::Histogram;
 use crate::mac::MacAddr;
 use crate::pause::EgressPause;
 use crate::pfcwd::{PortWatchdog, WatchdogEvents};
+use crate::pool::PoolSize;
 use crate::ports::{PortId, PortSet};
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
@@ -143,10 +144,10 @@ pub struct Switch {
 }
 
 impl Switch {
-    /// A switch for `config` (validated, with every port's MAC filled in) holding frames
-    /// with ids below `frame_capacity`, applying `tags` if given (compiled for this config
-    /// by [`TagTable::apply`], which makes its priorities the lossless ones).
-    pub fn new(config: &Config, tags: Option<TagTable>, frame_capacity: u32, now: Time) -> Switch {
+    /// A switch for `config` (validated, with every port's MAC filled in) working on the
+    /// frames of `pool` (ids below `pool.frames`), applying `tags` if given (compiled for
+    /// this config by [`TagTable::apply`], which makes its priorities the lossless ones).
+    pub fn new(config: &Config, tags: Option<TagTable>, pool: PoolSize, now: Time) -> Switch {
         let quanta = config.pfc.quanta;
         let ports = config
             .ports
@@ -199,14 +200,14 @@ impl Switch {
             ports,
             fdb,
             buffer,
-            frames: FrameTable::new(frame_capacity),
+            frames: FrameTable::new(pool.frames),
             classifier: Classifier::new(&config.classify),
             lossless: tags.as_ref().map_or(config.lossless(), TagTable::lossless),
             tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },
             tags,
             quanta,
             lossy_queue_bytes: config.buffer.lossy_queue_bytes,
-            frame_caps: config.frame_caps(frame_capacity, config.ports.len()),
+            frame_caps: config.frame_caps(pool),
             next_aging: now + FDB_AGING_PERIOD,
             reaction: Histogram::default(),
             resume_lateness: Histogram::default(),
@@ -238,12 +239,6 @@ impl Switch {
 
     fn is_lossless(&self, prio: usize) -> bool {
         self.lossless.contains(prio)
-    }
-
-    /// Replaces the frame caps [`Switch::new`] derived for one rx socket per port: the
-    /// shell, which knows how many rings it bound, passes [`Config::frame_caps`] for them.
-    pub fn set_frame_caps(&mut self, caps: FrameCaps) {
-        self.frame_caps = caps;
     }
 
     /// Egress ports where `ingress`'s traffic waits (a row of the traffic map).

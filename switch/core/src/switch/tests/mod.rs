@@ -7,6 +7,7 @@ use crate::ether::tests::udp_frame;
 use crate::mac::MacAddr;
 use crate::pfc::ControlFrame;
 use crate::pfc::{self, MacControl, Pfc};
+use crate::pool::PoolSize;
 use crate::ports::{PortId, PortSet};
 use crate::priorities::Priorities;
 use crate::slowpath::Slowpath;
@@ -45,7 +46,8 @@ pub(crate) fn mac(n: u64) -> MacAddr {
 impl Rig {
     pub(crate) fn new(config: Config) -> Rig {
         let now = Time::from_millis(1000);
-        Rig { sw: Switch::new(&config, None, POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+        let sw = Switch::new(&config, None, PoolSize::without_rings(POOL), now);
+        Rig { sw, pool: VecPool::new(POOL), now, batch: TxBatch::new() }
     }
 
     /// A switch applying the Tagger table in `text` (see [`crate::tagging::tests::TABLE`]).
@@ -54,7 +56,8 @@ impl Rig {
         let tables = crate::tagging::tests::tables(text);
         let table = TagTable::apply(&mut config, &tables, "sw1.toml", false).unwrap();
         let now = Time::from_millis(1000);
-        Rig { sw: Switch::new(&config, Some(table), POOL, now), pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+        let sw = Switch::new(&config, Some(table), PoolSize::without_rings(POOL), now);
+        Rig { sw, pool: VecPool::new(POOL), now, batch: TxBatch::new() }
     }
 
     pub(crate) fn ports(n: usize) -> Config {
