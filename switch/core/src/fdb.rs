@@ -57,14 +57,19 @@ pub struct FdbRow {
 
 impl Fdb {
     /// Room for [`INITIAL_ROOM`] stations is reserved up front; the table doubles as more
-    /// are learned, up to `max_entries` (so learning allocates at most a handful of times
-    /// in a switch's life). Reserving all of `max_entries` made every switch hold a
-    /// megabyte of mostly empty table: lookups then missed the caches and the TLB in
-    /// proportion to the number of switches, which made the simulator slower per event as
-    /// the fabric grew.
+    /// are learned, up to `max_entries`, unless [`Fdb::reserve_all`] reserved it all.
+    /// Reserving all of `max_entries` for every switch made a simulated fabric's switches
+    /// hold a megabyte of mostly empty table each: lookups then missed the caches and the
+    /// TLB in proportion to the number of switches, which made the simulator slower per
+    /// event as the fabric grew.
     pub fn new(max_entries: usize, aging: Duration) -> Fdb {
         let room = max_entries.min(INITIAL_ROOM);
         Fdb { entries: HashMap::with_capacity_and_hasher(room, FxBuildHasher), max_entries, statics: 0, aging }
+    }
+
+    /// Reserves room for `max_entries` now, so that learning never allocates.
+    pub fn reserve_all(&mut self) {
+        self.entries.reserve(self.max_entries.saturating_sub(self.entries.len()));
     }
 
     /// Records that `mac` was seen on `port`. Callers must not learn multicast or zero sources.

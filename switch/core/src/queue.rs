@@ -43,10 +43,10 @@ impl Default for FrameMeta {
 /// The per-frame table the queues are threaded through, indexed by frame id.
 ///
 /// It grows (by doubling) to the highest id the switch has queued, never past the pool's
-/// `frames`: the AF_XDP shell's frames are all in use within its first turns, while a
-/// simulated switch of a large fabric uses a few hundred of the hundreds of thousands its
-/// pool could hold; a table filled out to the whole pool up front made a k=16 fat-tree
-/// need gigabytes.
+/// `frames`, unless [`FrameTable::reserve_all`] filled it out: a simulated switch of a
+/// large fabric uses a few hundred of the hundreds of thousands of frames its pool could
+/// hold (a table filled out up front made a k=16 fat-tree need gigabytes), while the
+/// AF_XDP shell uses them all and must not grow a table on its data path.
 #[derive(Debug)]
 pub(crate) struct FrameTable {
     meta: Vec<FrameMeta>,
@@ -56,6 +56,11 @@ pub(crate) struct FrameTable {
 impl FrameTable {
     pub fn new(frames: u32) -> FrameTable {
         FrameTable { meta: Vec::new(), frames }
+    }
+
+    /// Fills the table out to the whole pool now.
+    pub fn reserve_all(&mut self) {
+        self.meta.resize(self.frames as usize, FrameMeta::default());
     }
 
     pub fn get(&self, id: FrameId) -> &FrameMeta {

@@ -217,7 +217,8 @@ impl Dataplane {
                 "port bound"
             );
         }
-        let switch = Switch::new(&config, options.tags, pool_size, sys::now());
+        let mut switch = Switch::new(&config, options.tags, pool_size, sys::now());
+        switch.reserve_tables();
         let frame_caps = config.frame_caps(pool_size);
         tracing::info!(
             name = %config.name,

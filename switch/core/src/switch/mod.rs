@@ -287,6 +287,17 @@ impl Switch {
         p.upstream.pending = PendingPause::default();
     }
 
+    /// Fills out the tables that otherwise grow with use (the per-frame table to the whole
+    /// pool, the FDB to `fdb.max_entries`), so that the data path never allocates. A
+    /// driver whose pool is all in use from the start calls it once, before the first
+    /// frame: the AF_XDP shell, where a table growing under the first frames held one
+    /// turn of the loop up for hundreds of microseconds (a late pause). The simulator
+    /// does not: a simulated switch uses a few hundred of its pool's frames and stations.
+    pub fn reserve_tables(&mut self) {
+        self.frames.reserve_all();
+        self.fdb.reserve_all();
+    }
+
     /// Ports whose queues, received pauses or pending pause frames changed since the last
     /// call: what [`Switch::poll_transmit`] may now find to send. A driver that does not
     /// look at every port after every input (the simulator, where a fat-tree switch has
