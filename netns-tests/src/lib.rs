@@ -211,3 +211,60 @@ pub fn udp_flows(tb: &Testbed, from: &str, to: &str, to_addr: &str, flows: usize
     });
     receiver.join().expect("the receiver")
 }
+
+/// A kernel TCP transfer of `bytes` from `from` to `to_addr:5201` in `to`, with cubic
+/// congestion control on the sender (the kernel's default here, BBR, keeps queues short by
+/// itself): how many bytes the receiver read before the sender closed, or why it failed.
+/// Every wait is bounded: 10 s without progress ends the transfer.
+pub fn tcp_transfer(tb: &Testbed, from: &str, to: &str, to_addr: &str, bytes: usize) -> Result<usize, String> {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let stall = Duration::from_secs(10);
+    let listener_addr = format!("{to_addr}:5201");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let receiver = spawn_in_netns(tb, to, move || -> Result<usize, String> {
+        let listener = std::net::TcpListener::bind(&listener_addr).map_err(|e| format!("bind: {e}"))?;
+        ready_tx.send(()).map_err(|e| e.to_string())?;
+        let (mut conn, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+        conn.set_read_timeout(Some(stall)).map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0;
+        loop {
+            match conn.read(&mut buf) {
+                Ok(0) => return Ok(got),
+                Ok(n) => got += n,
+                Err(e) => return Err(format!("read after {got} bytes: {e}")),
+            }
+        }
+    });
+    ready_rx.recv_timeout(stall).map_err(|_| "the receiver did not listen".to_string())?;
+    let dst = format!("{to_addr}:5201");
+    in_netns(tb, from, move || -> Result<(), String> {
+        let mut conn =
+            std::net::TcpStream::connect_timeout(&dst.parse().unwrap(), stall).map_err(|e| format!("connect: {e}"))?;
+        let cubic = b"cubic";
+        // SAFETY: setsockopt on a socket we own, with a buffer of the length given.
+        let rc = unsafe {
+            libc::setsockopt(
+                conn.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                cubic.as_ptr().cast(),
+                cubic.len() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(format!("TCP_CONGESTION cubic: {}", std::io::Error::last_os_error()));
+        }
+        conn.set_write_timeout(Some(stall)).map_err(|e| e.to_string())?;
+        let chunk = vec![0x5au8; 64 * 1024];
+        let mut sent = 0;
+        while sent < bytes {
+            let n = chunk.len().min(bytes - sent);
+            conn.write_all(&chunk[..n]).map_err(|e| format!("write after {sent} bytes: {e}"))?;
+            sent += n;
+        }
+        conn.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())
+    })?;
+    receiver.join().map_err(|_| "the receiver panicked".to_string())?
+}

@@ -174,7 +174,7 @@ fn malformed_input_is_counted_and_forwarding_goes_on() {
         "#,
     );
     let mut config = switch_config(&tb, "sw1");
-    config.ports[0].max_frame = 1518;
+    config.ports[0].max_frame = Some(1518);
     let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
     let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
     let (src, dst) = (mac_of(&tb, "h1"), mac_of(&tb, "h2"));

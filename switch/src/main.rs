@@ -17,6 +17,7 @@ use pfcswitch::control::{self, client, Request, Response};
 use pfcswitch::core::config::{Config, TaggerConfig};
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{Dataplane, Options};
+use pfcswitch::frame_size::{largest_frame, max_frame_note};
 use pfcswitch::sys::Waker;
 use pfcswitch::{nic, report};
 
@@ -283,6 +284,24 @@ fn check_config(file: &Path, force: bool) -> Result<()> {
     }
     print!("{}", config.to_toml());
     print!("{}", report::profiles_comment(&config));
+    // What each port's frame limit comes to on the interfaces this namespace has.
+    for (i, port) in config.ports.iter().enumerate() {
+        let Ok(info) = pfcswitch::sys::interface(&port.iface) else { continue };
+        let name = config.port_name(i);
+        match port.max_frame {
+            None => println!(
+                "# port {name}: max_frame follows {}'s MTU {}: frames up to {} bytes",
+                port.iface,
+                info.mtu,
+                largest_frame(info.mtu)
+            ),
+            Some(m) => {
+                if let Some(note) = max_frame_note(name, m, info.mtu) {
+                    println!("# {note}");
+                }
+            }
+        }
+    }
     if let Some(t) = tags {
         println!(
             "# Tagger table {} for {}: {} ingress and {} rewrite rules; lossless priorities {:?}; hosts stamp tag {}; \

@@ -22,7 +22,9 @@ use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
-use crate::frame_size::{frame_size_holding, largest_frame, usable_frame_bytes};
+use crate::frame_size::{
+    frame_size_holding, largest_frame, max_frame_note, too_large_advice, usable_frame_bytes, LARGEST_FRAME_SIZE,
+};
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
 use port::{PortError, PortSockets};
@@ -120,8 +122,8 @@ impl std::fmt::Debug for Dataplane {
 /// Picks the UMEM frame size: the configured one, or the smallest that holds the
 /// largest frame any port can receive.
 fn frame_size_for(config: &RunConfig, mtus: &[(String, u32)]) -> Result<u32, XskError> {
-    let largest = mtus.iter().map(|&(_, mtu)| largest_frame(mtu)).max().unwrap_or(1518);
-    let frame_size = config.dataplane.frame_size.unwrap_or(frame_size_holding(largest).unwrap_or(4096));
+    let largest = mtus.iter().map(|&(_, mtu)| largest_frame(mtu)).max().unwrap_or(largest_frame(1500));
+    let frame_size = config.dataplane.frame_size.unwrap_or(frame_size_holding(largest).unwrap_or(LARGEST_FRAME_SIZE));
     for (iface, mtu) in mtus {
         let frame = largest_frame(*mtu);
         if frame > usable_frame_bytes(frame_size) {
@@ -131,6 +133,7 @@ fn frame_size_for(config: &RunConfig, mtus: &[(String, u32)]) -> Result<u32, Xsk
                 frame,
                 frame_size,
                 usable: usable_frame_bytes(frame_size),
+                advice: too_large_advice(*mtu),
             });
         }
     }
@@ -156,6 +159,17 @@ impl Dataplane {
         for (port, info) in config.ports.iter_mut().zip(&infos) {
             if port.mac.is_none() {
                 port.mac = Some(info.mac);
+            }
+            // A port takes what its interface's MTU lets through, unless told otherwise;
+            // a configured limit that disagrees with the MTU is said (frames above an
+            // MTU never arrive, and frames the MTU allows but the limit refuses stall TCP).
+            match port.max_frame {
+                None => port.max_frame = Some(largest_frame(info.mtu) as usize),
+                Some(m) => {
+                    if let Some(note) = max_frame_note(port.name.as_deref().unwrap_or(&port.iface), m, info.mtu) {
+                        tracing::warn!("{note}");
+                    }
+                }
             }
         }
         let speed_from = speeds_from_nics(&mut config)?;

@@ -31,8 +31,8 @@ pub enum XskError {
         hint = socket_hint(.source)
     )]
     Socket { iface: String, queue: u32, source: xsk_rs::socket::SocketCreateError },
-    #[error("interface {iface} has MTU {mtu}: frames up to {frame} bytes do not fit a {frame_size}-byte UMEM frame ({usable} usable); lower the MTU or set dataplane.frame_size = 4096")]
-    FrameTooLarge { iface: String, mtu: u32, frame: u32, frame_size: u32, usable: u32 },
+    #[error("interface {iface} has MTU {mtu}: frames up to {frame} bytes do not fit a {frame_size}-byte UMEM frame ({usable} usable); {advice}")]
+    FrameTooLarge { iface: String, mtu: u32, frame: u32, frame_size: u32, usable: u32, advice: String },
     #[error("the UMEM is shared by the first socket created on it; this socket has no fill/completion rings")]
     NoRings,
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{BindMode, XdpMode};
 use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
 use crate::core::speed::Speed;
-use crate::frame_size::{frame_size_holding, largest_frame, usable_frame_bytes};
+use crate::frame_size::{frame_size_holding, largest_frame, too_large_advice, usable_frame_bytes, LARGEST_FRAME_SIZE};
 use crate::stats::SpeedSource;
 use crate::sys::{self, LinkState, SysError};
 use ethtool::{Channels, Driver, Ethtool, PauseSettings};
@@ -166,14 +166,21 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
     let frame = largest_frame(facts.mtu);
     let frame_size = frame_size_holding(frame);
     match frame_size {
-        Some(s) => say(Level::Ok, format!("MTU {} ({frame}-byte frames) fits {s}-byte UMEM frames", facts.mtu)),
+        Some(s) => say(
+            Level::Ok,
+            format!(
+                "MTU {} ({frame}-byte frames) fits {s}-byte UMEM frames; a port on it takes frames up to {frame} \
+                 bytes unless its max_frame says otherwise",
+                facts.mtu
+            ),
+        ),
         None => say(
             Level::Error,
             format!(
-                "MTU {} needs {frame}-byte frames, more than the largest UMEM frame holds ({} bytes): \
-                 lower it (`ip link set {iface} mtu 4000`)",
+                "MTU {} needs {frame}-byte frames, more than the largest UMEM frame holds ({} bytes): {}",
                 facts.mtu,
-                usable_frame_bytes(4096)
+                usable_frame_bytes(LARGEST_FRAME_SIZE),
+                too_large_advice(facts.mtu).replace("IF", iface)
             ),
         ),
     }

@@ -352,7 +352,7 @@ impl Config {
             if p.iface.is_empty() {
                 return Err(invalid(field("iface"), "must not be empty"));
             }
-            if !(60..=9216).contains(&p.max_frame) {
+            if p.max_frame.is_some_and(|m| !(60..=9216).contains(&m)) {
                 return Err(invalid(field("max_frame"), "must be between 60 and 9216 bytes"));
             }
             if !(p.cable_m.is_finite() && (0.0..=MAX_CABLE_M).contains(&p.cable_m)) {

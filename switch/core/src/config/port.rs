@@ -41,9 +41,11 @@ pub struct PortConfig {
     /// Whether unknown-unicast, broadcast and multicast frames are flooded out of this port.
     #[serde(default = "default_true")]
     pub flood: bool,
-    /// Largest frame accepted, without FCS; larger frames are dropped and counted.
-    #[serde(default = "default_max_frame")]
-    pub max_frame: usize,
+    /// Largest frame accepted, without FCS; larger frames are dropped and counted as
+    /// `oversize`. Absent: what the interface's MTU lets it receive
+    /// ([`max_frame_for_mtu`]), which the shell fills in at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame: Option<usize>,
     /// Overrides `buffer.headroom_bytes` for this port's lossless priorities.
     #[serde(default)]
     pub headroom_bytes: Option<u64>,
@@ -134,12 +136,17 @@ fn default_true() -> bool {
     true
 }
 
-/// A port's largest frame when nothing sets one: 1500 bytes of payload, a VLAN tag and the FCS.
-pub const DEFAULT_MAX_FRAME: usize = 1522;
-
-fn default_max_frame() -> usize {
-    DEFAULT_MAX_FRAME
+/// The largest frame (without FCS) an interface with `mtu` receives: the payload, the
+/// Ethernet header and up to two VLAN tags (the switch reads through two). The one rule
+/// for what a port accepts when `max_frame` is not set, for what `run` and `doctor` say of
+/// an interface, and for how large the AF_XDP shell's UMEM frames must be.
+pub const fn max_frame_for_mtu(mtu: u32) -> usize {
+    mtu as usize + 14 + 2 * 4
 }
+
+/// A port's largest frame when neither the config nor an interface says: that of the
+/// standard 1500-byte MTU.
+pub const DEFAULT_MAX_FRAME: usize = max_frame_for_mtu(1500);
 
 impl PortConfig {
     /// A port on interface `iface` with every default.
@@ -153,13 +160,19 @@ impl PortConfig {
             pause_mode: PauseMode::default(),
             role: PortRole::default(),
             flood: true,
-            max_frame: DEFAULT_MAX_FRAME,
+            max_frame: None,
             headroom_bytes: None,
             xoff_bytes: None,
             priority: BTreeMap::new(),
             scheduler: Scheduler::default(),
             pfcwd: None,
         }
+    }
+
+    /// The largest frame the port accepts: `max_frame`, or that of the standard MTU
+    /// when nothing filled it in (a simulated port, a test's).
+    pub fn max_frame(&self) -> usize {
+        self.max_frame.unwrap_or(DEFAULT_MAX_FRAME)
     }
 
     /// The line rate: the configured one, else [`DEFAULT_PORT_SPEED`] (the dataplane

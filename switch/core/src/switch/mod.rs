@@ -168,7 +168,7 @@ impl Switch {
                     role: p.role,
                     link_up: true,
                     flood: p.flood,
-                    max_frame: p.max_frame,
+                    max_frame: p.max_frame(),
                     tx: PortTx::new(p.speed(), &p.scheduler),
                     upstream: Upstream::new(refresh),
                     dcfit: PortDcfit::default(),

@@ -58,7 +58,7 @@ fn destination_on_the_ingress_port_is_filtered() {
 #[test]
 fn bad_frames_are_counted_and_do_not_stop_forwarding() {
     let mut c = Rig::ports(2);
-    c.ports[0].max_frame = 1000;
+    c.ports[0].max_frame = Some(1000);
     let mut r = Rig::new(c);
     r.rx(0, &[0u8; 10]);
     r.rx(0, &data(1, 2, 0, 1001));
