@@ -119,7 +119,10 @@ static __always_inline void stamp_arrival(struct xdp_md *ctx)
 	meta->arrival_ns = now;
 }
 
-SEC("xdp")
+// Frags-aware ("xdp.frags"): a frame larger than a page arrives in several buffers
+// (jumbo MTUs; veth refuses a program that is not frags-aware above about 3500 bytes).
+// Only the headers, in the first buffer, are read here.
+SEC("xdp.frags")
 int pfcswitch_classify(struct xdp_md *ctx)
 {
 	stamp_arrival(ctx);
@@ -132,7 +135,8 @@ int pfcswitch_classify(struct xdp_md *ctx)
 	struct class_counter *counter = bpf_map_lookup_elem(&class_counters, &class);
 	if (counter) {
 		counter->packets++;
-		counter->bytes += data_end - data;
+		// The whole frame: a jumbo frame's further buffers lie beyond data_end.
+		counter->bytes += bpf_xdp_get_buff_len(ctx);
 	}
 
 	__u32 fallback = XDP_PASS;

@@ -1,7 +1,8 @@
 //! The engine's receive path under arbitrary input: frames of any bytes on any port,
 //! interleaved with transmit turns, time passing, ports blocked and unblocked, links
 //! going down and up, and a slowpath that sometimes cannot take what is handed to it.
-//! Afterwards everything is let go, and every frame must be back in the pool and every
+//! Frames larger than a pool buffer come in several, split as a driver may split them.
+//! Afterwards everything is let go, and every buffer must be back in the pool and every
 //! buffer byte released.
 
 use std::time::Duration;
@@ -19,6 +20,9 @@ use pfcswitch_core::time::Time;
 
 const PORTS: usize = 4;
 const FRAMES: u32 = 512;
+/// Bytes a pool buffer holds: larger frames take several, as AF_XDP multi-buffer frames
+/// do, so every path a frame takes also sees frames in several buffers.
+const BUFFER: usize = 512;
 /// Operations taken from one input at most.
 const MAX_OPS: usize = 4096;
 
@@ -117,7 +121,7 @@ pub fn run(data: &[u8]) {
     let mut now = Time::from_millis(1000);
     let mut sw = Switch::new(&config, None, pfcswitch_core::PoolSize::without_rings(FRAMES), now);
     let mut slow = Slowpath::new("fuzz", sw.port_names(), FRAMES as usize);
-    let mut pool = Pool::new(FRAMES);
+    let mut pool = Pool::with_buffer_size(FRAMES, BUFFER);
     let mut batch = TxBatch::new();
     let mut s = Script { data };
     let mut refuse_next = false;
@@ -132,9 +136,25 @@ pub fn run(data: &[u8]) {
                     sw.handle_frame(now, &mut pool, port, id);
                 }
             }
-            1 | 2 => {
+            1 => {
                 let f = data_frame(&mut s);
                 if let Some(id) = pool.put(&f) {
+                    sw.handle_frame(now, &mut pool, port, id);
+                }
+            }
+            2 => {
+                // A driver may split a frame anywhere after its first buffer's headers.
+                let f = data_frame(&mut s);
+                let mut pieces: Vec<&[u8]> = Vec::new();
+                let mut rest = &f[..];
+                while !rest.is_empty() {
+                    let min = if pieces.is_empty() { 64 } else { 1 };
+                    let take = (usize::from(s.byte().unwrap_or(255)) * 4).clamp(min, BUFFER).min(rest.len());
+                    let (piece, tail) = rest.split_at(take);
+                    pieces.push(piece);
+                    rest = tail;
+                }
+                if let Some(id) = pool.put_pieces(&pieces) {
                     sw.handle_frame(now, &mut pool, port, id);
                 }
             }
@@ -197,7 +217,7 @@ fn transmit(sw: &mut Switch, pool: &mut Pool, batch: &mut TxBatch, now: Time, po
     batch.reset(limit.min(TxBatch::CAPACITY));
     sw.poll_transmit(now, pool, port, batch);
     for f in batch.frames() {
-        assert_eq!(pool.bytes(f.id).len(), f.len as usize, "a frame's length is what the batch says");
+        assert_eq!(pool.len(f.id), f.len as usize, "a frame's length is what the batch says");
         pool.free(f.id);
     }
 }

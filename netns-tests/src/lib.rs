@@ -212,6 +212,27 @@ pub fn udp_flows(tb: &Testbed, from: &str, to: &str, to_addr: &str, flows: usize
     receiver.join().expect("the receiver")
 }
 
+/// Every port at `speed`, buffers sized for a veth testbed on a busy 2-core machine, and
+/// h3 (where there is one) known on the third port.
+pub fn config_at(tb: &Testbed, speed: pfcswitch::core::speed::Speed) -> pfcswitch::config::RunConfig {
+    let mut c = switch_config(tb, "sw1");
+    for p in &mut c.ports {
+        p.speed = Some(speed);
+    }
+    c.buffer.xoff_bytes = Some(64 << 10);
+    c.buffer.xon_offset_bytes = Some(16 << 10);
+    // Scheduling delays act like a long cable: generous headroom keeps "lossless" about
+    // PFC, not about the test machine's load.
+    c.buffer.headroom_bytes = 256 << 10;
+    // The sink on h3 never sends, so the switch would never learn its address and would
+    // flood the senders' frames to the other host too, where their copies queue (and on
+    // a lossy priority drop) beside the frames under test.
+    if let (Ok(h3), Some(port)) = (tb.host_iface("h3"), c.ports.get(2).map(|p| p.iface.clone())) {
+        c.fdb_entries.push(pfcswitch::core::config::StaticFdbEntry { mac: h3.mac, port });
+    }
+    c
+}
+
 /// A kernel TCP transfer of `bytes` from `from` to `to_addr:5201` in `to`, with cubic
 /// congestion control on the sender (the kernel's default here, BBR, keeps queues short by
 /// itself): how many bytes the receiver read before the sender closed, or why it failed.

@@ -277,7 +277,8 @@ fn start_up_errors_are_clear() {
     let tb = star("errors", 1);
     let pfcswitch = harness::bin("pfcswitch").unwrap().display().to_string();
     let run = |args: &[&str]| -> String {
-        let mut full = vec![pfcswitch.as_str()];
+        // Bounded: a start that unexpectedly succeeds would otherwise run for ever.
+        let mut full = vec!["timeout", "20", pfcswitch.as_str()];
         full.extend_from_slice(args);
         match tb.exec("sw1", &full) {
             Ok(out) => panic!("{args:?} succeeded: {out}"),
@@ -296,10 +297,11 @@ fn start_up_errors_are_clear() {
     let err = run(&["run"]);
     assert!(err.contains("--iface"), "{err}");
 
-    // Jumbo frames that no UMEM frame can hold.
-    tb.exec("sw1", &["ip", "link", "set", "dev", "p1", "mtu", "9000"]).unwrap();
+    // An MTU above the largest the switch carries (jumbo MTUs up to it take several
+    // UMEM frames each: see tests/mtu.rs).
+    tb.exec("sw1", &["ip", "link", "set", "dev", "p1", "mtu", "9500"]).unwrap();
     let err = run(&["run", "--name", "e3", "-i", "p1"]);
-    assert!(err.contains("has MTU 9000") && err.contains("do not fit"), "{err}");
+    assert!(err.contains("has MTU 9500") && err.contains("largest pfcswitch carries, 9216"), "{err}");
     tb.exec("sw1", &["ip", "link", "set", "dev", "p1", "mtu", "1500"]).unwrap();
 
     // Not root: a clear message instead of an EPERM from deep inside libbpf.

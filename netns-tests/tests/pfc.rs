@@ -4,30 +4,8 @@
 use std::time::Duration;
 
 use netns_tests::*;
-use pfcswitch::config::RunConfig;
-use pfcswitch::core::config::{PauseMode, StaticFdbEntry};
+use pfcswitch::core::config::PauseMode;
 use pfcswitch::core::speed::Speed;
-
-/// Every port at `speed`, buffers sized for a veth testbed on a busy 2-core machine, and
-/// h3 (where there is one) known on the third port.
-fn config_at(tb: &Testbed, speed: Speed) -> RunConfig {
-    let mut c = switch_config(tb, "sw1");
-    for p in &mut c.ports {
-        p.speed = Some(speed);
-    }
-    c.buffer.xoff_bytes = Some(64 << 10);
-    c.buffer.xon_offset_bytes = Some(16 << 10);
-    // Scheduling delays act like a long cable: generous headroom keeps "lossless" about
-    // PFC, not about the test machine's load.
-    c.buffer.headroom_bytes = 256 << 10;
-    // The sink on h3 never sends, so the switch would never learn its address and would
-    // flood the senders' frames to the other host too, where their copies queue (and on
-    // a lossy priority drop) beside the frames under test.
-    if let (Ok(h3), Some(port)) = (tb.host_iface("h3"), c.ports.get(2).map(|p| p.iface.clone())) {
-        c.fdb_entries.push(StaticFdbEntry { mac: h3.mac, port });
-    }
-    c
-}
 
 /// Two senders at 80 % of a 100 Mb/s port each, into a third 100 Mb/s port.
 fn congest(

@@ -18,28 +18,57 @@ pub fn largest_frame(mtu: u32) -> u32 {
     max_frame_for_mtu(mtu) as u32
 }
 
-/// The largest UMEM frame size the shell uses.
+/// The largest UMEM frame size the shell uses (a chunk can be no larger than a page).
 pub const LARGEST_FRAME_SIZE: u32 = 4096;
 
-/// The largest MTU whose frames fit one UMEM frame of `frame_size` bytes: the largest the
-/// switch can carry, since it does not spread a frame over several UMEM frames (AF_XDP
-/// multi-buffer) yet.
+/// The largest MTU the switch carries (that of the largest jumbo frames switches take).
+pub const MAX_MTU: u32 = 9216;
+
+/// The largest MTU whose frames fit one UMEM frame of `frame_size` bytes: above it a
+/// frame takes several (AF_XDP multi-buffer).
 pub fn largest_mtu(frame_size: u32) -> u32 {
     usable_frame_bytes(frame_size) - largest_frame(0)
 }
 
-/// What to do about an MTU whose frames do not fit the UMEM frames configured (the
-/// advice is the same whatever that size was: the largest one, or a lower MTU).
+/// How many UMEM frames of `frame_size` bytes a `frame`-byte frame takes.
+pub fn buffers_for(frame: u32, frame_size: u32) -> u32 {
+    frame.div_ceil(usable_frame_bytes(frame_size)).max(1)
+}
+
+/// What to do about an MTU the switch does not carry.
 pub fn too_large_advice(mtu: u32) -> String {
-    if frame_size_holding(largest_frame(mtu)).is_some() {
-        return format!("set dataplane.frame_size = {LARGEST_FRAME_SIZE} (or leave it out: it follows the MTU)");
-    }
+    format!("MTU {mtu} is above the largest pfcswitch carries, {MAX_MTU}: lower it (`ip link set IF mtu {MAX_MTU}`)")
+}
+
+/// What to do when a driver cannot receive or send a frame over several UMEM frames.
+pub fn no_multi_buffer_advice() -> String {
     format!(
-        "pfcswitch does not yet spread a frame over several UMEM frames (AF_XDP multi-buffer), so the largest MTU \
-         it switches is {}: lower the MTU (`ip link set IF mtu {}`)",
+        "the driver (or kernel) does not offer AF_XDP multi-buffer, which frames larger than one UMEM frame \
+         need: the largest MTU that works is {} (`ip link set IF mtu {}`)",
         largest_mtu(LARGEST_FRAME_SIZE),
         largest_mtu(LARGEST_FRAME_SIZE)
     )
+}
+
+/// How the UMEM is cut for the frames the ports receive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Bytes per UMEM frame (one buffer).
+    pub frame_size: u32,
+    /// Buffers the largest frame takes: above one, frames travel as AF_XDP multi-buffer.
+    pub buffers_per_frame: u32,
+}
+
+/// The UMEM geometry for ports whose largest frame is `frame` bytes: the configured
+/// frame size, or the smallest that holds the frame whole, or (a jumbo frame) 4096-byte
+/// frames, several per frame. The one rule `doctor` reports and `run` applies; the
+/// error says what to do.
+pub fn geometry_for(frame: u32, configured: Option<u32>) -> Result<Geometry, String> {
+    if frame > largest_frame(MAX_MTU) {
+        return Err(format!("{frame}-byte frames: {}", too_large_advice(frame - largest_frame(0))));
+    }
+    let frame_size = configured.unwrap_or(frame_size_holding(frame).unwrap_or(LARGEST_FRAME_SIZE));
+    Ok(Geometry { frame_size, buffers_per_frame: buffers_for(frame, frame_size) })
 }
 
 /// What a port's configured `max_frame` means on an interface with `mtu`, when the two
@@ -73,13 +102,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_standard_mtu_gives_the_old_default_and_the_largest_mtu_fills_a_4096_byte_frame() {
+    fn the_standard_mtu_gives_the_old_default_and_jumbo_frames_take_several_4096_byte_frames() {
         assert_eq!(largest_frame(1500), 1522);
         assert_eq!(frame_size_holding(largest_frame(1500)), Some(2048));
         assert_eq!(frame_size_holding(largest_frame(3500)), Some(4096));
         assert_eq!(largest_mtu(4096), 3818);
         assert_eq!(frame_size_holding(largest_frame(3818)), Some(4096));
         assert_eq!(frame_size_holding(largest_frame(3819)), None);
+        assert_eq!(buffers_for(largest_frame(1500), 2048), 1);
+        assert_eq!(buffers_for(largest_frame(3818), 4096), 1);
+        assert_eq!(buffers_for(largest_frame(4200), 4096), 2);
+        assert_eq!(buffers_for(largest_frame(9000), 4096), 3);
+        assert_eq!(buffers_for(largest_frame(MAX_MTU), 2048), 6);
+        let jumbo = geometry_for(largest_frame(9000), None).unwrap();
+        assert_eq!((jumbo.frame_size, jumbo.buffers_per_frame), (4096, 3));
+        let small = geometry_for(largest_frame(9000), Some(2048)).unwrap();
+        assert_eq!((small.frame_size, small.buffers_per_frame), (2048, 6));
+        assert_eq!(geometry_for(largest_frame(1500), None).unwrap().buffers_per_frame, 1);
+        assert!(geometry_for(largest_frame(9500), None).unwrap_err().contains("9216"));
     }
 
     #[test]
@@ -89,8 +129,8 @@ mod tests {
         assert!(above.contains("above") && above.contains("1522 bytes never arrive"), "{above}");
         let below = max_frame_note("p1", 1522, 3500).unwrap();
         assert!(below.contains("1523 to 3522 bytes are dropped as oversize"), "{below}");
-        assert!(too_large_advice(3000).contains("frame_size = 4096"));
-        let jumbo = too_large_advice(9000);
-        assert!(jumbo.contains("multi-buffer") && jumbo.contains("3818"), "{jumbo}");
+        assert!(too_large_advice(9500).contains("largest pfcswitch carries, 9216"));
+        let no_mb = no_multi_buffer_advice();
+        assert!(no_mb.contains("multi-buffer") && no_mb.contains("3818"), "{no_mb}");
     }
 }

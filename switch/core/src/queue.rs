@@ -16,6 +16,8 @@ const NIL: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FrameMeta {
     pub len: u32,
+    /// Pool buffers it takes (more than one for a multi-buffer frame): what frame caps count.
+    pub buffers: u8,
     /// The port it arrived on, charged for its buffer (see [`FrameMeta::ingress`]).
     ingress: u16,
     pub prio: u8,
@@ -36,7 +38,7 @@ impl FrameMeta {
 
 impl Default for FrameMeta {
     fn default() -> FrameMeta {
-        FrameMeta { len: 0, ingress: NO_PORT, prio: 0, enqueued: Time::ZERO, next: NIL }
+        FrameMeta { len: 0, buffers: 1, ingress: NO_PORT, prio: 0, enqueued: Time::ZERO, next: NIL }
     }
 }
 
@@ -67,16 +69,16 @@ impl FrameTable {
         &self.meta[id.0 as usize]
     }
 
-    /// Records a frame about to be queued: received on `ingress` (charged to its group
-    /// `prio`), or built by the switch (`None`).
-    pub fn set(&mut self, id: FrameId, len: u32, ingress: Option<PortId>, prio: u8, now: Time) {
+    /// Records a frame of `len` bytes in `buffers` pool buffers about to be queued:
+    /// received on `ingress` (charged to its group `prio`), or built by the switch (`None`).
+    pub fn set(&mut self, id: FrameId, len: u32, buffers: u8, ingress: Option<PortId>, prio: u8, now: Time) {
         let i = id.0 as usize;
         if i >= self.meta.len() {
             let room = (i + 1).next_power_of_two().max(1024).min(self.frames as usize).max(i + 1);
             self.meta.resize(room, FrameMeta::default());
         }
         let ingress = ingress.map_or(NO_PORT, |p| p as u16);
-        self.meta[i] = FrameMeta { len, ingress, prio, enqueued: now, next: NIL };
+        self.meta[i] = FrameMeta { len, buffers, ingress, prio, enqueued: now, next: NIL };
     }
 
     pub fn get_mut(&mut self, id: FrameId) -> &mut FrameMeta {
@@ -89,12 +91,14 @@ pub(crate) struct Fifo {
     head: u32,
     tail: u32,
     frames: u32,
+    /// Pool buffers its frames take (see [`FrameMeta::buffers`]).
+    buffers: u32,
     bytes: u64,
 }
 
 impl Default for Fifo {
     fn default() -> Fifo {
-        Fifo { head: NIL, tail: NIL, frames: 0, bytes: 0 }
+        Fifo { head: NIL, tail: NIL, frames: 0, buffers: 0, bytes: 0 }
     }
 }
 
@@ -103,6 +107,7 @@ impl Fifo {
         let m = table.get_mut(id);
         m.next = NIL;
         self.bytes += u64::from(m.len);
+        self.buffers += u32::from(m.buffers);
         if self.tail == NIL {
             self.head = id.0;
         } else {
@@ -128,6 +133,7 @@ impl Fifo {
             self.tail = NIL;
         }
         self.frames -= 1;
+        self.buffers -= u32::from(m.buffers);
         self.bytes -= u64::from(m.len);
         Some(id)
     }
@@ -138,6 +144,11 @@ impl Fifo {
 
     pub fn len(&self) -> u32 {
         self.frames
+    }
+
+    /// Pool buffers its frames take.
+    pub fn buffers(&self) -> u32 {
+        self.buffers
     }
 
     pub fn bytes(&self) -> u64 {
@@ -154,17 +165,17 @@ mod tests {
         let mut t = FrameTable::new(8);
         let (mut a, mut b) = (Fifo::default(), Fifo::default());
         for i in 0..4 {
-            t.set(FrameId(i), 100 + i, Some(0), 0, Time::ZERO);
+            t.set(FrameId(i), 100 + i, 1 + i as u8, Some(0), 0, Time::ZERO);
             a.push(&mut t, FrameId(i));
         }
-        t.set(FrameId(7), 10, Some(0), 0, Time::ZERO);
+        t.set(FrameId(7), 10, 1, Some(0), 0, Time::ZERO);
         b.push(&mut t, FrameId(7));
-        assert_eq!((a.len(), a.bytes()), (4, 406));
+        assert_eq!((a.len(), a.bytes(), a.buffers()), (4, 406, 10));
         assert_eq!(a.pop(&mut t), Some(FrameId(0)));
         a.push(&mut t, FrameId(0));
         let order: Vec<u32> = std::iter::from_fn(|| a.pop(&mut t)).map(|f| f.0).collect();
         assert_eq!(order, vec![1, 2, 3, 0]);
-        assert!(a.is_empty() && a.bytes() == 0);
+        assert!(a.is_empty() && a.bytes() == 0 && a.buffers() == 0);
         assert_eq!(b.pop(&mut t), Some(FrameId(7)));
         assert_eq!(b.pop(&mut t), None);
     }

@@ -25,8 +25,8 @@ pub(crate) struct TrafficMap {
     at_slowpath: Vec<u32>,
     /// The same frames by (egress, priority): the one count of what the slowpath holds.
     held: Vec<[u32; PRIORITIES]>,
-    /// All of `held` together.
-    held_total: u32,
+    /// The pool buffers all of `held` take together (what the slowpath's frame cap counts).
+    held_buffers: u32,
     /// Frames of (i, e) in e's egress queues.
     queued: Vec<u32>,
     queued_rows: Vec<PortSet>,
@@ -40,24 +40,25 @@ impl TrafficMap {
             slowpath_rows: vec![PortSet::EMPTY; ports],
             at_slowpath: vec![0; ports * ports],
             held: vec![[0; PRIORITIES]; ports],
-            held_total: 0,
+            held_buffers: 0,
             queued: vec![0; ports * ports],
             queued_rows: vec![PortSet::EMPTY; ports],
         }
     }
 
-    /// A frame of (i, e), for e's queue `prio`, is about to be handed to the slowpath.
-    pub fn handed_to_slowpath(&mut self, i: usize, e: usize, prio: usize) {
+    /// A frame of (i, e), for e's queue `prio`, in `buffers` pool buffers, is about to be
+    /// handed to the slowpath.
+    pub fn handed_to_slowpath(&mut self, i: usize, e: usize, prio: usize, buffers: u8) {
         self.slowpath_rows[i].insert(e);
         self.at_slowpath[i * self.n + e] += 1;
         self.held[e][prio] += 1;
-        self.held_total += 1;
+        self.held_buffers += u32::from(buffers);
     }
 
     /// A frame of (i, e) for e's queue `prio` that was handed to the slowpath is back:
     /// released (it joins e's queue at once, which keeps the pair marked), or dropped on
     /// its way there or back. The last one of the pair clears the pair's slowpath mark.
-    pub fn returned_from_slowpath(&mut self, i: usize, e: usize, prio: usize) {
+    pub fn returned_from_slowpath(&mut self, i: usize, e: usize, prio: usize, buffers: u8) {
         let c = &mut self.at_slowpath[i * self.n + e];
         *c = c.saturating_sub(1);
         if *c == 0 {
@@ -66,7 +67,7 @@ impl TrafficMap {
         let h = &mut self.held[e][prio];
         if *h > 0 {
             *h -= 1;
-            self.held_total -= 1;
+            self.held_buffers = self.held_buffers.saturating_sub(u32::from(buffers));
         }
     }
 
@@ -76,9 +77,9 @@ impl TrafficMap {
         self.held[e][prio]
     }
 
-    /// Frames the slowpath holds for every port together.
-    pub fn held_total(&self) -> u32 {
-        self.held_total
+    /// Pool buffers the frames the slowpath holds take, for every port together.
+    pub fn held_buffers(&self) -> u32 {
+        self.held_buffers
     }
 
     /// Frames for egress `e` the slowpath holds, all priorities.
@@ -147,12 +148,12 @@ mod tests {
     #[test]
     fn slowpath_marks_until_the_last_frame_leaves() {
         let mut m = TrafficMap::new(3);
-        m.handed_to_slowpath(0, 2, 3);
-        m.handed_to_slowpath(0, 2, 3);
+        m.handed_to_slowpath(0, 2, 3, 1);
+        m.handed_to_slowpath(0, 2, 3, 1);
         assert_eq!(m.row(0), PortSet::only(2));
         assert_eq!((m.held_at_slowpath(2, 3), m.held_at_slowpath(2, 4), m.held_at_slowpath_for(2)), (2, 0, 2));
-        m.returned_from_slowpath(0, 2, 3);
-        m.returned_from_slowpath(0, 2, 3);
+        m.returned_from_slowpath(0, 2, 3, 1);
+        m.returned_from_slowpath(0, 2, 3, 1);
         // Back from the slowpath but still queued: marked.
         m.queued(0, 2);
         m.queued(0, 2);
@@ -165,23 +166,23 @@ mod tests {
     #[test]
     fn a_frame_handed_over_later_keeps_the_pair_marked() {
         let mut m = TrafficMap::new(2);
-        m.handed_to_slowpath(1, 0, 3);
-        m.returned_from_slowpath(1, 0, 3);
-        m.handed_to_slowpath(1, 0, 3);
+        m.handed_to_slowpath(1, 0, 3, 1);
+        m.returned_from_slowpath(1, 0, 3, 1);
+        m.handed_to_slowpath(1, 0, 3, 1);
         assert_eq!(m.slowpath_row(1), PortSet::only(0), "one frame of the pair is still at the slowpath");
-        m.returned_from_slowpath(1, 0, 3);
+        m.returned_from_slowpath(1, 0, 3, 1);
         assert_eq!(m.slowpath_row(1), PortSet::EMPTY);
     }
 
     #[test]
     fn frames_dropped_on_the_way_to_or_from_the_slowpath_unmark_their_pair_with_the_last() {
         let mut m = TrafficMap::new(2);
-        m.handed_to_slowpath(0, 1, 3);
-        m.handed_to_slowpath(0, 1, 3);
-        m.returned_from_slowpath(0, 1, 3);
-        assert_eq!((m.row(0), m.held_total()), (PortSet::only(1), 1), "one frame still held");
-        m.returned_from_slowpath(0, 1, 3);
-        assert_eq!((m.row(0), m.held_total(), m.held_at_slowpath(1, 3)), (PortSet::EMPTY, 0, 0));
+        m.handed_to_slowpath(0, 1, 3, 1);
+        m.handed_to_slowpath(0, 1, 3, 1);
+        m.returned_from_slowpath(0, 1, 3, 1);
+        assert_eq!((m.row(0), m.held_buffers()), (PortSet::only(1), 1), "one frame still held");
+        m.returned_from_slowpath(0, 1, 3, 1);
+        assert_eq!((m.row(0), m.held_buffers(), m.held_at_slowpath(1, 3)), (PortSet::EMPTY, 0, 0));
     }
 
     #[test]

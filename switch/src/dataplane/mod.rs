@@ -22,9 +22,7 @@ use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
-use crate::frame_size::{
-    frame_size_holding, largest_frame, max_frame_note, too_large_advice, usable_frame_bytes, LARGEST_FRAME_SIZE,
-};
+use crate::frame_size::{geometry_for, largest_frame, max_frame_note, Geometry};
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
 use port::{PortError, PortSockets};
@@ -84,6 +82,9 @@ pub struct Dataplane {
     switch: Switch,
     config: RunConfig,
     batch: TxBatch,
+    /// UMEM frames the largest frame takes (above one: AF_XDP multi-buffer), which a tx
+    /// ring must have room for per frame.
+    buffers_per_frame: usize,
     waker: Waker,
     /// Per port: turns in which the kernel took none of the outstanding tx frames.
     tx_busy: Vec<u64>,
@@ -119,25 +120,19 @@ impl std::fmt::Debug for Dataplane {
     }
 }
 
-/// Picks the UMEM frame size: the configured one, or the smallest that holds the
-/// largest frame any port can receive.
-fn frame_size_for(config: &RunConfig, mtus: &[(String, u32)]) -> Result<u32, XskError> {
-    let largest = mtus.iter().map(|&(_, mtu)| largest_frame(mtu)).max().unwrap_or(largest_frame(1500));
-    let frame_size = config.dataplane.frame_size.unwrap_or(frame_size_holding(largest).unwrap_or(LARGEST_FRAME_SIZE));
-    for (iface, mtu) in mtus {
-        let frame = largest_frame(*mtu);
-        if frame > usable_frame_bytes(frame_size) {
-            return Err(XskError::FrameTooLarge {
-                iface: iface.clone(),
-                mtu: *mtu,
-                frame,
-                frame_size,
-                usable: usable_frame_bytes(frame_size),
-                advice: too_large_advice(*mtu),
-            });
-        }
-    }
-    Ok(frame_size)
+/// Picks the UMEM geometry for the largest frame any port can receive (see
+/// [`geometry_for`]).
+fn geometry(config: &RunConfig, mtus: &[(String, u32)]) -> Result<Geometry, XskError> {
+    let Some((iface, mtu)) = mtus.iter().max_by_key(|(_, mtu)| *mtu) else {
+        return Ok(geometry_for(largest_frame(1500), config.dataplane.frame_size).expect("MTU 1500 fits"));
+    };
+    let frame = largest_frame(*mtu);
+    geometry_for(frame, config.dataplane.frame_size).map_err(|advice| XskError::FrameTooLarge {
+        iface: iface.clone(),
+        mtu: *mtu,
+        frame,
+        advice: advice.replace("IF", iface),
+    })
 }
 
 impl Dataplane {
@@ -207,14 +202,23 @@ impl Dataplane {
             });
         }
         let mtus: Vec<(String, u32)> = infos.iter().map(|i| (i.name.clone(), i.mtu)).collect();
-        let frame_size = frame_size_for(&config, &mtus)?;
-        let pool = UmemPool::new(umem_frames, frame_size, d.ring_size)?;
+        let geometry = geometry(&config, &mtus)?;
+        let buffers_per_frame = geometry.buffers_per_frame as usize;
+        if buffers_per_frame > 1 {
+            tracing::info!(
+                frame_size = geometry.frame_size,
+                buffers_per_frame,
+                "jumbo frames: each takes up to {buffers_per_frame} UMEM frames (AF_XDP multi-buffer)"
+            );
+        }
+        let pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size)?;
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
         for (info, &(has, bind)) in infos.iter().zip(&queues) {
             // A queue left without a socket must not pass frames around the switch.
             let classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket || bind < has)?;
-            let port = PortSockets::bind(&pool, &info.name, bind, d.ring_size, d.batch, d.bind_mode)?;
+            let port =
+                PortSockets::bind(&pool, &info.name, bind, d.ring_size, d.batch, d.bind_mode, buffers_per_frame)?;
             for (queue, socket) in port.sockets().iter().enumerate() {
                 classifier.bind_socket(queue as u32, socket.fd())?;
             }
@@ -239,7 +243,7 @@ impl Dataplane {
             ports = config.ports.len(),
             rx_queues = ?queues.iter().map(|q| q.1).collect::<Vec<_>>(),
             umem_frames = pool.capacity(),
-            frame_size,
+            frame_size = geometry.frame_size,
             "dataplane ready"
         );
         let tx_busy = vec![0; ports.len()];
@@ -264,6 +268,7 @@ impl Dataplane {
             switch,
             config,
             batch: TxBatch::new(),
+            buffers_per_frame,
             waker,
             tx_busy,
             tx_blocked: false,
@@ -425,9 +430,10 @@ impl Dataplane {
 
     fn transmit(&mut self, now: Time, i: usize) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
-        let Dataplane { ports, pool, switch, batch: tx, .. } = self;
+        let Dataplane { ports, pool, switch, batch: tx, buffers_per_frame, .. } = self;
         let port = ports[i].tx();
-        let room = port.tx_room(batch);
+        // In frames, each counted at the most buffers (descriptors) a frame takes.
+        let room = port.tx_room(batch * *buffers_per_frame) / *buffers_per_frame;
         tx.reset(room.min(batch));
         switch.poll_transmit(now, pool, i, tx);
         let sent = tx.frames().len();
@@ -647,15 +653,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn frame_size_follows_the_largest_mtu() {
+    fn the_umem_geometry_follows_the_largest_mtu_and_jumbo_frames_take_several_buffers() {
         let c = RunConfig::for_interfaces(&["a", "b"]);
-        assert_eq!(frame_size_for(&c, &[("a".into(), 1500), ("b".into(), 1500)]).unwrap(), 2048);
-        assert_eq!(frame_size_for(&c, &[("a".into(), 1500), ("b".into(), 3000)]).unwrap(), 4096);
-        let err = frame_size_for(&c, &[("a".into(), 9000)]).unwrap_err().to_string();
-        assert!(err.contains("MTU 9000") && err.contains("4096"), "{err}");
+        let g = |c: &RunConfig, mtus: &[u32]| {
+            let named: Vec<(String, u32)> = mtus.iter().map(|&m| ("a".to_string(), m)).collect();
+            geometry(c, &named).map(|g| (g.frame_size, g.buffers_per_frame))
+        };
+        assert_eq!(g(&c, &[1500, 1500]).unwrap(), (2048, 1));
+        assert_eq!(g(&c, &[1500, 3000]).unwrap(), (4096, 1));
+        assert_eq!(g(&c, &[9000, 1500]).unwrap(), (4096, 3));
+        assert_eq!(g(&c, &[4200]).unwrap(), (4096, 2));
         let mut small = c.clone();
         small.dataplane.frame_size = Some(2048);
-        let err = frame_size_for(&small, &[("b".into(), 3000)]).unwrap_err().to_string();
-        assert!(err.contains("interface b has MTU 3000"), "{err}");
+        assert_eq!(g(&small, &[3000]).unwrap(), (2048, 2));
+        let err = g(&c, &[9500]).unwrap_err().to_string();
+        assert!(err.contains("interface a has MTU 9500") && err.contains("ip link set a mtu 9216"), "{err}");
     }
 }

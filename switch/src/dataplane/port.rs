@@ -33,7 +33,8 @@ pub struct QueueBindError {
 }
 
 impl PortSockets {
-    /// Binds queues `0..queues` of `iface`, in `mode` (see [`XskPort::bind`]).
+    /// Binds queues `0..queues` of `iface`, in `mode`, for frames of up to
+    /// `buffers_per_frame` buffers (see [`XskPort::bind`]).
     pub fn bind(
         pool: &UmemPool,
         iface: &str,
@@ -41,10 +42,11 @@ impl PortSockets {
         ring_size: u32,
         batch: usize,
         mode: Option<BindMode>,
+        buffers_per_frame: usize,
     ) -> Result<PortSockets, PortError> {
         let mut sockets = Vec::with_capacity(queues as usize);
         for queue in 0..queues.max(1) {
-            match XskPort::bind(pool, iface, queue, ring_size, batch, mode) {
+            match XskPort::bind(pool, iface, queue, ring_size, batch, mode, buffers_per_frame) {
                 Ok(s) => sockets.push(s),
                 // The first queue failing is the port failing; a later one, the NIC
                 // having more queues than can be bound.
@@ -74,7 +76,8 @@ impl PortSockets {
         self.sockets.iter().map(XskPort::fd)
     }
 
-    /// Takes up to `max` received frames off each queue, calling `on_frame` for each.
+    /// Takes up to `max` received buffers off each queue, calling `on_frame` for each
+    /// whole frame.
     pub fn receive(
         &mut self,
         pool: &mut UmemPool,
@@ -83,10 +86,10 @@ impl PortSockets {
     ) -> Received {
         let mut r = Received { frames: 0, emptied: true };
         for s in &mut self.sockets {
-            let n = s.receive(pool, max, &mut on_frame);
-            r.frames += n;
+            let (buffers, frames) = s.receive(pool, max, &mut on_frame);
+            r.frames += frames;
             // A full batch may have left more behind on the ring.
-            r.emptied &= n < max;
+            r.emptied &= buffers < max;
         }
         r
     }

@@ -15,7 +15,7 @@ use crate::config::BindMode;
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
 use crate::core::time::Time;
-use crate::frame_size::usable_frame_bytes;
+use crate::frame_size::{no_multi_buffer_advice, usable_frame_bytes};
 
 /// How long binding keeps retrying a queue the kernel still reports busy.
 const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
@@ -31,8 +31,10 @@ pub enum XskError {
         hint = socket_hint(.source)
     )]
     Socket { iface: String, queue: u32, source: xsk_rs::socket::SocketCreateError },
-    #[error("interface {iface} has MTU {mtu}: frames up to {frame} bytes do not fit a {frame_size}-byte UMEM frame ({usable} usable); {advice}")]
-    FrameTooLarge { iface: String, mtu: u32, frame: u32, frame_size: u32, usable: u32, advice: String },
+    #[error("interface {iface} has MTU {mtu} ({frame}-byte frames): {advice}")]
+    FrameTooLarge { iface: String, mtu: u32, frame: u32, advice: String },
+    #[error("binding {iface} queue {queue} for frames over several UMEM frames: {source}; {advice}")]
+    NoMultiBuffer { iface: String, queue: u32, source: xsk_rs::socket::SocketCreateError, advice: String },
     #[error("the UMEM is shared by the first socket created on it; this socket has no fill/completion rings")]
     NoRings,
 }
@@ -58,14 +60,27 @@ fn socket_hint(e: &xsk_rs::socket::SocketCreateError) -> &'static str {
 const RX_META_MAGIC: u32 = 0x5046_5453;
 const RX_META_LEN: usize = 16;
 
-/// The UMEM as a pool of frames: which are free, and each frame's current descriptor.
+/// The descriptor option that says more buffers of the same frame follow (XDP_PKT_CONTD).
+const PKT_CONTD: u32 = 1;
+
+/// No buffer: the end of a frame's chain.
+const NIL: u32 = u32::MAX;
+
+/// The UMEM as a pool of buffers: which are free, each buffer's current descriptor, and
+/// how the buffers of a frame larger than one (AF_XDP multi-buffer) are chained. A
+/// frame's id is its first buffer's.
 pub struct UmemPool {
     umem: Umem,
     frame_size: usize,
-    /// A descriptor per frame as the UMEM handed them out (address of the data area).
+    /// A descriptor per buffer as the UMEM handed them out (address of the data area).
     pristine: Vec<FrameDesc>,
-    /// Each frame's descriptor as of now: its received or written length.
+    /// Each buffer's descriptor as of now: its received or written length.
     current: Vec<FrameDesc>,
+    /// The next buffer of the same frame (NIL: the last).
+    next: Vec<u32>,
+    /// A frame's length over all its buffers, and how many it takes (at its first buffer).
+    frame_len: Vec<u32>,
+    buffers: Vec<u8>,
     /// When each received frame arrived, per the XDP program (0: unknown).
     arrival_ns: Vec<u64>,
     free: Vec<FrameId>,
@@ -93,6 +108,9 @@ impl UmemPool {
             umem,
             frame_size: frame_size as usize,
             current: descs.clone(),
+            next: vec![NIL; frames as usize],
+            frame_len: vec![0; frames as usize],
+            buffers: vec![1; frames as usize],
             arrival_ns: vec![0; frames as usize],
             free: (0..frames).rev().map(FrameId).collect(),
             pristine: descs,
@@ -121,13 +139,71 @@ impl UmemPool {
         FrameId((desc.addr() / self.frame_size) as u32)
     }
 
-    /// Records a frame the rx ring handed us: its descriptor carries address and length,
-    /// the metadata in front of it the arrival time.
+    /// Records the first (or only) buffer of a frame the rx ring handed us: its
+    /// descriptor carries address and length, the metadata in front of it the arrival time.
     pub fn received(&mut self, desc: &FrameDesc) -> FrameId {
         let id = self.id_of(desc);
-        self.current[id.0 as usize] = *desc;
-        self.arrival_ns[id.0 as usize] = self.take_arrival(desc);
+        let i = id.0 as usize;
+        self.current[i] = *desc;
+        self.next[i] = NIL;
+        self.frame_len[i] = desc.lengths().data() as u32;
+        self.buffers[i] = 1;
+        self.arrival_ns[i] = self.take_arrival(desc);
         id
+    }
+
+    /// Records a further buffer of frame `head`, whose last buffer so far is `tail`;
+    /// returns the new buffer (the frame's new tail).
+    pub fn received_more(&mut self, head: FrameId, tail: FrameId, desc: &FrameDesc) -> FrameId {
+        let id = self.id_of(desc);
+        self.current[id.0 as usize] = *desc;
+        self.next[id.0 as usize] = NIL;
+        self.next[tail.0 as usize] = id.0;
+        let h = head.0 as usize;
+        self.frame_len[h] += desc.lengths().data() as u32;
+        self.buffers[h] = self.buffers[h].saturating_add(1);
+        id
+    }
+
+    /// The buffers of frame `id`, first to last.
+    pub fn chain(&self, id: FrameId) -> impl Iterator<Item = FrameId> + '_ {
+        std::iter::successors(Some(id), |b| {
+            let n = self.next[b.0 as usize];
+            (n != NIL).then_some(FrameId(n))
+        })
+    }
+
+    /// A frame holding `bytes`, in as many buffers as it needs (a tool's jumbo test
+    /// frame), if they are all free.
+    pub fn put(&mut self, bytes: &[u8]) -> Option<FrameId> {
+        let usable = self.bytes_capacity();
+        let n = bytes.len().div_ceil(usable).max(1);
+        if self.free.len() < n || n > usize::from(u8::MAX) {
+            return None;
+        }
+        let mut head: Option<FrameId> = None;
+        let mut tail = FrameId(NIL);
+        for piece in bytes.chunks(usable) {
+            let id = self.free.pop().expect("counted above");
+            self.write(id, piece.len()).copy_from_slice(piece);
+            match head {
+                None => head = Some(id),
+                Some(h) => {
+                    self.next[tail.0 as usize] = id.0;
+                    self.frame_len[h.0 as usize] += piece.len() as u32;
+                    self.buffers[h.0 as usize] += 1;
+                }
+            }
+            tail = id;
+        }
+        head
+    }
+
+    /// Gives one buffer back (a completed transmit returns its buffers one by one).
+    pub fn free_buffer(&mut self, id: FrameId) {
+        debug_assert!(self.free.len() < self.pristine.len(), "more frees than buffers");
+        self.next[id.0 as usize] = NIL;
+        self.free.push(id);
     }
 
     /// Reads (and clears, so a later frame without metadata cannot inherit it) the
@@ -152,9 +228,18 @@ impl UmemPool {
         }
     }
 
-    /// The descriptor to put on a tx ring for frame `id`.
-    pub fn tx_desc(&self, id: FrameId) -> FrameDesc {
-        self.current[id.0 as usize]
+    /// Puts the descriptors of frame `id` on `out` (one per buffer, each but the last
+    /// marked as continued); returns how many, or none if they do not all fit.
+    pub fn tx_descs(&self, id: FrameId, out: &mut [FrameDesc]) -> usize {
+        let n = usize::from(self.buffers[id.0 as usize]);
+        if n > out.len() {
+            return 0;
+        }
+        for (k, (b, slot)) in self.chain(id).zip(out.iter_mut()).enumerate() {
+            *slot = self.current[b.0 as usize];
+            slot.set_options(if k + 1 < n { PKT_CONTD } else { 0 });
+        }
+        n
     }
 
     /// A descriptor for the fill ring (only the address matters there).
@@ -173,8 +258,20 @@ impl FramePool for UmemPool {
     }
 
     fn free(&mut self, id: FrameId) {
-        debug_assert!(self.free.len() < self.pristine.len(), "more frees than frames");
-        self.free.push(id);
+        let mut b = id.0;
+        while b != NIL {
+            let next = self.next[b as usize];
+            self.free_buffer(FrameId(b));
+            b = next;
+        }
+    }
+
+    fn len(&self, id: FrameId) -> usize {
+        self.frame_len[id.0 as usize] as usize
+    }
+
+    fn buffers(&self, id: FrameId) -> u32 {
+        u32::from(self.buffers[id.0 as usize])
     }
 
     fn bytes(&self, id: FrameId) -> &[u8] {
@@ -187,6 +284,9 @@ impl FramePool for UmemPool {
         let i = id.0 as usize;
         self.current[i] = self.pristine[i];
         self.arrival_ns[i] = 0;
+        self.next[i] = NIL;
+        self.frame_len[i] = len as u32;
+        self.buffers[i] = 1;
         // SAFETY: as in `bytes`; the frame is ours while we hold its id.
         let mut data = unsafe { self.umem.data_mut(&mut self.current[i]) };
         // The cursor appends from the descriptor's length: position it to set the length.
@@ -214,17 +314,39 @@ impl FramePool for UmemPool {
         }
     }
 
-    fn copy(&mut self, from: FrameId, to: FrameId) {
-        let src_desc = self.current[from.0 as usize];
-        // SAFETY: both frames are owned by userspace; they are distinct frames.
-        let src = unsafe { self.umem.data(&src_desc) };
-        let len = src.contents().len();
-        let i = to.0 as usize;
-        self.current[i] = self.pristine[i];
-        // SAFETY: as above.
-        let mut dst = unsafe { self.umem.data_mut(&mut self.current[i]) };
-        dst.cursor().set_pos(len);
-        dst.contents_mut().copy_from_slice(src.contents());
+    fn duplicate(&mut self, from: FrameId) -> Option<FrameId> {
+        let n = self.buffers[from.0 as usize];
+        if self.free.len() < usize::from(n) {
+            return None;
+        }
+        let head = self.free.pop()?;
+        let (h, mut tail) = (head.0 as usize, head);
+        self.next[h] = NIL;
+        self.frame_len[h] = self.frame_len[from.0 as usize];
+        self.buffers[h] = n;
+        self.arrival_ns[h] = 0;
+        let mut src = from.0;
+        let mut to = head;
+        loop {
+            let src_desc = self.current[src as usize];
+            // SAFETY: both buffers are owned by userspace and distinct.
+            let data = unsafe { self.umem.data(&src_desc) };
+            let len = data.contents().len();
+            let t = to.0 as usize;
+            self.current[t] = self.pristine[t];
+            // SAFETY: as above.
+            let mut dst = unsafe { self.umem.data_mut(&mut self.current[t]) };
+            dst.cursor().set_pos(len);
+            dst.contents_mut().copy_from_slice(data.contents());
+            src = self.next[src as usize];
+            if src == NIL {
+                return Some(head);
+            }
+            to = self.free.pop().expect("counted above");
+            self.next[to.0 as usize] = NIL;
+            self.next[tail.0 as usize] = to.0;
+            tail = to;
+        }
     }
 }
 
@@ -237,9 +359,12 @@ pub struct XskPort {
     rx: RxQueue,
     fill: FillQueue,
     comp: CompQueue,
-    /// Frames on the tx ring not yet returned by the completion ring.
+    /// Buffers on the tx ring not yet returned by the completion ring.
     tx_outstanding: u32,
     scratch: Vec<FrameDesc>,
+    /// A multi-buffer frame whose last buffer has not come off the rx ring yet: its
+    /// first buffer and its last so far.
+    partial: Option<(FrameId, FrameId)>,
 }
 
 impl std::fmt::Debug for XskPort {
@@ -252,7 +377,8 @@ impl XskPort {
     /// Binds a socket to `iface`/`queue` on the pool's UMEM, without letting libxdp load
     /// an XDP program of its own (we steer frames with our classifier's XSKMAP). `mode`
     /// forces zero-copy or copy; without it the kernel takes zero-copy where the driver
-    /// offers it and copies otherwise.
+    /// offers it and copies otherwise. Frames of up to `buffers_per_frame` buffers are
+    /// received and sent whole: above one, the socket binds for multi-buffer (XDP_USE_SG).
     pub fn bind(
         pool: &UmemPool,
         iface: &str,
@@ -260,9 +386,12 @@ impl XskPort {
         ring_size: u32,
         batch: usize,
         mode: Option<BindMode>,
+        buffers_per_frame: usize,
     ) -> Result<XskPort, XskError> {
         let geometry = |e: &dyn std::fmt::Display| XskError::Geometry(e.to_string());
+        let sg = if buffers_per_frame > 1 { BindFlags::XDP_USE_SG } else { BindFlags::empty() };
         let flags = BindFlags::XDP_USE_NEED_WAKEUP
+            | sg
             | match mode {
                 Some(BindMode::ZeroCopy) => BindFlags::XDP_ZEROCOPY,
                 Some(BindMode::Copy) => BindFlags::XDP_COPY,
@@ -286,6 +415,10 @@ impl XskPort {
                 Err(e) if os_error(&e) == Some(libc::EBUSY) && started.elapsed() < BIND_RETRY => {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
+                Err(source) if !sg.is_empty() && matches!(os_error(&source), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
+                    let advice = no_multi_buffer_advice().replace("IF", iface);
+                    return Err(XskError::NoMultiBuffer { iface: iface.to_string(), queue, source, advice });
+                }
                 Err(source) => return Err(XskError::Socket { iface: iface.to_string(), queue, source }),
             }
         };
@@ -300,7 +433,8 @@ impl XskPort {
             fill,
             comp,
             tx_outstanding: 0,
-            scratch: vec![FrameDesc::default(); batch.clamp(TxBatch::CAPACITY, 4096)],
+            scratch: vec![FrameDesc::default(); batch.clamp(TxBatch::CAPACITY, 4096) * buffers_per_frame.max(1)],
+            partial: None,
         })
     }
 
@@ -341,21 +475,36 @@ impl XskPort {
         }
     }
 
-    /// Takes received frames off the rx ring, calling `on_frame` for each; returns how many.
+    /// Takes up to `max` buffers off the rx ring, calling `on_frame` for each whole
+    /// frame; returns the buffers and the frames taken. A multi-buffer frame whose last
+    /// buffer is not on the ring yet waits for the next call.
     pub fn receive(
         &mut self,
         pool: &mut UmemPool,
         max: usize,
         mut on_frame: impl FnMut(&mut UmemPool, FrameId),
-    ) -> usize {
+    ) -> (usize, usize) {
         let max = max.min(self.scratch.len());
         // SAFETY: descriptors from the rx ring point into our UMEM.
         let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
+        let mut frames = 0;
         for i in 0..n {
-            let id = pool.received(&self.scratch[i]);
-            on_frame(pool, id);
+            let desc = &self.scratch[i];
+            let (head, tail) = match self.partial.take() {
+                None => {
+                    let id = pool.received(desc);
+                    (id, id)
+                }
+                Some((head, tail)) => (head, pool.received_more(head, tail, desc)),
+            };
+            if desc.options() & PKT_CONTD != 0 {
+                self.partial = Some((head, tail));
+            } else {
+                on_frame(pool, head);
+                frames += 1;
+            }
         }
-        n
+        (n, frames)
     }
 
     /// Returns completed tx frames to the pool; returns how many.
@@ -367,7 +516,7 @@ impl XskPort {
             let n = unsafe { self.comp.consume(&mut self.scratch[..cap]) };
             for d in &self.scratch[..n] {
                 let id = pool.id_of(d);
-                pool.free(id);
+                pool.free_buffer(id);
             }
             self.tx_outstanding = self.tx_outstanding.saturating_sub(n as u32);
             total += n;
@@ -377,35 +526,36 @@ impl XskPort {
         }
     }
 
-    /// Room on the tx ring.
+    /// Room on the tx ring, in descriptors (a multi-buffer frame takes one per buffer).
     pub fn tx_room(&mut self, want: usize) -> usize {
         self.tx.nb_free(want as u32) as usize
     }
 
-    /// Puts frames on the tx ring (all of them: callers stay within `tx_room`).
-    /// Returns false, giving the frames back to the pool, if the ring refused them.
+    /// Puts frames on the tx ring, every buffer of each (all of them: callers stay within
+    /// `tx_room`). Returns false, giving the frames back to the pool, if the ring or the
+    /// scratch space refused them: a frame is never sent in part.
     pub fn send(&mut self, pool: &mut UmemPool, frames: impl Iterator<Item = FrameId> + Clone) -> bool {
         let mut n = 0;
+        let mut taken = 0;
         for id in frames.clone() {
-            if n == self.scratch.len() {
+            let k = pool.tx_descs(id, &mut self.scratch[n..]);
+            if k == 0 {
                 break;
             }
-            self.scratch[n] = pool.tx_desc(id);
-            n += 1;
+            n += k;
+            taken += 1;
         }
-        if n == 0 {
-            return true;
-        }
-        // SAFETY: each descriptor names a frame we own, with its length; space was checked.
-        let produced = unsafe { self.tx.produce(&self.scratch[..n]) };
-        if produced == 0 {
-            for id in frames.take(n) {
-                pool.free(id);
-            }
-            return false;
-        }
+        // SAFETY: each descriptor names a buffer we own, with its length; space was checked.
+        let produced = if n == 0 { 0 } else { unsafe { self.tx.produce(&self.scratch[..n]) } };
         self.tx_outstanding += produced as u32;
-        true
+        // produce is all or nothing.
+        let sent = if produced == n { taken } else { 0 };
+        let mut refused = false;
+        for id in frames.skip(sent) {
+            pool.free(id);
+            refused = true;
+        }
+        !refused
     }
 
     /// Makes the kernel transmit what is on the tx ring. In copy mode nothing moves

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{BindMode, XdpMode};
 use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
 use crate::core::speed::Speed;
-use crate::frame_size::{frame_size_holding, largest_frame, too_large_advice, usable_frame_bytes, LARGEST_FRAME_SIZE};
+use crate::frame_size::{geometry_for, largest_frame};
 use crate::stats::SpeedSource;
 use crate::sys::{self, LinkState, SysError};
 use ethtool::{Channels, Driver, Ethtool, PauseSettings};
@@ -164,26 +164,44 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
         say(Level::Warn, "the link is down: the port carries nothing until it comes up".into());
     }
     let frame = largest_frame(facts.mtu);
-    let frame_size = frame_size_holding(frame);
-    match frame_size {
-        Some(s) => say(
-            Level::Ok,
-            format!(
-                "MTU {} ({frame}-byte frames) fits {s}-byte UMEM frames; a port on it takes frames up to {frame} \
-                 bytes unless its max_frame says otherwise",
-                facts.mtu
-            ),
-        ),
-        None => say(
-            Level::Error,
-            format!(
-                "MTU {} needs {frame}-byte frames, more than the largest UMEM frame holds ({} bytes): {}",
-                facts.mtu,
-                usable_frame_bytes(LARGEST_FRAME_SIZE),
-                too_large_advice(facts.mtu).replace("IF", iface)
-            ),
-        ),
-    }
+    let frame_size = match geometry_for(frame, None) {
+        Ok(g) if g.buffers_per_frame == 1 => {
+            say(
+                Level::Ok,
+                format!(
+                    "MTU {} ({frame}-byte frames) fits {}-byte UMEM frames; a port on it takes frames up to {frame} \
+                     bytes unless its max_frame says otherwise",
+                    facts.mtu, g.frame_size
+                ),
+            );
+            Some(g.frame_size)
+        }
+        Ok(g) => {
+            // Zero-copy multi-buffer needs the driver to take that many segments; copy
+            // mode (veth, and any driver's fallback) builds them in the kernel.
+            let zc_segs = facts.xdp.as_ref().filter(|x| x.zero_copy).map(|x| x.zc_max_segs);
+            let how = match zc_segs {
+                Some(segs) if segs >= g.buffers_per_frame => {
+                    "zero-copy multi-buffer (the driver takes enough segments)"
+                }
+                Some(_) => "multi-buffer in copy mode (the driver's zero-copy takes too few segments)",
+                None => "multi-buffer in copy mode",
+            };
+            say(
+                Level::Ok,
+                format!(
+                    "MTU {} ({frame}-byte frames) takes {} UMEM frames of {} bytes each: AF_XDP {how}; a port on it \
+                     takes frames up to {frame} bytes unless its max_frame says otherwise",
+                    facts.mtu, g.buffers_per_frame, g.frame_size
+                ),
+            );
+            Some(g.frame_size)
+        }
+        Err(advice) => {
+            say(Level::Error, advice.replace("IF", iface));
+            None
+        }
+    };
     let (speed, speed_from) = match facts.line_rate() {
         Some(s) => {
             say(
@@ -377,14 +395,19 @@ mod tests {
     }
 
     #[test]
-    fn an_mtu_no_umem_frame_holds_is_an_error_and_a_jumbo_one_takes_4096_byte_frames() {
+    fn a_jumbo_mtu_takes_several_4096_byte_frames_and_one_above_9216_is_an_error() {
         let mut f = veth();
         f.mtu = 3000;
         assert_eq!(diagnose(f.clone()).run.frame_size, Some(4096));
         f.mtu = 9000;
+        let d = diagnose(f.clone());
+        assert_eq!(d.run.frame_size, Some(4096));
+        assert_ne!(d.worst(), Level::Error, "{:?}", d.findings);
+        assert!(has(&d, Level::Ok, "MTU 9000 (9022-byte frames) takes 3 UMEM frames"), "{:?}", d.findings);
+        f.mtu = 9500;
         let d = diagnose(f);
         assert_eq!((d.run.frame_size, d.worst()), (None, Level::Error));
-        assert!(has(&d, Level::Error, "MTU 9000 needs 9018-byte frames"), "{:?}", d.findings);
+        assert!(has(&d, Level::Error, "largest pfcswitch carries, 9216"), "{:?}", d.findings);
     }
 
     #[test]

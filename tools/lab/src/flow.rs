@@ -140,15 +140,31 @@ pub struct Stamp {
 
 /// Reads the stamp of a test frame; `None` for any other frame.
 pub fn read_stamp(frame: &[u8]) -> Option<Stamp> {
-    let p = SlicedPacket::from_ethernet(frame).ok()?;
-    let (dscp, ip_checksum_ok) = match &p.net {
-        Some(etherparse::NetSlice::Ipv4(v4)) => {
-            let h = v4.header();
-            (h.dcp().value(), h.to_header().calc_header_checksum() == h.header_checksum())
-        }
-        _ => return None,
-    };
-    let udp = match &p.transport {
+    read_stamp_in(frame, frame.len())
+}
+
+/// Reads the stamp of a `len`-byte test frame from its first `head` bytes (a jumbo
+/// frame's first buffer: its headers and the stamp are all there, though its IP length
+/// reaches beyond); `None` for any other frame.
+pub fn read_stamp_in(head: &[u8], len: usize) -> Option<Stamp> {
+    if head.len() >= len {
+        let p = SlicedPacket::from_ethernet(head).ok()?;
+        let Some(etherparse::NetSlice::Ipv4(v4)) = &p.net else { return None };
+        stamp_of(&p.vlan, &v4.header(), &p.transport)
+    } else {
+        let p = etherparse::LaxSlicedPacket::from_ethernet(head).ok()?;
+        let Some(etherparse::LaxNetSlice::Ipv4(v4)) = &p.net else { return None };
+        stamp_of(&p.vlan, &v4.header(), &p.transport)
+    }
+}
+
+fn stamp_of(
+    vlan: &Option<etherparse::VlanSlice>,
+    ip: &etherparse::Ipv4HeaderSlice,
+    transport: &Option<etherparse::TransportSlice>,
+) -> Option<Stamp> {
+    let (dscp, ip_checksum_ok) = (ip.dcp().value(), ip.to_header().calc_header_checksum() == ip.header_checksum());
+    let udp = match transport {
         Some(etherparse::TransportSlice::Udp(u)) if u.destination_port() == UDP_PORT => u,
         _ => return None,
     };
@@ -156,7 +172,7 @@ pub fn read_stamp(frame: &[u8]) -> Option<Stamp> {
     if s.len() < STAMP_LEN || u16::from_be_bytes([s[0], s[1]]) != STAMP_MAGIC {
         return None;
     }
-    let outer = match &p.vlan {
+    let outer = match vlan {
         Some(etherparse::VlanSlice::SingleVlan(v)) => Some(v.clone()),
         Some(etherparse::VlanSlice::DoubleVlan(v)) => Some(v.outer()),
         None => None,
@@ -207,6 +223,16 @@ mod tests {
             let p = SlicedPacket::from_ethernet(&buf[..t.len()]).unwrap();
             assert!(matches!(p.net, Some(etherparse::NetSlice::Ipv4(_))));
         }
+    }
+
+    #[test]
+    fn a_jumbo_frames_stamp_is_read_from_its_first_buffer_alone() {
+        let t = FlowTemplate::build(&spec(9018, Some((100, 3)))).unwrap();
+        let mut buf = vec![0u8; t.len()];
+        t.write(&mut buf, 5, 77);
+        assert_eq!(read_stamp_in(&buf[..3840], t.len()), read_stamp(&buf));
+        assert_eq!(read_stamp_in(&buf[..3840], t.len()).map(|s| (s.flow, s.seq, s.pcp)), Some((7, 5, Some(3))));
+        assert_eq!(read_stamp(&buf[..3840]), None, "a cut frame alone is not a test frame");
     }
 
     #[test]

@@ -180,12 +180,14 @@ impl FramePool for Pool<'_> {
         self.slots.free_count()
     }
 
-    fn copy(&mut self, from: FrameId, to: FrameId) {
+    fn duplicate(&mut self, from: FrameId) -> Option<FrameId> {
+        let to = self.alloc()?;
         let (a, b) = (self.slots.buf[from.0 as usize] as usize, self.slots.buf[to.0 as usize] as usize);
         let data = std::mem::take(&mut self.arena.bufs[a]);
         self.arena.bufs[b].clear();
         self.arena.bufs[b].extend_from_slice(&data);
         self.arena.bufs[a] = data;
+        Some(to)
     }
 }
 

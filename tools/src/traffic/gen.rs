@@ -124,6 +124,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     }
     // Which flow last wrote each frame: then only headers and stamp need rewriting.
     let mut written_by: Vec<u16> = vec![u16::MAX; host.pool.capacity() as usize];
+    let mut jumbo: Vec<u8> = Vec::new();
     let mut ids: Vec<FrameId> = Vec::with_capacity(BATCH);
     let own_mac = host.mac;
     let end = opts.duration.map(|d| start + d);
@@ -147,7 +148,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                 break;
             }
             let HostPort { port, pool, .. } = &mut host;
-            let n = port.receive(pool, BATCH, |pool, id| {
+            let (n, _) = port.receive(pool, BATCH, |pool, id| {
                 let bytes = pool.bytes(id);
                 if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
                     if let Some(w) = capture.as_mut() {
@@ -157,8 +158,8 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                         // The response delay counts from the pause's arrival.
                         responder.on_frame(pool.arrival(id).unwrap_or(now).min(now), &cf);
                     }
-                } else if let Some(stamp) = super::flow::read_stamp(bytes) {
-                    rx_stats.record(pool.arrival(id).unwrap_or(now), &stamp, bytes.len());
+                } else if let Some(stamp) = super::flow::read_stamp_in(bytes, pool.len(id)) {
+                    rx_stats.record(pool.arrival(id).unwrap_or(now), &stamp, pool.len(id));
                 } else {
                     received_other += 1;
                 }
@@ -186,25 +187,43 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                 if f.due == 0 || room == 0 || count.is_some_and(|c| f.next_seq >= c) {
                     continue;
                 }
-                let Some(id) = host.pool.alloc() else {
-                    room = 0;
-                    break;
-                };
                 let t = &f.template;
-                let buf = host.pool.write(id, t.len());
-                if written_by[id.0 as usize] == t.id {
-                    t.rewrite(buf, f.next_seq as u32, stamp_ns);
+                let id = if t.len() <= host.pool.bytes_capacity() {
+                    let Some(id) = host.pool.alloc() else {
+                        room = 0;
+                        break;
+                    };
+                    let buf = host.pool.write(id, t.len());
+                    if written_by[id.0 as usize] == t.id {
+                        t.rewrite(buf, f.next_seq as u32, stamp_ns);
+                    } else {
+                        t.write(buf, f.next_seq as u32, stamp_ns);
+                        written_by[id.0 as usize] = t.id;
+                    }
+                    id
                 } else {
-                    t.write(buf, f.next_seq as u32, stamp_ns);
-                    written_by[id.0 as usize] = t.id;
-                }
+                    // A jumbo frame spans several UMEM frames (multi-buffer): written whole
+                    // here, then spread over them.
+                    jumbo.resize(t.len(), 0);
+                    t.write(&mut jumbo, f.next_seq as u32, stamp_ns);
+                    let Some(id) = host.pool.put(&jumbo) else {
+                        room = 0;
+                        break;
+                    };
+                    // Its buffers now hold other bytes than a template's.
+                    for b in host.pool.chain(id) {
+                        written_by[b.0 as usize] = u16::MAX;
+                    }
+                    id
+                };
                 f.next_seq += 1;
                 f.due -= 1;
                 f.pacer.sent(1);
                 f.tx.sent += 1;
                 f.tx.bytes += t.len() as u64;
+                // A tx ring descriptor per buffer.
+                room = room.saturating_sub(host.pool.buffers(id) as usize);
                 ids.push(id);
-                room -= 1;
                 progressed = true;
             }
             rr = (rr + 1) % flows.len();

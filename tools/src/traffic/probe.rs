@@ -18,7 +18,7 @@ use pfcswitch::core::time::Time;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
-use super::flow::read_stamp;
+use super::flow::read_stamp_in;
 use super::rawsock::RawSender;
 use super::xdp_port::{HostPort, BATCH};
 
@@ -94,7 +94,7 @@ impl Receiver {
         let HostPort { port, pool, .. } = host;
         let mut n = 0;
         port.receive(pool, BATCH, |pool, id| {
-            if read_stamp(pool.bytes(id)).is_some() {
+            if read_stamp_in(pool.bytes(id), pool.len(id)).is_some() {
                 // The XDP program's arrival stamp, when the driver has a metadata area.
                 arrivals.push(pool.arrival(id).unwrap_or(now));
                 n += 1;

@@ -12,7 +12,7 @@ use pfcswitch::core::time::Time;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
-use super::flow::read_stamp;
+use super::flow::read_stamp_in;
 use super::rxstats::{FlowReport, RxStats};
 use super::xdp_port::{HostPort, BATCH};
 use crate::pcap::PcapWriter;
@@ -91,10 +91,10 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
         }
         let HostPort { port, pool, .. } = &mut host;
         let mut test_frames = 0;
-        let n = port.receive(pool, BATCH, |pool, id| {
+        let (n, _) = port.receive(pool, BATCH, |pool, id| {
             let bytes = pool.bytes(id);
-            if let Some(stamp) = read_stamp(bytes) {
-                stats.record(pool.arrival(id).unwrap_or(now), &stamp, bytes.len());
+            if let Some(stamp) = read_stamp_in(bytes, pool.len(id)) {
+                stats.record(pool.arrival(id).unwrap_or(now), &stamp, pool.len(id));
                 test_frames += 1;
             } else if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
                 if let Some(w) = capture.as_mut() {

@@ -6,6 +6,7 @@ use std::os::fd::RawFd;
 use anyhow::{Context, Result};
 use pfcswitch::dataplane::xdp::Classifier;
 use pfcswitch::dataplane::xsk::{UmemPool, XskPort};
+use pfcswitch::frame_size;
 use pfcswitch::sys;
 
 pub const RING_SIZE: u32 = 4096;
@@ -27,9 +28,13 @@ impl HostPort {
     pub fn open(iface: &str, receive: bool, frames: u32, force: bool) -> Result<HostPort> {
         sys::check_privileges()?;
         let info = sys::interface(iface)?;
-        let frame_size = if info.mtu + 18 <= 2048 - 256 { 2048 } else { 4096 };
-        let mut pool = UmemPool::new(frames, frame_size, RING_SIZE)?;
-        let mut port = XskPort::bind(&pool, iface, 0, RING_SIZE, BATCH, None)?;
+        // The switch's own rule: the smallest UMEM frame that holds the MTU's frames, or
+        // several (multi-buffer) for a jumbo MTU.
+        let geometry = frame_size::geometry_for(frame_size::largest_frame(info.mtu), None)
+            .map_err(|advice| anyhow::anyhow!("{iface}: {}", advice.replace("IF", iface)))?;
+        let mut pool = UmemPool::new(frames, geometry.frame_size, RING_SIZE)?;
+        let buffers = geometry.buffers_per_frame as usize;
+        let mut port = XskPort::bind(&pool, iface, 0, RING_SIZE, BATCH, None, buffers)?;
         let classifier = if receive {
             // Buffers first: a frame that arrives once the program is attached and finds
             // the fill ring empty is dropped.

@@ -30,11 +30,12 @@ pub struct BufferConfig {
     /// Tail-drop limit of each lossy egress queue.
     pub lossy_queue_bytes: u64,
     /// Most frames a port's lossy queues hold together, whatever their bytes: many small
-    /// frames must not empty the frame pool. Absent: see [`Config::frame_caps`](super::Config::frame_caps).
+    /// frames must not empty the frame pool. Counted in pool buffers: a jumbo frame in
+    /// several (AF_XDP multi-buffer) counts each. Absent: see [`Config::frame_caps`](super::Config::frame_caps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lossy_port_frames: Option<u32>,
     /// Most frames the slowpath holds for blocked ports together: a port blocked for
-    /// ever must not empty the frame pool. Absent: see [`Config::frame_caps`](super::Config::frame_caps).
+    /// ever must not empty the frame pool. Counted in pool buffers, as `lossy_port_frames`. Absent: see [`Config::frame_caps`](super::Config::frame_caps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slowpath_frames: Option<u32>,
     /// `[buffer.priority.N]`: priority N's own profile on every port, overriding the

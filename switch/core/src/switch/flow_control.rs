@@ -226,7 +226,7 @@ impl Switch {
         };
         let p = &mut self.ports[port];
         let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
-        self.frames.set(id, len as u32, None, 0, now);
+        self.frames.set(id, len as u32, 1, None, 0, now);
         p.tx.control.push(&mut self.frames, id);
         for prio in pause.iter() {
             p.upstream.pending.refresh_at[prio] = now + p.upstream.refresh;

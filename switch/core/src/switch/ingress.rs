@@ -57,7 +57,7 @@ impl Switch {
         // loop got to it (it may have been asleep).
         let arrived = pool.arrival(id).filter(|&t| t <= now).unwrap_or(now);
         let data = pool.bytes(id);
-        let len = data.len();
+        let len = pool.len(id);
         let Some(header) = ether::parse_header(data) else {
             self.ports[port].counters.drops.count(DropReason::Runt);
             pool.free(id);
@@ -163,8 +163,9 @@ impl Switch {
         for egress in targets.iter() {
             if egress == last {
                 self.enqueue(now, pool, ingress, egress, id, len, class);
-            } else if let Some(copy) = (pool.free_frames() > PAUSE_RESERVE).then(|| pool.alloc()).flatten() {
-                pool.copy(id, copy);
+            } else if let Some(copy) =
+                (pool.free_frames() >= PAUSE_RESERVE + pool.buffers(id) as usize).then(|| pool.duplicate(id)).flatten()
+            {
                 self.enqueue(now, pool, ingress, egress, copy, len, class);
             } else {
                 self.ports[ingress].counters.drops.count(DropReason::NoBuffer);
@@ -213,7 +214,7 @@ impl Switch {
                 self.drop_frame(pool, ingress, id, DropReason::Lossless);
             }
             a.admitted
-        } else if self.lossy_frames(egress) >= self.frame_caps.lossy_port {
+        } else if self.lossy_buffers(egress) >= self.frame_caps.lossy_port {
             self.ports[ingress].prio[p].lossy_drops += 1;
             self.drop_frame(pool, ingress, id, DropReason::FrameCap);
             false
@@ -230,7 +231,9 @@ impl Switch {
             return;
         }
         self.rewrite(pool, ingress, id, class, at);
-        self.frames.set(id, len as u32, Some(ingress), at.group, now);
+        // A frame takes at most 6 buffers (9216 bytes in 1792-byte ones).
+        let buffers = pool.buffers(id).min(u32::from(u8::MAX)) as u8;
+        self.frames.set(id, len as u32, buffers, Some(ingress), at.group, now);
         if self.dropping(now, egress).contains(q) {
             // A deadlock is being broken, or a storm is being cut off, on this queue.
             self.discard(pool, egress, q, id);
@@ -242,12 +245,12 @@ impl Switch {
         let paused = e.tx.pause.paused(now).contains(q);
         let to_slowpath = self.map.held_at_slowpath(egress, q) > 0 || (self.blocked.contains(egress) && !paused);
         if to_slowpath {
-            if self.map.held_total() >= self.frame_caps.slowpath {
+            if self.map.held_buffers() >= self.frame_caps.slowpath {
                 self.ports[ingress].counters.drops.count(DropReason::FrameCap);
                 self.give_back(pool, id);
                 return;
             }
-            self.map.handed_to_slowpath(ingress, egress, q);
+            self.map.handed_to_slowpath(ingress, egress, q, buffers);
             let held = HeldFrame { id, len: len as u32, ingress, egress, prio: at.queue };
             self.outbox.push(ToSlowpath::Held(held));
         } else {
@@ -266,9 +269,10 @@ impl Switch {
     }
 
     /// Frames in `egress`'s lossy queues.
-    fn lossy_frames(&self, egress: PortId) -> u32 {
+    /// Pool buffers the frames in `egress`'s lossy queues take: what its lossy frame cap counts.
+    fn lossy_buffers(&self, egress: PortId) -> u32 {
         let queues = &self.ports[egress].tx.queues;
-        (0..PRIORITIES).filter(|&q| !self.is_lossless(q)).map(|q| queues[q].len()).sum()
+        (0..PRIORITIES).filter(|&q| !self.is_lossless(q)).map(|q| queues[q].buffers()).sum()
     }
 
     /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]).

@@ -24,6 +24,7 @@ mod deadlock;
 mod egress;
 mod flow_control;
 mod forwarding;
+mod jumbo;
 mod links;
 mod tagger;
 mod watchdog;
@@ -48,6 +49,14 @@ impl Rig {
         let now = Time::from_millis(1000);
         let sw = Switch::new(&config, None, PoolSize::without_rings(POOL), now);
         Rig { sw, pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+    }
+
+    /// A switch whose pool's buffers hold `buffer` bytes: larger frames take several,
+    /// as AF_XDP multi-buffer frames do.
+    pub(crate) fn with_buffer_size(config: Config, buffer: usize) -> Rig {
+        let mut r = Rig::new(config);
+        r.pool = VecPool::with_buffer_size(POOL, buffer);
+        r
     }
 
     /// A switch applying the Tagger table in `text` (see [`crate::tagging::tests::TABLE`]).
@@ -91,7 +100,7 @@ impl Rig {
     pub(crate) fn tx_limited(&mut self, port: PortId, limit: usize) -> Vec<Vec<u8>> {
         self.batch.reset(limit);
         self.sw.poll_transmit(self.now, &mut self.pool, port, &mut self.batch);
-        let out: Vec<Vec<u8>> = self.batch.frames().iter().map(|f| self.pool.bytes(f.id).to_vec()).collect();
+        let out: Vec<Vec<u8>> = self.batch.frames().iter().map(|f| self.pool.contents(f.id)).collect();
         for f in self.batch.frames().to_vec() {
             self.pool.free(f.id);
         }
