@@ -7,23 +7,30 @@ use std::time::Duration;
 use netns_tests::*;
 use pfctools::headroom::sweep::{self, SweepOptions};
 
-const FRAME_LEN: u64 = 996; // 1000-byte frames on the wire, as buffered
-
 /// One run with a short sender delay (the headroom holds) and one with a long delay
-/// (it does not), checking every step of the test plan.
-fn test_plan(prios: &[u8]) {
+/// (it does not), checking every step of the test plan, with `frame_size`-byte frames on
+/// the wire (above 1518, on links at a jumbo MTU).
+fn test_plan(prios: &[u8], frame_size: usize) {
     let _serial = serial();
+    // As buffered: without the FCS.
+    let frame_len = frame_size as u64 - 4;
     // Test traffic shares 50 % of line rate among the priorities: the longer the delay
     // must be to overrun each priority's headroom.
     let long = 3000 * prios.len() as u32;
-    let opts = SweepOptions { prios: prios.to_vec(), delays: vec![0, long], ..SweepOptions::default() };
+    let opts = SweepOptions { prios: prios.to_vec(), delays: vec![0, long], frame_size, ..SweepOptions::default() };
+    // Background frames in the run: 50 % of 1G for 0.4 s (20 bytes of preamble and gap each).
+    let background = 0.5e9 / 8.0 * opts.traffic.as_secs_f64() / (frame_len + 20) as f64;
     let report = sweep::run(&opts, &|_| {}).unwrap();
     assert_eq!(report.runs.len(), 2);
     for run in &report.runs {
         // 1. The storm kept the tested priorities paused throughout.
         assert!(run.storm_continuous, "delay {}: storm had a gap", run.delay_quanta);
         // 2./4. Every background frame arrived; no test frame did.
-        assert!(run.background_sent > 10_000, "background at 50 % of 1G for 0.4 s: {}", run.background_sent);
+        assert!(
+            run.background_sent as f64 > background * 0.4,
+            "background at 50 % of 1G for 0.4 s: {} of about {background:.0}",
+            run.background_sent
+        );
         assert_eq!(
             run.background_received, run.background_sent,
             "delay {}: background lost: {run:?}",
@@ -35,8 +42,8 @@ fn test_plan(prios: &[u8]) {
             assert!(p.xoff_sent > 0, "the DUT paused the sender on priority {}", p.prio);
             // 4. What was sent and not dropped sits in the DUT's buffer, within XOFF + headroom,
             // well inside the shared buffer.
-            assert_eq!(p.held_bytes, p.test_sent_bytes - p.drops * FRAME_LEN, "{p:?}");
-            assert!(p.held_bytes <= opts.xoff_bytes + opts.headroom_bytes + FRAME_LEN, "{p:?}");
+            assert_eq!(p.held_bytes, p.test_sent_bytes - p.drops * frame_len, "{p:?}");
+            assert!(p.held_bytes <= opts.xoff_bytes + opts.headroom_bytes + frame_len, "{p:?}");
             assert!(p.held_bytes < opts.shared_bytes);
         }
     }
@@ -53,24 +60,29 @@ fn test_plan(prios: &[u8]) {
     }
     for p in &exceeded.prios {
         assert!(p.drops > 0, "{long} quanta of delay overrun {} B of headroom: {p:?}", opts.headroom_bytes);
-        assert!(p.headroom_watermark + FRAME_LEN > opts.headroom_bytes, "headroom filled before dropping");
+        assert!(p.headroom_watermark + frame_len > opts.headroom_bytes, "headroom filled before dropping");
     }
     assert_eq!(report.largest_lossless_delay_quanta, Some(0));
 }
 
 #[test]
 fn headroom_test_plan_on_priority_3() {
-    test_plan(&[3]);
+    test_plan(&[3], 1000);
+}
+
+#[test]
+fn headroom_test_plan_at_mtu_9000_with_jumbo_frames_on_priority_3() {
+    test_plan(&[3], 9018);
 }
 
 #[test]
 fn headroom_test_plan_on_priority_4() {
-    test_plan(&[4]);
+    test_plan(&[4], 1000);
 }
 
 #[test]
 fn headroom_test_plan_on_priorities_3_and_4() {
-    test_plan(&[3, 4]);
+    test_plan(&[3, 4], 1000);
 }
 
 /// `pfctools headroom --plan` at short timings: JSON verdicts, and the exit status.

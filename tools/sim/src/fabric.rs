@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pfcswitch_core::config::{Config, PortRole, StaticFdbEntry};
+use pfcswitch_core::config::{max_frame_for_mtu, Config, PortRole, StaticFdbEntry};
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::tagging::TagTable;
@@ -282,6 +282,9 @@ impl Fabric {
             for (k, p) in c.ports.iter_mut().enumerate() {
                 let g = &ports[local[k]];
                 p.speed = Some(g.speed);
+                if s.mtu != 1500 {
+                    p.max_frame = Some(max_frame_for_mtu(s.mtu));
+                }
                 p.cable_m = g.propagation.as_nanos() as f64 / NS_PER_M;
                 p.mac = Some(g.mac);
                 if matches!(ports[g.peer].owner, Owner::Switch(..)) {
@@ -412,6 +415,14 @@ fn plan_flows(
             }
             (from, to) => vec![(host(from)?, host(to)?)],
         };
+        // Untagged frames on the wire: the MTU, the Ethernet header and the FCS.
+        let largest = s.mtu as usize + 18;
+        if f.size > largest {
+            return Err(invalid(
+                &field,
+                format!("size {} is above what MTU {} carries ({largest} bytes)", f.size, s.mtu),
+            ));
+        }
         for (a, b) in pairs {
             if a == b {
                 return Err(invalid(&field, "a host cannot send to itself"));

@@ -72,6 +72,10 @@ pub struct Scenario {
     /// Every link's rate unless a `[[link]]` says otherwise.
     #[serde(default = "default_speed")]
     pub speed: Speed,
+    /// Every link's MTU: a switch port takes frames up to what it lets through (jumbo
+    /// fabrics run at 4200 or 9000), and a flow's frames must fit it.
+    #[serde(default = "default_mtu", skip_serializing_if = "is_standard_mtu")]
+    pub mtu: u32,
     /// Every cable's length (propagation 5 ns/m) unless a `[[link]]` says otherwise.
     #[serde(default = "default_cable_m")]
     pub cable_m: f64,
@@ -215,6 +219,12 @@ pub struct StormSpec {
 
 fn default_name() -> String {
     "scenario".into()
+}
+fn default_mtu() -> u32 {
+    1500
+}
+fn is_standard_mtu(mtu: &u32) -> bool {
+    *mtu == 1500
 }
 fn default_speed() -> Speed {
     Speed::gbps(10)

@@ -455,3 +455,18 @@ fn the_pfc_watchdog_cuts_off_a_storming_nic_at_the_detection_time_and_restores_a
     assert_eq!(r.lossless_lost, wd.counters.dropped_frames);
     assert!(!wd.active);
 }
+
+#[test]
+fn a_jumbo_fabric_carries_9000_byte_frames_losslessly_and_a_frame_above_the_mtu_is_refused() {
+    let text = |mtu: u32| {
+        format!(
+            "topology = \"fattree:k=4\"\nspeed = \"100G\"\ncable_m = 10\nduration_ms = 1\ndrain_ms = 1\nmtu = {mtu}\n\
+             [[flow]]\nfrom = \"*\"\nto = \"*\"\nsize = 9018\nload = 60\n"
+        )
+    };
+    let r = simulate(&Scenario::from_toml(&text(9000)).unwrap(), 1, None).unwrap().report;
+    assert!(r.flows.iter().all(|f| f.sent > 0 && f.received == f.sent), "{:?}", r.flows);
+    assert_eq!((r.lossless_lost, r.lossless_dropped), (0, 0));
+    let err = simulate(&Scenario::from_toml(&text(1500)).unwrap(), 1, None).map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("size 9018 is above what MTU 1500 carries (1518 bytes)"), "{err}");
+}

@@ -16,7 +16,7 @@ use pfcswitch_table::Table;
 use super::median;
 use crate::harness::{self, SwitchLosses, SwitchProc};
 use crate::testbed::TestbedTopology;
-use crate::testbed::{unique_name, Testbed, Topology};
+use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
 
 #[derive(Args, Clone, Debug)]
 pub struct ForwardArgs {
@@ -162,8 +162,28 @@ fn measure(
 }
 
 pub fn run(args: &ForwardArgs) -> Result<()> {
-    let tb_switch = Testbed::up(&unique_name("bench-sw"), Topology::star(2))?;
-    let tb_bridge = Testbed::up(&unique_name("bench-br"), Topology::star(2))?;
+    // Jumbo sizes run on testbeds whose links have a jumbo MTU, the others at the standard
+    // one, as a user's testbed would be (see `testbed::mtu_for`).
+    let mut mtus: Vec<u32> = args.sizes.iter().map(|&s| mtu_for(s)).collect();
+    mtus.sort_unstable();
+    mtus.dedup();
+    let (mut results, mut overload, mut ring_size) = (Vec::new(), SwitchLosses::default(), 0);
+    for mtu in mtus {
+        let sizes: Vec<usize> = args.sizes.iter().copied().filter(|&s| mtu_for(s) == mtu).collect();
+        let (at, losses, ring) = run_at(args, mtu, &sizes)?;
+        results.extend(at);
+        overload = overload.plus(losses);
+        ring_size = ring;
+    }
+    results.sort_by_key(|r| args.sizes.iter().position(|&s| s == r.size));
+    print_report(args, &results, overload, ring_size)
+}
+
+/// The sizes that run at `mtu`: their results, the switch's losses in the unpaced rounds,
+/// and its rx ring size.
+fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResult>, SwitchLosses, u32)> {
+    let tb_switch = Testbed::up(&unique_name("bench-sw"), at_mtu(Topology::star(2), mtu))?;
+    let tb_bridge = Testbed::up(&unique_name("bench-br"), at_mtu(Topology::star(2), mtu))?;
     tb_bridge.make_linux_bridge("sw1")?;
     // The configuration a user gets without a file: nothing tuned for the bench.
     let config = harness::switch_config(&tb_switch, "sw1");
@@ -173,7 +193,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let mut results = Vec::new();
     // Losses during the zero-loss checks, kept apart from the overload rounds'.
     let mut in_checks = SwitchLosses::default();
-    for &size in &args.sizes {
+    for &size in sizes {
         let mut r = SizeResult { size, ..Default::default() };
         let mut cpu_ns = Vec::new();
         let mut sender = Vec::new();
@@ -264,9 +284,12 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     if !finished.success() {
         eprintln!("pfcswitch exited with {}: {}", finished.status, finished.stderr.trim());
     }
+    Ok((results, overload, config.dataplane.ring_size))
+}
 
+fn print_report(args: &ForwardArgs, results: &[SizeResult], overload: SwitchLosses, ring_size: u32) -> Result<()> {
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        println!("{}", serde_json::to_string_pretty(results)?);
         return Ok(());
     }
     println!(
@@ -282,11 +305,11 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         "sender f/s",
         "80% check",
     ]);
-    for r in &results {
+    for r in results {
         let check = match &r.loss_check {
             Some(c) if c.lost > 0 => format!(
                 "{}; check {} of {LOSS_CHECK_ATTEMPTS}, {} reordered, {} dup",
-                c.summary(Duration::from_secs_f64(f64::from(config.dataplane.ring_size) / c.rate_pps.max(1.0))),
+                c.summary(Duration::from_secs_f64(f64::from(ring_size) / c.rate_pps.max(1.0))),
                 c.attempts,
                 c.reordered,
                 c.duplicates
@@ -308,6 +331,18 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         ]);
     }
     print!("{}", t.render());
+    let jumbo: Vec<String> = results
+        .iter()
+        .filter(|r| mtu_for(r.size) != 1500)
+        .map(|r| format!("{} B at MTU {}", r.size, mtu_for(r.size)))
+        .collect();
+    if !jumbo.is_empty() {
+        println!(
+            "frames above 1518 B ran on testbeds at the smallest standard MTU they fit: {} (AF_XDP multi-buffer in \
+             pfcswitch)",
+            jumbo.join(", ")
+        );
+    }
     println!(
         "pfcswitch under the unpaced (overload) rounds: {} egress tail drops, {} frames the kernel could not queue on a \
          full rx ring, {} it had no free frame for, {} other drops",

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::harness::{self, SwitchLosses, SwitchProc};
 use crate::testbed::topology::{Endpoint, EndpointSpec, HostSpec, Link};
 use crate::testbed::TestbedTopology;
-use crate::testbed::{unique_name, Testbed, Topology};
+use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
 
 /// RFC 2544's frame sizes for Ethernet (§9.1), FCS included.
 const SIZES: &str = "64,128,256,512,1024,1280,1518";
@@ -277,9 +277,11 @@ pub fn loss_rates(throughput: f64, ceiling: f64) -> Vec<f64> {
     rates
 }
 
-/// A testbed for `dut`: two hosts, and between them a switch, a bridge, or nothing.
+/// A testbed for `dut`: two hosts, and between them a switch, a bridge, or nothing, every
+/// link at `mtu`.
 struct Bed {
     dut: Dut,
+    mtu: u32,
     tb: Testbed,
     switch: Option<SwitchProc>,
     /// The switch's rx ring, frames: how long it lasts at a rate tells the machine's
@@ -288,12 +290,13 @@ struct Bed {
 }
 
 impl Bed {
-    fn up(dut: Dut) -> Result<Bed> {
+    fn up(dut: Dut, mtu: u32) -> Result<Bed> {
         let name = unique_name(&format!("rfc-{}", &dut.as_str()[..2]));
-        let tb = match dut {
-            Dut::Direct => Testbed::up(&name, direct_topology())?,
-            Dut::Pfcswitch | Dut::Bridge => Testbed::up(&name, Topology::star(2))?,
+        let topology = match dut {
+            Dut::Direct => direct_topology(),
+            Dut::Pfcswitch | Dut::Bridge => Topology::star(2),
         };
+        let tb = Testbed::up(&name, at_mtu(topology, mtu))?;
         // What a user gets without a file: nothing tuned.
         let config = harness::switch_config(&tb, "sw1");
         let ring_size = config.dataplane.ring_size;
@@ -308,7 +311,7 @@ impl Bed {
             }
             Dut::Direct => None,
         };
-        Ok(Bed { dut, tb, switch, ring_size })
+        Ok(Bed { dut, mtu, tb, switch, ring_size })
     }
 
     /// One trial of `size`-byte frames at `rate` (unpaced when `None`).
@@ -435,14 +438,20 @@ pub fn ratios(results: &[SizeResult]) -> Vec<Ratio> {
 }
 
 pub fn run(args: &Rfc2544Args) -> Result<()> {
-    let mut beds = Vec::new();
-    for &dut in &args.duts {
-        beds.push(Bed::up(dut)?);
-    }
+    // One testbed per DUT and MTU: jumbo sizes run on links at a jumbo MTU, the others at
+    // the standard one, as a user's testbed would be.
+    let mut beds: Vec<Bed> = Vec::new();
     let mut results = Vec::new();
     for (i, &size) in args.sizes.iter().enumerate() {
-        for k in 0..beds.len() {
-            let bed = &beds[(i + k) % beds.len()];
+        let mtu = mtu_for(size);
+        if !beds.iter().any(|b| b.mtu == mtu) {
+            for &dut in &args.duts {
+                beds.push(Bed::up(dut, mtu)?);
+            }
+        }
+        let at: Vec<&Bed> = beds.iter().filter(|b| b.mtu == mtu).collect();
+        for k in 0..at.len() {
+            let bed = at[(i + k) % at.len()];
             let r = measure(bed, size, args)?;
             eprintln!(
                 "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {:.1} µs p99 {:.1} \
@@ -546,6 +555,21 @@ pub fn text(r: &Report) -> String {
     }
     out += &t.render();
     out += "* nothing lost at the sender's ceiling: the DUT's own limit is higher\n";
+    let jumbo: Vec<String> = r
+        .results
+        .iter()
+        .filter(|s| mtu_for(s.size) != 1500)
+        .map(|s| format!("{} B at MTU {}", s.size, mtu_for(s.size)))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !jumbo.is_empty() {
+        out += &format!(
+            "frames above 1518 B ran on testbeds whose links have the smallest standard MTU they fit: {} \
+             (pfcswitch carries them as AF_XDP multi-buffer frames)\n",
+            jumbo.join(", ")
+        );
+    }
     if r.results.iter().any(|s| s.throughput_fps > 0.0 && !s.confirmed) {
         out += &format!(
             "† not confirmed: trials after the search lost frames at its rate and at {CONFIRM_STEPS} steps of {:.0} % \

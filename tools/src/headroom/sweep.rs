@@ -30,7 +30,7 @@ use crate::cli::{GenArgs, SinkArgs};
 use crate::harness::{self, SinkProc, SwitchProc};
 use crate::storm::{StormArgs, StormReport};
 use crate::testbed::TestbedTopology;
-use crate::testbed::{unique_name, Testbed, Topology};
+use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SweepOptions {
@@ -485,7 +485,9 @@ pub(super) fn is_disturbed(r: &RunOutcome) -> bool {
 /// Runs the sweep; `progress` hears about each run.
 pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepReport> {
     opts.validate()?;
-    let tb = Testbed::up(&unique_name("headroom"), Topology::star(2))?;
+    // Jumbo test frames need links at a jumbo MTU (the switch then carries them as
+    // multi-buffer frames).
+    let tb = Testbed::up(&unique_name("headroom"), at_mtu(Topology::star(2), mtu_for(opts.frame_size)))?;
     let (mut runs, mut disturbed) = (Vec::new(), Vec::new());
     for &delay in &opts.delays {
         for _ in 0..opts.repeats.max(1) {

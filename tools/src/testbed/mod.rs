@@ -17,6 +17,23 @@ use serde::{Deserialize, Serialize};
 
 pub use topology::{Interface, TestbedTopology, Topology};
 
+/// The standard MTU a testbed needs for `size`-byte frames on the wire (FCS included,
+/// untagged): 1500, RoCE's 4200, 9000, or the largest the switch carries.
+pub fn mtu_for(size: usize) -> u32 {
+    let max = pfcswitch::frame_size::MAX_MTU;
+    [1500, 4200, 9000, max].into_iter().find(|&m| size <= m as usize + 18).unwrap_or(max)
+}
+
+/// `topology` with every link at `mtu` (links left at the kernel's 1500 when that is it).
+pub fn at_mtu(mut topology: Topology, mtu: u32) -> Topology {
+    if mtu != 1500 {
+        for link in &mut topology.links {
+            link.mtu = Some(mtu);
+        }
+    }
+    topology
+}
+
 /// The directory under which testbeds record what they created (one state file each)
 /// and keep their work directories: under /run where it exists (it goes with a reboot,
 /// as the namespaces do), else the temporary directory.
