@@ -481,6 +481,68 @@ fn prometheus_scrapes_read_the_counters_while_the_traffic_passes_untouched() {
     assert!(sw.stop().success());
 }
 
+/// Resident memory of process `pid`, bytes.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next());
+    kb.and_then(|k| k.parse::<u64>().ok()).unwrap_or(0) * 1024
+}
+
+#[test]
+fn a_huge_header_and_idle_connections_neither_grow_the_switch_nor_stop_the_scrapes() {
+    use std::io::{Read, Write};
+    let _serial = serial();
+    let tb = star("metrics-flood", 1);
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &run_flags(&["--metrics", "127.0.0.1:9469"]))
+        .unwrap();
+    assert!(http_get(&tb, "sw1", 9469, "/metrics").0.contains("200"));
+    let before = resident_bytes(sw.proc.pid());
+    // 256 MiB of one header line on one connection: refused once the head passes its
+    // limit, and nothing past it is kept (tiny_http kept it all).
+    let (answer, sent) = in_netns(&tb, "sw1", || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", 9469)).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut sent = s.write(b"GET /metrics HTTP/1.1\r\nX-Flood: ").unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..256 {
+            match s.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        (answer, sent)
+    });
+    assert!(answer.starts_with("HTTP/1.1 431"), "after {sent} bytes: {answer}");
+    let grown = resident_bytes(sw.proc.pid()).saturating_sub(before);
+    assert!(grown < 16 << 20, "the switch grew by {} MiB", grown >> 20);
+    // Idle connections, more than the endpoint serves at once: the scrapes that find
+    // every slot taken are told so (503), and once the idle ones time out, they pass.
+    let idle = in_netns(&tb, "sw1", || {
+        (0..20).filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", 9469)).ok()).collect::<Vec<_>>()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, _) = http_get(&tb, "sw1", 9469, "/metrics");
+    assert!(status.contains("503"), "{status}");
+    std::thread::sleep(Duration::from_secs(6));
+    let (status, body) = http_get(&tb, "sw1", 9469, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    let refused = |reason: &str| -> f64 {
+        let line = format!("pfcswitch_metrics_requests_refused_total{{reason=\"{reason}\"}} ");
+        body.lines().find_map(|l| l.strip_prefix(line.as_str())).and_then(|v| v.parse().ok()).unwrap_or(-1.0)
+    };
+    assert_eq!(refused("head_too_large"), 1.0, "{body}");
+    assert!(refused("busy") >= 12.0 && refused("timeout") >= 8.0, "{body}");
+    drop(idle);
+    // A client that never reads does not hold the switch's exit.
+    let _silent = in_netns(&tb, "sw1", || std::net::TcpStream::connect(("127.0.0.1", 9469)).unwrap());
+    let started = std::time::Instant::now();
+    assert!(sw.stop().success());
+    assert!(started.elapsed() < Duration::from_secs(3), "stopped in {:?}", started.elapsed());
+}
+
 #[test]
 fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_speed_came_from() {
     let _serial = serial();

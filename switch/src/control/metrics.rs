@@ -8,10 +8,8 @@
 
 use std::hash::Hash;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
@@ -19,6 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::http::{Answer, Head, HttpServer, Limits, Refusal, Refusals};
 use super::server::{ask, Routes};
 use super::{ControlError, Request, Response};
 use crate::core::stats::{DropCounters, MacControlCounters};
@@ -116,7 +115,21 @@ impl Scrape {
 
 /// The snapshot as OpenMetrics text.
 pub fn encode(s: &Stats) -> String {
+    encode_with(s, &[])
+}
+
+/// The snapshot as OpenMetrics text, with the endpoint's own refusals by reason.
+fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
     let mut m = Scrape { registry: Registry::with_prefix("pfcswitch") };
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct RefusalLabels {
+        reason: Reason,
+    }
+    m.counters(
+        "metrics_requests_refused",
+        "Requests to this endpoint refused (busy, head_too_large, timeout, malformed)",
+        refused.iter().map(|&(reason, v)| (RefusalLabels { reason }, v)),
+    );
     m.gauge("uptime_seconds", "Time since the switch started", s.uptime_s);
     m.gauge("fdb_entries", "Addresses in the forwarding database", s.fdb_entries as f64);
     m.gauge("shared_buffer_size_bytes", "The shared buffer pool", s.shared_buffer_bytes as f64);
@@ -311,73 +324,49 @@ pub fn encode(s: &Stats) -> String {
     out
 }
 
-/// The HTTP listener behind `--metrics`; stops when dropped.
+/// The HTTP listener behind `--metrics` (see [`super::http`] for its limits); stops when
+/// dropped.
 pub struct MetricsServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    http: HttpServer,
 }
-
-/// How often the listener looks at its stop flag.
-const POLL: Duration = Duration::from_millis(100);
 
 impl MetricsServer {
     pub fn start(addr: SocketAddr, routes: Routes) -> Result<MetricsServer, ControlError> {
-        let server =
-            tiny_http::Server::http(addr).map_err(|e| ControlError::Metrics(addr.to_string(), e.to_string()))?;
-        let addr = server.server_addr().to_ip().unwrap_or(addr);
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || serve(server, routes, thread_stop))
+        Self::start_with(addr, routes, Limits::default())
+    }
+
+    pub fn start_with(addr: SocketAddr, routes: Routes, limits: Limits) -> Result<MetricsServer, ControlError> {
+        // The refusals are the server's own, known only once it runs: handed to the
+        // handler through a cell set right after the start.
+        let refusals: Arc<std::sync::OnceLock<Arc<Refusals>>> = Arc::default();
+        let seen = refusals.clone();
+        let http = HttpServer::start(addr, limits, move |head: &Head| answer(head, &routes, seen.get()))
             .map_err(|e| ControlError::Metrics(addr.to_string(), e.to_string()))?;
-        Ok(MetricsServer { addr, stop, thread: Some(thread) })
+        let _ = refusals.set(http.refusals());
+        Ok(MetricsServer { http })
     }
 
     /// Where it listens (the port the kernel chose, if given port 0).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.http.addr()
     }
 }
 
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+fn answer(head: &Head, routes: &Routes, refusals: Option<&Arc<Refusals>>) -> Answer {
+    let plain = |status, body: String| Answer { status, content_type: "text/plain; charset=utf-8", body };
+    if head.method != "GET" || head.path != "/metrics" {
+        return plain(404, "pfcswitch serves /metrics only\n".into());
     }
-}
-
-fn serve(server: tiny_http::Server, routes: Routes, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        let request = match server.recv_timeout(POLL) {
-            Ok(Some(r)) => r,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::warn!("metrics listener: {e}");
-                std::thread::sleep(POLL);
-                continue;
-            }
-        };
-        let response = if request.method() != &tiny_http::Method::Get
-            || request.url().split('?').next() != Some("/metrics")
-        {
-            tiny_http::Response::from_string("pfcswitch serves /metrics only\n").with_status_code(404)
-        } else {
-            match ask(Request::Stats, &routes) {
-                Ok(Response::Stats(s)) => {
-                    let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE).expect("a valid header");
-                    tiny_http::Response::from_string(encode(&s)).with_header(header)
-                }
-                Ok(_) => tiny_http::Response::from_string("unexpected reply\n").with_status_code(500),
-                Err(e) => tiny_http::Response::from_string(format!("{e}\n")).with_status_code(503),
-            }
-        };
-        if let Err(e) = request.respond(response) {
-            tracing::debug!("metrics client went away: {e}");
+    match ask(Request::Stats, routes) {
+        Ok(Response::Stats(s)) => {
+            let refused: Vec<(Reason, u64)> = match refusals {
+                Some(r) => Refusal::ALL.iter().map(|&x| (Reason(x.name()), r.get(x))).collect(),
+                None => Vec::new(),
+            };
+            Answer { status: 200, content_type: CONTENT_TYPE, body: encode_with(&s, &refused) }
         }
+        Ok(_) => plain(500, "unexpected reply\n".into()),
+        Err(e) => plain(503, format!("{e}\n")),
     }
 }
 

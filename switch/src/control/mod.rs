@@ -4,6 +4,7 @@
 //! answers between two batches, or to the slowpath thread.
 
 pub mod client;
+pub mod http;
 pub mod metrics;
 pub mod server;
 
