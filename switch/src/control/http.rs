@@ -215,9 +215,10 @@ fn accept_loop(
         if slots.len() >= limits.connections {
             drop(slots);
             refusals.count(Refusal::Busy);
-            // Said briefly: the write is bounded by the write deadline.
+            // Said briefly: the write and the close are bounded by short deadlines.
             let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
             refuse(&stream, Refusal::Busy);
+            close_gently(&stream, Duration::from_millis(50));
             continue;
         }
         let Ok(kept) = stream.try_clone() else { continue };
@@ -270,6 +271,30 @@ fn serve(mut stream: TcpStream, limits: &Limits, handler: &Handler, refusals: &R
         Err(r) => {
             refusals.count(r);
             refuse(&stream, r);
+            close_gently(&stream, Duration::from_millis(200));
+            return;
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// Closes after a refusal without losing the answer: a socket closed with unread input
+/// sends a reset, which makes the client's kernel drop the answer before it is read (a
+/// refused request may still be arriving). So the write side is closed first and what
+/// comes in is read and discarded, up to `linger` and 64 KiB.
+fn close_gently(mut stream: &TcpStream, linger: Duration) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let deadline = Instant::now() + linger;
+    let mut sink = [0u8; 4096];
+    let mut left = 64usize << 10;
+    while left > 0 {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if wait.is_zero() || stream.set_read_timeout(Some(wait)).is_err() {
+            break;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
         }
     }
     let _ = stream.shutdown(Shutdown::Both);
