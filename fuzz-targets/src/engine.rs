@@ -62,7 +62,7 @@ fn config() -> Config {
     c.buffer.xoff_bytes = Some(8_000);
     c.buffer.xon_offset_bytes = Some(3_000);
     c.buffer.headroom_bytes = 6_000;
-    c.buffer.lossy_queue_bytes = 20_000;
+    c.buffer.lossy_queue_bytes = Some(20_000);
     c.buffer.lossy_port_frames = Some(48);
     c.buffer.slowpath_frames = Some(64);
     c.dcfit.resolution = DeadlockResolution::Drop;

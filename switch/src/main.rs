@@ -14,7 +14,7 @@ use pfcswitch::config::{BindMode, RunConfig, XdpMode};
 use pfcswitch::control::metrics::MetricsServer;
 use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
-use pfcswitch::core::config::{Config, TaggerConfig};
+use pfcswitch::core::config::{Config, TaggerConfig, DEFAULT_LOSSY_QUEUE_BYTES, LOSSY_QUEUE_MIN_FRAMES};
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::{Dataplane, Options};
 use pfcswitch::frame_size::{largest_frame, max_frame_note};
@@ -284,16 +284,24 @@ fn check_config(file: &Path, force: bool) -> Result<()> {
     }
     print!("{}", config.to_toml());
     print!("{}", report::profiles_comment(&config));
-    // What each port's frame limit comes to on the interfaces this namespace has.
+    if config.buffer.lossy_queue_bytes.is_none() {
+        println!(
+            "# buffer.lossy_queue_bytes is not set: each lossy queue holds {DEFAULT_LOSSY_QUEUE_BYTES} bytes, or \
+             {LOSSY_QUEUE_MIN_FRAMES} of its port's largest frames if that is more"
+        );
+    }
+    // What each port's frame limit and lossy queues come to on the interfaces this
+    // namespace has.
     for (i, port) in config.ports.iter().enumerate() {
         let Ok(info) = pfcswitch::sys::interface(&port.iface) else { continue };
         let name = config.port_name(i);
+        let frame = port.max_frame.unwrap_or(largest_frame(info.mtu) as usize);
         match port.max_frame {
             None => println!(
-                "# port {name}: max_frame follows {}'s MTU {}: frames up to {} bytes",
+                "# port {name}: max_frame follows {}'s MTU {}: frames up to {frame} bytes, lossy queues of {} bytes",
                 port.iface,
                 info.mtu,
-                largest_frame(info.mtu)
+                config.buffer.lossy_queue_limit(frame)
             ),
             Some(m) => {
                 if let Some(note) = max_frame_note(name, m, info.mtu) {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use pfcswitch::cli::RunArgs;
-use pfcswitch::core::config::{BufferProfile, DEFAULT_LOSSLESS};
+use pfcswitch::core::config::{max_frame_for_mtu, BufferProfile, DEFAULT_LOSSLESS};
 use pfcswitch::core::pfc::PRIORITIES;
 use pfcswitch::core::pfcwd::WatchdogAction;
 use pfcswitch::core::priorities::Priorities;
@@ -341,7 +341,8 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
     // The background must all arrive, but a userspace DUT sharing two cores with a sender,
     // a storm and a sink now and then loses its core for a few ms: half of the shared pool
     // for the lossy queue (about 30 ms at 1G) keeps that from dropping background frames.
-    config.buffer.lossy_queue_bytes = config.buffer.lossy_queue_bytes.max(opts.shared_bytes / 2);
+    let by_default = config.buffer.lossy_queue_limit(max_frame_for_mtu(mtu_for(opts.frame_size)));
+    config.buffer.lossy_queue_bytes = Some(by_default.max(opts.shared_bytes / 2));
     // The plan's storm holds the test priority for longer than the PFC watchdog allows;
     // SONiC's plan stops the watchdog too, or it would drop what the test measures.
     config.pfcwd.action = WatchdogAction::Off;

@@ -450,7 +450,7 @@ impl Config {
         if b.headroom_bytes > MAX_BUFFER_BYTES {
             return Err(invalid("buffer.headroom_bytes", format!("at most {MAX_BUFFER_BYTES}")));
         }
-        if b.lossy_queue_bytes == 0 || b.lossy_queue_bytes > MAX_BUFFER_BYTES {
+        if b.lossy_queue_bytes.is_some_and(|q| q == 0 || q > MAX_BUFFER_BYTES) {
             return Err(invalid("buffer.lossy_queue_bytes", format!("must be 1..{MAX_BUFFER_BYTES}")));
         }
         if b.lossy_port_frames == Some(0) {

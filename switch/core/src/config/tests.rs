@@ -211,3 +211,13 @@ fn profiles_are_checked_alone_and_as_resolved() {
     let err = Config::from_toml(&per_port).unwrap_err().to_string();
     assert!(err.contains("port[0].priority.3.xoff_alpha"), "{err}");
 }
+
+#[test]
+fn a_lossy_queue_follows_the_largest_frame_unless_its_bytes_are_set() {
+    let mut b = BufferConfig::default();
+    assert_eq!(b.lossy_queue_limit(max_frame_for_mtu(1500)), 512 << 10, "unchanged at the standard MTU");
+    assert_eq!(b.lossy_queue_limit(max_frame_for_mtu(9000)), 256 * 9022);
+    assert_eq!(b.lossy_queue_limit(max_frame_for_mtu(4200)), 256 * 4222);
+    b.lossy_queue_bytes = Some(100_000);
+    assert_eq!(b.lossy_queue_limit(max_frame_for_mtu(9000)), 100_000, "what the config sets is the limit");
+}

@@ -219,8 +219,8 @@ impl Switch {
             self.drop_frame(pool, ingress, id, DropReason::FrameCap);
             false
         } else {
-            let queued = self.ports[egress].tx.queues[q].bytes();
-            let ok = self.buffer.admit_lossy(ingress, p, bytes, queued, self.lossy_queue_bytes);
+            let out = &self.ports[egress];
+            let ok = self.buffer.admit_lossy(ingress, p, bytes, out.tx.queues[q].bytes(), out.lossy_queue_bytes);
             if !ok {
                 self.ports[ingress].prio[p].lossy_drops += 1;
                 self.drop_frame(pool, ingress, id, DropReason::Lossy);

@@ -87,6 +87,8 @@ struct Port {
     link_up: bool,
     flood: bool,
     max_frame: usize,
+    /// The tail-drop limit of each of its lossy queues (it follows `max_frame` by default).
+    lossy_queue_bytes: u64,
     /// What it sends: queues, scheduler, shaper, and the pauses its link partner sent.
     tx: PortTx,
     /// The pauses it sends its upstream, and what it measured of them.
@@ -115,7 +117,6 @@ pub struct Switch {
     tag_counters: Vec<TagCounters>,
     lossless: Priorities,
     quanta: u16,
-    lossy_queue_bytes: u64,
     frame_caps: FrameCaps,
     next_aging: Time,
     reaction: Histogram,
@@ -169,6 +170,7 @@ impl Switch {
                     link_up: true,
                     flood: p.flood,
                     max_frame: p.max_frame(),
+                    lossy_queue_bytes: config.buffer.lossy_queue_limit(p.max_frame()),
                     tx: PortTx::new(p.speed(), &p.scheduler),
                     upstream: Upstream::new(refresh),
                     dcfit: PortDcfit::default(),
@@ -206,7 +208,6 @@ impl Switch {
             tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },
             tags,
             quanta,
-            lossy_queue_bytes: config.buffer.lossy_queue_bytes,
             frame_caps: config.frame_caps(pool),
             next_aging: now + FDB_AGING_PERIOD,
             reaction: Histogram::default(),

@@ -48,7 +48,7 @@ fn drr_shares_by_weight_and_strict_goes_first() {
     c.pfc.lossless = Some(vec![]);
     c.classify.dscp = [("1", 1), ("2", 2), ("5", 5)].iter().map(|(d, p)| (d.to_string(), *p)).collect();
     c.ports[1].scheduler = Scheduler::Drr { weights: [1, 1, 3, 1, 1, 0, 1, 1] };
-    c.buffer.lossy_queue_bytes = 1 << 20;
+    c.buffer.lossy_queue_bytes = Some(1 << 20);
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);

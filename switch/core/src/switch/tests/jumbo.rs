@@ -53,6 +53,27 @@ fn the_lossy_frame_cap_counts_the_buffers_a_frame_takes() {
 }
 
 #[test]
+fn a_lossy_queue_holds_256_of_its_ports_largest_frames_unless_the_config_sets_its_bytes() {
+    // 512 KiB would hold 58 frames of 9000 bytes; 256 of MTU 9000's largest (9022) hold 256.
+    for (set, admitted) in [(None, 256), (Some(512 << 10), 58)] {
+        let mut r = jumbo_rig(3, |c| {
+            c.buffer.lossy_queue_bytes = set;
+            c.buffer.lossy_port_frames = Some(4000);
+        });
+        r.rx(1, &data(2, 9, 0, 64));
+        r.tx(0);
+        r.tx(2);
+        r.rx(1, &pfc_with(Priorities::only(0), 65535, None));
+        for _ in 0..300 {
+            r.rx(0, &data(1, 2, 0, 9000));
+        }
+        let s = r.stats();
+        assert_eq!(s.ports[1].priorities[0].egress_queue_frames, admitted, "limit {set:?}");
+        assert_eq!(s.ports[0].counters.drops.lossy, 300 - u64::from(admitted));
+    }
+}
+
+#[test]
 fn a_flood_copy_that_cannot_have_all_its_buffers_is_not_made_and_is_counted() {
     let mut r = jumbo_rig(4, |_| {});
     let mut taken = Vec::new();

@@ -142,7 +142,7 @@ fn congested_on(mut c: Config, lossless: bool) -> (Rig, Vec<u8>) {
     c.buffer.xoff_bytes = Some(10_000);
     c.buffer.xon_offset_bytes = Some(4_000);
     c.buffer.headroom_bytes = 5_000;
-    c.buffer.lossy_queue_bytes = 12_000;
+    c.buffer.lossy_queue_bytes = Some(12_000);
     if !lossless {
         c.pfc.lossless = Some(vec![4]);
     }
@@ -164,7 +164,7 @@ fn pfc_frame(enabled: Priorities, quanta: u16) -> Vec<u8> {
 fn slow_port_rig() -> Rig {
     let mut c = Rig::ports(2);
     c.ports[1].speed = Some(Speed::mbps(100));
-    c.buffer.lossy_queue_bytes = 1 << 20;
+    c.buffer.lossy_queue_bytes = Some(1 << 20);
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
