@@ -66,6 +66,17 @@ pub enum TestbedError {
     NamespaceTaken { name: String, ns: String, owner: String },
     #[error("{0} is not a directory of this user's; refusing to keep testbed state there")]
     UnsafeStateDir(String),
+    #[error("the state file of testbed {name} names {what}, which is not one of its own namespaces (pfcs-{name}-NODE); nothing was removed")]
+    ForeignState { name: String, what: String },
+}
+
+/// A testbed name becomes part of a path and of namespace names: 1-32 letters, digits or
+/// '-', so that neither can reach outside what the testbed owns.
+fn check_name(name: &str) -> Result<(), TestbedError> {
+    if name.is_empty() || name.len() > 32 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(TestbedError::BadName(name.to_string()));
+    }
+    Ok(())
 }
 
 /// What a testbed created, as saved in its state file.
@@ -74,6 +85,26 @@ pub struct State {
     pub name: String,
     pub owner_pid: u32,
     pub namespaces: Vec<String>,
+}
+
+impl State {
+    /// Whether this file may be acted on as testbed `name`'s: it names that testbed, and
+    /// only namespaces of that testbed's form (`down` kills every process in them, so a
+    /// file that was edited or planted must not reach any other namespace).
+    fn check(&self, name: &str) -> Result<(), TestbedError> {
+        let foreign = |what: String| TestbedError::ForeignState { name: name.to_string(), what };
+        if self.name != name {
+            return Err(foreign(format!("the testbed {:?}", self.name)));
+        }
+        let prefix = format!("{NETNS_PREFIX}{name}-");
+        for ns in &self.namespaces {
+            let node = ns.strip_prefix(&prefix).unwrap_or_default();
+            if node.is_empty() || node.len() > 24 || !node.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return Err(foreign(format!("namespace {ns:?}")));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A live testbed. Dropping it removes it.
@@ -155,9 +186,7 @@ impl Testbed {
     /// Creates the namespaces, links, MACs and addresses of `topology`. Namespaces are
     /// named "pfcs-<name>-<node>". On error, whatever was made is removed.
     pub fn up(name: &str, topology: Topology) -> Result<Testbed, TestbedError> {
-        if name.is_empty() || name.len() > 32 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(TestbedError::BadName(name.to_string()));
-        }
+        check_name(name)?;
         let interfaces = topology.interfaces()?;
         let namespaces: BTreeMap<String, String> =
             topology.node_names().map(|n| (n.to_string(), format!("{NETNS_PREFIX}{name}-{n}"))).collect();
@@ -412,12 +441,17 @@ pub fn remove_namespaces<'a>(namespaces: impl Iterator<Item = &'a String>) {
 }
 
 /// Removes the testbed `name` from its state file (after a crash, or from another shell).
+/// The name is checked as `up` checks it, the state directory as `up` makes it, and the
+/// file's namespaces against the name before anything is removed.
 pub fn down_by_name(name: &str) -> Result<State, TestbedError> {
+    check_name(name)?;
+    ensure_state_dir()?;
     let path = state_path(name);
     let text =
         fs::read_to_string(&path).map_err(|source| TestbedError::Io { what: path.display().to_string(), source })?;
     let state: State = serde_json::from_str(&text)
         .map_err(|e| TestbedError::Io { what: path.display().to_string(), source: std::io::Error::other(e) })?;
+    state.check(name)?;
     remove_namespaces(state.namespaces.iter());
     let _ = fs::remove_file(&path);
     let _ = fs::remove_dir_all(work_dir_of(name));
@@ -536,6 +570,45 @@ impl Drop for Proc {
             }
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn down_refuses_a_name_that_up_would_refuse_before_reading_anything() {
+        // A planted state file outside the state directory, naming another namespace.
+        let planted = std::env::temp_dir().join(format!("pfcs-planted-{}.json", std::process::id()));
+        let state = State { name: "x".into(), owner_pid: 0, namespaces: vec!["pfcs-victim-h1".into()] };
+        fs::write(&planted, serde_json::to_string(&state).unwrap()).unwrap();
+        let reach = format!("../../../..{}", planted.with_extension("").display());
+        for name in [reach.as_str(), "a/b", "", "a b", &"x".repeat(33)] {
+            assert!(matches!(down_by_name(name), Err(TestbedError::BadName(_))), "{name:?}");
+        }
+        assert!(planted.exists(), "nothing was acted on");
+        fs::remove_file(planted).unwrap();
+    }
+
+    #[test]
+    fn a_state_file_may_name_only_its_own_testbed_and_namespaces() {
+        let state = |name: &str, ns: &[&str]| State {
+            name: name.into(),
+            owner_pid: 0,
+            namespaces: ns.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(state("lab", &["pfcs-lab-h1", "pfcs-lab-sw-2"]).check("lab").is_ok());
+        for (file, what) in [
+            (state("other", &["pfcs-lab-h1"]), "the testbed \"other\""),
+            (state("lab", &["pfcs-lab-h1", "default"]), "namespace \"default\""),
+            (state("lab", &["pfcs-labx-h1"]), "namespace \"pfcs-labx-h1\""),
+            (state("lab", &["pfcs-lab-"]), "namespace \"pfcs-lab-\""),
+            (state("lab", &["pfcs-lab-h1/../x"]), "namespace \"pfcs-lab-h1/../x\""),
+        ] {
+            let err = file.check("lab").unwrap_err().to_string();
+            assert!(err.contains(what) && err.contains("nothing was removed"), "{err}");
         }
     }
 }
