@@ -357,7 +357,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 #[test]
-fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forwarding() {
+fn a_link_that_goes_down_and_a_peer_that_goes_away_and_comes_back_leave_every_port_forwarding() {
     let _serial = serial();
     let tb = star("lost", 3);
     let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &RunArgs::default()).unwrap();
@@ -395,9 +395,12 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forward
     std::thread::sleep(Duration::from_millis(400));
     assert!(port(&sw.stats().unwrap(), "p3").link_up);
     assert!(ping("10.0.0.3").unwrap().contains("2 received"), "p3 forwards again");
+    // Idle, every fill ring full: what the pool has free now it must have again below.
+    let free_idle = sw.stats().unwrap().free_frames;
 
-    // h3's namespace goes away, and with it the veth: the port is gone for good.
-    pfctools::testbed::run("ip", &["netns", "del", &tb.ns("h3").unwrap()]).unwrap();
+    // h3's namespace goes away, and with it the veth: the port is gone.
+    let h3 = tb.ns("h3").unwrap();
+    pfctools::testbed::run("ip", &["netns", "del", &h3]).unwrap();
     std::thread::sleep(Duration::from_millis(400));
     let p3 = port(&sw.stats().unwrap(), "p3");
     assert!(!p3.link_up && p3.counters.link_downs == 2, "{p3:?}");
@@ -408,7 +411,76 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_leave_the_other_ports_forward
     std::thread::sleep(Duration::from_secs(2));
     let used = cpu_seconds(pid) - before;
     assert!(used < 0.5, "the idle switch used {used:.2} CPU seconds in 2 s");
+
+    // h3 comes back: a new namespace of the same name, a new veth under p3's interface name.
+    let p3_iface = tb.interfaces_of("sw1")[2].name.clone();
+    let h3_eth0 = tb.interface("h3", "eth0").unwrap();
+    let (h3_addr, h3_mac) = (h3_eth0.addr.clone().unwrap(), h3_eth0.mac.to_string());
+    let ip = |args: &[&str]| pfctools::testbed::run("ip", args).unwrap();
+    ip(&["netns", "add", &h3]);
+    ip(&["-n", &h3, "link", "set", "lo", "up"]);
+    ip(&[
+        "-n",
+        &tb.ns("sw1").unwrap(),
+        "link",
+        "add",
+        "name",
+        &p3_iface,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        &h3,
+    ]);
+    // Its old MAC, which h1 still has in its neighbour table.
+    ip(&["-n", &h3, "link", "set", "dev", "eth0", "address", &h3_mac]);
+    ip(&["-n", &h3, "addr", "add", &h3_addr, "dev", "eth0"]);
+    ip(&["-n", &h3, "link", "set", "eth0", "up"]);
+    ip(&["-n", &tb.ns("sw1").unwrap(), "link", "set", &p3_iface, "up"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !port(&sw.stats().unwrap(), "p3").link_up {
+        assert!(std::time::Instant::now() < deadline, "p3 is bound again within 5 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ping("10.0.0.3").unwrap().contains("2 received"), "p3 forwards to the new h3");
+    send_to_h2("after-p3-back");
+    std::thread::sleep(Duration::from_millis(300));
+    let s = sw.stats().unwrap();
+    assert_eq!(s.free_frames, free_idle, "the closed sockets' buffers came back, and the new ones took as many");
+    assert_eq!(port(&s, "p3").rx_queues, 1);
     assert!(sw.stop().success(), "and it still stops cleanly");
+}
+
+#[test]
+fn a_switch_out_of_file_descriptors_keeps_its_ports_and_forwards() {
+    let _serial = serial();
+    let tb = star("nofile", 2);
+    let sw = SwitchProc::start(&tb, "sw1", &switch_config(&tb, "sw1"), &RunArgs::default()).unwrap();
+    let pid = sw.proc.pid().to_string();
+    let ping = || tb.exec("h1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.0.2"]);
+    assert!(ping().unwrap().contains("3 received"));
+    // Not one descriptor more: a limit at its lowest free descriptor number, so every link
+    // check (if_nametoindex opens a socket to ask) fails with EMFILE for a second, which
+    // says nothing of the links.
+    let open: std::collections::BTreeSet<u32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let open = (0..).find(|n| !open.contains(n)).unwrap().to_string();
+    // The soft limit alone, which goes back up without privileges.
+    let soft = |n: &str| pfctools::testbed::run("prlimit", &["--pid", &pid, &format!("--nofile={n}:")]).unwrap();
+    let was = pfctools::testbed::run("prlimit", &["--pid", &pid, "--nofile", "-o", "SOFT", "--noheadings"]).unwrap();
+    soft(&open);
+    std::thread::sleep(Duration::from_millis(1000));
+    let during = ping();
+    soft(was.trim());
+    assert!(during.unwrap().contains("3 received"), "the ports forward while the checks fail");
+    let s = sw.stats().unwrap();
+    assert!(s.ports.iter().all(|p| p.link_up && p.counters.link_downs == 0), "{:?}", s.ports);
+    assert!(ping().unwrap().contains("3 received"));
+    assert!(sw.stop().success());
 }
 
 #[test]

@@ -39,7 +39,11 @@ pub fn interface(name: &str) -> Result<InterfaceInfo, SysError> {
     // SAFETY: cname is a valid NUL-terminated string.
     let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
     if ifindex == 0 {
-        return Err(SysError::NoInterface(name.to_string()));
+        let source = io::Error::last_os_error();
+        if is_gone_error(&source) {
+            return Err(SysError::NoInterface(name.to_string()));
+        }
+        return Err(SysError::InterfaceInfo { iface: name.to_string(), what: "index", source });
     }
     let read = |what: &'static str| {
         fs::read_to_string(format!("/sys/class/net/{name}/{what}"))
@@ -83,15 +87,21 @@ pub enum LinkState {
     Gone,
 }
 
-/// The state of interface `name`, bound when it had index `ifindex`.
-pub fn link_state(name: &str, ifindex: u32) -> LinkState {
-    let Ok(cname) = CString::new(name) else { return LinkState::Gone };
+/// The state of interface `name`, bound when it had index `ifindex`; `None` when it
+/// cannot be read for now. Only "no such device" (or another interface now holding the
+/// name) is gone: `if_nametoindex` opens a socket to ask, and also fails when the process
+/// is out of descriptors or the kernel out of memory, which says nothing of the link.
+pub fn link_state(name: &str, ifindex: u32) -> Option<LinkState> {
+    let Ok(cname) = CString::new(name) else { return Some(LinkState::Gone) };
     // SAFETY: cname is a valid NUL-terminated string.
-    if unsafe { libc::if_nametoindex(cname.as_ptr()) } != ifindex {
-        return LinkState::Gone;
+    match unsafe { libc::if_nametoindex(cname.as_ptr()) } {
+        0 if is_gone_error(&io::Error::last_os_error()) => return Some(LinkState::Gone),
+        0 => return None,
+        now if now != ifindex => return Some(LinkState::Gone),
+        _ => {}
     }
     let read = |what: &str| fs::read_to_string(format!("/sys/class/net/{name}/{what}")).unwrap_or_default();
-    match read("operstate").trim() {
+    Some(match read("operstate").trim() {
         "up" => LinkState::Up,
         // Drivers that do not report an operational state: admin state alone.
         "unknown" => {
@@ -103,7 +113,7 @@ pub fn link_state(name: &str, ifindex: u32) -> LinkState {
             }
         }
         _ => LinkState::Down,
-    }
+    })
 }
 
 /// Whether a send failed because the interface is gone (not a fault of ours).

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::config::{RunConfig, XdpMode};
+use crate::config::{DataplaneConfig, RunConfig, XdpMode};
 use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::pfcwd::WatchdogEvent;
 use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
@@ -97,8 +97,15 @@ pub struct Dataplane {
     /// keeps ([`Switch::link_up`]); only ports that are up are polled, received from and
     /// sent on.
     ifindex: Vec<u32>,
-    /// Per port: its interface is gone for good (a port that is gone is also down).
+    /// Per port: the MTU its interface had at start, which the UMEM is sized for.
+    mtu: Vec<u32>,
+    /// Per port: its interface is gone (deleted, or replaced by another of the same name)
+    /// and its sockets closed, until an interface of that name is back and up.
     gone: Vec<bool>,
+    /// Per port: its link could not be read at the last check (said once per spell).
+    unreadable: Vec<bool>,
+    /// Per port: binding it again failed at the last try (said once per spell).
+    rebind_failed: Vec<bool>,
     /// Per port: consecutive checks that found the link down while it counted as up.
     down_checks: Vec<u32>,
     next_link_check: Time,
@@ -211,29 +218,13 @@ impl Dataplane {
                 "jumbo frames: each takes up to {buffers_per_frame} UMEM frames (AF_XDP multi-buffer)"
             );
         }
-        let pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size)?;
+        let mut pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size)?;
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
-        for (info, &(has, bind)) in infos.iter().zip(&queues) {
-            // A queue left without a socket must not pass frames around the switch.
-            let classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket || bind < has)?;
-            let port =
-                PortSockets::bind(&pool, &info.name, bind, d.ring_size, d.batch, d.bind_mode, buffers_per_frame)?;
-            for (queue, socket) in port.sockets().iter().enumerate() {
-                classifier.bind_socket(queue as u32, socket.fd())?;
-            }
+        for (info, &queues) in infos.iter().zip(&queues) {
+            let (classifier, port) = bind_port(&mut pool, d, info, queues, buffers_per_frame, options.force)?;
             classifiers.push(classifier);
             ports.push(port);
-        }
-        for (c, port) in classifiers.iter_mut().zip(&ports) {
-            c.attach(options.force, config.dataplane.xdp_mode)?;
-            tracing::info!(
-                iface = port.iface(),
-                rx_queues = port.sockets().len(),
-                xdp = c.mode().map_or("unknown", XdpMode::as_str),
-                bind = ?port.bind_mode(),
-                "port bound"
-            );
         }
         let mut switch = Switch::new(&config, options.tags, pool_size, sys::now());
         switch.reserve_tables();
@@ -276,7 +267,10 @@ impl Dataplane {
             from_slowpath,
             view,
             ifindex: infos.iter().map(|i| i.ifindex).collect(),
+            mtu: infos.iter().map(|i| i.mtu).collect(),
             gone: vec![false; infos.len()],
+            unreadable: vec![false; infos.len()],
+            rebind_failed: vec![false; infos.len()],
             down_checks: vec![0; infos.len()],
             next_link_check: sys::now(),
             links_changed: false,
@@ -311,12 +305,7 @@ impl Dataplane {
             tracing::info!(cpu, "dataplane pinned");
         }
         let busy_poll = Duration::from_micros(self.config.dataplane.busy_poll_us);
-        // One entry per (port, rx queue), then the waker and `wake_fds`.
-        let port_fds: Vec<(usize, RawFd)> =
-            self.ports.iter().enumerate().flat_map(|(i, p)| p.fds().map(move |fd| (i, fd))).collect();
-        let mut pollfds: Vec<libc::pollfd> = port_fds.iter().map(|&(_, fd)| sys::pollfd(fd)).collect();
-        pollfds.push(sys::pollfd(self.waker.fd()));
-        pollfds.extend(wake_fds.iter().map(|&fd| sys::pollfd(fd)));
+        let mut pollfds = self.poll_set(wake_fds);
         let mut idle_since = sys::now();
         while !stop.load(Ordering::Relaxed) {
             let now = sys::now();
@@ -326,11 +315,7 @@ impl Dataplane {
                 self.check_links();
             }
             if std::mem::take(&mut self.links_changed) {
-                // A port that is down or gone is not polled: its socket may report an
-                // error for ever, and the loop would spin on it.
-                for (pfd, &(i, fd)) in pollfds.iter_mut().zip(&port_fds) {
-                    pfd.fd = if self.switch.link_up(i) { fd } else { -1 };
-                }
+                pollfds = self.poll_set(wake_fds);
             }
             let mut work = self.turn(now, true)?;
             while let Ok(msg) = commands.try_recv() {
@@ -366,6 +351,17 @@ impl Dataplane {
             self.waker.drain();
         }
         self.drain()
+    }
+
+    /// What the loop sleeps on: one entry per (port that is up, rx queue), then the waker
+    /// and `wake_fds`. A port that is down or gone is left out: its socket may report an
+    /// error for ever, and the loop would spin on it.
+    fn poll_set(&self, wake_fds: &[RawFd]) -> Vec<libc::pollfd> {
+        let up = self.ports.iter().enumerate().filter(|(i, _)| self.switch.link_up(*i));
+        let mut set: Vec<libc::pollfd> = up.flat_map(|(_, p)| p.fds()).map(sys::pollfd).collect();
+        set.push(sys::pollfd(self.waker.fd()));
+        set.extend(wake_fds.iter().map(|&fd| sys::pollfd(fd)));
+        set
     }
 
     /// One pass over every port: completions, rx, timers, tx. Returns frames moved.
@@ -503,13 +499,27 @@ impl Dataplane {
         self.ports.iter().enumerate().filter(|(i, _)| self.switch.link_up(*i)).map(|(_, p)| p.tx_outstanding()).sum()
     }
 
-    /// Reads every port's link state and acts on changes.
+    /// Reads every port's link state and acts on changes; tries to bind a gone port again.
     fn check_links(&mut self) {
         for i in 0..self.ports.len() {
             if self.gone[i] {
+                self.try_rebind(i);
                 continue;
             }
-            let mut state = sys::link_state(&self.config.ports[i].iface, self.ifindex[i]);
+            let iface = &self.config.ports[i].iface;
+            let Some(mut state) = sys::link_state(iface, self.ifindex[i]) else {
+                // Not readable for now (the process out of descriptors, the kernel out of
+                // memory): what was known stands, and the next check reads it again.
+                if !std::mem::replace(&mut self.unreadable[i], true) {
+                    tracing::warn!(
+                        port = self.config.port_name(i),
+                        iface,
+                        "link state unreadable for now; kept as it was"
+                    );
+                }
+                continue;
+            };
+            self.unreadable[i] = false;
             if state == LinkState::Down && self.switch.link_up(i) {
                 self.down_checks[i] += 1;
                 if self.down_checks[i] < LINK_DOWN_CHECKS {
@@ -539,12 +549,64 @@ impl Dataplane {
         match state {
             LinkState::Up => tracing::info!(port, iface, "link up: the port forwards again"),
             LinkState::Down => tracing::warn!(port, iface, "link down: its stations forgotten, its queues dropped"),
-            LinkState::Gone => tracing::warn!(
-                port,
-                iface,
-                lost_frames = self.ports[i].tx_outstanding(),
-                "interface gone: the port stays down until the switch is restarted"
-            ),
+            LinkState::Gone => {
+                let on_tx = self.ports[i].tx_outstanding();
+                // Its sockets are dead for good: closed now, so that the buffers on their
+                // rings come back to the pool rather than wait for an interface that may
+                // never return.
+                let on_rx = self.ports[i].close(&mut self.pool);
+                self.rebind_failed[i] = false;
+                tracing::warn!(
+                    port,
+                    iface,
+                    lost_frames = u64::from(on_tx) + on_rx as u64,
+                    "interface gone: the port is down until an interface of that name is back and up"
+                )
+            }
+        }
+    }
+
+    /// Binds gone port `i` again once an interface of its name exists and is up (a veth
+    /// re-created, a NIC back): a new classifier and sockets, then the port is up.
+    fn try_rebind(&mut self, i: usize) {
+        let iface = self.config.ports[i].iface.clone();
+        let port = self.config.port_name(i).to_string();
+        let Ok(info) = sys::interface(&iface) else { return };
+        if sys::link_state(&iface, info.ifindex) != Some(LinkState::Up) {
+            return;
+        }
+        let rebound = if info.mtu > self.mtu[i] {
+            Err(DataplaneError::Config {
+                field: format!("port {port}"),
+                problem: format!(
+                    "{iface} is back with MTU {}, above the {} it had when the switch started, which its buffers \
+                     are sized for: set MTU {} or restart the switch",
+                    info.mtu, self.mtu[i], self.mtu[i]
+                ),
+            })
+        } else {
+            let d = &self.config.dataplane;
+            sys::rx_queues(&iface).map_err(DataplaneError::from).and_then(|has| {
+                let queues = (has, d.queues.map_or(has, |q| q.min(has)));
+                bind_port(&mut self.pool, d, &info, queues, self.buffers_per_frame, false)
+            })
+        };
+        match rebound {
+            Ok((classifier, sockets)) => {
+                self.classifiers[i] = classifier;
+                self.ports[i] = self.ports[i].rebind(sockets);
+                self.ports[i].refill(&mut self.pool, POOL_RESERVE);
+                self.ifindex[i] = info.ifindex;
+                self.gone[i] = false;
+                self.down_checks[i] = 0;
+                tracing::info!(port, iface, ifindex = info.ifindex, "interface back: the port is bound again");
+                self.link_changed(i, LinkState::Up);
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut self.rebind_failed[i], true) {
+                    tracing::warn!(port, iface, "interface back, but binding it failed (tried again every check): {e}");
+                }
+            }
         }
     }
 
@@ -602,6 +664,34 @@ impl Dataplane {
         stalls.backlogs = self.backlog.recent();
         Stats { switch, free_frames: self.pool.free_count() as u64, stalls }
     }
+}
+
+/// One port's part of [`Dataplane::open`], and what binds a port again when its interface
+/// comes back: loads the classifier on `info`, binds a socket to each of its first
+/// `queues.1` rx queues (of `queues.0`) and attaches the classifier.
+fn bind_port(
+    pool: &mut UmemPool,
+    d: &DataplaneConfig,
+    info: &sys::InterfaceInfo,
+    (has, bind): (u32, u32),
+    buffers_per_frame: usize,
+    force: bool,
+) -> Result<(Classifier, PortSockets), DataplaneError> {
+    // A queue left without a socket must not pass frames around the switch.
+    let mut classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket || bind < has)?;
+    let port = PortSockets::bind(pool, &info.name, bind, d.ring_size, d.batch, d.bind_mode, buffers_per_frame)?;
+    for (queue, socket) in port.sockets().iter().enumerate() {
+        classifier.bind_socket(queue as u32, socket.fd())?;
+    }
+    classifier.attach(force, d.xdp_mode)?;
+    tracing::info!(
+        iface = port.iface(),
+        rx_queues = port.sockets().len(),
+        xdp = classifier.mode().map_or("unknown", XdpMode::as_str),
+        bind = ?port.bind_mode(),
+        "port bound"
+    );
+    Ok((classifier, port))
 }
 
 /// Gives each port without a `speed` its NIC's link speed, where the NIC has one, and

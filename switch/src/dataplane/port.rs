@@ -14,8 +14,13 @@ use super::xsk::{UmemPool, XskError, XskPort};
 
 #[derive(Debug)]
 pub struct PortSockets {
-    /// Queue k's socket at index k; never empty. The first also sends.
+    iface: String,
+    /// Queue k's socket at index k; the first also sends. Empty once closed (the
+    /// interface is gone), until the port is bound again.
     sockets: Vec<XskPort>,
+    /// The kernel's counters of sockets closed before, so that a port's counters never
+    /// go back.
+    closed: SocketCounters,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +41,7 @@ impl PortSockets {
     /// Binds queues `0..queues` of `iface`, in `mode`, for frames of up to
     /// `buffers_per_frame` buffers (see [`XskPort::bind`]).
     pub fn bind(
-        pool: &UmemPool,
+        pool: &mut UmemPool,
         iface: &str,
         queues: u32,
         ring_size: u32,
@@ -56,11 +61,25 @@ impl PortSockets {
                 }
             }
         }
-        Ok(PortSockets { sockets })
+        Ok(PortSockets { iface: iface.to_string(), sockets, closed: SocketCounters::default() })
+    }
+
+    /// Sockets bound anew on the interface of the same name (it was re-created), taking
+    /// over these sockets' counters.
+    pub fn rebind(&self, bound: PortSockets) -> PortSockets {
+        debug_assert!(self.sockets.is_empty(), "closed before");
+        PortSockets { closed: self.closed, ..bound }
+    }
+
+    /// Closes every socket for good (see [`XskPort::close`]); returns the whole frames
+    /// dropped from their rx rings. The port sends and receives nothing until re-bound.
+    pub fn close(&mut self, pool: &mut UmemPool) -> usize {
+        self.closed = self.statistics();
+        self.sockets.drain(..).map(|s| s.close(pool)).sum()
     }
 
     pub fn iface(&self) -> &str {
-        &self.sockets[0].iface
+        &self.iface
     }
 
     pub fn sockets(&self) -> &[XskPort] {
@@ -96,7 +115,7 @@ impl PortSockets {
 
     /// Returns completed tx frames to the pool (only the first queue's socket sends).
     pub fn reclaim(&mut self, pool: &mut UmemPool) -> usize {
-        self.sockets[0].reclaim(pool)
+        self.sockets.first_mut().map_or(0, |s| s.reclaim(pool))
     }
 
     /// Tops up every queue's fill ring, leaving `reserve` frames in the pool.
@@ -107,13 +126,15 @@ impl PortSockets {
     }
 
     pub fn tx_outstanding(&self) -> u32 {
-        self.sockets[0].tx_outstanding()
+        self.sockets.first().map_or(0, XskPort::tx_outstanding)
     }
 
     /// How the sockets bound: zero-copy only if every one did.
     pub fn bind_mode(&self) -> Option<BindMode> {
         let modes: Vec<Option<BindMode>> = self.sockets.iter().map(XskPort::bind_mode).collect();
-        if modes.iter().all(|m| *m == Some(BindMode::ZeroCopy)) {
+        if modes.is_empty() {
+            None
+        } else if modes.iter().all(|m| *m == Some(BindMode::ZeroCopy)) {
             Some(BindMode::ZeroCopy)
         } else if modes.iter().all(Option::is_some) {
             Some(BindMode::Copy)
@@ -124,7 +145,7 @@ impl PortSockets {
 
     /// The kernel's counters, summed over the queues.
     pub fn statistics(&self) -> SocketCounters {
-        let mut c = SocketCounters::default();
+        let mut c = self.closed;
         for st in self.sockets.iter().filter_map(XskPort::statistics) {
             c.rx_dropped += st.rx_dropped();
             c.rx_invalid_descs += st.rx_invalid_descs();

@@ -84,7 +84,18 @@ pub struct UmemPool {
     /// When each received frame arrived, per the XDP program (0: unknown).
     arrival_ns: Vec<u64>,
     free: Vec<FrameId>,
+    /// Which socket's rings each buffer is on (a fill or tx ring, or the rx or completion
+    /// ring the kernel moved it to), [`NO_SOCKET`] while it is free or the switch's: when
+    /// a socket is closed for good, what it held comes back ([`UmemPool::reclaim_lent`]).
+    lent_to: Vec<SocketId>,
+    next_socket: SocketId,
 }
+
+/// A socket's number in the pool's ledger of lent buffers.
+pub type SocketId = u16;
+
+/// Not on any socket's rings.
+const NO_SOCKET: SocketId = 0;
 
 impl std::fmt::Debug for UmemPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,6 +125,8 @@ impl UmemPool {
             arrival_ns: vec![0; frames as usize],
             free: (0..frames).rev().map(FrameId).collect(),
             pristine: descs,
+            lent_to: vec![NO_SOCKET; frames as usize],
+            next_socket: NO_SOCKET + 1,
         })
     }
 
@@ -139,11 +152,40 @@ impl UmemPool {
         FrameId((desc.addr() / self.frame_size) as u32)
     }
 
+    /// A number for a new socket's entries in the ledger of lent buffers.
+    pub fn new_socket_id(&mut self) -> SocketId {
+        let id = self.next_socket;
+        // 65535 sockets over a switch's life: a port re-bound that often reuses numbers,
+        // which is harmless once the earlier socket of that number is closed.
+        self.next_socket = self.next_socket.checked_add(1).unwrap_or(NO_SOCKET + 1);
+        id
+    }
+
+    /// Buffer `id` goes onto a ring of socket `socket`.
+    fn lend(&mut self, id: FrameId, socket: SocketId) {
+        self.lent_to[id.0 as usize] = socket;
+    }
+
+    /// Gives back to the free list every buffer still lent to `socket`, which must be
+    /// closed (or unbound from a vanished interface: the kernel no longer touches its
+    /// rings); returns how many.
+    pub fn reclaim_lent(&mut self, socket: SocketId) -> usize {
+        let mut n = 0;
+        for b in 0..self.lent_to.len() {
+            if self.lent_to[b] == socket {
+                self.free_buffer(FrameId(b as u32));
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Records the first (or only) buffer of a frame the rx ring handed us: its
     /// descriptor carries address and length, the metadata in front of it the arrival time.
     pub fn received(&mut self, desc: &FrameDesc) -> FrameId {
         let id = self.id_of(desc);
         let i = id.0 as usize;
+        self.lent_to[i] = NO_SOCKET;
         self.current[i] = *desc;
         self.next[i] = NIL;
         self.frame_len[i] = desc.lengths().data() as u32;
@@ -156,6 +198,7 @@ impl UmemPool {
     /// returns the new buffer (the frame's new tail).
     pub fn received_more(&mut self, head: FrameId, tail: FrameId, desc: &FrameDesc) -> FrameId {
         let id = self.id_of(desc);
+        self.lent_to[id.0 as usize] = NO_SOCKET;
         self.current[id.0 as usize] = *desc;
         self.next[id.0 as usize] = NIL;
         self.next[tail.0 as usize] = id.0;
@@ -203,6 +246,7 @@ impl UmemPool {
     pub fn free_buffer(&mut self, id: FrameId) {
         debug_assert!(self.free.len() < self.pristine.len(), "more frees than buffers");
         self.next[id.0 as usize] = NIL;
+        self.lent_to[id.0 as usize] = NO_SOCKET;
         self.free.push(id);
     }
 
@@ -361,6 +405,8 @@ pub struct XskPort {
     comp: CompQueue,
     /// Buffers on the tx ring not yet returned by the completion ring.
     tx_outstanding: u32,
+    /// Its number in the pool's ledger of the buffers on its rings.
+    socket_id: SocketId,
     scratch: Vec<FrameDesc>,
     /// A multi-buffer frame whose last buffer has not come off the rx ring yet: its
     /// first buffer and its last so far.
@@ -380,7 +426,7 @@ impl XskPort {
     /// offers it and copies otherwise. Frames of up to `buffers_per_frame` buffers are
     /// received and sent whole: above one, the socket binds for multi-buffer (XDP_USE_SG).
     pub fn bind(
-        pool: &UmemPool,
+        pool: &mut UmemPool,
         iface: &str,
         queue: u32,
         ring_size: u32,
@@ -433,6 +479,7 @@ impl XskPort {
             fill,
             comp,
             tx_outstanding: 0,
+            socket_id: pool.new_socket_id(),
             scratch: vec![FrameDesc::default(); batch.clamp(TxBatch::CAPACITY, 4096) * buffers_per_frame.max(1)],
             partial: None,
         })
@@ -460,6 +507,7 @@ impl XskPort {
             }
             for slot in self.scratch.iter_mut().take(want) {
                 let id = pool.alloc().expect("counted above");
+                pool.lend(id, self.socket_id);
                 *slot = pool.fill_desc(id);
             }
             // SAFETY: the frames are ours (just taken from the pool) and belong to this UMEM.
@@ -548,6 +596,10 @@ impl XskPort {
         // SAFETY: each descriptor names a buffer we own, with its length; space was checked.
         let produced = if n == 0 { 0 } else { unsafe { self.tx.produce(&self.scratch[..n]) } };
         self.tx_outstanding += produced as u32;
+        for d in &self.scratch[..produced] {
+            let b = pool.id_of(d);
+            pool.lend(b, self.socket_id);
+        }
         // produce is all or nothing.
         let sent = if produced == n { taken } else { 0 };
         let mut refused = false;
@@ -556,6 +608,30 @@ impl XskPort {
             refused = true;
         }
         !refused
+    }
+
+    /// Closes the socket for good (its interface is gone or was replaced): the frames on
+    /// its rx ring, and a frame it had in part, are dropped; every buffer on its rings
+    /// comes back to the pool. Returns the whole frames dropped.
+    pub fn close(mut self, pool: &mut UmemPool) -> usize {
+        let mut dropped = 0;
+        loop {
+            let (buffers, frames) = self.receive(pool, usize::MAX, |pool, id| pool.free(id));
+            dropped += frames;
+            if buffers == 0 {
+                break;
+            }
+        }
+        if let Some((head, _)) = self.partial.take() {
+            pool.free(head);
+        }
+        self.reclaim(pool);
+        let socket = self.socket_id;
+        // The socket's rings are unmapped and its descriptor closed here; from now on the
+        // kernel touches none of the buffers still lent to it.
+        drop(self);
+        pool.reclaim_lent(socket);
+        dropped
     }
 
     /// Makes the kernel transmit what is on the tx ring. In copy mode nothing moves

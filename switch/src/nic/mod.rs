@@ -93,7 +93,7 @@ pub fn probe(iface: &str) -> Result<NicFacts, SysError> {
         driver,
         physical: is_physical(&dir),
         mtu: info.mtu,
-        link_up: sys::link_state(iface, info.ifindex) == LinkState::Up,
+        link_up: sys::link_state(iface, info.ifindex) == Some(LinkState::Up),
         speed_mbps: read_speed_mbps(&dir),
         rx_queues: sys::rx_queues(iface)?,
         tx_queues: sys::tx_queues(iface)?,
