@@ -9,6 +9,13 @@
 //!
 //! A lossy group draws from the shared pool only and never pauses anyone; its frames are
 //! tail-dropped by the egress queue limit or when the pool is exhausted.
+//!
+//! Groups also count the frame-pool buffers they hold. Bytes alone let minimum-size
+//! frames take a buffer of 2 or 4 KiB each for 64 bytes charged: a lossless group under a
+//! generous XOFF (a dynamic one over a large pool) could hold tens of thousands and leave
+//! the receive rings without buffers. So a lossless group also goes XOFF when its buffers
+//! reach the frame limit ([`SharedBuffer::set_frame_limit`]), whichever runs out first,
+//! and back to XON only when both are below their XON levels.
 
 use super::config::{GroupProfile, XoffRule, XonRule};
 use super::priorities::PRIORITIES;
@@ -18,6 +25,8 @@ use super::priorities::PRIORITIES;
 pub struct Group {
     pub shared: u64,
     pub headroom: u64,
+    /// Frame-pool buffers its frames take.
+    pub buffers: u32,
     /// XOFF asserted: the upstream has been told to pause.
     pub xoff: bool,
     pub watermark: u64,
@@ -36,6 +45,8 @@ pub struct Admission {
     pub admitted: bool,
     /// This frame took the group from XON to XOFF: a pause must go upstream.
     pub crossed_xoff: bool,
+    /// It was the frame limit that ran out, not the bytes.
+    pub by_frames: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -47,6 +58,10 @@ pub struct SharedBuffer {
     /// Each group's thresholds and headroom size (see [`crate::config::Config::group_profile`]).
     profiles: Vec<[GroupProfile; PRIORITIES]>,
     groups: Vec<[Group; PRIORITIES]>,
+    /// The buffers at which a lossless group goes XOFF, and at or below which it may go
+    /// back to XON.
+    xoff_buffers: u32,
+    xon_buffers: u32,
 }
 
 impl SharedBuffer {
@@ -59,7 +74,16 @@ impl SharedBuffer {
             wide,
             profiles,
             groups: vec![[Group::default(); PRIORITIES]; ports],
+            xoff_buffers: u32::MAX,
+            xon_buffers: u32::MAX,
         }
+    }
+
+    /// A lossless group goes XOFF once its frames take `xoff` buffers, and may resume at
+    /// three quarters of that (the bytes' own XON must hold too).
+    pub fn set_frame_limit(&mut self, xoff: u32) {
+        self.xoff_buffers = xoff.max(1);
+        self.xon_buffers = self.xoff_buffers - self.xoff_buffers / 4;
     }
 
     /// Every group of `ports` ports held to the same profile.
@@ -112,52 +136,70 @@ impl SharedBuffer {
         self.shared_total
     }
 
-    /// Offers `len` bytes to a lossless group.
-    pub fn admit_lossless(&mut self, port: usize, prio: usize, len: u64) -> Admission {
+    /// Offers a frame of `len` bytes in `buffers` pool buffers to a lossless group. In
+    /// headroom (after XOFF) only its bytes count: they bound what may still arrive.
+    pub fn admit_lossless(&mut self, port: usize, prio: usize, len: u64, buffers: u32) -> Admission {
         let threshold = self.xoff_threshold(port, prio);
         let fits_pool = self.shared_used + len <= self.shared_total;
         let headroom_size = self.profiles[port][prio].headroom_bytes;
+        let frames_fit = self.groups[port][prio].buffers + buffers <= self.xoff_buffers;
         let g = &mut self.groups[port][prio];
-        if !g.xoff && g.shared + len <= threshold && fits_pool {
+        let bytes_fit = g.shared + len <= threshold && fits_pool;
+        if !g.xoff && bytes_fit && frames_fit {
             g.shared += len;
+            g.buffers += buffers;
             self.shared_used += len;
             g.watermark = g.watermark.max(g.occupancy());
-            return Admission { admitted: true, crossed_xoff: false };
+            return Admission { admitted: true, crossed_xoff: false, by_frames: false };
         }
         let crossed_xoff = !g.xoff;
         g.xoff = true;
         let admitted = g.headroom + len <= headroom_size;
         if admitted {
             g.headroom += len;
+            g.buffers += buffers;
             g.headroom_watermark = g.headroom_watermark.max(g.headroom);
             g.watermark = g.watermark.max(g.occupancy());
         }
-        Admission { admitted, crossed_xoff }
+        Admission { admitted, crossed_xoff, by_frames: crossed_xoff && bytes_fit }
     }
 
-    /// Offers `len` bytes to a lossy group whose egress queue already holds `queued` bytes.
-    pub fn admit_lossy(&mut self, port: usize, prio: usize, len: u64, queued: u64, queue_limit: u64) -> bool {
+    /// Offers a frame of `len` bytes in `buffers` pool buffers to a lossy group whose egress
+    /// queue already holds `queued` bytes.
+    pub fn admit_lossy(
+        &mut self,
+        port: usize,
+        prio: usize,
+        (len, buffers): (u64, u32),
+        queued: u64,
+        queue_limit: u64,
+    ) -> bool {
         if queued + len > queue_limit || self.shared_used + len > self.shared_total {
             return false;
         }
         let g = &mut self.groups[port][prio];
         g.shared += len;
+        g.buffers += buffers;
         self.shared_used += len;
         g.watermark = g.watermark.max(g.occupancy());
         true
     }
 
-    /// A frame of `len` bytes charged to the group left the switch (or was dropped after
-    /// admission). Returns true when this took a lossless group back to XON.
-    pub fn release(&mut self, port: usize, prio: usize, len: u64) -> bool {
+    /// A frame of `len` bytes in `buffers` buffers charged to the group left the switch
+    /// (or was dropped after admission). Returns true when this took a lossless group back
+    /// to XON.
+    pub fn release(&mut self, port: usize, prio: usize, len: u64, buffers: u32) -> bool {
+        let xon_buffers = self.xon_buffers;
         let g = &mut self.groups[port][prio];
+        g.buffers = g.buffers.saturating_sub(buffers);
+        let frames_below = g.buffers <= xon_buffers;
         // Headroom first: it is what must be free before the next burst after XOFF.
         let from_headroom = len.min(g.headroom);
         g.headroom -= from_headroom;
         let from_shared = (len - from_headroom).min(g.shared);
         g.shared -= from_shared;
         self.shared_used -= from_shared;
-        if g.xoff && g.occupancy() <= self.xon_threshold(port, prio) {
+        if g.xoff && frames_below && g.occupancy() <= self.xon_threshold(port, prio) {
             self.groups[port][prio].xoff = false;
             return true;
         }
@@ -189,23 +231,35 @@ mod tests {
     #[test]
     fn xoff_then_headroom_then_drop_then_xon() {
         let mut b = buffer(3000, 1000, 2000);
-        assert_eq!(b.admit_lossless(0, 3, 1000), Admission { admitted: true, crossed_xoff: false });
-        assert_eq!(b.admit_lossless(0, 3, 1000), Admission { admitted: true, crossed_xoff: false });
-        assert_eq!(b.admit_lossless(0, 3, 1000), Admission { admitted: true, crossed_xoff: false });
+        assert_eq!(
+            b.admit_lossless(0, 3, 1000, 1),
+            Admission { admitted: true, crossed_xoff: false, by_frames: false }
+        );
+        assert_eq!(
+            b.admit_lossless(0, 3, 1000, 1),
+            Admission { admitted: true, crossed_xoff: false, by_frames: false }
+        );
+        assert_eq!(
+            b.admit_lossless(0, 3, 1000, 1),
+            Admission { admitted: true, crossed_xoff: false, by_frames: false }
+        );
         // 3000 + 1000 > XOFF: the frame goes to headroom and XOFF is asserted once.
-        assert_eq!(b.admit_lossless(0, 3, 1000), Admission { admitted: true, crossed_xoff: true });
-        assert_eq!(b.admit_lossless(0, 3, 1000), Admission { admitted: true, crossed_xoff: false });
+        assert_eq!(b.admit_lossless(0, 3, 1000, 1), Admission { admitted: true, crossed_xoff: true, by_frames: false });
+        assert_eq!(
+            b.admit_lossless(0, 3, 1000, 1),
+            Admission { admitted: true, crossed_xoff: false, by_frames: false }
+        );
         assert_eq!(b.group(0, 3).headroom, 2000);
         // Headroom is exhausted: dropped.
-        assert_eq!(b.admit_lossless(0, 3, 1), Admission { admitted: false, crossed_xoff: false });
+        assert_eq!(b.admit_lossless(0, 3, 1, 1), Admission { admitted: false, crossed_xoff: false, by_frames: false });
         // The other priority and port are unaffected.
-        assert!(b.admit_lossless(0, 4, 1000).admitted && !b.group(0, 4).xoff);
-        assert!(b.admit_lossless(1, 3, 1000).admitted && !b.group(1, 3).xoff);
+        assert!(b.admit_lossless(0, 4, 1000, 1).admitted && !b.group(0, 4).xoff);
+        assert!(b.admit_lossless(1, 3, 1000, 1).admitted && !b.group(1, 3).xoff);
         // Drain: XON at XOFF − offset = 2000 bytes.
-        assert!(!b.release(0, 3, 1000));
-        assert!(!b.release(0, 3, 1000));
+        assert!(!b.release(0, 3, 1000, 1));
+        assert!(!b.release(0, 3, 1000, 1));
         assert_eq!(b.group(0, 3).headroom, 0, "headroom is freed first");
-        assert!(b.release(0, 3, 1000));
+        assert!(b.release(0, 3, 1000, 1));
         assert!(!b.group(0, 3).xoff);
         assert_eq!(b.group(0, 3).watermark, 5000);
         assert_eq!(b.group(0, 3).headroom_watermark, 2000);
@@ -217,12 +271,12 @@ mod tests {
         let mut b = SharedBuffer::uniform(10_000, dynamic, 2);
         assert_eq!(b.xoff_threshold(0, 3), 10_000);
         for _ in 0..5 {
-            assert!(b.admit_lossless(0, 3, 1000).admitted);
+            assert!(b.admit_lossless(0, 3, 1000, 1).admitted);
         }
         // alpha × free = 5000: the group at 5000 cannot grow.
         assert_eq!(b.xoff_threshold(0, 3), 5000);
         assert_eq!(b.wide_thresholds(), (5000, 5000));
-        assert!(b.admit_lossless(0, 3, 1000).crossed_xoff);
+        assert!(b.admit_lossless(0, 3, 1000, 1).crossed_xoff);
     }
 
     #[test]
@@ -233,11 +287,11 @@ mod tests {
         let mut port1 = [wide; PRIORITIES];
         port1[3] = profile(1000, 1000, 500);
         let mut b = SharedBuffer::new(1 << 20, wide, vec![[wide; PRIORITIES], port1]);
-        assert!(b.admit_lossless(1, 3, 1000).admitted);
-        assert!(b.admit_lossless(1, 3, 500).crossed_xoff, "port 1 pauses priority 3 above 1000 B");
-        assert!(!b.admit_lossless(1, 3, 1).admitted, "its 500 B of headroom are full");
-        assert!(!b.admit_lossless(1, 4, 2500).crossed_xoff, "priority 4 keeps the buffer-wide 3000 B");
-        assert!(!b.admit_lossless(0, 3, 2500).crossed_xoff, "so does port 0");
+        assert!(b.admit_lossless(1, 3, 1000, 1).admitted);
+        assert!(b.admit_lossless(1, 3, 500, 1).crossed_xoff, "port 1 pauses priority 3 above 1000 B");
+        assert!(!b.admit_lossless(1, 3, 1, 1).admitted, "its 500 B of headroom are full");
+        assert!(!b.admit_lossless(1, 4, 2500, 1).crossed_xoff, "priority 4 keeps the buffer-wide 3000 B");
+        assert!(!b.admit_lossless(0, 3, 2500, 1).crossed_xoff, "so does port 0");
         assert_eq!((b.xoff_threshold(1, 3), b.xon_threshold(1, 3)), (1000, 0));
         assert_eq!((b.xoff_threshold(1, 4), b.xon_threshold(1, 4)), (3000, 2000));
         assert_eq!(b.profile(1, 3).headroom_bytes, 500);
@@ -246,9 +300,9 @@ mod tests {
     #[test]
     fn lossy_tail_drops_at_the_queue_limit() {
         let mut b = buffer(3000, 1000, 2000);
-        assert!(b.admit_lossy(0, 0, 1000, 0, 1500));
-        assert!(!b.admit_lossy(0, 0, 1000, 1000, 1500));
-        assert!(!b.release(0, 0, 1000));
+        assert!(b.admit_lossy(0, 0, (1000, 1), 0, 1500));
+        assert!(!b.admit_lossy(0, 0, (1000, 1), 1000, 1500));
+        assert!(!b.release(0, 0, 1000, 1));
         assert_eq!(b.shared_used(), 0);
     }
 
@@ -275,7 +329,7 @@ mod tests {
                     Some(_) => sent_since_pause < in_flight,
                 };
                 if may_send {
-                    let a = b.admit_lossless(0, 3, len);
+                    let a = b.admit_lossless(0, 3, len, 1);
                     prop_assert!(a.admitted, "drop at frame {}", i);
                     queue.push_back(len);
                     if paused_after.is_some() { sent_since_pause += 1; }
@@ -283,11 +337,11 @@ mod tests {
                 }
                 for _ in 0..drains[i % drains.len()] {
                     if let Some(l) = queue.pop_front() {
-                        if b.release(0, 3, l) { paused_after = None; }
+                        if b.release(0, 3, l, 1) { paused_after = None; }
                     }
                 }
             }
-            while let Some(l) = queue.pop_front() { b.release(0, 3, l); }
+            while let Some(l) = queue.pop_front() { b.release(0, 3, l, 1); }
             prop_assert_eq!(b.group(0, 3).occupancy(), 0);
             prop_assert_eq!(b.shared_used(), 0);
         }

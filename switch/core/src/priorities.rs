@@ -59,6 +59,11 @@ impl Priorities {
         (0..PRIORITIES).filter(move |&p| self.contains(p))
     }
 
+    /// How many priorities are in the set.
+    pub fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
     /// The highest priority in the set, if any.
     pub fn highest(self) -> Option<usize> {
         (!self.is_empty()).then(|| 7 - self.0.leading_zeros() as usize)

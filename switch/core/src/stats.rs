@@ -235,6 +235,10 @@ pub struct PrioCounters {
     pub xon_received: u64,
     /// Lossless frames dropped (headroom exhausted, or a deadlock or storm cut off).
     pub lossless_drops: u64,
+    /// Pauses the ingress group's frame limit caused before its bytes would have (many
+    /// small frames, see `buffer.lossless_frames`).
+    #[serde(default)]
+    pub xoff_by_frames: u64,
     /// Lossy frames dropped.
     pub lossy_drops: u64,
 }

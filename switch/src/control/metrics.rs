@@ -234,6 +234,11 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
         prios().map(|(l, q)| (l, q.counters.lossless_drops)),
     );
     m.counters(
+        "priority_xoff_by_frames",
+        "Pauses a lossless group's frame limit caused before its bytes would have",
+        prios().map(|(l, q)| (l, q.counters.xoff_by_frames)),
+    );
+    m.counters(
         "priority_lossy_drops",
         "Frames tail-dropped on a lossy priority",
         prios().map(|(l, q)| (l, q.counters.lossy_drops)),

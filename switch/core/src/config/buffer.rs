@@ -40,6 +40,12 @@ pub struct BufferConfig {
     /// ever must not empty the frame pool. Counted in pool buffers, as `lossy_port_frames`. Absent: see [`Config::frame_caps`](super::Config::frame_caps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slowpath_frames: Option<u32>,
+    /// Most frames lossless groups hold together below XOFF: each (ingress port, lossless
+    /// priority) goes XOFF at its even share, whatever its bytes (what arrives after XOFF
+    /// is bounded by the headroom's bytes). Counted in pool buffers, as `lossy_port_frames`.
+    /// Absent: see [`Config::frame_caps`](super::Config::frame_caps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lossless_frames: Option<u32>,
     /// `[buffer.priority.N]`: priority N's own profile on every port, overriding the
     /// buffer-wide XOFF, XON and headroom rules it sets.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -98,6 +104,9 @@ pub struct FrameCaps {
     pub lossy_port: u32,
     /// The slowpath, all blocked ports together.
     pub slowpath: u32,
+    /// Lossless frames before their groups pause: each (port, lossless priority) group
+    /// goes XOFF at its even share of this.
+    pub lossless: u32,
 }
 
 /// A lossy egress queue's tail-drop limit at the standard MTU, when the config sets none.
@@ -133,6 +142,7 @@ impl Default for BufferConfig {
             lossy_queue_bytes: None,
             lossy_port_frames: None,
             slowpath_frames: None,
+            lossless_frames: None,
             priority: BTreeMap::new(),
         }
     }

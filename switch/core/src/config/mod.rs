@@ -322,6 +322,7 @@ impl Config {
         FrameCaps {
             lossy_port: self.buffer.lossy_port_frames.unwrap_or((spare / 2 / ports).max(1)),
             slowpath: self.buffer.slowpath_frames.unwrap_or((spare / 4).max(1)),
+            lossless: self.buffer.lossless_frames.unwrap_or((spare / 4).max(1)),
         }
     }
 
@@ -458,6 +459,9 @@ impl Config {
         }
         if b.slowpath_frames == Some(0) {
             return Err(invalid("buffer.slowpath_frames", "must be above zero"));
+        }
+        if b.lossless_frames == Some(0) {
+            return Err(invalid("buffer.lossless_frames", "must be above zero"));
         }
         for (i, &p) in self.lossless_priorities().iter().enumerate() {
             if usize::from(p) >= PRIORITIES {

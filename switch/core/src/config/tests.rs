@@ -7,14 +7,15 @@ fn frame_caps_share_what_the_rings_leave_unless_given() {
     assert_eq!(ring, 8192);
     let pool = PoolSize::for_rings(2, 2, ring, None);
     assert_eq!(pool.frames, 2 * ring * 2 + 16384);
-    assert_eq!(c.frame_caps(pool), FrameCaps { lossy_port: 4096, slowpath: 4096 });
+    assert_eq!(c.frame_caps(pool), FrameCaps { lossy_port: 4096, slowpath: 4096, lossless: 4096 });
     // Four rx queues per port: their fill rings take more frames, not the spare.
     let pool4 = PoolSize::for_rings(2, 8, ring, None);
     assert_eq!(pool4.frames, 10 * ring + 16384);
-    assert_eq!(c.frame_caps(pool4), FrameCaps { lossy_port: 4096, slowpath: 4096 });
+    assert_eq!(c.frame_caps(pool4), FrameCaps { lossy_port: 4096, slowpath: 4096, lossless: 4096 });
     c.buffer.lossy_port_frames = Some(10);
     c.buffer.slowpath_frames = Some(20);
-    assert_eq!(c.frame_caps(pool), FrameCaps { lossy_port: 10, slowpath: 20 });
+    c.buffer.lossless_frames = Some(30);
+    assert_eq!(c.frame_caps(pool), FrameCaps { lossy_port: 10, slowpath: 20, lossless: 30 });
     c.buffer.slowpath_frames = Some(0);
     assert!(c.validate().unwrap_err().to_string().contains("buffer.slowpath_frames"));
 }

@@ -196,7 +196,7 @@ impl Switch {
                 let group = usize::from(meta.prio);
                 self.ports[ingress].dcfit.departed[group] = Some(now);
                 self.map.dequeued(ingress, port);
-                if self.buffer.release(ingress, group, u64::from(meta.len)) {
+                if self.buffer.release(ingress, group, u64::from(meta.len), u32::from(meta.buffers)) {
                     self.request_resume(ingress, group);
                 }
             }

@@ -199,9 +199,14 @@ impl Switch {
         let at = self.place(ingress, egress, class);
         let (p, q) = (usize::from(at.group), usize::from(at.queue));
         let bytes = len as u64;
+        // A frame takes at most 6 buffers (9216 bytes in 1792-byte ones).
+        let buffers = pool.buffers(id).min(u32::from(u8::MAX)) as u8;
         let admitted = if self.is_lossless(p) {
-            let a = self.buffer.admit_lossless(ingress, p, bytes);
+            let a = self.buffer.admit_lossless(ingress, p, bytes, u32::from(buffers));
             if a.crossed_xoff {
+                if a.by_frames {
+                    self.ports[ingress].prio[p].xoff_by_frames += 1;
+                }
                 self.request_pause(now, ingress, p);
             }
             if self.buffer.group(ingress, p).xoff {
@@ -220,7 +225,8 @@ impl Switch {
             false
         } else {
             let out = &self.ports[egress];
-            let ok = self.buffer.admit_lossy(ingress, p, bytes, out.tx.queues[q].bytes(), out.lossy_queue_bytes);
+            let charge = (bytes, u32::from(buffers));
+            let ok = self.buffer.admit_lossy(ingress, p, charge, out.tx.queues[q].bytes(), out.lossy_queue_bytes);
             if !ok {
                 self.ports[ingress].prio[p].lossy_drops += 1;
                 self.drop_frame(pool, ingress, id, DropReason::Lossy);
@@ -231,8 +237,6 @@ impl Switch {
             return;
         }
         self.rewrite(pool, ingress, id, class, at);
-        // A frame takes at most 6 buffers (9216 bytes in 1792-byte ones).
-        let buffers = pool.buffers(id).min(u32::from(u8::MAX)) as u8;
         self.frames.set(id, len as u32, buffers, Some(ingress), at.group, now);
         if self.dropping(now, egress).contains(q) {
             // A deadlock is being broken, or a storm is being cut off, on this queue.
@@ -290,7 +294,7 @@ impl Switch {
         let meta = *self.frames.get(id);
         if let Some(ingress) = meta.ingress() {
             let group = usize::from(meta.prio);
-            if self.buffer.release(ingress, group, u64::from(meta.len)) {
+            if self.buffer.release(ingress, group, u64::from(meta.len), u32::from(meta.buffers)) {
                 self.request_resume(ingress, group);
             }
         }

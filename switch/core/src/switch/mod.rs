@@ -194,7 +194,11 @@ impl Switch {
             headroom_bytes: config.buffer.headroom_bytes,
         };
         let profiles = (0..n).map(|port| std::array::from_fn(|prio| config.group_profile(port, prio as u8))).collect();
-        let buffer = SharedBuffer::new(config.buffer.shared_bytes, wide, profiles);
+        let mut buffer = SharedBuffer::new(config.buffer.shared_bytes, wide, profiles);
+        let frame_caps = config.frame_caps(pool);
+        let lossless = tags.as_ref().map_or(config.lossless(), TagTable::lossless);
+        let groups = (n * lossless.len()).max(1) as u32;
+        buffer.set_frame_limit(frame_caps.lossless / groups);
         Switch {
             name: config.name.clone(),
             switch_id: config.switch_id(),
@@ -204,11 +208,11 @@ impl Switch {
             buffer,
             frames: FrameTable::new(pool.frames),
             classifier: Classifier::new(&config.classify),
-            lossless: tags.as_ref().map_or(config.lossless(), TagTable::lossless),
+            lossless,
             tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },
             tags,
             quanta,
-            frame_caps: config.frame_caps(pool),
+            frame_caps,
             next_aging: now + FDB_AGING_PERIOD,
             reaction: Histogram::default(),
             resume_lateness: Histogram::default(),

@@ -90,3 +90,37 @@ fn flood_copies_leave_the_pause_reserve_in_the_pool() {
         r.pool.free(id);
     }
 }
+
+#[test]
+fn many_small_lossless_frames_pause_their_sender_at_the_groups_frame_share_before_its_bytes() {
+    let mut c = Rig::ports(2);
+    // XOFF at the whole free pool: 64-byte frames would take 65 000 buffers first.
+    c.buffer.xoff_alpha = Some(1.0);
+    c.buffer.xoff_bytes = None;
+    // Two ports, lossless priorities 3 and 4: four groups of 100 buffers each.
+    c.buffer.lossless_frames = Some(400);
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 9, 0, 64));
+    r.tx(0);
+    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    for _ in 0..100 {
+        r.rx(0, &data(1, 2, 3, 64));
+    }
+    assert!(r.tx(0).is_empty(), "100 buffers: the share, not past it");
+    r.rx(0, &data(1, 2, 3, 64));
+    let out = r.tx(0);
+    assert_eq!(out.len(), 1);
+    assert!(pfc_of(&out[0]).enabled.contains(3), "the 101st frame pauses priority 3 upstream");
+    let s = r.stats();
+    assert_eq!(s.ports[0].priorities[3].counters.xoff_by_frames, 1);
+    assert_eq!(s.ports[0].priorities[3].counters.lossless_drops, 0, "it went to headroom");
+    // The partner resumes: once the group holds 75 buffers or fewer it resumes too.
+    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    let mut sent = 0;
+    while sent < 26 {
+        sent += r.tx_limited(1, 1).len();
+    }
+    let resumed = r.tx(0);
+    assert_eq!(resumed.len(), 1, "XON at 75 buffers");
+    assert_eq!(pfc_of(&resumed[0]).quanta[3], 0);
+}
