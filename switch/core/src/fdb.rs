@@ -1,10 +1,17 @@
 //! The forwarding database of a learning bridge (shared VLAN learning: keyed by MAC only,
 //! so tagged frames are switched without touching their tags).
+//!
+//! Its keys are what hosts choose (their source addresses), and every lookup happens on
+//! the forwarding thread, so the table hashes with a key of its own: std's SipHash-1-3
+//! keyed from the OS per table ([`RandomState`]), the well-kept answer to hash flooding.
+//! An unkeyed fast hash let a host pick source addresses that collide and turn each
+//! lookup into a long probe. Its cost here is two hashes of 8 bytes per frame. Nothing
+//! the switch reports depends on the key (rows are sorted), so the simulator's output
+//! stays the same from run to run.
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::time::Duration;
-
-use rustc_hash::FxBuildHasher;
 
 use super::mac::MacAddr;
 use super::time::Time;
@@ -26,6 +33,8 @@ pub(crate) enum Learned {
     Moved,
     /// Not learned: the table is full (the frame is still forwarded).
     TableFull,
+    /// Not learned (nor moved): the port has learned its `max_per_port` already.
+    PortFull,
     /// A static entry holds this address; it is not overridden.
     Static,
 }
@@ -36,10 +45,13 @@ pub const INITIAL_ROOM: usize = 256;
 /// The forwarding database: MAC address to port, learned (and aged) or static.
 #[derive(Debug)]
 pub struct Fdb {
-    entries: HashMap<u64, Entry, FxBuildHasher>,
+    entries: HashMap<u64, Entry, RandomState>,
     max_entries: usize,
     statics: usize,
     aging: Duration,
+    /// Learned (not static) entries per port, and the most a port may have.
+    per_port: Vec<u32>,
+    max_per_port: u32,
 }
 
 /// One row of the table, for display.
@@ -62,9 +74,27 @@ impl Fdb {
     /// hold a megabyte of mostly empty table each: lookups then missed the caches and the
     /// TLB in proportion to the number of switches, which made the simulator slower per
     /// event as the fabric grew.
-    pub fn new(max_entries: usize, aging: Duration) -> Fdb {
+    /// A port learns at most `max_per_port` stations (`None`: as many as the table has).
+    pub fn new(max_entries: usize, aging: Duration, ports: usize, max_per_port: Option<u32>) -> Fdb {
         let room = max_entries.min(INITIAL_ROOM);
-        Fdb { entries: HashMap::with_capacity_and_hasher(room, FxBuildHasher), max_entries, statics: 0, aging }
+        Fdb {
+            entries: HashMap::with_capacity_and_hasher(room, RandomState::new()),
+            max_entries,
+            statics: 0,
+            aging,
+            per_port: vec![0; ports],
+            max_per_port: max_per_port.unwrap_or(u32::MAX),
+        }
+    }
+
+    fn port_full(&self, port: u16) -> bool {
+        self.per_port.get(usize::from(port)).is_some_and(|&n| n >= self.max_per_port)
+    }
+
+    fn count(&mut self, port: u16, up: bool) {
+        if let Some(n) = self.per_port.get_mut(usize::from(port)) {
+            *n = if up { *n + 1 } else { n.saturating_sub(1) };
+        }
     }
 
     /// Reserves room for `max_entries` now, so that learning never allocates.
@@ -76,22 +106,34 @@ impl Fdb {
     pub(crate) fn learn(&mut self, mac: MacAddr, port: PortId, now: Time) -> Learned {
         let port = port as u16;
         let learned = self.entries.len() - self.statics;
-        match self.entries.get_mut(&mac.as_u64()) {
-            Some(e) if e.is_static => Learned::Static,
+        let port_full = self.port_full(port);
+        let was = match self.entries.get_mut(&mac.as_u64()) {
+            Some(e) if e.is_static => return Learned::Static,
+            Some(e) if e.port == port => {
+                e.last_seen = now;
+                return Learned::Refreshed;
+            }
+            // A full port takes no station from another either: the entry stays where it
+            // was, and ages out there if the station really moved.
+            Some(_) if port_full => return Learned::PortFull,
             Some(e) => {
                 e.last_seen = now;
-                if e.port == port {
-                    Learned::Refreshed
-                } else {
-                    e.port = port;
-                    Learned::Moved
-                }
+                Some(std::mem::replace(&mut e.port, port))
             }
-            None if learned >= self.max_entries => Learned::TableFull,
+            None if learned >= self.max_entries => return Learned::TableFull,
+            None if port_full => return Learned::PortFull,
             None => {
                 self.entries.insert(mac.as_u64(), Entry { port, last_seen: now, is_static: false });
-                Learned::New
+                None
             }
+        };
+        self.count(port, true);
+        match was {
+            Some(from) => {
+                self.count(from, false);
+                Learned::Moved
+            }
+            None => Learned::New,
         }
     }
 
@@ -113,13 +155,30 @@ impl Fdb {
     pub fn age(&mut self, now: Time) -> usize {
         let before = self.entries.len();
         let aging = self.aging;
-        self.entries.retain(|_, e| e.is_static || now.saturating_since(e.last_seen) < aging);
+        let per_port = &mut self.per_port;
+        self.entries.retain(|_, e| {
+            let keep = e.is_static || now.saturating_since(e.last_seen) < aging;
+            if !keep {
+                if let Some(n) = per_port.get_mut(usize::from(e.port)) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            keep
+        });
         before - self.entries.len()
     }
 
     /// Forgets what was learned on `port` (its link went away).
     pub fn flush_port(&mut self, port: PortId) {
         self.entries.retain(|_, e| e.is_static || usize::from(e.port) != port);
+        if let Some(n) = self.per_port.get_mut(port) {
+            *n = 0;
+        }
+    }
+
+    /// Stations port `port` has learned (static entries not counted).
+    pub fn learned_on(&self, port: PortId) -> u32 {
+        self.per_port.get(port).copied().unwrap_or(0)
     }
 
     /// Entries, learned and static.
@@ -157,7 +216,7 @@ mod tests {
 
     #[test]
     fn learns_moves_and_ages() {
-        let mut fdb = Fdb::new(2, AGING);
+        let mut fdb = Fdb::new(2, AGING, 3, None);
         let a = MacAddr::local(1);
         let t0 = Time::from_millis(1);
         assert_eq!(fdb.learn(a, 1, t0), Learned::New);
@@ -173,7 +232,7 @@ mod tests {
 
     #[test]
     fn full_table_does_not_learn_and_static_entries_stay() {
-        let mut fdb = Fdb::new(1, AGING);
+        let mut fdb = Fdb::new(1, AGING, 4, None);
         let t = Time::ZERO;
         fdb.add_static(MacAddr::local(9), 3);
         assert_eq!(fdb.learn(MacAddr::local(9), 1, t), Learned::Static);
@@ -184,5 +243,40 @@ mod tests {
         fdb.flush_port(3);
         assert_eq!(fdb.lookup(MacAddr::local(9), t + AGING * 2), Some(3));
         assert_eq!(fdb.rows(t).len(), 1);
+    }
+
+    #[test]
+    fn a_port_learns_at_most_its_limit_and_takes_no_station_from_another_beyond_it() {
+        let mut fdb = Fdb::new(100, AGING, 2, Some(2));
+        let t = Time::ZERO;
+        assert_eq!(fdb.learn(MacAddr::local(1), 0, t), Learned::New);
+        assert_eq!(fdb.learn(MacAddr::local(2), 0, t), Learned::New);
+        assert_eq!(fdb.learn(MacAddr::local(3), 0, t), Learned::PortFull);
+        assert_eq!(fdb.learn(MacAddr::local(1), 0, t), Learned::Refreshed, "a known station is still refreshed");
+        assert_eq!(fdb.learn(MacAddr::local(3), 1, t), Learned::New, "the other port has room");
+        assert_eq!(fdb.learn(MacAddr::local(3), 0, t), Learned::PortFull, "nor may it move in");
+        assert_eq!(fdb.lookup(MacAddr::local(3), t), Some(1));
+        assert_eq!(fdb.learn(MacAddr::local(1), 1, t), Learned::Moved, "moving out frees a place");
+        assert_eq!((fdb.learned_on(0), fdb.learned_on(1)), (1, 2));
+        assert_eq!(fdb.learn(MacAddr::local(4), 0, t), Learned::New);
+        fdb.flush_port(1);
+        assert_eq!(fdb.learned_on(1), 0);
+        assert_eq!(fdb.age(t + AGING), 2);
+        assert_eq!(fdb.learned_on(0), 0, "aged entries leave their port's count");
+    }
+
+    #[test]
+    fn addresses_chosen_to_collide_under_an_unkeyed_hash_do_not_collide_under_the_table_s() {
+        use std::hash::{BuildHasher, Hasher};
+        // Two tables hash the same address differently: a host cannot compute in advance
+        // which addresses share a bucket.
+        let (a, b) = (Fdb::new(16, AGING, 1, None), Fdb::new(16, AGING, 1, None));
+        let hash = |f: &Fdb, k: u64| {
+            let mut h = f.entries.hasher().build_hasher();
+            h.write_u64(k);
+            h.finish()
+        };
+        let same = (0..64u64).filter(|&k| hash(&a, k) == hash(&b, k)).count();
+        assert_eq!(same, 0);
     }
 }

@@ -310,6 +310,10 @@ pub struct PortCounters {
     /// Source addresses not learned because the FDB was full (the frames still went on).
     #[serde(default)]
     pub fdb_full: u64,
+    /// Source addresses not learned (or not moved here) because the port had learned its
+    /// `fdb.max_per_port` already (the frames still went on).
+    #[serde(default)]
+    pub fdb_port_full: u64,
     /// Unicast frames flooded because their destination was not in the FDB.
     #[serde(default)]
     pub unknown_unicast_flooded: u64,

@@ -191,11 +191,16 @@ pub struct FdbConfig {
     pub aging_s: u64,
     /// Most learned entries; beyond it new addresses are flooded, not learned.
     pub max_entries: usize,
+    /// Most stations one port learns (port security's limit): a host that sends from
+    /// ever new source addresses then cannot fill the table for every other port.
+    /// Absent: no limit but `max_entries`, as switches ship.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_per_port: Option<u32>,
 }
 
 impl Default for FdbConfig {
     fn default() -> FdbConfig {
-        FdbConfig { aging_s: 300, max_entries: 16384 }
+        FdbConfig { aging_s: 300, max_entries: 16384, max_per_port: None }
     }
 }
 
@@ -502,6 +507,12 @@ impl Config {
             // The table grows up to it: a huge bound would let a flood of source
             // addresses take memory nobody asked for.
             return Err(invalid("fdb.max_entries", format!("must be 1..{MAX_FDB_ENTRIES}")));
+        }
+        if self.fdb.max_per_port == Some(0) {
+            return Err(invalid(
+                "fdb.max_per_port",
+                "must be above zero (a port that learns nothing floods every answer)",
+            ));
         }
         if !(1..=MAX_AGING_S).contains(&self.fdb.aging_s) {
             return Err(invalid(

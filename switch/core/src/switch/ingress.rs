@@ -81,6 +81,7 @@ impl Switch {
             match self.fdb.learn(header.src, port, now) {
                 Learned::Moved => p.counters.fdb_moves += 1,
                 Learned::TableFull => p.counters.fdb_full += 1,
+                Learned::PortFull => p.counters.fdb_port_full += 1,
                 Learned::New | Learned::Refreshed | Learned::Static => {}
             }
         }

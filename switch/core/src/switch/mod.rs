@@ -181,7 +181,8 @@ impl Switch {
                 }
             })
             .collect();
-        let mut fdb = Fdb::new(config.fdb.max_entries, Duration::from_secs(config.fdb.aging_s));
+        let aging = Duration::from_secs(config.fdb.aging_s);
+        let mut fdb = Fdb::new(config.fdb.max_entries, aging, config.ports.len(), config.fdb.max_per_port);
         for e in &config.fdb_entries {
             if let Some(port) = config.port_index(&e.port) {
                 fdb.add_static(e.mac, port);
