@@ -161,6 +161,12 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
     m.counters("port_pause_sent", "802.3x PAUSE frames sent", per_port(|p| p.counters.mac_control.pause_sent));
     m.counters("port_fdb_full", "Source addresses not learned: the FDB was full", per_port(|p| p.counters.fdb_full));
     m.counters(
+        "port_fdb_port_full",
+        "Source addresses not learned or moved here: the port had learned fdb.max_per_port",
+        per_port(|p| p.counters.fdb_port_full),
+    );
+    m.counters("port_fdb_moves", "Stations that moved here from another port", per_port(|p| p.counters.fdb_moves));
+    m.counters(
         "port_unknown_unicast_flooded",
         "Unicast frames flooded for want of an FDB entry",
         per_port(|p| p.counters.unknown_unicast_flooded),
