@@ -247,7 +247,7 @@ fn zero_quanta_resumes_at_once() {
 }
 
 #[test]
-fn pause_802_3x_stops_a_global_pause_port_and_is_ignored_in_pfc_mode() {
+fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_port_ignores_it() {
     let _serial = serial();
     let tb = star("global", 3);
     let mut config = config_at(&tb, Speed::gbps(1));
@@ -287,6 +287,11 @@ fn pause_802_3x_stops_a_global_pause_port_and_is_ignored_in_pfc_mode() {
     assert!(stats.ports[1].counters.mac_control.pause_received > 0);
     assert_eq!(stats.ports[1].counters.mac_control.pause_ignored, 0);
     assert!(stats.ports[2].counters.mac_control.pause_ignored > 0);
+    // The watchdog sees the 802.3x storm too: priority 0's frames waited past 200 ms.
+    let p0 = stats.ports[1].pfcwd.iter().find(|w| w.priority == 0).expect("every priority watched on a global port");
+    assert!(p0.counters.storms_detected >= 1, "{p0:?}");
+    assert!(stats.ports[1].counters.drops.watchdog > 0, "and its action (drop) took the waiting frames");
+    assert!(stats.ports[2].pfcwd.iter().all(|w| w.counters.storms_detected == 0), "the PFC port ignored the PAUSE");
     assert!(sw.stop().success());
 }
 

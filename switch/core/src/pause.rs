@@ -94,6 +94,16 @@ impl EgressPause {
         self.prio[prio].last_pause
     }
 
+    /// Since when an 802.3x PAUSE has held the whole port without a break, if it holds now.
+    pub fn port_paused_since(&self, now: Time) -> Option<Time> {
+        self.global.paused(now).then_some(self.global.run_start)
+    }
+
+    /// When the last 802.3x PAUSE arrived.
+    pub fn last_port_pause(&self) -> Option<Time> {
+        self.global.last_pause
+    }
+
     /// Time `prio` has spent unable to transmit, up to `now`.
     pub fn paused_time(&self, now: Time, prio: usize) -> Duration {
         self.prio[prio].total(now) + self.global.total(now)

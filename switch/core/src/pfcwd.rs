@@ -8,8 +8,12 @@
 //! Why "while frames wait": a partner may pause an idle priority as long as it likes, it
 //! holds nothing back; the time counts from when both hold, the pause and the waiting. Why continuously: a partner that resumes now and then, however
 //! briefly, is congested, not broken — the queue drains in those gaps. SONiC polls every
-//! 100 ms; here the deadline is part of the port's next wakeup, so detection comes at
-//! `detection_ms` after the pause began, to the precision of the dataplane's loop.
+//! 200 ms by default; here the deadline is part of the port's next wakeup, so detection
+//! comes at `detection_ms` after the pause began, to the precision of the dataplane's loop.
+//!
+//! Beyond SONiC, whose pfcwd watches PFC only: on a port in 802.3x mode a PAUSE stops
+//! every priority, so every priority with frames waiting is watched there, against the
+//! port's PAUSE (see `Switch::watched`).
 
 use std::collections::VecDeque;
 use std::time::Duration;

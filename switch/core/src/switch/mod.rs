@@ -362,7 +362,8 @@ impl Switch {
                 }
             }
         }
-        if let Some(deadline) = self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, self.lossless, &seen))
+        if let Some(deadline) =
+            self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, self.watched(port), &seen))
         {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }

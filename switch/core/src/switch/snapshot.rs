@@ -97,7 +97,7 @@ impl Switch {
             held_by_slowpath: self.map.held_at_slowpath_for(index),
             watchdog_active: p.dcfit.deadlock_drop.is_some_and(|(until, _)| now < until),
             pfcwd: self
-                .lossless
+                .watched(index)
                 .iter()
                 .map(|prio| WatchdogStats {
                     priority: prio as u8,

@@ -2,6 +2,7 @@
 //! longer than the detection time is stormed; its queue is emptied or forwarded as
 //! configured.
 
+use crate::config::PauseMode;
 use crate::pfcwd::{Observed, WatchdogAction, WatchdogEvent};
 use crate::pool::FramePool;
 use crate::ports::PortId;
@@ -21,9 +22,15 @@ impl Switch {
         }
         let mut seen =
             Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: Priorities::NONE };
-        for prio in self.lossless.iter() {
-            seen.paused_since[prio] = p.tx.pause.paused_since(now, prio);
-            seen.last_pause[prio] = p.tx.pause.last_pause(prio);
+        let global = p.mode == PauseMode::GlobalPause;
+        for prio in self.watched(port).iter() {
+            if global {
+                seen.paused_since[prio] = p.tx.pause.port_paused_since(now);
+                seen.last_pause[prio] = p.tx.pause.last_port_pause();
+            } else {
+                seen.paused_since[prio] = p.tx.pause.paused_since(now, prio);
+                seen.last_pause[prio] = p.tx.pause.last_pause(prio);
+            }
             if !p.tx.queues[prio].is_empty() || self.map.held_at_slowpath(port, prio) > 0 {
                 seen.waiting.insert(prio);
             }
@@ -31,11 +38,22 @@ impl Switch {
         Some(seen)
     }
 
+    /// The priorities `port`'s watchdog watches: the lossless ones, or on a port in
+    /// 802.3x mode every one, since a PAUSE stops them all (SONiC's pfcwd watches PFC only,
+    /// and a partner flooding 802.3x PAUSE would hold such a port for ever unseen).
+    pub(super) fn watched(&self, port: PortId) -> Priorities {
+        if self.ports[port].mode == PauseMode::GlobalPause {
+            Priorities::ALL
+        } else {
+            self.lossless
+        }
+    }
+
     /// Runs `port`'s PFC watchdog: detects storms, restores quiet priorities.
     pub(super) fn check_pfcwd(&mut self, now: Time, port: PortId) {
         let Some(seen) = self.pfcwd_view(now, port) else { return };
-        let (lossless, events) = (self.lossless, &mut self.pfcwd_events);
-        self.ports[port].pfcwd.check(now, port, lossless, &seen, |e| events.push(e));
+        let (watched, events) = (self.watched(port), &mut self.pfcwd_events);
+        self.ports[port].pfcwd.check(now, port, watched, &seen, |e| events.push(e));
     }
 
     /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).

@@ -125,3 +125,41 @@ fn a_ports_override_turns_its_watchdog_off_and_lossy_priorities_are_never_watche
     let prios: Vec<u8> = r.stats().ports[0].pfcwd.iter().map(|w| w.priority).collect();
     assert_eq!(prios, [3, 4]);
 }
+
+#[test]
+fn an_802_3x_pause_held_on_a_global_pause_port_with_frames_waiting_is_a_storm_on_every_waiting_priority() {
+    let pause = {
+        let mut b = vec![0u8; 60];
+        pfc::encode(&mut b, mac(2), &MacControl::Pause { quanta: 65535 });
+        b
+    };
+    let mut c = Rig::ports(2);
+    c.ports[1].pause_mode = PauseMode::GlobalPause;
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 9, 0, 64));
+    r.tx(0);
+    r.rx(1, &pause);
+    let start = r.now;
+    // Lossy priority 0 and lossless 3 wait; a PAUSE holds them all.
+    for dscp in [0, 3] {
+        r.rx(0, &data(1, 2, dscp, 1000));
+    }
+    assert!(r.tx(1).is_empty());
+    while r.now + 2 * MS < start + 200 * MS {
+        r.advance(2 * MS);
+        r.rx(1, &pause);
+    }
+    assert_eq!(r.sw.poll_port_timeout(r.now, 1), Some(start + 200 * MS), "the deadline is in the port's wakeup");
+    r.advance(start + 200 * MS - r.now);
+    assert!(r.tx(1).is_empty(), "dropped, not sent");
+    let s = r.stats();
+    let watched: Vec<(u8, u64)> = s.ports[1].pfcwd.iter().map(|w| (w.priority, w.counters.storms_detected)).collect();
+    assert_eq!(watched, [(0, 1), (1, 0), (2, 0), (3, 1), (4, 0), (5, 0), (6, 0), (7, 0)]);
+    assert_eq!(s.ports[1].counters.drops.watchdog, 2);
+    // Restored 200 ms after the last PAUSE; then frames go out again.
+    r.advance(200 * MS);
+    r.tx(1);
+    assert!(r.stats().ports[1].pfcwd.iter().all(|w| !w.active));
+    r.rx(0, &data(1, 2, 0, 1000));
+    assert_eq!(r.tx(1).len(), 1);
+}
