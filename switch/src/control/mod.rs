@@ -113,6 +113,11 @@ pub enum ControlError {
     InUse(String),
     #[error("{0} exists and is not a socket; refusing to replace it (pick another --socket)")]
     NotASocket(String),
+    #[error(
+        "control socket directory {path} {why}: another user could replace the socket there; \
+         refusing it (fix its owner or mode, or pick another --socket)"
+    )]
+    UnsafeDir { path: String, why: String },
     #[error("no group {0:?} for the control socket")]
     NoGroup(String),
     #[error("malformed reply from the switch: {0}")]

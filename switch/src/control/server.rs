@@ -3,9 +3,14 @@
 //! The socket is the switch's remote control (it can block ports), so only its owner
 //! (and root) may use it, or members of a configured group: the file is created 0600
 //! (0660 with a group), and every connection's peer credentials are checked as well.
+//! Its directory is made or checked first (ours or root's, a real directory, writable by
+//! nobody else unless sticky), and the socket is bound inside a private directory, given
+//! its mode there and only then renamed into place: no one can swap the path between
+//! bind and chmod.
 //! No client can hold the switch up: each connection has its own thread, a request line
-//! is capped, a connection that sends no full request in time is closed, and shutdown
-//! never waits for a client.
+//! is capped, a connection that sends no full request in time is closed, one that stays
+//! idle between requests is closed too (so idle clients cannot keep every slot), and
+//! shutdown never waits for a client.
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -33,6 +38,9 @@ const POLL: Duration = Duration::from_millis(50);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections served at once; more are told to come back later.
 const MAX_CLIENTS: usize = 8;
+/// How long a connection may sit without a request before it is closed: `ctl` sends its
+/// request as soon as it connects, and one connection per request is the protocol.
+const IDLE_TIME: Duration = Duration::from_secs(2);
 
 /// Who may use the control socket besides its owner and root.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,9 +101,8 @@ impl ControlServer {
     /// is gone is replaced; anything else there is an error (never deleted).
     pub fn start(path: &Path, routes: Routes, access: SocketAccess) -> Result<ControlServer, ControlError> {
         let io = |source| ControlError::Io { path: path.display().to_string(), source };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        ensure_socket_dir(dir)?;
         match std::fs::symlink_metadata(path) {
             Ok(meta) if !meta.file_type().is_socket() => {
                 return Err(ControlError::NotASocket(path.display().to_string()));
@@ -110,12 +117,7 @@ impl ControlServer {
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(io(e)),
         }
-        let listener = UnixListener::bind(path).map_err(io)?;
-        // Tightened at once; until then the peer check below still refuses strangers.
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(access.mode())).map_err(io)?;
-        if let Some((_, gid)) = &access.group {
-            std::os::unix::fs::chown(path, None, Some(*gid)).map_err(io)?;
-        }
+        let listener = bind_with_mode(path, dir, &access)?;
         listener.set_nonblocking(true).map_err(io)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
@@ -135,6 +137,62 @@ impl Drop for ControlServer {
         }
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// Makes the socket's directory (0755, so that members of `--socket-group` can reach the
+/// socket) or checks the one there: a real directory (not a symlink), owned by us or root,
+/// and writable by no one else unless sticky (as /tmp is: there no one else may rename or
+/// remove what we create). Anything else would let another user replace the socket.
+fn ensure_socket_dir(dir: &Path) -> Result<(), ControlError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let unsafe_dir = |why: &str| ControlError::UnsafeDir { path: dir.display().to_string(), why: why.to_string() };
+    let io = |source| ControlError::Io { path: dir.display().to_string(), source };
+    match std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(e)),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(io)?;
+    if meta.file_type().is_symlink() {
+        return Err(unsafe_dir("is a symbolic link"));
+    }
+    if !meta.is_dir() {
+        return Err(unsafe_dir("is not a directory"));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(unsafe_dir(&format!("belongs to uid {}, neither this user nor root", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+        return Err(unsafe_dir(&format!("is writable by others (mode {:o}) and not sticky", meta.mode() & 0o7777)));
+    }
+    Ok(())
+}
+
+/// Binds the socket in a directory only we can enter, gives it its mode (and group) there,
+/// then renames it to `path`: the path never names a socket with a looser mode, and no one
+/// can swap what a chmod by path would act on.
+fn bind_with_mode(path: &Path, dir: &Path, access: &SocketAccess) -> Result<UnixListener, ControlError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let io = |source| ControlError::Io { path: path.display().to_string(), source };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let nonce = crate::sys::now().as_nanos();
+    let private = dir.join(format!(".{name}.{}.{nonce}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&private).map_err(io)?;
+    let inside = private.join("socket");
+    let bound = (|| {
+        let listener = UnixListener::bind(&inside)?;
+        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(access.mode()))?;
+        if let Some((_, gid)) = &access.group {
+            std::os::unix::fs::chown(&inside, None, Some(*gid))?;
+        }
+        std::fs::rename(&inside, path)?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_file(&inside);
+    let _ = std::fs::remove_dir(&private);
+    bound.map_err(io)
 }
 
 /// Where requests go.
@@ -217,6 +275,8 @@ fn handle(mut stream: UnixStream, routes: &Routes, stop: &AtomicBool) -> std::io
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = [0u8; 4096];
     let mut since = Instant::now();
+    // Since the connection came or its last reply went.
+    let mut idle_since = Instant::now();
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -232,6 +292,7 @@ fn handle(mut stream: UnixStream, routes: &Routes, stop: &AtomicBool) -> std::io
                 write_reply(&mut stream, reply)?;
             }
             since = Instant::now();
+            idle_since = since;
         }
         if pending.len() > MAX_REQUEST_BYTES {
             let too_long = format!("request longer than {MAX_REQUEST_BYTES} bytes");
@@ -239,6 +300,10 @@ fn handle(mut stream: UnixStream, routes: &Routes, stop: &AtomicBool) -> std::io
         }
         if !pending.is_empty() && since.elapsed() > REQUEST_TIME {
             return write_reply(&mut stream, Err("incomplete request: no end of line in time".into()));
+        }
+        if pending.is_empty() && idle_since.elapsed() > IDLE_TIME {
+            let idle = format!("no request for {} s: closed (connect for each request)", IDLE_TIME.as_secs());
+            return write_reply(&mut stream, Err(idle));
         }
         match stream.read(&mut buf) {
             Ok(0) => return Ok(()),
@@ -340,6 +405,8 @@ mod tests {
         let d = std::env::temp_dir().join(format!("pfcswitch-ctl-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
+        // Whatever the umask: a group-writable directory would be refused.
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
         d
     }
 
@@ -430,6 +497,54 @@ mod tests {
         drop(server);
         assert!(t.elapsed() < Duration::from_secs(1), "shutdown took {:?}", t.elapsed());
         drop(silent);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn idle_clients_are_closed_so_they_cannot_keep_every_slot() {
+        let dir = temp_dir("idle");
+        let (_server, path) = server(&dir);
+        let idle: Vec<UnixStream> = (0..MAX_CLIENTS).map(|_| UnixStream::connect(&path).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(request(&path).contains("busy"), "every slot taken for now");
+        std::thread::sleep(IDLE_TIME + Duration::from_millis(500));
+        assert!(request(&path).contains("done"), "the idle ones were closed");
+        let mut first = BufReader::new(&idle[0]);
+        let mut said = String::new();
+        first.read_line(&mut said).unwrap();
+        assert!(said.contains("no request for 2 s"), "{said}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_directory_others_could_write_or_a_symlink_is_refused_and_a_sticky_one_taken() {
+        let dir = temp_dir("dirs");
+        let open = dir.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = ControlServer::start(&open.join("sw.sock"), silent_routes(), SocketAccess::owner_only()).unwrap_err();
+        assert!(
+            matches!(err, ControlError::UnsafeDir { .. }) && err.to_string().contains("writable by others"),
+            "{err}"
+        );
+        assert!(!open.join("sw.sock").exists());
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&open, &link).unwrap();
+        let err = ControlServer::start(&link.join("sw.sock"), silent_routes(), SocketAccess::owner_only()).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let server = ControlServer::start(&open.join("sw.sock"), silent_routes(), SocketAccess::owner_only()).unwrap();
+        let left: Vec<String> =
+            std::fs::read_dir(&open).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(left, ["sw.sock"], "the socket in place, its private directory gone");
+        let mode = std::fs::metadata(open.join("sw.sock")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        drop(server);
+        let made = dir.join("new/deeper");
+        let server = ControlServer::start(&made.join("sw.sock"), silent_routes(), SocketAccess::owner_only()).unwrap();
+        let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode & 0o022, 0, "made without write for others: {mode:o}");
+        drop(server);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
