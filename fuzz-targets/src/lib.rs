@@ -7,6 +7,9 @@
 //! cannot write back.
 
 pub mod engine;
+pub mod peers;
+
+pub use peers::{control_lines, metrics_head, netlink_reply, sink_stamp};
 
 use pfcswitch_core::checking::{CheckingMessage, ENCODED_LEN};
 use pfcswitch_core::config::Config;
@@ -26,6 +29,10 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("checking_codec", checking_codec),
     ("config", config),
     ("tagger_table", tagger_table),
+    ("control_lines", control_lines),
+    ("metrics_head", metrics_head),
+    ("netlink_reply", netlink_reply),
+    ("sink_stamp", sink_stamp),
 ];
 
 /// PAUSE/PFC frames: whatever decodes encodes back to a frame that decodes the same; and

@@ -54,7 +54,7 @@ pub struct XdpFeatures {
 }
 
 /// The NIC's own DCB PFC state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "state")]
 pub enum DcbState {
     /// The driver has no DCB: PFC frames are ordinary frames to it.
@@ -67,7 +67,7 @@ pub enum DcbState {
 }
 
 /// A netlink message: header, a family header, attributes.
-fn message(ty: u16, family_header: [u8; 4], attrs: &[(u16, &[u8])]) -> Vec<u8> {
+pub fn message(ty: u16, family_header: [u8; 4], attrs: &[(u16, &[u8])]) -> Vec<u8> {
     let mut m = vec![0u8; NLMSG_HDR];
     m[4..6].copy_from_slice(&ty.to_ne_bytes());
     m[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
@@ -89,7 +89,7 @@ fn put_attr(m: &mut Vec<u8>, ty: u16, payload: &[u8]) {
 }
 
 /// The attributes in `buf`: (type without flags, payload). Stops at the first malformed one.
-fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         if buf.len() < 4 {
             return None;
@@ -132,8 +132,9 @@ fn reply_payload(reply: &[u8]) -> io::Result<&[u8]> {
     let payload = reply.get(NLMSG_HDR..len).ok_or_else(bad)?;
     match ty {
         NLMSG_ERROR => {
+            // The kernel sends a negative errno; whatever the bytes say, never overflow.
             let errno = u32_of(payload).ok_or_else(bad)? as i32;
-            Err(io::Error::from_raw_os_error(-errno))
+            Err(io::Error::from_raw_os_error(errno.wrapping_neg()))
         }
         NLMSG_DONE => Err(bad()),
         _ => Ok(payload),
@@ -166,6 +167,21 @@ fn ieee_pfc(payload: &[u8]) -> DcbState {
         Some(p) if p.len() >= 2 => DcbState::Pfc { capable: p[0], enabled: Priorities::from_bits(p[1]) },
         _ => DcbState::NoIeeePfc,
     }
+}
+
+/// What the switch reads from one netlink reply, whichever query it answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplyFacts {
+    pub family_id: Option<u16>,
+    pub xdp: Option<XdpFeatures>,
+    pub dcb: DcbState,
+}
+
+/// Reads a reply as each query would, from its bytes alone: a plain function, so that the
+/// fuzz checks drive the parsing the kernel's answers go through without a socket.
+pub fn read_reply(reply: &[u8]) -> io::Result<ReplyFacts> {
+    let payload = reply_payload(reply)?;
+    Ok(ReplyFacts { family_id: family_id(payload), xdp: xdp_features(payload), dcb: ieee_pfc(payload) })
 }
 
 /// Sends `request` on a new netlink socket of `protocol` and returns the first reply.
