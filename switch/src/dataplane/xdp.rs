@@ -55,8 +55,8 @@ pub struct Classifier {
     xsks: MapHandle,
     counters: MapHandle,
     config: MapHandle,
-    /// The bpf_link holding the program on the interface.
-    link: Option<OwnedFd>,
+    /// The bpf_link holding the program on the interface, and the mode it holds it in.
+    link: Option<(OwnedFd, XdpMode)>,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -106,16 +106,18 @@ impl Classifier {
         let prog = self.object.progs().find(|p| p.name() == PROGRAM).ok_or(XdpError::Missing("pfcswitch_classify"))?;
         let prog_fd = prog.as_fd().as_raw_fd();
         let link = match mode {
-            Some(m) => self.link(prog_fd, m)?,
+            Some(m) => (self.link(prog_fd, m)?, m),
             None => match self.link(prog_fd, XdpMode::Native) {
-                Ok(link) => link,
+                Ok(link) => (link, XdpMode::Native),
                 Err(native) => {
                     tracing::info!(iface = %self.iface, "{native}; attaching generic XDP instead");
-                    self.link(prog_fd, XdpMode::Generic)?
+                    (self.link(prog_fd, XdpMode::Generic)?, XdpMode::Generic)
                 }
             },
         };
-        self.link = Some(link);
+        // Asked once here: the kernel's word, kept for as long as the link holds it.
+        let reported = self.query_mode().unwrap_or(link.1);
+        self.link = Some((link.0, reported));
         Ok(())
     }
 
@@ -141,8 +143,17 @@ impl Classifier {
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
-    /// Where the program runs, as the kernel reports it.
+    /// Where the program runs: the mode the kernel reported when its bpf_link attached it,
+    /// which nothing can change while the link holds it. Known without a system call: the stats that show it
+    /// are composed on the forwarding thread (the kernel's own answer, [`Classifier::query_mode`],
+    /// is a netlink dump of every interface, a third of that thread's time under four
+    /// scrapers).
     pub fn mode(&self) -> Option<XdpMode> {
+        self.link.as_ref().map(|(_, m)| *m)
+    }
+
+    /// Where the program runs, as the kernel reports it.
+    pub fn query_mode(&self) -> Option<XdpMode> {
         let mut opts =
             sys::bpf_xdp_query_opts { sz: std::mem::size_of::<sys::bpf_xdp_query_opts>() as _, ..Default::default() };
         // SAFETY: opts is a properly sized, zeroed query struct.

@@ -407,6 +407,8 @@ pub struct XskPort {
     tx_outstanding: u32,
     /// Its number in the pool's ledger of the buffers on its rings.
     socket_id: SocketId,
+    /// How it bound, as the kernel said right after binding (fixed for its life).
+    bind_mode: Option<BindMode>,
     scratch: Vec<FrameDesc>,
     /// A multi-buffer frame whose last buffer has not come off the rx ring yet: its
     /// first buffer and its last so far.
@@ -470,7 +472,7 @@ impl XskPort {
         };
         let (fill, comp) = rings.ok_or(XskError::NoRings)?;
         let fd = rx.fd().as_raw_fd();
-        Ok(XskPort {
+        let mut port = XskPort {
             iface: iface.to_string(),
             queue,
             _socket_fd: fd,
@@ -480,9 +482,12 @@ impl XskPort {
             comp,
             tx_outstanding: 0,
             socket_id: pool.new_socket_id(),
+            bind_mode: None,
             scratch: vec![FrameDesc::default(); batch.clamp(TxBatch::CAPACITY, 4096) * buffers_per_frame.max(1)],
             partial: None,
-        })
+        };
+        port.bind_mode = port.query_bind_mode();
+        Ok(port)
     }
 
     pub fn fd(&self) -> RawFd {
@@ -648,8 +653,14 @@ impl XskPort {
         self.fill.needs_wakeup()
     }
 
-    /// How the socket bound, as the kernel reports it (XDP_OPTIONS).
+    /// How the socket bound (asked once, after binding: the stats that show it are
+    /// composed on the forwarding thread).
     pub fn bind_mode(&self) -> Option<BindMode> {
+        self.bind_mode
+    }
+
+    /// How the socket bound, as the kernel reports it (XDP_OPTIONS).
+    fn query_bind_mode(&self) -> Option<BindMode> {
         let mut opts = libc::xdp_options { flags: 0 };
         let mut len = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
         // SAFETY: getsockopt into a properly sized struct on our socket.
