@@ -2,13 +2,21 @@
 //! interleaved with transmit turns, time passing, ports blocked and unblocked, links
 //! going down and up, and a slowpath that sometimes cannot take what is handed to it.
 //! Frames larger than a pool buffer come in several, split as a driver may split them.
-//! Afterwards everything is let go, and every buffer must be back in the pool and every
-//! buffer byte released.
+//! The script's first bytes pick the switch: pause modes per port (PFC, 802.3x, off),
+//! strict or DRR scheduling with weights, a static or dynamic XOFF, a per-priority
+//! profile, and a Tagger table whose rules come from the bytes.
+//!
+//! A forwarding oracle watches every data frame the script made (each carries a number):
+//! no frame leaves through the port it came in on, no port sends a frame twice, and the
+//! frames of one (ingress, egress, class) leave in the order they came. Afterwards
+//! everything is let go, and every buffer must be back in the pool and every buffer byte
+//! released.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use pfcswitch_core::checking::CheckingMessage;
-use pfcswitch_core::config::{Config, DeadlockResolution, PortRole};
+use pfcswitch_core::config::{BufferProfile, Config, DeadlockResolution, PauseMode, PortRole, Scheduler};
 use pfcswitch_core::heap_pool::HeapPool as Pool;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
@@ -16,6 +24,7 @@ use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::slowpath::{Slowpath, ToSlowpath};
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
+use pfcswitch_core::tagging::TagTable;
 use pfcswitch_core::time::Time;
 
 const PORTS: usize = 4;
@@ -49,8 +58,8 @@ impl Script<'_> {
 
 /// A small switch with everything on that a frame can reach: two host and two switch
 /// ports, small buffers and frame caps (so XOFF, drops and caps all happen), DCFIT with
-/// the drop resolution, and a quick PFC watchdog.
-fn config() -> Config {
+/// the drop resolution, and a quick PFC watchdog; then what `variant` picks.
+fn config(variant: &[u8]) -> Config {
     let mut c = Config::for_interfaces(&["h0", "h1", "s2", "s3"]);
     for (i, p) in c.ports.iter_mut().enumerate() {
         p.mac = Some(MacAddr([0x02, 0xee, 0, 0, 0, i as u8]));
@@ -70,13 +79,131 @@ fn config() -> Config {
     c.pfcwd.detection_ms = 20;
     c.pfcwd.restoration_ms = 20;
     c.fdb.max_entries = 8;
+    let v = |i: usize| variant.get(i).copied().unwrap_or(0);
+    for (i, p) in c.ports.iter_mut().enumerate() {
+        p.pause_mode = match (v(0) >> (2 * i)) & 3 {
+            1 => PauseMode::GlobalPause,
+            2 => PauseMode::Off,
+            _ => PauseMode::Pfc,
+        };
+        if v(1) & (1 << i) != 0 {
+            // Weights from the bytes; 0 keeps a queue strict.
+            p.scheduler = Scheduler::Drr { weights: std::array::from_fn(|q| u32::from(v(2 + q) % 5) * 100) };
+        }
+    }
+    if v(1) & 0x10 != 0 {
+        c.buffer.xoff_bytes = None;
+        c.buffer.xoff_alpha = Some(f64::from(v(10) % 8 + 1) / 8.0);
+    }
+    if v(1) & 0x20 != 0 {
+        let xoff = 2_000 + u64::from(v(11)) * 20;
+        let profile = BufferProfile {
+            xoff_bytes: Some(xoff),
+            xon_offset_bytes: Some(xoff / 4),
+            headroom_bytes: Some(3_000 + u64::from(v(12)) * 20),
+            ..BufferProfile::default()
+        };
+        c.buffer.priority.insert("4".into(), profile);
+    }
+    if v(1) & 0x40 != 0 {
+        c.buffer.lossless_frames = Some(u32::from(v(13)) + 8);
+    }
     c.validate().expect("the fuzz configuration is valid");
     c
 }
 
+/// Bytes of the script that pick the switch (see [`config`] and [`tagger`]).
+const VARIANT: usize = 16;
+
+/// A Tagger table for the four ports from the bytes, when `variant` asks for one, applied
+/// to `config` as `pfcswitch run` applies one: hosts stamp tag 1, ingress rules give tags
+/// 1 and 2 priorities 3 and 4, and rewrites per (ingress, tag, egress) move frames between
+/// them.
+fn tagger(variant: &[u8], config: &mut Config) -> Option<TagTable> {
+    let v = |i: usize| variant.get(i).copied().unwrap_or(0);
+    if v(1) & 0x80 == 0 {
+        return None;
+    }
+    let mut text = String::from(
+        "switch = \"fuzz\"\nalgorithm = \"greedy\"\nlossless_tags = 2\ninitial_tag = 1\npriorities = [3, 4]\n\
+         [default]\ntag = 0\npriority = 0\n",
+    );
+    for port in 0..PORTS {
+        for tag in 1..=2u8 {
+            if v(14) & (1 << (port * 2 + usize::from(tag) - 1)) != 0 {
+                // Tagger numbers ports from 1.
+                text += &format!("[[ingress]]\nport = {}\ntag = {tag}\npriority = {}\n", port + 1, 2 + tag);
+            }
+        }
+    }
+    let mut ruled = std::collections::HashSet::new();
+    for (k, &b) in variant[VARIANT.min(variant.len())..].iter().take(8).enumerate() {
+        let (ingress, egress) = (k % PORTS, usize::from(b) % PORTS);
+        let (tag, new_tag) = (1 + (b >> 4 & 1), 1 + (b >> 5 & 1));
+        if ingress != egress && ruled.insert((ingress, tag, egress)) {
+            text += &format!(
+                "[[rewrite]]\ningress = {}\ntag = {tag}\negress = {}\nnew_tag = {new_tag}\n",
+                ingress + 1,
+                egress + 1
+            );
+        }
+    }
+    let tables = tagger::system::parse_table("fuzz", &text, false).ok()?;
+    TagTable::apply(config, &tables, "fuzz", true).ok()
+}
+
+/// The end of every data frame the script makes: a mark, then the frame's number.
+const MARK: [u8; 2] = [0xfe, 0xed];
+
+/// What the oracle knows of the data frames the script made.
+#[derive(Default)]
+struct Oracle {
+    /// Number → (ingress port, class byte).
+    sent: Vec<(usize, u8)>,
+    /// (frame number, egress port) pairs seen.
+    left: std::collections::HashSet<(u32, usize)>,
+    /// (ingress, egress, class) → the last number that left.
+    last: HashMap<(usize, usize, u8), u32>,
+}
+
+impl Oracle {
+    /// Marks `frame` with the next number, made for `ingress` with `class`.
+    fn mark(&mut self, frame: &mut [u8], ingress: usize, class: u8) {
+        let n = self.sent.len() as u32;
+        let at = frame.len() - 6;
+        frame[at..at + 2].copy_from_slice(&MARK);
+        frame[at + 2..].copy_from_slice(&n.to_be_bytes());
+        self.sent.push((ingress, class));
+    }
+
+    /// A frame left `egress`: checks it against the rules.
+    fn left(&mut self, frame: &[u8], egress: usize) {
+        let Some(tail) = frame.len().checked_sub(6).map(|at| &frame[at..]) else { return };
+        if tail[..2] != MARK {
+            return;
+        }
+        let n = u32::from_be_bytes([tail[2], tail[3], tail[4], tail[5]]);
+        let Some(&(ingress, class)) = self.sent.get(n as usize) else { return };
+        assert_ne!(ingress, egress, "frame {n} left through the port it came in on");
+        assert!(self.left.insert((n, egress)), "frame {n} left port {egress} twice");
+        if let Some(before) = self.last.insert((ingress, egress, class), n) {
+            assert!(before < n, "frame {n} overtook frame {before} from port {ingress} to {egress}, class {class:#x}");
+        }
+    }
+}
+
+/// Script bytes that look like a marked frame are unmarked: only the oracle's own marks count.
+fn unmark(frame: &mut [u8]) {
+    if let Some(at) = frame.len().checked_sub(6) {
+        if frame[at..at + 2] == MARK {
+            frame[at] ^= 1;
+        }
+    }
+}
+
 /// A frame from a few script bytes: addresses from small sets (so learning, flooding and
-/// forwarding all happen), a DSCP or VLAN priority, a length.
-fn data_frame(s: &mut Script) -> Vec<u8> {
+/// forwarding all happen), a DSCP or VLAN priority, a length; returned with its class byte.
+fn data_frame(s: &mut Script) -> (Vec<u8>, u8) {
     let (dst, src, class, len) = (s.byte().unwrap_or(0), s.byte().unwrap_or(0), s.byte().unwrap_or(0), s.byte());
     let mac = |n: u8| match n % 8 {
         7 => MacAddr::BROADCAST,
@@ -92,7 +219,7 @@ fn data_frame(s: &mut Script) -> Vec<u8> {
     f.extend_from_slice(&[0x08, 0x00, 0x45, (class & 0x3f) << 2]);
     let len = usize::from(len.unwrap_or(0)) * 6 + 60;
     f.resize(len, 0xab);
-    f
+    (f, class)
 }
 
 fn pfc_frame(s: &mut Script) -> Vec<u8> {
@@ -117,9 +244,12 @@ fn pfc_frame(s: &mut Script) -> Vec<u8> {
 
 /// Runs one script; panics if the engine lost a frame or freed one twice.
 pub fn run(data: &[u8]) {
-    let config = config();
+    let variant = &data[..data.len().min(VARIANT + 8)];
+    let mut config = config(variant);
+    let tags = tagger(variant, &mut config);
     let mut now = Time::from_millis(1000);
-    let mut sw = Switch::new(&config, None, pfcswitch_core::PoolSize::without_rings(FRAMES), now);
+    let mut sw = Switch::new(&config, tags, pfcswitch_core::PoolSize::without_rings(FRAMES), now);
+    let mut oracle = Oracle::default();
     let mut slow = Slowpath::new("fuzz", sw.port_names(), FRAMES as usize);
     let mut pool = Pool::with_buffer_size(FRAMES, BUFFER);
     let mut batch = TxBatch::new();
@@ -131,20 +261,23 @@ pub fn run(data: &[u8]) {
         match op % 8 {
             0 => {
                 let len = usize::from(s.byte().unwrap_or(0)) * 8;
-                let raw = s.bytes(len).to_vec();
+                let mut raw = s.bytes(len).to_vec();
+                unmark(&mut raw);
                 if let Some(id) = pool.put(&raw) {
                     sw.handle_frame(now, &mut pool, port, id);
                 }
             }
             1 => {
-                let f = data_frame(&mut s);
+                let (mut f, class) = data_frame(&mut s);
+                oracle.mark(&mut f, port, class);
                 if let Some(id) = pool.put(&f) {
                     sw.handle_frame(now, &mut pool, port, id);
                 }
             }
             2 => {
                 // A driver may split a frame anywhere after its first buffer's headers.
-                let f = data_frame(&mut s);
+                let (mut f, class) = data_frame(&mut s);
+                oracle.mark(&mut f, port, class);
                 let mut pieces: Vec<&[u8]> = Vec::new();
                 let mut rest = &f[..];
                 while !rest.is_empty() {
@@ -164,7 +297,15 @@ pub fn run(data: &[u8]) {
                     sw.handle_frame(now, &mut pool, port, id);
                 }
             }
-            4 => transmit(&mut sw, &mut pool, &mut batch, now, port, usize::from(s.byte().unwrap_or(1)) % 64 + 1),
+            4 => transmit(
+                &mut sw,
+                &mut pool,
+                &mut batch,
+                &mut oracle,
+                now,
+                port,
+                usize::from(s.byte().unwrap_or(1)) % 64 + 1,
+            ),
             5 => {
                 now = now + Duration::from_micros(u64::from(s.u16().unwrap_or(0)));
                 sw.handle_timeout(now);
@@ -193,7 +334,7 @@ pub fn run(data: &[u8]) {
     for _ in 0..2000 {
         slowpath_turn(&mut sw, &mut slow, &mut pool, now, false);
         for port in 0..PORTS {
-            transmit(&mut sw, &mut pool, &mut batch, now, port, TxBatch::CAPACITY);
+            transmit(&mut sw, &mut pool, &mut batch, &mut oracle, now, port, TxBatch::CAPACITY);
         }
         if sw.queued_frames() == 0 && slow.held() == 0 {
             break;
@@ -212,12 +353,22 @@ pub fn run(data: &[u8]) {
     }
 }
 
-/// Sends what `port` may send now; the frames go back to the pool as the wire took them.
-fn transmit(sw: &mut Switch, pool: &mut Pool, batch: &mut TxBatch, now: Time, port: usize, limit: usize) {
+/// Sends what `port` may send now, shown to the oracle; the frames go back to the pool as
+/// the wire took them.
+fn transmit(
+    sw: &mut Switch,
+    pool: &mut Pool,
+    batch: &mut TxBatch,
+    oracle: &mut Oracle,
+    now: Time,
+    port: usize,
+    limit: usize,
+) {
     batch.reset(limit.min(TxBatch::CAPACITY));
     sw.poll_transmit(now, pool, port, batch);
     for f in batch.frames() {
         assert_eq!(pool.len(f.id), f.len as usize, "a frame's length is what the batch says");
+        oracle.left(&pool.contents(f.id), port);
         pool.free(f.id);
     }
 }
@@ -234,4 +385,25 @@ fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Tim
     });
     let released = slow.release(|e| sw.stopped(now, e));
     sw.handle_released(now, pool, released.iter().copied());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_bytes_pick_pause_modes_schedulers_thresholds_and_a_tagger_table() {
+        let seed =
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/corpus/engine_rx/tagger_drr_global")).unwrap();
+        let variant = &seed[..VARIANT + 8];
+        let mut c = config(variant);
+        let modes: Vec<PauseMode> = c.ports.iter().map(|p| p.pause_mode).collect();
+        assert_eq!(modes, [PauseMode::GlobalPause, PauseMode::Pfc, PauseMode::GlobalPause, PauseMode::Pfc]);
+        assert!(c.ports.iter().all(|p| matches!(p.scheduler, Scheduler::Drr { .. })));
+        assert!(c.buffer.xoff_alpha.is_some() && c.buffer.priority.contains_key("4"));
+        assert_eq!(c.buffer.lossless_frames, Some(38));
+        let t = tagger(variant, &mut c).expect("a table from these bytes compiles");
+        assert_eq!(t.ingress(0, 1), Some(3), "the first port's tag 1 is priority 3");
+        assert_eq!(c.pfc.lossless.as_deref(), Some(&[3u8, 4][..]));
+    }
 }

@@ -1,5 +1,6 @@
 //! Every fuzz target over its committed seed corpus, then over mutations of it for a
-//! couple of seconds (`FUZZ_SECONDS` per target; 0 for the corpus alone). Not a
+//! couple of seconds (`FUZZ_SECONDS` per target; 0 for the corpus alone; `FUZZ_ONLY`
+//! names one target to run alone). Not a
 //! substitute for coverage-guided runs (`cargo fuzz run TARGET` in `fuzz/`), but it
 //! runs on every test and replays every input a fuzzer ever found (kept in the corpus).
 //! A failing input is written to `target/fuzz-failures/` for `cargo fuzz run TARGET FILE`.
@@ -90,7 +91,8 @@ fn check(name: &str, f: fn(&[u8]), input: &[u8]) {
 #[test]
 fn every_target_passes_its_corpus_and_a_few_seconds_of_mutations() {
     let budget = std::env::var("FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
-    for &(name, f) in TARGETS {
+    let only = std::env::var("FUZZ_ONLY").ok();
+    for &(name, f) in TARGETS.iter().filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n)) {
         let seeds = corpus(name);
         assert!(!seeds.is_empty(), "{name}: no seed corpus in {}", corpus_dir(name).display());
         for s in &seeds {

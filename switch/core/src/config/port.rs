@@ -111,7 +111,6 @@ pub enum Scheduler {
     Strict,
     /// Deficit round robin with a weight per priority (0..7); weight 0 keeps that queue strict,
     /// served before the weighted ones.
-    /// Deficit round robin with these weights.
     Drr {
         /// Per priority: its share of the link; 0 keeps it strict.
         weights: [u32; PRIORITIES],
