@@ -130,7 +130,7 @@ pub fn probe_switch(
     config.buffer.headroom_bytes = 512 << 10;
     config.dataplane.batch = batch;
     config.dataplane.cpu = cpus.switch;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default())?;
+    let sw = SwitchProc::start_on(&tb, "sw1", &config, &RunArgs::default(), &cpus.switch_process)?;
     let gen_args = GenArgs {
         dscp: vec![3],
         rate: Some(rate),

@@ -109,8 +109,8 @@ pub struct HeadroomArgs {
     /// 0 keeps every run.
     #[arg(long, default_value_t = 150.0, value_parser = crate::cli::parse_non_negative)]
     pub max_overhead_us: f64,
-    /// Sweep and plan: how many times a disturbed run is repeated (default: 2 for the
-    /// sweep; 5 for the plan, whose 5-second runs the machine disturbs more often).
+    /// Sweep and plan: how many times a disturbed run is repeated (default: 4 for the
+    /// sweep, whose runs take under a second; 5 for the plan, whose runs take 5 s).
     #[arg(long)]
     pub retries: Option<usize>,
     /// Sweep: write a chart of the sweep (SVG).

@@ -9,6 +9,7 @@ pub use pfclab::topology;
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -345,15 +346,15 @@ impl Testbed {
     /// Starts a command inside `node`'s namespace; its output goes to files in the
     /// work directory. The process is stopped when the handle is dropped.
     pub fn spawn<S: AsRef<str>>(&self, node: &str, label: &str, args: &[S]) -> Result<Proc, TestbedError> {
-        self.spawn_on(node, label, None, args)
+        self.spawn_on(node, label, &Placement::default(), args)
     }
 
-    /// [`Testbed::spawn`], restricted to the CPUs in `cpus` (a taskset list such as "0" or "0-2").
+    /// [`Testbed::spawn`], placed as `placement` says (its CPUs and its nice value).
     pub fn spawn_on<S: AsRef<str>>(
         &self,
         node: &str,
         label: &str,
-        cpus: Option<&str>,
+        placement: &Placement,
         args: &[S],
     ) -> Result<Proc, TestbedError> {
         let ns = self.ns(node)?;
@@ -367,7 +368,7 @@ impl Testbed {
         let stderr = fs::File::create(&stderr_path).map_err(io(&stderr_path))?;
         let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
         let command = format!("[{node}] {}", args.join(" "));
-        let mut cmd = match cpus {
+        let mut cmd = match &placement.cpus {
             Some(list) => {
                 let mut c = Command::new("taskset");
                 c.args(["-c", list, "ip"]);
@@ -375,6 +376,20 @@ impl Testbed {
             }
             None => Command::new("ip"),
         };
+        if let Some(nice) = placement.nice {
+            // An absolute value (the `nice` command adds to the caller's); what the child
+            // execs inherits it.
+            // SAFETY: setpriority is async-signal-safe and touches no memory of ours.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         let child = cmd
             .args(["netns", "exec", &ns])
             .args(&args)
@@ -477,6 +492,18 @@ pub fn list() -> Vec<State> {
         .filter_map(|e| fs::read_to_string(e.path()).ok())
         .filter_map(|t| serde_json::from_str(&t).ok())
         .collect()
+}
+
+/// Where a testbed process runs and how eagerly: the CPUs it may use and its nice value.
+/// Timing-sensitive runs raise their processes above the machine's ordinary ones: beside
+/// one busy process, the scheduler otherwise shares a CPU half and half between it and
+/// the switch or the sender, in slices of milliseconds (DEVELOPERS.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// A taskset list such as "0" or "0-2"; any CPU when `None`.
+    pub cpus: Option<String>,
+    /// The nice value (-20..19); the caller's when `None`.
+    pub nice: Option<i32>,
 }
 
 /// A process started in a namespace. Dropping it terminates it.
