@@ -168,14 +168,7 @@ pub fn spawn_in_netns<T: Send + 'static>(
     node: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::thread::JoinHandle<T> {
-    use std::os::fd::AsRawFd;
-    let ns_path = format!("/run/netns/{}", tb.ns(node).expect("node has a namespace"));
-    std::thread::spawn(move || {
-        let ns = std::fs::File::open(&ns_path).unwrap_or_else(|e| panic!("{ns_path}: {e}"));
-        // SAFETY: setns on this thread with a namespace fd we hold open.
-        assert_eq!(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {ns_path}");
-        f()
-    })
+    tb.thread_in(node, f).expect("node has a namespace")
 }
 
 /// Kernel UDP traffic of `flows` flows (one source port each), `per_flow` datagrams

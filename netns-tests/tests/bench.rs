@@ -45,3 +45,29 @@ fn rfc2544_reports_throughput_latency_and_the_switchs_view_per_dut_with_ratios_a
     let _ = std::fs::remove_file(&plot);
     assert!(svg.contains("RFC 2544 throughput") && svg.contains("pfcswitch"), "the plot names the DUTs");
 }
+
+#[test]
+fn scrape_compares_runs_without_and_with_scrapers_and_accounts_for_every_frame() {
+    let _serial = serial();
+    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
+        .args(["bench", "scrape", "--rounds", "1", "--seconds", "1", "--rate", "50k", "--scrapers", "2", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    let scrapers: Vec<u64> = runs.iter().map(|x| x["scrapers"].as_u64().unwrap()).collect();
+    assert_eq!(scrapers, [0, 2], "round 0 runs without scrapers first: {stderr}");
+    for x in runs {
+        let (sent, received, lost) =
+            (x["sent"].as_u64().unwrap(), x["received"].as_u64().unwrap(), x["lost"].as_u64().unwrap());
+        assert_eq!(sent, 50_000, "{x}");
+        assert_eq!(received + lost, sent, "{x}");
+        let scraped = x["scrapers"].as_u64().unwrap() > 0;
+        // Each scrape read the endpoint's whole answer, kernel counters filled in off the
+        // forwarding thread.
+        assert_eq!(x["scrapes"].as_u64().unwrap() > 0, scraped, "{x}");
+        assert_eq!(x["scrape_p50_ms"].as_f64().unwrap() > 0.0, scraped, "{x}");
+    }
+}

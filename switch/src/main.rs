@@ -16,6 +16,7 @@ use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
 use pfcswitch::core::config::{Config, TaggerConfig, DEFAULT_LOSSY_QUEUE_BYTES, LOSSY_QUEUE_MIN_FRAMES};
 use pfcswitch::core::tagging::TagTable;
+use pfcswitch::dataplane::kernel::KernelCounters;
 use pfcswitch::dataplane::{Dataplane, Options};
 use pfcswitch::frame_size::{largest_frame, max_frame_note};
 use pfcswitch::sys::Waker;
@@ -224,10 +225,25 @@ fn run(args: RunArgs) -> Result<()> {
         signal_hook::low_level::pipe::register(sig, signal_tx.try_clone()?)?;
     }
 
+    // The forwarding thread gets `dataplane.cpu` to itself: every thread started from
+    // here on (the control socket's and the metrics endpoint's, their clients', the
+    // slowpath) inherits a set of CPUs without it, so that a burst of requests is not
+    // served on the CPU the frames wait for.
+    if let Some(cpu) = config.dataplane.cpu {
+        if pfcswitch::sys::avoid_cpu(cpu)? {
+            tracing::info!(cpu, "the switch's other threads stay off the dataplane's CPU");
+        }
+    }
     let waker = Waker::new()?;
     let (to_dataplane, commands) = crossbeam_channel::bounded(16);
     let (to_slowpath, slowpath_commands) = crossbeam_channel::bounded(16);
-    let routes = Routes { dataplane: to_dataplane, dataplane_waker: waker.try_clone()?, slowpath: to_slowpath };
+    let kernel = Arc::new(KernelCounters::default());
+    let routes = Routes {
+        dataplane: to_dataplane,
+        dataplane_waker: waker.try_clone()?,
+        slowpath: to_slowpath,
+        kernel: Some(kernel.clone()),
+    };
     let access = match &args.socket_group {
         Some(group) => SocketAccess::group(group)?,
         None => SocketAccess::owner_only(),
@@ -240,7 +256,7 @@ fn run(args: RunArgs) -> Result<()> {
         tracing::info!(addr = %m.addr(), "serving Prometheus metrics at /metrics");
     }
     let server = ControlServer::start(&socket, routes, access)?;
-    let mut dataplane = Dataplane::open(config, Options { force: args.force, tags }, waker, slowpath_commands)?;
+    let mut dataplane = Dataplane::open(config, Options { force: args.force, tags, kernel }, waker, slowpath_commands)?;
     tracing::info!(socket = %socket.display(), "switching; stop with Ctrl-C");
     let result = dataplane.run(&stop, &commands, &[signal_rx.as_raw_fd()]);
     drop(dataplane);

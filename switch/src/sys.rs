@@ -211,6 +211,28 @@ pub fn pin_to_cpu(cpu: usize) -> Result<(), SysError> {
     Ok(())
 }
 
+/// Takes `cpu` out of the calling thread's CPUs (threads it starts later inherit that),
+/// unless it would leave none; says whether it did.
+pub fn avoid_cpu(cpu: usize) -> Result<bool, SysError> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is plain data; the CPU_* macros stay within it (cpu is checked
+    // against its size); sched_{get,set}affinity on the calling thread with its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut set) != 0 {
+            return Err(SysError::Os { what: "sched_getaffinity", source: io::Error::last_os_error() });
+        }
+        if cpu >= 8 * size || !libc::CPU_ISSET(cpu, &set) || libc::CPU_COUNT(&set) < 2 {
+            return Ok(false);
+        }
+        libc::CPU_CLR(cpu, &mut set);
+        if libc::sched_setaffinity(0, size, &set) != 0 {
+            return Err(SysError::Os { what: "sched_setaffinity", source: io::Error::last_os_error() });
+        }
+    }
+    Ok(true)
+}
+
 /// Moves the calling thread to SCHED_FIFO at `priority` (1..99).
 pub fn realtime_priority(priority: i32) -> Result<(), SysError> {
     let param = libc::sched_param { sched_priority: priority };

@@ -562,12 +562,24 @@ pub fn one_flow_h1_to_h2(
     rate: Option<f64>,
     cpu_of: Option<u32>,
 ) -> Result<OneFlowRun> {
+    one_flow_h1_to_h2_on(tb, size, seconds, rate, cpu_of, &Placement::default())
+}
+
+/// [`one_flow_h1_to_h2`] with the generator and the sink placed as `placement` says.
+pub fn one_flow_h1_to_h2_on(
+    tb: &Testbed,
+    size: usize,
+    seconds: f64,
+    rate: Option<f64>,
+    cpu_of: Option<u32>,
+    placement: &Placement,
+) -> Result<OneFlowRun> {
     let sink_args = SinkArgs {
         idle: Duration::from_secs(1),
         duration: Some(Duration::from_secs_f64(seconds + 10.0)),
         ..sink_defaults()
     };
-    let sink = SinkProc::start(tb, "h2", "sink", &sink_args)?;
+    let sink = SinkProc::start_on(tb, "h2", "sink", placement, &sink_args)?;
     let args = GenArgs {
         size,
         tx_only: true,
@@ -578,7 +590,7 @@ pub fn one_flow_h1_to_h2(
         ..gen_to(tb.host_iface("h2")?.mac)
     };
     let cpu_before = cpu_of.and_then(cpu_time);
-    let gen = run_gen(tb, "h1", "gen", &args, Duration::from_secs_f64(seconds + 30.0))?;
+    let gen = start_gen_on(tb, "h1", "gen", placement, &args)?.finish(Duration::from_secs_f64(seconds + 30.0))?;
     let cpu_after = cpu_of.and_then(cpu_time);
     let sink = sink.finish(Duration::from_secs_f64(seconds + 20.0))?;
     let cpu = cpu_before.zip(cpu_after).map(|(a, b)| b.saturating_sub(a));

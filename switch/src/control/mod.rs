@@ -91,6 +91,14 @@ impl From<Reply> for ReplyLine {
     }
 }
 
+/// What a stats snapshot reads from the kernel, read on the thread that asked for it: the
+/// forwarding thread answers with the engine's counters, and the system calls behind the
+/// kernel's (sockets, XDP maps, /proc) are made by whoever asked (`ctl stats`, a scrape).
+pub trait StatsFromKernel: Send + Sync + std::fmt::Debug {
+    /// Fills in the kernel's counters of `stats`, a snapshot the dataplane made.
+    fn complete(&self, stats: &mut Stats);
+}
+
 /// A request in flight from the control thread to the dataplane.
 #[derive(Debug)]
 pub struct ControlMsg {

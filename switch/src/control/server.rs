@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use super::{ControlError, ControlMsg, ReplyLine, Request};
+use super::{ControlError, ControlMsg, ReplyLine, Request, Response, StatsFromKernel};
 use crate::sys::Waker;
 
 /// How long a request may wait for the dataplane.
@@ -202,6 +202,8 @@ pub struct Routes {
     /// Wakes the dataplane out of its sleep.
     pub dataplane_waker: Waker,
     pub slowpath: Sender<ControlMsg>,
+    /// Completes the dataplane's stats with the kernel's counters (none in unit tests).
+    pub kernel: Option<Arc<dyn StatsFromKernel>>,
 }
 
 impl Routes {
@@ -211,6 +213,7 @@ impl Routes {
             dataplane: self.dataplane.clone(),
             dataplane_waker: self.dataplane_waker.try_clone()?,
             slowpath: self.slowpath.clone(),
+            kernel: self.kernel.clone(),
         })
     }
 }
@@ -348,7 +351,12 @@ pub(super) fn ask(request: Request, routes: &Routes) -> super::Reply {
         routes.dataplane.send(ControlMsg { request, reply }).map_err(|_| "the dataplane has stopped".to_string())?;
         routes.dataplane_waker.wake();
     }
-    answer.recv_timeout(REPLY_TIMEOUT).map_err(|_| "the dataplane did not answer in time".to_string())?
+    let mut reply =
+        answer.recv_timeout(REPLY_TIMEOUT).map_err(|_| "the dataplane did not answer in time".to_string())?;
+    if let (Ok(Response::Stats(stats)), Some(kernel)) = (&mut reply, &routes.kernel) {
+        kernel.complete(stats);
+    }
+    reply
 }
 
 /// Who is at the other end of a Unix socket.
@@ -398,7 +406,7 @@ mod tests {
     fn silent_routes() -> Routes {
         let (dataplane, _) = crossbeam_channel::bounded(1);
         let (slowpath, _) = crossbeam_channel::bounded(1);
-        Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath }
+        Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath, kernel: None }
     }
 
     /// A server at a fresh path whose dataplane answers every request with "done".
@@ -411,7 +419,7 @@ mod tests {
                 let _ = msg.reply.send(Ok(Response::Done("done".into())));
             }
         });
-        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath };
+        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath, kernel: None };
         (ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap(), path)
     }
 
@@ -431,6 +439,44 @@ mod tests {
         let mut line = String::new();
         BufReader::new(s).read_line(&mut line).unwrap();
         line
+    }
+
+    /// Stands for the kernel's counters: says which thread asked it.
+    #[derive(Debug, Default)]
+    struct FakeKernel {
+        asked_on: std::sync::Mutex<Option<std::thread::ThreadId>>,
+    }
+
+    impl StatsFromKernel for FakeKernel {
+        fn complete(&self, stats: &mut crate::stats::Stats) {
+            *self.asked_on.lock().unwrap() = Some(std::thread::current().id());
+            stats.stalls.cpu_wait_us = Some(4242);
+        }
+    }
+
+    #[test]
+    fn the_kernels_counters_are_read_by_the_asking_thread_not_the_dataplanes() {
+        let (dataplane, requests) = crossbeam_channel::bounded::<ControlMsg>(1);
+        let (slowpath, _slow) = crossbeam_channel::bounded(1);
+        let forwarding = std::thread::spawn(move || {
+            let msg = requests.recv().unwrap();
+            let _ = msg.reply.send(Ok(Response::Stats(Box::default())));
+            std::thread::current().id()
+        });
+        let kernel = Arc::new(FakeKernel::default());
+        let routes =
+            Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath, kernel: Some(kernel.clone()) };
+        let Ok(Response::Stats(stats)) = ask(Request::Stats, &routes) else { panic!("no stats") };
+        let forwarding = forwarding.join().unwrap();
+        assert_eq!(stats.stalls.cpu_wait_us, Some(4242), "completed before it was handed back");
+        let asked_on = kernel.asked_on.lock().unwrap().unwrap();
+        assert_eq!(asked_on, std::thread::current().id());
+        assert_ne!(asked_on, forwarding);
+        // Other answers pass as they are.
+        let (dataplane, requests) = crossbeam_channel::bounded::<ControlMsg>(1);
+        std::thread::spawn(move || requests.recv().map(|m| m.reply.send(Ok(Response::Done("ok".into())))));
+        let routes = Routes { dataplane, ..routes };
+        assert!(matches!(ask(Request::ClearWatermarks, &routes), Ok(Response::Done(_))));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! rx queue on a shared UMEM, the XDP classifier, and a single polling loop that moves
 //! frames between the rings and the engine in batches.
 
+pub mod kernel;
 pub mod port;
 pub mod slowpath;
 pub mod stall;
@@ -25,6 +26,7 @@ use crate::core::time::Time;
 use crate::frame_size::{geometry_for, largest_frame, max_frame_note, Geometry};
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
+use kernel::KernelCounters;
 use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
 use xdp::{Classifier, XdpError};
@@ -71,6 +73,9 @@ pub struct Options {
     pub force: bool,
     /// The Tagger table to apply, compiled for this configuration.
     pub tags: Option<TagTable>,
+    /// Where stats requests read the kernel's counters (the control server's and the
+    /// metrics endpoint's routes hold it too).
+    pub kernel: Arc<KernelCounters>,
 }
 
 pub struct Dataplane {
@@ -115,8 +120,8 @@ pub struct Dataplane {
     backlog: stall::BacklogMeter,
     /// Frames taken off the rx rings so far, for the backlog meter.
     rx_taken: u64,
-    /// The polling thread, once it runs: its run-queue wait is part of the stall figures.
-    loop_thread: Option<libc::pid_t>,
+    /// The kernel's counters, read by whoever asks for stats.
+    kernel: Arc<KernelCounters>,
     /// Per port: where its speed came from.
     speed_from: Vec<SpeedSource>,
 }
@@ -221,8 +226,9 @@ impl Dataplane {
         let mut pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size)?;
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
-        for (info, &queues) in infos.iter().zip(&queues) {
+        for (i, (info, &queues)) in infos.iter().zip(&queues).enumerate() {
             let (classifier, port) = bind_port(&mut pool, d, info, queues, buffers_per_frame, options.force)?;
+            options.kernel.bound(i, &port, &classifier)?;
             classifiers.push(classifier);
             ports.push(port);
         }
@@ -277,7 +283,7 @@ impl Dataplane {
             stalls: stall::StallMeter::default(),
             backlog: stall::BacklogMeter::default(),
             rx_taken: 0,
-            loop_thread: None,
+            kernel: options.kernel,
             speed_from,
         };
         for port in &mut dp.ports {
@@ -299,7 +305,7 @@ impl Dataplane {
         wake_fds: &[RawFd],
     ) -> Result<(), DataplaneError> {
         sys::tighten_timer_slack();
-        self.loop_thread = Some(sys::thread_id());
+        self.kernel.set_loop_thread(sys::thread_id());
         if let Some(cpu) = self.config.dataplane.cpu {
             sys::pin_to_cpu(cpu)?;
             tracing::info!(cpu, "dataplane pinned");
@@ -383,10 +389,10 @@ impl Dataplane {
             }
         }
         if receive {
-            let (ports, rx_taken) = (&self.ports, self.rx_taken);
+            let (kernel, rx_taken) = (&self.kernel, self.rx_taken);
             self.backlog.turn(now, emptied, || stall::Reading {
                 cpu: sys::thread_cpu_time(),
-                rx_lost: ports.iter().map(|p| p.statistics()).map(|c| c.rx_ring_full + c.rx_dropped).sum(),
+                rx_lost: kernel.rx_lost(),
                 rx_taken,
             });
         }
@@ -554,6 +560,7 @@ impl Dataplane {
                 // Its sockets are dead for good: closed now, so that the buffers on their
                 // rings come back to the pool rather than wait for an interface that may
                 // never return.
+                self.kernel.closing(i);
                 let on_rx = self.ports[i].close(&mut self.pool);
                 self.rebind_failed[i] = false;
                 tracing::warn!(
@@ -593,8 +600,12 @@ impl Dataplane {
         };
         match rebound {
             Ok((classifier, sockets)) => {
+                if let Err(e) = self.kernel.bound(i, &sockets, &classifier) {
+                    // Its counters then stay those of the sockets closed before.
+                    tracing::warn!(port, iface, "the port's kernel counters cannot be read: {e}");
+                }
                 self.classifiers[i] = classifier;
-                self.ports[i] = self.ports[i].rebind(sockets);
+                self.ports[i] = sockets;
                 self.ports[i].refill(&mut self.pool, POOL_RESERVE);
                 self.ifindex[i] = info.ifindex;
                 self.gone[i] = false;
@@ -645,7 +656,9 @@ impl Dataplane {
     }
 
     /// The engine's snapshot composed with what only the shell knows: where each port's
-    /// speed came from, its XDP classes, sockets and modes, the UMEM and the loop's stalls.
+    /// speed came from, its sockets and modes, the UMEM and the loop's stalls. The
+    /// kernel's counters (sockets, XDP classes, the loop's wait for a CPU) are left for
+    /// the asking thread to fill in ([`KernelCounters`]): no system call here.
     pub fn stats(&self, now: Time) -> Stats {
         let switch = self.switch.stats(now).map_ports(|i, engine| {
             let (c, x) = (&self.classifiers[i], &self.ports[i]);
@@ -655,12 +668,11 @@ impl Dataplane {
                 rx_queues: x.sockets().len() as u32,
                 xdp_mode: c.mode(),
                 bind_mode: x.bind_mode(),
-                xdp: c.class_counters(),
-                socket: SocketCounters { tx_kernel_busy: self.tx_busy[i], ..x.statistics() },
+                xdp: Default::default(),
+                socket: SocketCounters { tx_kernel_busy: self.tx_busy[i], ..Default::default() },
             }
         });
         let mut stalls = self.stalls.stats();
-        stalls.cpu_wait_us = self.loop_thread.and_then(sys::cpu_wait).map(|d| d.as_micros() as u64);
         stalls.backlogs = self.backlog.recent();
         Stats { switch, free_frames: self.pool.free_count() as u64, stalls }
     }

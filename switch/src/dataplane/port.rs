@@ -8,7 +8,6 @@ use std::os::fd::RawFd;
 
 use crate::config::BindMode;
 use crate::core::queue::FrameId;
-use crate::stats::SocketCounters;
 
 use super::xsk::{UmemPool, XskError, XskPort};
 
@@ -16,11 +15,9 @@ use super::xsk::{UmemPool, XskError, XskPort};
 pub struct PortSockets {
     iface: String,
     /// Queue k's socket at index k; the first also sends. Empty once closed (the
-    /// interface is gone), until the port is bound again.
+    /// interface is gone), until the port is bound again. (Their kernel counters are
+    /// read off the forwarding thread: `super::kernel`.)
     sockets: Vec<XskPort>,
-    /// The kernel's counters of sockets closed before, so that a port's counters never
-    /// go back.
-    closed: SocketCounters,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,20 +58,12 @@ impl PortSockets {
                 }
             }
         }
-        Ok(PortSockets { iface: iface.to_string(), sockets, closed: SocketCounters::default() })
-    }
-
-    /// Sockets bound anew on the interface of the same name (it was re-created), taking
-    /// over these sockets' counters.
-    pub fn rebind(&self, bound: PortSockets) -> PortSockets {
-        debug_assert!(self.sockets.is_empty(), "closed before");
-        PortSockets { closed: self.closed, ..bound }
+        Ok(PortSockets { iface: iface.to_string(), sockets })
     }
 
     /// Closes every socket for good (see [`XskPort::close`]); returns the whole frames
     /// dropped from their rx rings. The port sends and receives nothing until re-bound.
     pub fn close(&mut self, pool: &mut UmemPool) -> usize {
-        self.closed = self.statistics();
         self.sockets.drain(..).map(|s| s.close(pool)).sum()
     }
 
@@ -141,20 +130,6 @@ impl PortSockets {
         } else {
             None
         }
-    }
-
-    /// The kernel's counters, summed over the queues.
-    pub fn statistics(&self) -> SocketCounters {
-        let mut c = self.closed;
-        for st in self.sockets.iter().filter_map(XskPort::statistics) {
-            c.rx_dropped += st.rx_dropped();
-            c.rx_invalid_descs += st.rx_invalid_descs();
-            c.rx_ring_full += st.rx_ring_full();
-            c.rx_fill_ring_empty += st.rx_fill_ring_empty_descs();
-            c.tx_invalid_descs += st.tx_invalid_descs();
-            c.tx_ring_empty += st.tx_ring_empty_descs();
-        }
-        c
     }
 }
 

@@ -11,13 +11,12 @@ use libbpf_rs::libbpf_sys as sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
 use crate::config::XdpMode;
-use crate::stats::XdpClassCounters;
 
 /// The compiled classifier, built by build.rs with libbpf-cargo.
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/classifier.bpf.o"));
 const PROGRAM: &str = "pfcswitch_classify";
 /// Class indices of `class_counters`, as in the C `enum xdp_class`.
-const CLASS_COUNT: u32 = 8;
+pub(super) const CLASS_COUNT: u32 = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum XdpError {
@@ -208,16 +207,16 @@ impl Classifier {
         self.link = None;
     }
 
-    /// Frames seen per class, summed over CPUs.
-    pub fn class_counters(&self) -> XdpClassCounters {
-        let mut totals = [0u64; CLASS_COUNT as usize];
-        for (class, total) in totals.iter_mut().enumerate() {
-            if let Ok(Some(per_cpu)) = self.counters.lookup_percpu(&(class as u32).to_ne_bytes(), MapFlags::ANY) {
-                *total = per_cpu.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8]))).sum();
-            }
-        }
-        let [pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt] = totals;
-        XdpClassCounters { pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt }
+    /// Frames seen per class, summed over CPUs (the switch reads them off its forwarding
+    /// thread, from [`Classifier::counters_map`]).
+    pub fn class_counters(&self) -> crate::stats::XdpClassCounters {
+        super::kernel::class_counters(&self.counters)
+    }
+
+    /// A duplicate of the per-CPU class counters map, for reading off the forwarding
+    /// thread (`super::kernel`).
+    pub fn counters_map(&self) -> Result<MapHandle, libbpf_rs::Error> {
+        MapHandle::try_from(&self.counters)
     }
 
     /// Whether frames for queues without a socket are dropped (else passed to the kernel).

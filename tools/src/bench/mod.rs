@@ -10,6 +10,7 @@ pub mod pfc;
 pub mod pfcwd;
 pub mod report;
 pub mod rfc2544;
+pub mod scrape;
 pub use pfcsim::bench as sim;
 
 use anyhow::Result;
@@ -30,6 +31,9 @@ pub enum BenchCommand {
     /// RFC 2544 throughput, latency and frame loss per frame size, through pfcswitch with
     /// its defaults, a Linux bridge and the direct veth path, in one run.
     Rfc2544(rfc2544::Rfc2544Args),
+    /// Loss and loop stalls at a fixed rate without and with Prometheus scrapers in a
+    /// tight loop, alternating.
+    Scrape(scrape::ScrapeArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -40,6 +44,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Pfcwd(args) => pfcwd::run(&args),
         BenchCommand::Sim(args) => sim::run(&args),
         BenchCommand::Rfc2544(args) => rfc2544::run(&args),
+        BenchCommand::Scrape(args) => scrape::run(&args),
     }
 }
 

@@ -401,6 +401,27 @@ impl Testbed {
         Ok(Proc { child: Some(child), command, stdout_path, stderr_path })
     }
 
+    /// Runs `f` on a new thread that has joined `node`'s network namespace (setns moves
+    /// only the calling thread, so the caller's threads stay where they are): a client of
+    /// something listening in the node needs no program of its own there.
+    pub fn thread_in<T: Send + 'static>(
+        &self,
+        node: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<std::thread::JoinHandle<T>, TestbedError> {
+        use std::os::fd::AsRawFd;
+        let ns_path = PathBuf::from(format!("/run/netns/{}", self.ns(node)?));
+        let ns = fs::File::open(&ns_path)
+            .map_err(|source| TestbedError::Io { what: ns_path.display().to_string(), source })?;
+        Ok(std::thread::spawn(move || {
+            // SAFETY: setns on this thread with a namespace descriptor held open.
+            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {}: {}", ns_path.display(), std::io::Error::last_os_error());
+            drop(ns);
+            f()
+        }))
+    }
+
     /// Turns `node` into a Linux bridge over all its interfaces (the reference switch of
     /// the benchmarks).
     pub fn make_linux_bridge(&self, node: &str) -> Result<(), TestbedError> {
