@@ -71,3 +71,28 @@ fn scrape_compares_runs_without_and_with_scrapers_and_accounts_for_every_frame()
         assert_eq!(x["scrape_p50_ms"].as_f64().unwrap() > 0.0, scraped, "{x}");
     }
 }
+
+#[test]
+fn a_short_soak_accounts_for_every_frame_sent_through_random_faults() {
+    let _serial = serial();
+    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
+        .args(["bench", "soak", "--minutes", "0.5", "--seed", "7", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let a = &r["accounting"];
+    assert_eq!(a["unaccounted"], 0, "{r:#}");
+    assert_eq!(a["duplicates"], 0, "{r:#}");
+    assert!(a["received"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(r["drops_unexplained"], serde_json::json!({}), "{r:#}");
+    assert_eq!(r["free_frames_end"], r["free_frames_idle"], "{r:#}");
+    assert_eq!(r["shared_buffer_used_end"], 0, "{r:#}");
+    assert_eq!(r["churn_failures"], 0, "{r:#}");
+    assert!(r["control_requests"].as_u64().unwrap() > 0 && r["scrapes"].as_u64().unwrap() > 0, "{r:#}");
+    // The seed's draw: several kinds of fault, each counted.
+    let faults = r["faults"].as_object().unwrap();
+    assert!(faults.len() >= 3, "{r:#}");
+    assert!(r["passed"].as_bool().unwrap(), "{r:#}");
+    assert!(out.status.success(), "{stderr}");
+}

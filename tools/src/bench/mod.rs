@@ -11,6 +11,7 @@ pub mod pfcwd;
 pub mod report;
 pub mod rfc2544;
 pub mod scrape;
+pub mod soak;
 pub use pfcsim::bench as sim;
 
 use anyhow::Result;
@@ -34,6 +35,9 @@ pub enum BenchCommand {
     /// Loss and loop stalls at a fixed rate without and with Prometheus scrapers in a
     /// tight loop, alternating.
     Scrape(scrape::ScrapeArgs),
+    /// A switch under mixed traffic while faults come at random from a seed; at the end
+    /// every frame is accounted for.
+    Soak(soak::SoakArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -45,6 +49,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Sim(args) => sim::run(&args),
         BenchCommand::Rfc2544(args) => rfc2544::run(&args),
         BenchCommand::Scrape(args) => scrape::run(&args),
+        BenchCommand::Soak(args) => soak::run(&args),
     }
 }
 
