@@ -92,11 +92,6 @@ impl KernelCounters {
         self.ports().iter().map(PortKernel::socket_counters).map(|c| c.rx_ring_full + c.rx_dropped).sum()
     }
 
-    /// Port `port`'s socket counters, those of sockets closed before included.
-    pub fn socket_counters(&self, port: usize) -> SocketCounters {
-        self.ports().get(port).map(PortKernel::socket_counters).unwrap_or_default()
-    }
-
     /// How long the forwarding thread has waited for a CPU, µs, where the kernel tells.
     pub fn cpu_wait_us(&self) -> Option<u64> {
         let tid = self.loop_thread.load(Ordering::Relaxed);

@@ -192,20 +192,23 @@ fn scrape_until(addr: SocketAddr, stop: &AtomicBool) -> Vec<Duration> {
     let mut body = Vec::with_capacity(1 << 16);
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
-        let ok = (|| -> std::io::Result<bool> {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-            s.set_read_timeout(Some(Duration::from_secs(5)))?;
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
-            body.clear();
-            s.read_to_end(&mut body)?;
-            Ok(body.starts_with(b"HTTP/1.1 200"))
-        })();
-        match ok {
+        match scrape(addr, &mut body) {
             Ok(true) => times.push(t.elapsed()),
             _ => break,
         }
     }
     times
+}
+
+/// One scrape of `/metrics` at `addr` (5 s to connect, 5 s to answer), the answer left in
+/// `body`: whether it was a 200.
+pub fn scrape(addr: SocketAddr, body: &mut Vec<u8>) -> std::io::Result<bool> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+    body.clear();
+    s.read_to_end(body)?;
+    Ok(body.starts_with(b"HTTP/1.1 200"))
 }
 
 fn print_report(args: &ScrapeArgs, r: &ScrapeReport) -> Result<()> {

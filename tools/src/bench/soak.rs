@@ -17,8 +17,7 @@
 //! shared buffer are back to their idle values; its resident memory is reported.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -384,12 +383,13 @@ fn churn(socket: &std::path::Path, metrics: SocketAddr, stop: &AtomicBool, count
     use pfcswitch::control::{client, Request};
     let mut failures = 0;
     let mut i = 0u64;
+    let mut body = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let ok = match i % 4 {
             0 => client::stats(socket).is_ok(),
             1 => client::request(socket, &Request::Fdb).is_ok(),
             2 => client::request(socket, &Request::TrafficMap).is_ok(),
-            _ => scrape(metrics).unwrap_or(false),
+            _ => super::scrape::scrape(metrics, &mut body).unwrap_or(false),
         };
         if i % 4 == 3 {
             counts.scrapes.fetch_add(1, Ordering::Relaxed);
@@ -401,15 +401,6 @@ fn churn(socket: &std::path::Path, metrics: SocketAddr, stop: &AtomicBool, count
         std::thread::sleep(Duration::from_millis(20 + i % 31));
     }
     failures
-}
-
-fn scrape(addr: SocketAddr) -> std::io::Result<bool> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")?;
-    let mut body = Vec::new();
-    s.read_to_end(&mut body)?;
-    Ok(body.starts_with(b"HTTP/1.1 200"))
 }
 
 /// The faults that explain the switch's drops for `reason`, or `None` when any soak
