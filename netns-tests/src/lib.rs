@@ -34,6 +34,10 @@ const HARNESS_SETS_IT: &str = "";
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// Held from the first test on until the test process ends: idle CPUs keep polling, so
+/// that a sleeping sender or switch loop wakes on time on a virtual machine.
+static WAKE_LATENCY: std::sync::OnceLock<Option<pfctools::testbed::WakeLatencyHold>> = std::sync::OnceLock::new();
+
 /// Serializes tests that send traffic, and checks the preconditions every test shares.
 pub fn serial() -> MutexGuard<'static, ()> {
     // SAFETY: geteuid has no preconditions.
@@ -43,6 +47,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
     }
     // A previous run that was killed may have left testbeds behind.
     pfctools::testbed::clean_stale();
+    WAKE_LATENCY.get_or_init(pfctools::testbed::WakeLatencyHold::hold);
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
