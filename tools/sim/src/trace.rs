@@ -95,14 +95,20 @@ impl Trace {
         Ok(())
     }
 
-    pub fn capture(&mut self, port: usize, at_ns: u64, frame: &[u8]) {
-        if self.recording[port] {
-            self.recorded.push(Sent { port, at_ns, frame: frame.to_vec() });
+    /// A `len`-byte frame `port` sent, of which the simulator keeps `head`: the rest of
+    /// every frame it makes is zeros (see `engine::Arena`), and is written out as such.
+    pub fn capture(&mut self, port: usize, at_ns: u64, head: &[u8], len: usize) {
+        let writer = self.pcap.as_mut().and_then(|(_, writers)| writers[port].as_mut());
+        if !self.recording[port] && writer.is_none() {
+            return;
         }
-        if let Some((_, writers)) = &mut self.pcap {
-            if let Some(w) = &mut writers[port] {
-                w.write_at(Duration::from_nanos(at_ns), frame);
-            }
+        let mut frame = head.to_vec();
+        frame.resize(len.max(head.len()), 0);
+        if let Some(w) = writer {
+            w.write_at(Duration::from_nanos(at_ns), &frame);
+        }
+        if self.recording[port] {
+            self.recorded.push(Sent { port, at_ns, frame });
         }
     }
 
