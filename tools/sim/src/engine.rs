@@ -74,23 +74,26 @@ enum Ev {
 /// How much of a frame the simulator keeps: more than any header the engine reads or
 /// writes (Ethernet, two VLAN tags, IPv6, UDP and a test frame's stamp come to 94 bytes)
 /// and every MAC control frame whole.
-const HEAD: usize = 128;
+const HEAD: usize = 124;
 
-/// A frame's head, in two cache lines of its own.
+/// A frame in two cache lines of its own: its length, and its first [`HEAD`] bytes. The
+/// length sits beside the headers, so that a hop that reads both (a send: the length and
+/// the EtherType) waits for memory once.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Head([u8; HEAD]);
+struct Buf {
+    len: u32,
+    head: [u8; HEAD],
+}
 
-/// Frame buffers, reused: a frame's length and its first [`HEAD`] bytes, side by side
-/// in one array. Past its head, every frame the simulator makes is zeros (a test
-/// frame's payload after its stamp: [`FlowTemplate::write_head`]), and nothing reads or
-/// writes there, so it is not stored. Whole 1536-byte buffers, one allocation each,
+/// Frame buffers, reused. Past its head, every frame the simulator makes is zeros (a
+/// test frame's payload after its stamp: [`FlowTemplate::write_head`]), and nothing reads
+/// or writes there, so it is not stored. Whole 1536-byte buffers, one allocation each,
 /// made the fabric's frames in flight its largest working set (23 MB at k=8, each frame's
 /// headers on a page of their own), and a host's send wrote all of a frame.
 #[derive(Default)]
 struct Arena {
-    heads: Vec<Head>,
-    lens: Vec<u32>,
+    bufs: Vec<Buf>,
     free: Vec<u32>,
 }
 
@@ -99,13 +102,12 @@ impl Arena {
     fn take(&mut self) -> u32 {
         match self.free.pop() {
             Some(i) => {
-                self.lens[i as usize] = 0;
+                self.bufs[i as usize].len = 0;
                 i
             }
             None => {
-                self.heads.push(Head([0; HEAD]));
-                self.lens.push(0);
-                (self.heads.len() - 1) as u32
+                self.bufs.push(Buf { len: 0, head: [0; HEAD] });
+                (self.bufs.len() - 1) as u32
             }
         }
     }
@@ -116,22 +118,23 @@ impl Arena {
 
     /// The frame's length on its way (FCS not included).
     fn len(&self, i: u32) -> usize {
-        self.lens[i as usize] as usize
+        self.bufs[i as usize].len as usize
     }
 
     /// The bytes of the frame that are kept: all of it up to [`HEAD`] bytes.
     fn head(&self, i: u32) -> &[u8] {
-        &self.heads[i as usize].0[..self.len(i).min(HEAD)]
+        let b = &self.bufs[i as usize];
+        &b.head[..(b.len as usize).min(HEAD)]
     }
 
     fn head_mut(&mut self, i: u32) -> &mut [u8] {
-        let n = self.len(i).min(HEAD);
-        &mut self.heads[i as usize].0[..n]
+        let b = &mut self.bufs[i as usize];
+        &mut b.head[..(b.len as usize).min(HEAD)]
     }
 
     /// Makes buffer `i` a `len`-byte frame of zeros; returns its head for writing.
     fn write(&mut self, i: u32, len: usize) -> &mut [u8] {
-        self.lens[i as usize] = len as u32;
+        self.bufs[i as usize].len = len as u32;
         let head = self.head_mut(i);
         head.fill(0);
         head
@@ -139,8 +142,7 @@ impl Arena {
 
     /// Buffer `to` becomes a copy of buffer `from`.
     fn copy(&mut self, from: u32, to: u32) {
-        self.heads[to as usize] = self.heads[from as usize];
-        self.lens[to as usize] = self.lens[from as usize];
+        self.bufs[to as usize] = self.bufs[from as usize];
     }
 }
 
