@@ -16,9 +16,18 @@ impl<T: Copy + Default, const N: usize> Default for Ring<T, N> {
 }
 
 impl<T: Copy + Default, const N: usize> Ring<T, N> {
-    pub fn push(&mut self, value: T) {
+    /// Keeps `value`, in place of the oldest when full; returns its number (how many
+    /// were pushed before it), by which [`Ring::get_mut`] finds it while it is held.
+    pub fn push(&mut self, value: T) -> usize {
         self.items[self.pushed % N] = value;
         self.pushed += 1;
+        self.pushed - 1
+    }
+
+    /// The value numbered `k` by [`Ring::push`], unless newer values have taken its place
+    /// (or the ring was cleared since).
+    pub fn get_mut(&mut self, k: usize) -> Option<&mut T> {
+        (k < self.pushed && k + N >= self.pushed).then(|| &mut self.items[k % N])
     }
 
     /// Forgets every value.
@@ -40,17 +49,27 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
         let n = self.len();
         (0..n).map(move |k| &self.items[(self.pushed - n + k) % N])
     }
-
-    /// The values held, in no particular order, for changing in place.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
-        let n = self.len();
-        self.items[..n].iter_mut()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pushed_value_is_found_by_its_number_until_newer_ones_take_its_place() {
+        let mut r: Ring<u32, 3> = Ring::default();
+        let k = r.push(10);
+        assert_eq!(r.get_mut(k), Some(&mut 10));
+        r.push(11);
+        r.push(12);
+        *r.get_mut(k).unwrap() = 20;
+        assert_eq!(r.iter().copied().collect::<Vec<_>>(), [20, 11, 12]);
+        r.push(13);
+        assert_eq!(r.get_mut(k), None, "overwritten by 13");
+        assert_eq!(r.get_mut(k + 4), None, "not pushed yet");
+        r.clear();
+        assert_eq!(r.get_mut(k + 1), None);
+    }
 
     #[test]
     fn keeps_the_latest_oldest_first_and_clears() {
@@ -63,8 +82,6 @@ mod tests {
             r.push(v);
         }
         assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![3, 4, 5]);
-        r.iter_mut().for_each(|v| *v *= 10);
-        assert_eq!(r.iter().copied().collect::<Vec<_>>(), vec![30, 40, 50]);
         r.clear();
         assert_eq!(r.len(), 0);
         r.push(7);

@@ -60,6 +60,8 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     let s = r.stats();
     let g = &s.ports[0].priorities[3];
     assert!(g.xoff);
+    let open: Vec<_> = s.ports[0].xoff_episodes.iter().map(|e| (e.prio, e.start_ns > 0, e.end_ns)).collect();
+    assert_eq!(open, [(3, true, 0)], "an XOFF episode lasts while the group is above XON");
     assert_eq!((g.headroom_bytes, g.counters.lossless_drops), (5_000, 1));
     assert_eq!(s.ports[0].counters.drops.lossless, 1);
 
@@ -83,6 +85,10 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     assert_eq!((c.xoff_sent, c.xon_sent), (1, 1));
     assert_eq!(s.ports[0].counters.mac_control.pfc_sent, 2);
     assert_eq!(s.ports[0].counters.tx_frames, 1, "PFC frames are not data tx");
+    let episodes = &s.ports[0].xoff_episodes;
+    assert_eq!(episodes.len(), 1);
+    // The rig's clock has not moved since the pause: the episode ended when it began.
+    assert_eq!((episodes[0].prio, episodes[0].end_ns), (3, episodes[0].start_ns), "the resume ended it");
 }
 
 #[test]
