@@ -54,6 +54,7 @@ pub struct Trace {
     pcap: Option<(PathBuf, Vec<Option<PcapWriter>>)>,
     recording: Vec<bool>,
     recorded: Vec<Sent>,
+    whole: Vec<u8>,
 }
 
 impl Trace {
@@ -64,6 +65,7 @@ impl Trace {
             pcap: pcap_dir.map(|d| (d.to_path_buf(), (0..ports).map(|_| None).collect())),
             recording: vec![false; ports],
             recorded: Vec::new(),
+            whole: Vec::new(),
         }
     }
 
@@ -102,13 +104,16 @@ impl Trace {
         if !self.recording[port] && writer.is_none() {
             return;
         }
-        let mut frame = head.to_vec();
+        // Made whole in one buffer, reused: a capture writes every frame of a run.
+        let frame = &mut self.whole;
+        frame.clear();
+        frame.extend_from_slice(head);
         frame.resize(len.max(head.len()), 0);
         if let Some(w) = writer {
-            w.write_at(Duration::from_nanos(at_ns), &frame);
+            w.write_at(Duration::from_nanos(at_ns), frame);
         }
         if self.recording[port] {
-            self.recorded.push(Sent { port, at_ns, frame });
+            self.recorded.push(Sent { port, at_ns, frame: frame.clone() });
         }
     }
 
