@@ -336,12 +336,12 @@ fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
     assert!(sw.stop().success());
 }
 
-/// One attempt of the storm test on `tb`: a fresh switch, the storm from h2, the traffic
-/// from h1; the switch still running, the generator's, sink's and storm's reports.
 /// The background flow's rate the storm test asks for at the sink: 90 % of the 10 k
 /// frames/s it is sent at.
 const BACKGROUND_PPS: f64 = 9_000.0;
 
+/// One attempt of the storm test on `tb`: a fresh switch, the storm from h2, the traffic
+/// from h1; the switch still running, the generator's, sink's and storm's reports.
 fn storm_attempt(
     tb: &Testbed,
 ) -> (SwitchProc, pfctools::traffic::gen::GenReport, pfctools::traffic::sink::SinkReport, pfctools::storm::StormReport)

@@ -538,12 +538,6 @@ impl WakeLatencyHold {
     }
 }
 
-impl std::fmt::Debug for WakeLatencyHold {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WakeLatencyHold(0 µs)")
-    }
-}
-
 /// Where a testbed process runs and how eagerly: the CPUs it may use and its nice value.
 /// Timing-sensitive runs raise their processes above the machine's ordinary ones: beside
 /// one busy process, the scheduler otherwise shares a CPU half and half between it and
