@@ -50,7 +50,7 @@ pub fn serial() -> Serial {
     Serial { _wake: pfctools::testbed::WakeLatencyHold::hold(), _lock: lock }
 }
 
-/// [`serial`] for the benches' tests, which run the machine as a user has it: a vCPU
+/// [`serial`] for the tests of benches that measure speed, run on the machine as a user has it: a vCPU
 /// that polls when idle competes with the busy one beside it (at 64 bytes the switch's
 /// zero-loss rate fell from 334-376 k to 279-297 k frames/s with the request held).
 pub fn serial_as_the_machine_is() -> Serial {

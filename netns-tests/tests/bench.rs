@@ -77,7 +77,11 @@ fn scrape_compares_runs_without_and_with_scrapers_and_accounts_for_every_frame()
 
 #[test]
 fn a_short_soak_accounts_for_every_frame_sent_through_random_faults() {
-    let _serial = serial_as_the_machine_is();
+    // Not a measure of speed but of PFC's timing: the senders must obey pauses within
+    // what the headroom covers, which a vCPU waking milliseconds late breaks (one run
+    // without the wake-latency request lost 571 lossless frames with no sender that
+    // ignores pauses). So it holds the request, as the PFC tests do.
+    let _serial = serial();
     let out = std::process::Command::new(harness::bin("pfctools").unwrap())
         .args(["bench", "soak", "--minutes", "0.5", "--seed", "7", "--json"])
         .output()
