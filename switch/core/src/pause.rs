@@ -7,11 +7,11 @@ use super::priorities::Priorities;
 use super::priorities::PRIORITIES;
 use super::time::Time;
 
-/// One pause timer with its paused-time accounting.
+/// What one pause timer remembers besides its end: its paused-time accounting and the
+/// watchdog's view of it.
 #[derive(Clone, Copy, Debug, Default)]
-struct Timer {
+struct History {
     since: Time,
-    until: Time,
     /// Paused time of intervals already closed.
     closed: Duration,
     /// Since when the timer has run without a break (meaningful while paused).
@@ -20,64 +20,73 @@ struct Timer {
     last_pause: Option<Time>,
 }
 
-impl Timer {
-    /// A newer frame replaces the timer; zero resumes at once.
-    fn apply(&mut self, now: Time, d: Duration) {
-        if !d.is_zero() {
-            if !self.paused(now) {
-                self.run_start = now;
-            }
-            self.last_pause = Some(now);
-        }
-        let end = self.until.min(now);
-        self.closed += end.saturating_since(self.since);
-        self.since = now;
-        self.until = now + d;
-    }
-
-    fn paused(&self, now: Time) -> bool {
-        now < self.until
-    }
-
-    fn total(&self, now: Time) -> Duration {
-        self.closed + self.until.min(now).saturating_since(self.since)
-    }
-}
+/// The index of the 802.3x timer (the whole port) after the per-priority ones.
+const PORT: usize = PRIORITIES;
 
 /// The pauses a link partner sent one port: per priority (PFC) or for the whole link (802.3x), with
 /// when each ends and how long each priority has been paused.
+///
+/// The timers' ends are kept apart from their histories: the pause gate reads all nine ends
+/// for every frame a port sends, and side by side they fill two cache lines, where nine
+/// whole timers spread them over eight (in a fabric of hundreds of ports, each a wait for
+/// memory).
 #[derive(Clone, Debug, Default)]
 pub struct EgressPause {
-    prio: [Timer; PRIORITIES],
-    /// 802.3x: the whole port.
-    global: Timer,
+    /// When each timer ends: per priority, then the port's ([`PORT`]).
+    until: [Time; PRIORITIES + 1],
+    history: [History; PRIORITIES + 1],
 }
 
 impl EgressPause {
     /// PFC for one priority: pause for `d` from `now` (zero = resume).
     pub fn pause_priority(&mut self, now: Time, prio: usize, d: Duration) {
-        self.prio[prio].apply(now, d);
+        self.apply(now, prio, d);
     }
 
     /// 802.3x PAUSE: the whole port.
     pub fn pause_port(&mut self, now: Time, d: Duration) {
-        self.global.apply(now, d);
+        self.apply(now, PORT, d);
+    }
+
+    /// A newer frame replaces timer `t`; zero resumes at once.
+    fn apply(&mut self, now: Time, t: usize, d: Duration) {
+        let h = &mut self.history[t];
+        if !d.is_zero() {
+            if now >= self.until[t] {
+                h.run_start = now;
+            }
+            h.last_pause = Some(now);
+        }
+        let end = self.until[t].min(now);
+        h.closed += end.saturating_since(h.since);
+        h.since = now;
+        self.until[t] = now + d;
+    }
+
+    fn timer_paused(&self, now: Time, t: usize) -> bool {
+        now < self.until[t]
+    }
+
+    fn total(&self, now: Time, t: usize) -> Duration {
+        let h = &self.history[t];
+        h.closed + self.until[t].min(now).saturating_since(h.since)
     }
 
     /// Priorities that may not transmit at `now`.
     pub fn paused(&self, now: Time) -> Priorities {
-        if self.global.paused(now) {
+        if self.timer_paused(now, PORT) {
             return Priorities::ALL;
         }
-        Priorities::matching(|p| self.prio[p].paused(now))
+        Priorities::matching(|p| self.timer_paused(now, p))
     }
 
     /// When the earliest of `prios` resumes, if any is paused.
     pub fn resume_at(&self, now: Time, prios: Priorities) -> Option<Time> {
-        let per_prio = prios.iter().filter(|&p| self.prio[p].paused(now)).map(|p| self.prio[p].until).min();
-        if self.global.paused(now) {
+        let per_prio = prios.iter().filter(|&p| self.timer_paused(now, p)).map(|p| self.until[p]).min();
+        if self.timer_paused(now, PORT) {
             // Blocked until both the port and the priority timers allow.
-            return Some(per_prio.map_or(self.global.until, |t| t.max(self.global.until)));
+            let port = self.until[PORT];
+            return Some(per_prio.map_or(port, |t| t.max(port)));
         }
         per_prio
     }
@@ -85,28 +94,27 @@ impl EgressPause {
     /// Since when the partner has kept `prio` paused without a break, if it does now
     /// (PFC only: the PFC watchdog's view).
     pub fn paused_since(&self, now: Time, prio: usize) -> Option<Time> {
-        let t = &self.prio[prio];
-        t.paused(now).then_some(t.run_start)
+        self.timer_paused(now, prio).then_some(self.history[prio].run_start)
     }
 
     /// When the last PFC pause for `prio` arrived.
     pub fn last_pause(&self, prio: usize) -> Option<Time> {
-        self.prio[prio].last_pause
+        self.history[prio].last_pause
     }
 
     /// Since when an 802.3x PAUSE has held the whole port without a break, if it holds now.
     pub fn port_paused_since(&self, now: Time) -> Option<Time> {
-        self.global.paused(now).then_some(self.global.run_start)
+        self.timer_paused(now, PORT).then_some(self.history[PORT].run_start)
     }
 
     /// When the last 802.3x PAUSE arrived.
     pub fn last_port_pause(&self) -> Option<Time> {
-        self.global.last_pause
+        self.history[PORT].last_pause
     }
 
     /// Time `prio` has spent unable to transmit, up to `now`.
     pub fn paused_time(&self, now: Time, prio: usize) -> Duration {
-        self.prio[prio].total(now) + self.global.total(now)
+        self.total(now, prio) + self.total(now, PORT)
     }
 }
 

@@ -161,11 +161,20 @@ pub(crate) struct PortWatchdog {
     action: WatchdogAction,
     detection: Duration,
     restoration: Duration,
-    /// Per priority: since when it has been stormed.
-    stormed: [Option<Time>; PRIORITIES],
-    /// Per priority: since when frames have waited without a break, as last checked.
-    waiting_since: [Option<Time>; PRIORITIES],
+    /// The priorities stormed now. The pause gate asks for every frame the port sends, so
+    /// the answer is one word beside `action`, not a look at every priority's state.
+    stormed: Priorities,
+    watch: [PrioWatch; PRIORITIES],
     counters: [WatchdogCounters; PRIORITIES],
+}
+
+/// What the watchdog keeps of one priority between checks.
+#[derive(Clone, Copy, Debug, Default)]
+struct PrioWatch {
+    /// Since when it has been stormed (meaningful while it is in `stormed`).
+    stormed_at: Time,
+    /// Since when frames have waited without a break, as last checked.
+    waiting_since: Option<Time>,
 }
 
 /// What the watchdog sees of a port's priorities at one moment.
@@ -185,8 +194,8 @@ impl PortWatchdog {
             action: config.action,
             detection: Duration::from_millis(config.detection_ms),
             restoration: Duration::from_millis(config.restoration_ms),
-            stormed: [None; PRIORITIES],
-            waiting_since: [None; PRIORITIES],
+            stormed: Priorities::NONE,
+            watch: [PrioWatch::default(); PRIORITIES],
             counters: [WatchdogCounters::default(); PRIORITIES],
         }
     }
@@ -197,7 +206,12 @@ impl PortWatchdog {
 
     /// Priorities the watchdog currently acts on.
     pub fn stormed(&self) -> Priorities {
-        Priorities::matching(|p| self.stormed[p].is_some())
+        self.stormed
+    }
+
+    /// Since when `prio` has been stormed, if it is.
+    fn stormed_at(&self, prio: usize) -> Option<Time> {
+        self.stormed.contains(prio).then_some(self.watch[prio].stormed_at)
     }
 
     /// Stormed priorities whose frames are dropped.
@@ -240,13 +254,14 @@ impl PortWatchdog {
             return;
         }
         for prio in lossless.iter() {
-            self.waiting_since[prio] =
-                if seen.waiting.contains(prio) { Some(self.waiting_since[prio].unwrap_or(now)) } else { None };
-            match self.stormed[prio] {
+            let w = &mut self.watch[prio];
+            w.waiting_since = if seen.waiting.contains(prio) { Some(w.waiting_since.unwrap_or(now)) } else { None };
+            match self.stormed_at(prio) {
                 None => {
                     let Some(since) = self.stalled_since(prio, seen) else { continue };
                     if now.saturating_since(since) >= self.detection {
-                        self.stormed[prio] = Some(now);
+                        self.stormed.insert(prio);
+                        self.watch[prio].stormed_at = now;
                         let c = &mut self.counters[prio];
                         c.storms_detected += 1;
                         c.last_detection_us = now.saturating_since(since).as_micros() as u64;
@@ -262,7 +277,7 @@ impl PortWatchdog {
                 }
                 Some(stormed_at) => {
                     if now >= self.restore_at(stormed_at, prio, seen) {
-                        self.stormed[prio] = None;
+                        self.stormed.remove(prio);
                         self.counters[prio].restored += 1;
                         event(WatchdogEvent::Restored {
                             port,
@@ -284,7 +299,7 @@ impl PortWatchdog {
     /// Since when `prio` has been both paused and waiting, if it is (waiting as of the
     /// last check).
     fn stalled_since(&self, prio: usize, seen: &Observed) -> Option<Time> {
-        match (seen.paused_since[prio], self.waiting_since[prio]) {
+        match (seen.paused_since[prio], self.watch[prio].waiting_since) {
             (Some(paused), Some(waiting)) if seen.waiting.contains(prio) => Some(paused.max(waiting)),
             _ => None,
         }
@@ -298,7 +313,7 @@ impl PortWatchdog {
         }
         lossless
             .iter()
-            .filter_map(|prio| match self.stormed[prio] {
+            .filter_map(|prio| match self.stormed_at(prio) {
                 None if seen.waiting.contains(prio) && seen.paused_since[prio].is_some() => {
                     Some(self.stalled_since(prio, seen).map_or(now, |s| s + self.detection))
                 }

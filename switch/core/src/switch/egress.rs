@@ -11,8 +11,8 @@ use crate::pool::FramePool;
 use crate::ports::PortId;
 use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
-use crate::queue::Fifo;
 use crate::queue::FrameId;
+use crate::queue::{DataQueues, Fifo};
 use crate::shaper::Shaper;
 use crate::speed::Speed;
 use crate::time::Time;
@@ -96,7 +96,7 @@ const SHAPER_CATCH_UP: Duration = Duration::from_millis(1);
 /// speed, and the pauses its link partner sent it.
 #[derive(Debug)]
 pub(super) struct PortTx {
-    pub(super) queues: [Fifo; PRIORITIES],
+    pub(super) queues: DataQueues,
     pub(super) control: Fifo,
     pub(super) drr: Option<Drr>,
     pub(super) shaper: Shaper,
@@ -178,7 +178,7 @@ impl Switch {
                 break;
             };
             let p = &mut self.ports[port];
-            let id = p.tx.queues[prio].pop(&mut self.frames).expect("picked queue is not empty");
+            let id = p.tx.queues.pop(prio, &mut self.frames).expect("picked queue is not empty");
             let meta = *self.frames.get(id);
             if let Some(due) = p.tx.resume_due[prio].take() {
                 if meta.enqueued < due {
@@ -205,7 +205,7 @@ impl Switch {
 
     /// Takes the head of a queue that will not be sent, keeping the traffic map right.
     pub(super) fn unqueue(&mut self, port: PortId, prio: usize) -> Option<FrameId> {
-        let id = self.ports[port].tx.queues[prio].pop(&mut self.frames)?;
+        let id = self.ports[port].tx.queues.pop(prio, &mut self.frames)?;
         let meta = *self.frames.get(id);
         if let Some(ingress) = meta.ingress() {
             self.map.dequeued(ingress, port);
@@ -217,7 +217,7 @@ impl Switch {
     fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
         let paused = self.effective_paused(now, port);
         let p = &mut self.ports[port];
-        let ready = Priorities::matching(|q| !p.tx.queues[q].is_empty()) & !paused;
+        let ready = p.tx.queues.nonempty() & !paused;
         let Some(drr) = &mut p.tx.drr else {
             return ready.highest();
         };

@@ -101,7 +101,7 @@ impl Switch {
             return;
         }
         let port = &mut self.ports[e];
-        port.tx.queues[p].push(&mut self.frames, f.id);
+        port.tx.queues.push(p, &mut self.frames, f.id);
         self.map.queued(i, e);
     }
 }

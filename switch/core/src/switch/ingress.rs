@@ -259,7 +259,7 @@ impl Switch {
             let held = HeldFrame { id, len: len as u32, ingress, egress, prio: at.queue };
             self.outbox.push(ToSlowpath::Held(held));
         } else {
-            self.ports[egress].tx.queues[q].push(&mut self.frames, id);
+            self.ports[egress].tx.queues.push(q, &mut self.frames, id);
             self.map.queued(ingress, egress);
         }
     }

@@ -367,7 +367,7 @@ impl Switch {
         {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }
-        let queued = Priorities::matching(|q| !p.tx.queues[q].is_empty());
+        let queued = p.tx.queues.nonempty();
         if queued.is_empty() {
             return next;
         }

@@ -31,7 +31,7 @@ impl Switch {
                 seen.paused_since[prio] = p.tx.pause.paused_since(now, prio);
                 seen.last_pause[prio] = p.tx.pause.last_pause(prio);
             }
-            if !p.tx.queues[prio].is_empty() || self.map.held_at_slowpath(port, prio) > 0 {
+            if p.tx.queues.nonempty().contains(prio) || self.map.held_at_slowpath(port, prio) > 0 {
                 seen.waiting.insert(prio);
             }
         }
