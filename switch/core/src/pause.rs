@@ -26,15 +26,15 @@ const PORT: usize = PRIORITIES;
 /// The pauses a link partner sent one port: per priority (PFC) or for the whole link (802.3x), with
 /// when each ends and how long each priority has been paused.
 ///
-/// The timers' ends are kept apart from their histories: the pause gate reads all nine ends
-/// for every frame a port sends, and side by side they fill two cache lines, where nine
-/// whole timers spread them over eight (in a fabric of hundreds of ports, each a wait for
-/// memory).
+/// The timers' ends are kept apart from their histories, which are out of line: the pause
+/// gate reads all nine ends for every frame a port sends, and side by side they fill two
+/// cache lines, where nine whole timers spread them over eight (in a fabric of hundreds
+/// of ports, each a wait for memory).
 #[derive(Clone, Debug, Default)]
 pub struct EgressPause {
     /// When each timer ends: per priority, then the port's ([`PORT`]).
     until: [Time; PRIORITIES + 1],
-    history: [History; PRIORITIES + 1],
+    history: Box<[History; PRIORITIES + 1]>,
 }
 
 impl EgressPause {
@@ -94,7 +94,7 @@ impl EgressPause {
     /// Since when the partner has kept `prio` paused without a break, if it does now
     /// (PFC only: the PFC watchdog's view).
     pub fn paused_since(&self, now: Time, prio: usize) -> Option<Time> {
-        self.timer_paused(now, prio).then_some(self.history[prio].run_start)
+        self.timer_paused(now, prio).then(|| self.history[prio].run_start)
     }
 
     /// When the last PFC pause for `prio` arrived.
@@ -104,7 +104,7 @@ impl EgressPause {
 
     /// Since when an 802.3x PAUSE has held the whole port without a break, if it holds now.
     pub fn port_paused_since(&self, now: Time) -> Option<Time> {
-        self.timer_paused(now, PORT).then_some(self.history[PORT].run_start)
+        self.timer_paused(now, PORT).then(|| self.history[PORT].run_start)
     }
 
     /// When the last 802.3x PAUSE arrived.

@@ -165,7 +165,8 @@ pub(crate) struct PortWatchdog {
     /// the answer is one word beside `action`, not a look at every priority's state.
     stormed: Priorities,
     watch: [PrioWatch; PRIORITIES],
-    counters: [WatchdogCounters; PRIORITIES],
+    /// Out of line: written at a storm's start and end, read by the stats.
+    counters: Box<[WatchdogCounters; PRIORITIES]>,
 }
 
 /// What the watchdog keeps of one priority between checks.
@@ -182,7 +183,8 @@ struct PrioWatch {
 pub(crate) struct Observed {
     /// Per priority: since when the partner has paused it without a break, if it does.
     pub paused_since: [Option<Time>; PRIORITIES],
-    /// Per priority: when the partner's last pause (not a resume) for it arrived.
+    /// Per priority: when the partner's last pause (not a resume) for it arrived; given
+    /// for the stormed priorities only, since only their restoration reads it.
     pub last_pause: [Option<Time>; PRIORITIES],
     /// Priorities with frames waiting to go out on the port (queued or held).
     pub waiting: Priorities,
@@ -196,7 +198,7 @@ impl PortWatchdog {
             restoration: Duration::from_millis(config.restoration_ms),
             stormed: Priorities::NONE,
             watch: [PrioWatch::default(); PRIORITIES],
-            counters: [WatchdogCounters::default(); PRIORITIES],
+            counters: Box::new([WatchdogCounters::default(); PRIORITIES]),
         }
     }
 

@@ -237,6 +237,8 @@ impl FramePool for Pool<'_> {
     }
 }
 
+/// What a link's sending end is doing: read by nearly every event, so four ports share a
+/// cache line (their counts are in [`LinkCounts`]).
 struct PortState {
     busy: bool,
     up: bool,
@@ -244,6 +246,11 @@ struct PortState {
     epoch: u32,
     /// When a Wake event is due for it (`Time::MAX`: none).
     wake_at: Time,
+}
+
+/// What went over a link, from its sending end.
+#[derive(Clone, Copy, Default)]
+struct LinkCounts {
     tx_frames: u64,
     tx_bytes: u64,
     pause_frames: u64,
@@ -337,6 +344,7 @@ pub struct Sim<'f> {
     queue: EventQueue<Ev>,
     arena: Arena,
     ports: Vec<PortState>,
+    link_counts: Vec<LinkCounts>,
     switches: Vec<SwitchState>,
     hosts: Vec<HostState>,
     flows: Vec<FlowState>,
@@ -386,16 +394,7 @@ impl<'f> Sim<'f> {
         let ports = fabric
             .ports
             .iter()
-            .map(|p| PortState {
-                busy: false,
-                up: !p.failed,
-                epoch: 0,
-                wake_at: Time::MAX,
-                tx_frames: 0,
-                tx_bytes: 0,
-                pause_frames: 0,
-                lost_link_down: 0,
-            })
+            .map(|p| PortState { busy: false, up: !p.failed, epoch: 0, wake_at: Time::MAX })
             .collect();
         let hosts = fabric
             .hosts
@@ -432,6 +431,7 @@ impl<'f> Sim<'f> {
             seq: 0,
             queue: EventQueue::new(start.as_nanos()),
             arena: Arena::default(),
+            link_counts: vec![LinkCounts::default(); fabric.ports.len()],
             ports,
             switches,
             hosts,
@@ -569,8 +569,8 @@ impl<'f> Sim<'f> {
         let spec = &self.fabric.ports[port];
         let len = self.arena.len(buf);
         let wire = spec.speed.wire_time(len);
-        let p = &mut self.ports[port];
-        p.busy = true;
+        self.ports[port].busy = true;
+        let p = &mut self.link_counts[port];
         p.tx_frames += 1;
         p.tx_bytes += len as u64;
         if is_mac_control(self.arena.head(buf)) {
@@ -585,7 +585,7 @@ impl<'f> Sim<'f> {
 
     fn arrive(&mut self, port: usize, buf: u32, epoch: u32) {
         if self.ports[port].epoch != epoch || !self.ports[port].up {
-            self.ports[self.fabric.ports[port].peer].lost_link_down += 1;
+            self.link_counts[self.fabric.ports[port].peer].lost_link_down += 1;
             self.arena.give(buf);
             return;
         }
@@ -988,7 +988,7 @@ impl<'f> Sim<'f> {
 
     /// Frames on a link: sent, of which pause frames, lost to the link going down.
     pub fn link_counts(&self, port: usize) -> (u64, u64, u64, u64) {
-        let p = &self.ports[port];
+        let p = &self.link_counts[port];
         (p.tx_frames, p.tx_bytes, p.pause_frames, p.lost_link_down)
     }
 }

@@ -102,10 +102,17 @@ pub(super) struct PortTx {
     pub(super) shaper: Shaper,
     /// The link partner's pauses on this port.
     pub(super) pause: EgressPause,
-    /// Per priority: when a received pause ends, until its next frame goes out.
-    pub(super) resume_due: [Option<Time>; PRIORITIES],
-    /// Per priority: when its last frame was handed out for transmission.
-    pub(super) last_tx: [Time; PRIORITIES],
+    /// Per priority: what each frame sent reads and writes (side by side in one line).
+    pub(super) sent: [PrioSent; PRIORITIES],
+}
+
+/// What a port remembers of one priority's sending.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PrioSent {
+    /// When a received pause ends, until the priority's next frame goes out.
+    pub(super) resume_due: Option<Time>,
+    /// When its last frame was handed out for transmission.
+    pub(super) last_tx: Time,
 }
 
 impl PortTx {
@@ -121,8 +128,7 @@ impl PortTx {
             },
             shaper: Shaper::new(speed, SHAPER_BURST, SHAPER_CATCH_UP),
             pause: EgressPause::default(),
-            resume_due: [None; PRIORITIES],
-            last_tx: [Time::ZERO; PRIORITIES],
+            sent: [PrioSent::default(); PRIORITIES],
         }
     }
 }
@@ -180,14 +186,14 @@ impl Switch {
             let p = &mut self.ports[port];
             let id = p.tx.queues.pop(prio, &mut self.frames).expect("picked queue is not empty");
             let meta = *self.frames.get(id);
-            if let Some(due) = p.tx.resume_due[prio].take() {
+            if let Some(due) = p.tx.sent[prio].resume_due.take() {
                 if meta.enqueued < due {
                     // The frame waited out the pause: how late after its end did it leave?
                     self.resume_lateness.record(now.saturating_since(due));
                 }
             }
             p.tx.shaper.send(now, meta.len as usize);
-            p.tx.last_tx[prio] = now;
+            p.tx.sent[prio].last_tx = now;
             p.counters.tx_frames += 1;
             p.counters.tx_bytes += u64::from(meta.len);
             p.prio[prio].tx_frames += 1;

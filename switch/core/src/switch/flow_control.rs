@@ -42,15 +42,22 @@ pub(super) struct Upstream {
     pub(super) pending: PendingPause,
     /// How often a pause is sent again while its group stays above XON.
     pub(super) refresh: Duration,
+    /// Out of line: written once per pause episode (and per frame only while the port
+    /// pauses), where `pending` is read for every frame the port sends. Inline, its two and
+    /// a half kilobytes spread a port over more cache lines and pages than it needs (in a
+    /// simulated fabric of hundreds of switches, that showed as slower events).
+    pub(super) log: Box<XoffLog>,
+}
+
+/// What a port measured of the pauses it sent its upstream.
+#[derive(Debug, Default)]
+pub(super) struct XoffLog {
     /// Per priority: since when this port has been pausing its upstream (XOFF).
     pub(super) xoff_since: [Time; PRIORITIES],
     /// Per priority: the longest a frame arrived after its XOFF episode began.
     pub(super) upstream_response: [Duration; PRIORITIES],
-    /// The latest XOFF episodes. Boxed, as is `pause_arrivals`: two kilobytes written
-    /// once per pause episode would otherwise sit among the fields every frame touches,
-    /// and spread a port over more cache lines and pages than it needs (in a simulated
-    /// fabric of hundreds of switches, that showed as slower events).
-    pub(super) episodes: Box<Ring<XoffEpisode, EPISODES>>,
+    /// The latest XOFF episodes.
+    pub(super) episodes: Ring<XoffEpisode, EPISODES>,
     /// Per priority: the number in `episodes` of its open episode. A group's pause and
     /// resume alternate (XOFF is crossed upwards, then XON downwards), so a priority has
     /// at most one open, and its resume closes it without searching the ring: the search
@@ -59,20 +66,12 @@ pub(super) struct Upstream {
     open_episode: [Option<usize>; PRIORITIES],
     /// When the latest pausing PFC frames arrived (ns): a test tool matches them with
     /// when it sent its pauses, to tell the testbed's delay from the switch's.
-    pub(super) pause_arrivals: Box<Ring<u64, PAUSE_ARRIVALS>>,
+    pub(super) pause_arrivals: Ring<u64, PAUSE_ARRIVALS>,
 }
 
 impl Upstream {
     pub(super) fn new(refresh: Duration) -> Upstream {
-        Upstream {
-            pending: PendingPause::default(),
-            refresh,
-            xoff_since: [Time::ZERO; PRIORITIES],
-            upstream_response: [Duration::ZERO; PRIORITIES],
-            episodes: Box::default(),
-            open_episode: [None; PRIORITIES],
-            pause_arrivals: Box::default(),
-        }
+        Upstream { pending: PendingPause::default(), refresh, log: Box::default() }
     }
 }
 
@@ -90,9 +89,9 @@ impl Switch {
     /// A lossless group of `port` crossed XOFF: the port must pause its link partner.
     pub(super) fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
         let p = &mut self.ports[port];
-        p.upstream.xoff_since[prio] = now;
-        let k = p.upstream.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
-        p.upstream.open_episode[prio] = Some(k);
+        p.upstream.log.xoff_since[prio] = now;
+        let k = p.upstream.log.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
+        p.upstream.log.open_episode[prio] = Some(k);
         let pending = &mut self.ports[port].upstream.pending;
         pending.pause.insert(prio);
         pending.resume.remove(prio);
@@ -103,7 +102,7 @@ impl Switch {
     pub(super) fn request_resume(&mut self, port: PortId, prio: usize) {
         let now = self.clock;
         let p = &mut self.ports[port];
-        let open = p.upstream.open_episode[prio].take().and_then(|k| p.upstream.episodes.get_mut(k));
+        let open = p.upstream.log.open_episode[prio].take().and_then(|k| p.upstream.log.episodes.get_mut(k));
         if let Some(e) = open.filter(|e| e.prio == prio as u8 && e.start_ns != 0 && e.end_ns == 0) {
             e.end_ns = now.as_nanos().max(e.start_ns);
         }
@@ -156,7 +155,7 @@ impl Switch {
                     return;
                 }
                 if pfc.classes().any(|(_, q)| q > 0) {
-                    p.upstream.pause_arrivals.push(now.as_nanos());
+                    p.upstream.log.pause_arrivals.push(now.as_nanos());
                 }
                 for (prio, quanta) in pfc.classes() {
                     if !lossless.contains(prio) {
@@ -167,13 +166,13 @@ impl Switch {
                     // How long after the pause arrived did this priority keep going out?
                     // Only meaningful while it was flowing (a frame in the last millisecond).
                     if quanta > 0
-                        && p.tx.last_tx[prio] + RESPONSE_WINDOW >= now
+                        && p.tx.sent[prio].last_tx + RESPONSE_WINDOW >= now
                         && !p.tx.pause.paused(now).contains(prio)
                     {
-                        self.pause_response.record(p.tx.last_tx[prio].saturating_since(now));
+                        self.pause_response.record(p.tx.sent[prio].last_tx.saturating_since(now));
                     }
                     p.tx.pause.pause_priority(now, prio, d);
-                    p.tx.resume_due[prio] = Some(now + d);
+                    p.tx.sent[prio].resume_due = Some(now + d);
                     if quanta == 0 {
                         p.prio[prio].xon_received += 1;
                     } else {

@@ -212,8 +212,8 @@ impl Switch {
             }
             if self.buffer.group(ingress, p).xoff {
                 let port = &mut self.ports[ingress];
-                let after = now.saturating_since(port.upstream.xoff_since[p]);
-                port.upstream.upstream_response[p] = port.upstream.upstream_response[p].max(after);
+                let after = now.saturating_since(port.upstream.log.xoff_since[p]);
+                port.upstream.log.upstream_response[p] = port.upstream.log.upstream_response[p].max(after);
             }
             if !a.admitted {
                 self.ports[ingress].prio[p].lossless_drops += 1;

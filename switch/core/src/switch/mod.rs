@@ -289,7 +289,7 @@ impl Switch {
         }
         let p = &mut self.ports[port];
         p.tx.pause = EgressPause::default();
-        p.tx.resume_due = [None; PRIORITIES];
+        p.tx.sent.iter_mut().for_each(|s| s.resume_due = None);
         p.upstream.pending = PendingPause::default();
     }
 

@@ -80,8 +80,8 @@ impl Switch {
                     egress_queue_bytes: p.tx.queues[prio].bytes(),
                     egress_paused: paused.contains(prio),
                     paused_us: p.tx.pause.paused_time(now, prio).as_micros() as u64,
-                    xoff_since_ns: if g.xoff { p.upstream.xoff_since[prio].as_nanos() } else { 0 },
-                    upstream_response_max_us: p.upstream.upstream_response[prio].as_secs_f64() * 1e6,
+                    xoff_since_ns: if g.xoff { p.upstream.log.xoff_since[prio].as_nanos() } else { 0 },
+                    upstream_response_max_us: p.upstream.log.upstream_response[prio].as_secs_f64() * 1e6,
                 }
             })
             .collect();
@@ -107,8 +107,8 @@ impl Switch {
                 })
                 .collect(),
             checks: p.checks,
-            xoff_episodes: p.upstream.episodes.iter().copied().collect(),
-            pause_arrivals_ns: p.upstream.pause_arrivals.iter().copied().collect(),
+            xoff_episodes: p.upstream.log.episodes.iter().copied().collect(),
+            pause_arrivals_ns: p.upstream.log.pause_arrivals.iter().copied().collect(),
             counters: p.counters,
             priorities,
         }

@@ -23,13 +23,17 @@ impl Switch {
         let mut seen =
             Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: Priorities::NONE };
         let global = p.mode == PauseMode::GlobalPause;
+        let stormed = p.pfcwd.stormed();
         for prio in self.watched(port).iter() {
             if global {
                 seen.paused_since[prio] = p.tx.pause.port_paused_since(now);
-                seen.last_pause[prio] = p.tx.pause.last_port_pause();
             } else {
                 seen.paused_since[prio] = p.tx.pause.paused_since(now, prio);
-                seen.last_pause[prio] = p.tx.pause.last_pause(prio);
+            }
+            // Read only where it is used (a stormed priority's restoration), not for every
+            // frame the port sends.
+            if stormed.contains(prio) {
+                seen.last_pause[prio] = if global { p.tx.pause.last_port_pause() } else { p.tx.pause.last_pause(prio) };
             }
             if p.tx.queues.nonempty().contains(prio) || self.map.held_at_slowpath(port, prio) > 0 {
                 seen.waiting.insert(prio);
