@@ -292,6 +292,7 @@ pub struct PrioStats {
 
 /// A port's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[repr(C)] // the four counters every frame writes first, in one cache line with the port's settings
 pub struct PortCounters {
     /// Data frames received.
     pub rx_frames: u64,
