@@ -22,6 +22,7 @@ use super::priorities::PRIORITIES;
 
 /// Per (ingress port, priority) state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)] // what admission reads first (see `Cell`)
 pub struct Group {
     pub shared: u64,
     pub headroom: u64,
@@ -55,28 +56,31 @@ pub struct SharedBuffer {
     shared_used: u64,
     /// The buffer-wide rules, for what a group without a profile of its own would get.
     wide: GroupProfile,
-    /// Each group's thresholds and headroom size (see [`crate::config::Config::group_profile`]).
-    profiles: Vec<[GroupProfile; PRIORITIES]>,
-    groups: Vec<[Group; PRIORITIES]>,
+    /// Per port and priority: the group and its profile.
+    cells: Vec<[Cell; PRIORITIES]>,
     /// The buffers at which a lossless group goes XOFF, and at or below which it may go
     /// back to XON.
     xoff_buffers: u32,
     xon_buffers: u32,
 }
 
+/// A group beside its thresholds and headroom size (see
+/// [`crate::config::Config::group_profile`]). Every frame's admission and release read
+/// both: in two tables, a 40-byte group straddling lines, that was two or three cache
+/// lines; here the group and its XOFF rule share the cell's first line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Cell {
+    group: Group,
+    profile: GroupProfile,
+}
+
 impl SharedBuffer {
     /// A pool of `shared_total` bytes; `profiles` holds one profile per (port, priority).
     pub fn new(shared_total: u64, wide: GroupProfile, profiles: Vec<[GroupProfile; PRIORITIES]>) -> SharedBuffer {
-        let ports = profiles.len();
-        SharedBuffer {
-            shared_total,
-            shared_used: 0,
-            wide,
-            profiles,
-            groups: vec![[Group::default(); PRIORITIES]; ports],
-            xoff_buffers: u32::MAX,
-            xon_buffers: u32::MAX,
-        }
+        let cells =
+            profiles.into_iter().map(|row| row.map(|profile| Cell { group: Group::default(), profile })).collect();
+        SharedBuffer { shared_total, shared_used: 0, wide, cells, xoff_buffers: u32::MAX, xon_buffers: u32::MAX }
     }
 
     /// A lossless group goes XOFF once its frames take `xoff` buffers, and may resume at
@@ -93,16 +97,16 @@ impl SharedBuffer {
     }
 
     pub fn profile(&self, port: usize, prio: usize) -> &GroupProfile {
-        &self.profiles[port][prio]
+        &self.cells[port][prio].profile
     }
 
     /// The XOFF threshold `port`'s group for `prio` is held to right now.
     pub fn xoff_threshold(&self, port: usize, prio: usize) -> u64 {
-        self.xoff_of(&self.profiles[port][prio])
+        self.xoff_of(&self.cells[port][prio].profile)
     }
 
     pub fn xon_threshold(&self, port: usize, prio: usize) -> u64 {
-        self.xon_of(&self.profiles[port][prio])
+        self.xon_of(&self.cells[port][prio].profile)
     }
 
     /// The buffer-wide rules' XOFF and XON thresholds right now.
@@ -125,7 +129,7 @@ impl SharedBuffer {
     }
 
     pub fn group(&self, port: usize, prio: usize) -> &Group {
-        &self.groups[port][prio]
+        &self.cells[port][prio].group
     }
 
     pub fn shared_used(&self) -> u64 {
@@ -141,9 +145,8 @@ impl SharedBuffer {
     pub fn admit_lossless(&mut self, port: usize, prio: usize, len: u64, buffers: u32) -> Admission {
         let threshold = self.xoff_threshold(port, prio);
         let fits_pool = self.shared_used + len <= self.shared_total;
-        let headroom_size = self.profiles[port][prio].headroom_bytes;
-        let frames_fit = self.groups[port][prio].buffers + buffers <= self.xoff_buffers;
-        let g = &mut self.groups[port][prio];
+        let frames_fit = self.cells[port][prio].group.buffers + buffers <= self.xoff_buffers;
+        let Cell { group: g, profile } = &mut self.cells[port][prio];
         let bytes_fit = g.shared + len <= threshold && fits_pool;
         if !g.xoff && bytes_fit && frames_fit {
             g.shared += len;
@@ -154,7 +157,7 @@ impl SharedBuffer {
         }
         let crossed_xoff = !g.xoff;
         g.xoff = true;
-        let admitted = g.headroom + len <= headroom_size;
+        let admitted = g.headroom + len <= profile.headroom_bytes;
         if admitted {
             g.headroom += len;
             g.buffers += buffers;
@@ -177,7 +180,7 @@ impl SharedBuffer {
         if queued + len > queue_limit || self.shared_used + len > self.shared_total {
             return false;
         }
-        let g = &mut self.groups[port][prio];
+        let g = &mut self.cells[port][prio].group;
         g.shared += len;
         g.buffers += buffers;
         self.shared_used += len;
@@ -190,7 +193,7 @@ impl SharedBuffer {
     /// to XON.
     pub fn release(&mut self, port: usize, prio: usize, len: u64, buffers: u32) -> bool {
         let xon_buffers = self.xon_buffers;
-        let g = &mut self.groups[port][prio];
+        let g = &mut self.cells[port][prio].group;
         g.buffers = g.buffers.saturating_sub(buffers);
         let frames_below = g.buffers <= xon_buffers;
         // Headroom first: it is what must be free before the next burst after XOFF.
@@ -200,7 +203,7 @@ impl SharedBuffer {
         g.shared -= from_shared;
         self.shared_used -= from_shared;
         if g.xoff && frames_below && g.occupancy() <= self.xon_threshold(port, prio) {
-            self.groups[port][prio].xoff = false;
+            self.cells[port][prio].group.xoff = false;
             return true;
         }
         false
@@ -208,7 +211,7 @@ impl SharedBuffer {
 
     /// Clears the watermarks (after they were read).
     pub fn clear_watermarks(&mut self) {
-        for g in self.groups.iter_mut().flatten() {
+        for g in self.cells.iter_mut().flatten().map(|c| &mut c.group) {
             g.watermark = g.occupancy();
             g.headroom_watermark = g.headroom;
         }

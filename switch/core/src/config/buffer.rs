@@ -88,6 +88,7 @@ impl BufferProfile {
 
 /// What one (ingress port, priority) group is held to, every level resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[repr(C)] // the XOFF rule first: admission reads it for every frame, beside the group
 pub struct GroupProfile {
     /// When the group pauses its upstream.
     pub xoff: XoffRule,
