@@ -140,6 +140,19 @@ impl Arena {
         head
     }
 
+    /// Asks the cache for buffer `i`'s first line (its length and headers) without waiting.
+    fn prefetch(&self, i: u32) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = std::ptr::from_ref(&self.bufs[i as usize]).cast::<i8>();
+            // SAFETY: a prefetch is a hint: it neither faults nor changes memory, and `p`
+            // points into a live buffer besides.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
+
     /// Buffer `to` becomes a copy of buffer `from`.
     fn copy(&mut self, from: u32, to: u32) {
         self.bufs[to as usize] = self.bufs[from as usize];
@@ -565,20 +578,27 @@ impl<'f> Sim<'f> {
 
     // --- Links ---
 
-    fn send(&mut self, port: usize, buf: u32) {
+    /// Puts frame `buf` of `len` bytes (a pause frame or not) on `port`'s link. The frame
+    /// itself is not read here unless a capture records it: a frame that waited in a queue
+    /// is seldom still in the cache, and its arrival at the link's far end, a few hundred
+    /// events later, is the first to need it. So the cache is asked for it now, and that
+    /// wait overlaps the events in between.
+    fn send(&mut self, port: usize, buf: u32, len: usize, pause: bool) {
+        self.arena.prefetch(buf);
         let spec = &self.fabric.ports[port];
-        let len = self.arena.len(buf);
         let wire = spec.speed.wire_time(len);
         self.ports[port].busy = true;
         let p = &mut self.link_counts[port];
         p.tx_frames += 1;
         p.tx_bytes += len as u64;
-        if is_mac_control(self.arena.head(buf)) {
+        if pause {
             p.pause_frames += 1;
         }
         let epoch = self.ports[spec.peer].epoch;
         self.counts.frame_hops += 1;
-        self.trace.capture(port, since_epoch(self.now), self.arena.head(buf), len);
+        if self.trace.captures(port) {
+            self.trace.capture(port, since_epoch(self.now), self.arena.head(buf), len);
+        }
         self.at(self.now + wire, Ev::TxDone { port: port as u32 });
         self.at(self.now + wire + spec.propagation, Ev::Arrive { port: spec.peer as u32, buf, epoch });
     }
@@ -665,7 +685,7 @@ impl<'f> Sim<'f> {
             if let Some(trigger) = f.xoff_trigger {
                 s.switch.record_pause_sent(trigger, now);
             }
-            self.send(port, buf);
+            self.send(port, buf, f.len as usize, f.pause);
         } else if let Some(w) = s.switch.poll_port_timeout(now, local) {
             self.wake(port, w);
         }
@@ -780,7 +800,7 @@ impl<'f> Sim<'f> {
         let now = self.now;
         let host = &mut self.hosts[h];
         if let Some(buf) = host.control.pop_front() {
-            self.send(port, buf);
+            self.send(port, buf, self.arena.len(buf), true);
             return;
         }
         let mut earliest = Time::MAX;
@@ -799,7 +819,7 @@ impl<'f> Sim<'f> {
                 self.flows[f as usize].blocked = false;
                 self.at(now, Ev::Flow { flow: f });
             }
-            self.send(port, buf);
+            self.send(port, buf, self.arena.len(buf), false);
             return;
         }
         if earliest != Time::MAX {

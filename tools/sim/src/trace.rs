@@ -97,8 +97,14 @@ impl Trace {
         Ok(())
     }
 
+    /// Whether what `port` sends is captured (written to a pcap or recorded).
+    pub fn captures(&self, port: usize) -> bool {
+        self.recording[port] || self.pcap.as_ref().is_some_and(|(_, writers)| writers[port].is_some())
+    }
+
     /// A `len`-byte frame `port` sent, of which the simulator keeps `head`: the rest of
     /// every frame it makes is zeros (see `engine::Arena`), and is written out as such.
+    /// Nothing is done unless [`Trace::captures`] the port.
     pub fn capture(&mut self, port: usize, at_ns: u64, head: &[u8], len: usize) {
         let writer = self.pcap.as_mut().and_then(|(_, writers)| writers[port].as_mut());
         if !self.recording[port] && writer.is_none() {

@@ -28,6 +28,9 @@ pub struct TxFrame {
     pub len: u32,
     /// For a pause frame sent because a queue crossed XOFF: when that frame was received.
     pub xoff_trigger: Option<Time>,
+    /// A MAC control frame the switch built (PFC or 802.3x PAUSE), so that a driver that
+    /// counts pause frames need not read the frame.
+    pub pause: bool,
 }
 
 /// Frames for one port's tx ring, filled by [`Switch::poll_transmit`]. Never allocates.
@@ -44,7 +47,7 @@ impl TxBatch {
 
     /// An empty batch with room for [`TxBatch::CAPACITY`] frames.
     pub fn new() -> TxBatch {
-        let empty = TxFrame { id: FrameId(0), len: 0, xoff_trigger: None };
+        let empty = TxFrame { id: FrameId(0), len: 0, xoff_trigger: None, pause: false };
         TxBatch { frames: [empty; TxBatch::CAPACITY], len: 0, limit: TxBatch::CAPACITY }
     }
 
@@ -175,7 +178,7 @@ impl Switch {
             let Some(id) = p.tx.control.pop(&mut self.frames) else { break };
             let len = self.frames.get(id).len;
             p.tx.shaper.send(now, len as usize);
-            out.push(TxFrame { id, len, xoff_trigger: p.upstream.pending.trigger.take() });
+            out.push(TxFrame { id, len, xoff_trigger: p.upstream.pending.trigger.take(), pause: true });
         }
         while out.has_room() && self.ports[port].tx.shaper.ready(now) {
             let Some(prio) = self.pick_queue(now, port) else {
@@ -197,7 +200,7 @@ impl Switch {
             p.counters.tx_frames += 1;
             p.counters.tx_bytes += u64::from(meta.len);
             p.prio[prio].tx_frames += 1;
-            out.push(TxFrame { id, len: meta.len, xoff_trigger: None });
+            out.push(TxFrame { id, len: meta.len, xoff_trigger: None, pause: false });
             if let Some(ingress) = meta.ingress() {
                 let group = usize::from(meta.prio);
                 self.ports[ingress].dcfit.departed[group] = Some(now);
