@@ -29,6 +29,7 @@ pub mod pfc;
 pub mod pfcwd;
 pub mod pool;
 pub mod ports;
+pub mod prefetch;
 pub mod priorities;
 pub mod queue;
 pub(crate) mod ring;

@@ -90,15 +90,9 @@ impl FrameTable {
     /// read when it leaves, a frame's time on the wire later at the soonest (a queue's
     /// frames were written when they arrived, and are seldom still in the cache).
     fn prefetch(&self, i: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(m) = self.meta.get(i as usize) {
-            // SAFETY: a prefetch is a hint: it neither faults nor changes memory.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(std::ptr::from_ref(m).cast())
-            };
+            crate::prefetch::prefetch(m);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
     }
 }
 

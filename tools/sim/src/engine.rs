@@ -12,6 +12,7 @@ use std::time::Duration;
 use pfcswitch_core::histogram::Histogram;
 use pfcswitch_core::pfc::{self, MacControl, Pfc, PRIORITIES};
 use pfcswitch_core::pool::{PoolSize, DEFAULT_RING_SIZE};
+use pfcswitch_core::prefetch::prefetch;
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::queue::FrameId;
 use pfcswitch_core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
@@ -142,15 +143,7 @@ impl Arena {
 
     /// Asks the cache for buffer `i`'s first line (its length and headers) without waiting.
     fn prefetch(&self, i: u32) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = std::ptr::from_ref(&self.bufs[i as usize]).cast::<i8>();
-            // SAFETY: a prefetch is a hint: it neither faults nor changes memory, and `p`
-            // points into a live buffer besides.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
+        prefetch(&self.bufs[i as usize]);
     }
 
     /// Buffer `to` becomes a copy of buffer `from`.

@@ -1,0 +1,18 @@
+//! Asking the cache for memory ahead of its use.
+//!
+//! A frame that waited in a queue, and the state of a port that has not sent or received
+//! for a while, are seldom still in the cache; where a driver or the engine knows that it
+//! will read them soon (a frame on the wire, the next head of a queue), a prefetch lets
+//! that wait overlap other work. A hint only: it changes nothing a program can observe.
+
+/// Asks the cache for the line that holds the start of `value`, without waiting for it.
+#[inline]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch neither faults nor changes memory, and `value` is a live reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(std::ptr::from_ref(value).cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
