@@ -145,8 +145,8 @@ impl SharedBuffer {
     pub fn admit_lossless(&mut self, port: usize, prio: usize, len: u64, buffers: u32) -> Admission {
         let threshold = self.xoff_threshold(port, prio);
         let fits_pool = self.shared_used + len <= self.shared_total;
-        let frames_fit = self.cells[port][prio].group.buffers + buffers <= self.xoff_buffers;
         let Cell { group: g, profile } = &mut self.cells[port][prio];
+        let frames_fit = g.buffers + buffers <= self.xoff_buffers;
         let bytes_fit = g.shared + len <= threshold && fits_pool;
         if !g.xoff && bytes_fit && frames_fit {
             g.shared += len;

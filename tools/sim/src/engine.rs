@@ -78,8 +78,8 @@ enum Ev {
 const HEAD: usize = 124;
 
 /// A frame in two cache lines of its own: its length, and its first [`HEAD`] bytes. The
-/// length sits beside the headers, so that a hop that reads both (a send: the length and
-/// the EtherType) waits for memory once.
+/// length sits beside the headers, so that a hop that reads both (an arrival: the length
+/// bounds the headers it parses) waits for memory once.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Buf {

@@ -106,10 +106,10 @@ impl Trace {
     /// every frame it makes is zeros (see `engine::Arena`), and is written out as such.
     /// Nothing is done unless [`Trace::captures`] the port.
     pub fn capture(&mut self, port: usize, at_ns: u64, head: &[u8], len: usize) {
-        let writer = self.pcap.as_mut().and_then(|(_, writers)| writers[port].as_mut());
-        if !self.recording[port] && writer.is_none() {
+        if !self.captures(port) {
             return;
         }
+        let writer = self.pcap.as_mut().and_then(|(_, writers)| writers[port].as_mut());
         // Made whole in one buffer, reused: a capture writes every frame of a run.
         let frame = &mut self.whole;
         frame.clear();
