@@ -80,19 +80,28 @@ fn a_short_soak_accounts_for_every_frame_sent_through_random_faults() {
     // Not a measure of speed but of PFC's timing: the senders must obey pauses within
     // what the headroom covers, which a vCPU waking milliseconds late breaks (one run
     // without the wake-latency request lost 571 lossless frames with no sender that
-    // ignores pauses). So it holds the request, as the PFC tests do.
+    // ignores pauses). So it holds the request, as the PFC tests do; and a run whose
+    // switch was kept off its CPU for longer than a headroom lasts, and overflowed one,
+    // says nothing about the switch (the soak reports it as disturbed): it is repeated.
     let _serial = serial();
-    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-        .args(["bench", "soak", "--minutes", "0.5", "--seed", "7", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let (r, attempt) = judged_attempt(|_| {
+        let out = std::process::Command::new(harness::bin("pfctools").unwrap())
+            .args(["bench", "soak", "--minutes", "0.5", "--seed", "7", "--json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        assert_eq!(out.status.success(), r["passed"].as_bool().unwrap(), "{stderr}");
+        match r["disturbed"].as_str() {
+            Some(why) => Attempt::Disturbed(why.to_string()),
+            None => Attempt::Judge(r),
+        }
+    });
     let a = &r["accounting"];
-    assert_eq!(a["unaccounted"], 0, "{r:#}");
+    assert_eq!(a["unaccounted"], 0, "attempt {attempt}: {r:#}");
     assert_eq!(a["duplicates"], 0, "{r:#}");
     assert!(a["received"].as_u64().unwrap() > 0, "{r:#}");
-    assert_eq!(r["drops_unexplained"], serde_json::json!({}), "{r:#}");
+    assert_eq!(r["drops_unexplained"], serde_json::json!({}), "attempt {attempt}: {r:#}");
     assert_eq!(r["free_frames_end"], r["free_frames_idle"], "{r:#}");
     assert_eq!(r["shared_buffer_used_end"], 0, "{r:#}");
     assert_eq!(r["churn_failures"], 0, "{r:#}");
@@ -101,5 +110,4 @@ fn a_short_soak_accounts_for_every_frame_sent_through_random_faults() {
     let faults = r["faults"].as_object().unwrap();
     assert!(faults.len() >= 3, "{r:#}");
     assert!(r["passed"].as_bool().unwrap(), "{r:#}");
-    assert!(out.status.success(), "{stderr}");
 }

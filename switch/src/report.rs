@@ -128,7 +128,7 @@ pub fn stats_table(s: &Stats) -> String {
     let mut out = format!(
         "switch {} (id {:#010x}), up {:.1} s, {} FDB entries ({} sources not learned: table full; {} unknown unicast flooded), \
          shared buffer {}/{} B (XOFF {} B, XON {} B), {} free frames\n\
-         loop stalls of 1 ms or more: {} (longest {:.1} ms); waited for a CPU {}{}\n\n",
+         loop stalls of 1 ms or more: {} (longest {:.1} ms, most of one waiting for a CPU {:.1} ms); waited for a CPU {}{}\n\n",
         s.name,
         s.switch_id,
         s.uptime_s,
@@ -142,6 +142,7 @@ pub fn stats_table(s: &Stats) -> String {
         s.free_frames,
         s.stalls.stalls,
         s.stalls.longest_us as f64 / 1e3,
+        s.stalls.longest_cpu_wait_us as f64 / 1e3,
         s.stalls.cpu_wait_us.map_or("(not known)".to_string(), |us| format!("{:.1} ms", us as f64 / 1e3)),
         s.stalls.backlogs.last().map_or(String::new(), |b| format!(
             "\nlatest rx loss: {} of {} frames in {:.1} ms behind the rings, {:.1} ms of it off the CPU{}",

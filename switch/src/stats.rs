@@ -118,6 +118,11 @@ pub struct StallStats {
     pub stalls: u64,
     /// The longest such gap, µs.
     pub longest_us: u64,
+    /// The most of one gap that the loop's thread spent waiting for a CPU, µs: the
+    /// machine's share (the rest of a gap is the loop's own work, or a system call it
+    /// blocked in, such as binding a port).
+    #[serde(default)]
+    pub longest_cpu_wait_us: u64,
     /// The latest stalls, oldest first.
     pub recent: Vec<Stall>,
     /// How long the polling thread has waited for a CPU in all, runnable but not running
@@ -138,6 +143,9 @@ pub struct Stall {
     pub ended_ns: u64,
     /// How long it lasted, µs.
     pub us: u64,
+    /// How much of it the loop's thread spent runnable but waiting for a CPU, µs.
+    #[serde(default)]
+    pub cpu_wait_us: u64,
 }
 
 /// A spell from the last turn that emptied every rx ring to the next one that did. What

@@ -166,6 +166,32 @@ pub fn cpu_wait(tid: libc::pid_t) -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
+/// The calling thread's run-queue wait, read from its schedstat through a file kept open
+/// (one `pread` a reading, no allocation: the dataplane reads it as it polls).
+#[derive(Debug)]
+pub struct CpuWait {
+    file: fs::File,
+}
+
+impl CpuWait {
+    /// For the calling thread (`/proc/thread-self` names the thread that opens it); `None`
+    /// where the kernel keeps no schedstat.
+    pub fn this_thread() -> Option<CpuWait> {
+        fs::File::open("/proc/thread-self/schedstat").ok().map(|file| CpuWait { file })
+    }
+
+    /// How long the thread has spent runnable but waiting for a CPU so far (zero when the
+    /// file cannot be read).
+    pub fn read(&self) -> Duration {
+        use std::os::unix::fs::FileExt;
+        // "<on-CPU ns> <run-queue wait ns> <timeslices>\n": three u64 fit.
+        let mut buf = [0u8; 96];
+        let n = self.file.read_at(&mut buf, 0).unwrap_or(0);
+        let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
+        Duration::from_nanos(text.split_ascii_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or(0))
+    }
+}
+
 /// The calling thread's CPU time so far (a system call, unlike [`now`]).
 pub fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

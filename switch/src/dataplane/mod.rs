@@ -313,9 +313,11 @@ impl Dataplane {
         let busy_poll = Duration::from_micros(self.config.dataplane.busy_poll_us);
         let mut pollfds = self.poll_set(wake_fds);
         let mut idle_since = sys::now();
+        // Opened by the loop's thread: it reads that thread's wait.
+        let cpu_wait = sys::CpuWait::this_thread();
         while !stop.load(Ordering::Relaxed) {
             let now = sys::now();
-            self.stalls.poll(now);
+            self.stalls.poll(now, || cpu_wait.as_ref().map_or(Duration::ZERO, sys::CpuWait::read));
             if now >= self.next_link_check {
                 self.next_link_check = now + LINK_CHECK;
                 self.check_links();

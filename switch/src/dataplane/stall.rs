@@ -23,13 +23,21 @@ const MARK_EVERY: Duration = Duration::from_micros(500);
 
 /// Measures gaps between polls, not counting sleeps the loop chose: after a sleep, only
 /// the time past its deadline counts. (A sleep cut short by an arriving frame whose
-/// wake-up came late is not seen.)
+/// wake-up came late is not seen.) Of each gap, the part the loop's thread spent
+/// runnable but waiting for a CPU is the machine's; the rest is the loop's own (its work,
+/// or a system call it blocked in, such as binding a port). That part comes from the
+/// thread's run-queue wait, read at a gap's end and otherwise at most every
+/// [`MARK_EVERY`]: waits between the last reading and the gap's start count as the gap's,
+/// so the machine's share may look up to that much larger.
 #[derive(Debug)]
 pub struct StallMeter {
     last_poll: Option<Time>,
     sleep_until: Option<Time>,
+    /// The latest reading of the thread's run-queue wait: when, and what it said.
+    wait_mark: Option<(Time, Duration)>,
     stalls: u64,
     longest_us: u64,
+    longest_cpu_wait_us: u64,
     /// A ring of the latest stalls (oldest overwritten).
     recent: [Stall; RECENT],
     next: usize,
@@ -40,8 +48,10 @@ impl Default for StallMeter {
         StallMeter {
             last_poll: None,
             sleep_until: None,
+            wait_mark: None,
             stalls: 0,
             longest_us: 0,
+            longest_cpu_wait_us: 0,
             recent: [Stall::default(); RECENT],
             next: 0,
         }
@@ -49,19 +59,25 @@ impl Default for StallMeter {
 }
 
 impl StallMeter {
-    /// The loop polls its rings at `now`.
-    pub fn poll(&mut self, now: Time) {
-        if let Some(expected) = self.sleep_until.take().or(self.last_poll) {
-            let gap = now.saturating_since(expected);
-            if gap >= STALL {
-                let us = gap.as_micros() as u64;
-                self.stalls += 1;
-                self.longest_us = self.longest_us.max(us);
-                self.recent[self.next % RECENT] = Stall { ended_ns: now.as_nanos(), us };
-                self.next += 1;
-            }
-        }
+    /// The loop polls its rings at `now`; `cpu_wait` reads how long the thread has waited
+    /// for a CPU so far (a system call, made only at a gap's end and every
+    /// [`MARK_EVERY`]).
+    pub fn poll(&mut self, now: Time, cpu_wait: impl FnOnce() -> Duration) {
+        let gap = self.sleep_until.take().or(self.last_poll).map(|expected| now.saturating_since(expected));
         self.last_poll = Some(now);
+        if let Some(gap) = gap.filter(|g| *g >= STALL) {
+            let waited = cpu_wait();
+            let machine = self.wait_mark.map_or(Duration::ZERO, |(_, was)| waited.saturating_sub(was)).min(gap);
+            let (us, cpu_wait_us) = (gap.as_micros() as u64, machine.as_micros() as u64);
+            self.stalls += 1;
+            self.longest_us = self.longest_us.max(us);
+            self.longest_cpu_wait_us = self.longest_cpu_wait_us.max(cpu_wait_us);
+            self.recent[self.next % RECENT] = Stall { ended_ns: now.as_nanos(), us, cpu_wait_us };
+            self.next += 1;
+            self.wait_mark = Some((now, waited));
+        } else if self.wait_mark.is_none_or(|(at, _)| now.saturating_since(at) >= MARK_EVERY) {
+            self.wait_mark = Some((now, cpu_wait()));
+        }
     }
 
     /// The loop goes to sleep until `deadline` at the latest.
@@ -72,7 +88,13 @@ impl StallMeter {
     pub fn stats(&self) -> StallStats {
         let kept = self.next.min(RECENT);
         let recent = (self.next - kept..self.next).map(|i| self.recent[i % RECENT]).collect();
-        StallStats { stalls: self.stalls, longest_us: self.longest_us, recent, ..StallStats::default() }
+        StallStats {
+            stalls: self.stalls,
+            longest_us: self.longest_us,
+            longest_cpu_wait_us: self.longest_cpu_wait_us,
+            recent,
+            ..StallStats::default()
+        }
     }
 }
 
@@ -173,29 +195,66 @@ mod tests {
         Time::from_micros(us)
     }
 
+    /// A thread's run-queue wait that reads `us` µs.
+    fn waited(us: u64) -> impl FnOnce() -> Duration {
+        move || Duration::from_micros(us)
+    }
+
     #[test]
     fn gaps_between_polls_count_and_chosen_sleeps_do_not() {
         let mut m = StallMeter::default();
-        m.poll(at(0));
-        m.poll(at(20));
-        m.poll(at(3_020)); // preempted for 3 ms
+        m.poll(at(0), waited(0));
+        m.poll(at(20), waited(0));
+        m.poll(at(3_020), waited(2_000)); // preempted for 2 ms of a 3 ms gap
         m.sleeping(at(50_000));
-        m.poll(at(40_000)); // woken early by a frame
+        m.poll(at(40_000), waited(2_000)); // woken early by a frame
         m.sleeping(at(90_000));
-        m.poll(at(91_500)); // woke 1.5 ms late
-        m.poll(at(91_600));
+        m.poll(at(91_500), waited(3_500)); // woke, then waited 1.5 ms for a CPU
+        m.poll(at(91_600), waited(3_500));
         let s = m.stats();
-        assert_eq!((s.stalls, s.longest_us), (2, 3_000));
-        let stall = |ended_us: u64, us| Stall { ended_ns: ended_us * 1000, us };
-        assert_eq!(s.recent, vec![stall(3_020, 3_000), stall(91_500, 1_500)]);
-        assert_eq!(s.longest_since(4_000_000), Some(stall(91_500, 1_500)));
+        assert_eq!((s.stalls, s.longest_us, s.longest_cpu_wait_us), (2, 3_000, 2_000));
+        let stall = |ended_us: u64, us, cpu_wait_us| Stall { ended_ns: ended_us * 1000, us, cpu_wait_us };
+        assert_eq!(s.recent, vec![stall(3_020, 3_000, 2_000), stall(91_500, 1_500, 1_500)]);
+        assert_eq!(s.longest_since(4_000_000), Some(stall(91_500, 1_500, 1_500)));
+    }
+
+    #[test]
+    fn a_gap_the_loop_spent_working_or_blocked_is_its_own_and_one_waiting_for_a_cpu_the_machines() {
+        let mut m = StallMeter::default();
+        m.poll(at(0), waited(0));
+        // 40 ms binding a port, running or blocked in the kernel: no wait for a CPU.
+        m.poll(at(40_000), waited(0));
+        m.poll(at(40_010), waited(0));
+        // 20 ms of which it waited 19 ms for a CPU.
+        m.poll(at(60_010), waited(19_000));
+        let s = m.stats();
+        assert_eq!((s.longest_us, s.longest_cpu_wait_us), (40_000, 19_000));
+        assert_eq!(s.recent.iter().map(|x| x.cpu_wait_us).collect::<Vec<_>>(), [0, 19_000]);
+    }
+
+    #[test]
+    fn the_wait_is_read_at_gaps_and_otherwise_at_most_every_mark_interval() {
+        let mut m = StallMeter::default();
+        let reads = std::cell::Cell::new(0);
+        let counted = || {
+            reads.set(reads.get() + 1);
+            Duration::ZERO
+        };
+        // 10 ms of polls every 10 µs: a reading per MARK_EVERY.
+        for t in (0..10_000).step_by(10) {
+            m.poll(at(t), counted);
+        }
+        let marks = 10_000 / MARK_EVERY.as_micros() as u64;
+        assert_eq!(reads.get(), marks);
+        m.poll(at(12_000), counted);
+        assert_eq!((reads.get(), m.stats().stalls), (marks + 1, 1));
     }
 
     #[test]
     fn only_the_latest_stalls_are_kept() {
         let mut m = StallMeter::default();
         for i in 0..(RECENT as u64 + 5) {
-            m.poll(at(i * 10_000));
+            m.poll(at(i * 10_000), waited(0));
         }
         let s = m.stats();
         assert_eq!(s.stalls, RECENT as u64 + 4);

@@ -122,6 +122,20 @@ pub struct SoakReport {
     pub scrapes: u64,
     /// Churn requests that failed (the switch did not answer, or answered an error).
     pub churn_failures: u64,
+    /// The switch's longest stall over the soak (its loop kept from polling), ms.
+    pub longest_stall_ms: f64,
+    /// The most of one stall that the loop spent waiting for a CPU (the machine's
+    /// share), ms.
+    pub longest_cpu_wait_ms: f64,
+    /// How long a sender's lossless flow takes to fill a port's headroom, ms: a switch
+    /// kept off its CPU for longer cannot pause it in time.
+    pub headroom_lasts_ms: f64,
+    /// Why the run says nothing about the switch, when the machine spoiled it: lossless
+    /// headroom drops that no fault explains, after the switch's loop waited for a CPU
+    /// for longer than a headroom lasts. Such a run is not passed; it is to be run again.
+    /// (A stall the loop spent working or blocked in a system call, such as binding a
+    /// port, is the switch's own.)
+    pub disturbed: Option<String>,
     /// Everything held: nothing unaccounted, every drop explained, the pool and the buffer
     /// back to idle, no churn request failed, the switch grown by at most 64 MiB.
     pub passed: bool,
@@ -212,6 +226,10 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
     stop.store(true, Ordering::Relaxed);
     let churn_failures = churn.join().map_err(|_| anyhow::anyhow!("the churn thread panicked"))?;
 
+    // Each sender's lossless flow, at `rate`, against the smallest priority-3 headroom the
+    // switch reports.
+    let headroom = idle.ports.iter().map(|p| p.priorities[3].headroom_size).min().unwrap_or(0);
+    let headroom_lasts_ms = headroom as f64 / (args.rate * args.size as f64) * 1e3;
     let sent_by: Vec<GenReport> =
         senders.into_iter().map(|g| g.finish(soak_for + Duration::from_secs(30))).collect::<Result<_>>()?;
     let rx = sink.finish(Duration::from_secs(60))?;
@@ -265,6 +283,10 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
         control_requests: counts.control.load(Ordering::Relaxed),
         scrapes: counts.scrapes.load(Ordering::Relaxed),
         churn_failures,
+        longest_stall_ms: end.stalls.longest_us as f64 / 1e3,
+        longest_cpu_wait_ms: end.stalls.longest_cpu_wait_us as f64 / 1e3,
+        headroom_lasts_ms,
+        disturbed: None,
         passed: false,
     };
     report.passed = report.accounting.unaccounted == 0
@@ -274,6 +296,14 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
         && report.shared_buffer_used_end == 0
         && report.churn_failures == 0
         && report.rss_end_kib <= report.rss_idle_kib + RSS_GROWTH_KIB;
+    let lossless = DropReason::Lossless.name();
+    if report.drops_unexplained.contains_key(lossless) && report.longest_cpu_wait_ms > headroom_lasts_ms {
+        report.disturbed = Some(format!(
+            "{} lossless frames overflowed a headroom after the switch waited {:.1} ms for a CPU, longer than a \
+             sender fills its headroom in ({headroom_lasts_ms:.1} ms)",
+            report.drops_unexplained[lossless], report.longest_cpu_wait_ms
+        ));
+    }
     Ok(report)
 }
 
@@ -577,6 +607,14 @@ fn print_report(r: &SoakReport) {
         r.rss_end_kib,
         r.rss_peak_kib
     );
+    println!(
+        "the switch's longest stall {:.1} ms; the longest it waited for a CPU in one {:.1} ms; a sender fills a \
+         headroom in {:.1} ms",
+        r.longest_stall_ms, r.longest_cpu_wait_ms, r.headroom_lasts_ms
+    );
+    if let Some(why) = &r.disturbed {
+        println!("disturbed by the machine: {why}");
+    }
     println!(
         "churn: {} control requests, {} scrapes, {} failed; {}",
         r.control_requests,
