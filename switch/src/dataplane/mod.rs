@@ -30,7 +30,7 @@ use kernel::KernelCounters;
 use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
 use xdp::{Classifier, XdpError};
-use xsk::{UmemPool, XskError};
+use xsk::{BindOn, UmemPool, XskError};
 
 /// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
 const POOL_RESERVE: usize = 256;
@@ -64,6 +64,8 @@ pub enum DataplaneError {
     Config { field: String, problem: String },
     #[error("kicking tx on {iface}: {source}")]
     Kick { iface: String, source: std::io::Error },
+    #[error("binding {iface} again on a thread of its own: {problem}")]
+    Rebind { iface: String, problem: String },
 }
 
 /// Start-up options that are not part of the switch configuration.
@@ -111,6 +113,8 @@ pub struct Dataplane {
     unreadable: Vec<bool>,
     /// Per port: binding it again failed at the last try (said once per spell).
     rebind_failed: Vec<bool>,
+    /// Per port: binding it again, under way on a thread of its own.
+    rebinding: Vec<Option<Rebinding>>,
     /// Per port: consecutive checks that found the link down while it counted as up.
     down_checks: Vec<u32>,
     next_link_check: Time,
@@ -124,6 +128,13 @@ pub struct Dataplane {
     kernel: Arc<KernelCounters>,
     /// Per port: where its speed came from.
     speed_from: Vec<SpeedSource>,
+}
+
+/// A port being bound again on a thread of its own ([`Dataplane::try_rebind`]).
+struct Rebinding {
+    handle: std::thread::JoinHandle<Result<(Classifier, PortSockets), DataplaneError>>,
+    /// The interface it binds.
+    ifindex: u32,
 }
 
 impl std::fmt::Debug for Dataplane {
@@ -227,7 +238,8 @@ impl Dataplane {
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
         for (i, (info, &queues)) in infos.iter().zip(&queues).enumerate() {
-            let (classifier, port) = bind_port(&mut pool, d, info, queues, buffers_per_frame, options.force)?;
+            let on = pool.bind_on(queues.1);
+            let (classifier, port) = bind_port(on, d, info, queues.0, buffers_per_frame, options.force)?;
             options.kernel.bound(i, &port, &classifier)?;
             classifiers.push(classifier);
             ports.push(port);
@@ -277,6 +289,7 @@ impl Dataplane {
             gone: vec![false; infos.len()],
             unreadable: vec![false; infos.len()],
             rebind_failed: vec![false; infos.len()],
+            rebinding: infos.iter().map(|_| None).collect(),
             down_checks: vec![0; infos.len()],
             next_link_check: sys::now(),
             links_changed: false,
@@ -483,6 +496,11 @@ impl Dataplane {
     /// After stop: no more rx; send what is queued for a short while, then let the
     /// kernel finish what is on the tx rings.
     fn drain(&mut self) -> Result<(), DataplaneError> {
+        // A port being bound again is waited for (a few seconds at most: the binding's
+        // retries), so that its program and sockets close before the pool goes.
+        for job in self.rebinding.iter_mut().filter_map(Option::take) {
+            let _ = job.handle.join();
+        }
         let start = sys::now();
         while sys::now().saturating_since(start) < DRAIN_TIME {
             let now = sys::now();
@@ -576,30 +594,62 @@ impl Dataplane {
     }
 
     /// Binds gone port `i` again once an interface of its name exists and is up (a veth
-    /// re-created, a NIC back): a new classifier and sockets, then the port is up.
+    /// re-created, a NIC back): a new classifier and sockets, then the port is up. The
+    /// binding runs on a thread of its own, because it blocks for tens of milliseconds
+    /// (creating sockets, attaching the program: 40-90 ms measured on a veth), which on
+    /// the loop's thread would leave every other port unpolled, its pauses unsent and
+    /// its lossless frames piling up; the loop picks the result up at a later check.
     fn try_rebind(&mut self, i: usize) {
+        if let Some(job) = self.rebinding[i].take() {
+            if !job.handle.is_finished() {
+                self.rebinding[i] = Some(job);
+                return;
+            }
+            let iface = self.config.ports[i].iface.clone();
+            let rebound = job
+                .handle
+                .join()
+                .unwrap_or_else(|_| Err(DataplaneError::Rebind { iface, problem: "the thread panicked".into() }));
+            self.rebound(i, job.ifindex, rebound);
+            return;
+        }
         let iface = self.config.ports[i].iface.clone();
         let port = self.config.port_name(i).to_string();
         let Ok(info) = sys::interface(&iface) else { return };
         if sys::link_state(&iface, info.ifindex) != Some(LinkState::Up) {
             return;
         }
-        let rebound = if info.mtu > self.mtu[i] {
-            Err(DataplaneError::Config {
+        if info.mtu > self.mtu[i] {
+            let e = DataplaneError::Config {
                 field: format!("port {port}"),
                 problem: format!(
                     "{iface} is back with MTU {}, above the {} it had when the switch started, which its buffers \
                      are sized for: set MTU {} or restart the switch",
                     info.mtu, self.mtu[i], self.mtu[i]
                 ),
-            })
-        } else {
-            let d = &self.config.dataplane;
-            sys::rx_queues(&iface).map_err(DataplaneError::from).and_then(|has| {
-                let queues = (has, d.queues.map_or(has, |q| q.min(has)));
-                bind_port(&mut self.pool, d, &info, queues, self.buffers_per_frame, false)
-            })
+            };
+            self.rebound(i, info.ifindex, Err(e));
+            return;
+        }
+        let queues = match sys::rx_queues(&iface) {
+            Ok(has) => (has, self.config.dataplane.queues.map_or(has, |q| q.min(has))),
+            Err(e) => return self.rebound(i, info.ifindex, Err(e.into())),
         };
+        let on = self.pool.bind_on(queues.1);
+        let (d, buffers_per_frame, ifindex) = (self.config.dataplane.clone(), self.buffers_per_frame, info.ifindex);
+        let spawned = std::thread::Builder::new()
+            .name(format!("pfcs-bind-{port}"))
+            .spawn(move || bind_port(on, &d, &info, queues.0, buffers_per_frame, false));
+        match spawned {
+            Ok(handle) => self.rebinding[i] = Some(Rebinding { handle, ifindex }),
+            Err(e) => self.rebound(i, ifindex, Err(DataplaneError::Rebind { iface, problem: e.to_string() })),
+        }
+    }
+
+    /// Port `i`'s binding again (to the interface at `ifindex`) came to `rebound`.
+    fn rebound(&mut self, i: usize, ifindex: u32, rebound: Result<(Classifier, PortSockets), DataplaneError>) {
+        let iface = self.config.ports[i].iface.clone();
+        let port = self.config.port_name(i).to_string();
         match rebound {
             Ok((classifier, sockets)) => {
                 if let Err(e) = self.kernel.bound(i, &sockets, &classifier) {
@@ -609,10 +659,10 @@ impl Dataplane {
                 self.classifiers[i] = classifier;
                 self.ports[i] = sockets;
                 self.ports[i].refill(&mut self.pool, POOL_RESERVE);
-                self.ifindex[i] = info.ifindex;
+                self.ifindex[i] = ifindex;
                 self.gone[i] = false;
                 self.down_checks[i] = 0;
-                tracing::info!(port, iface, ifindex = info.ifindex, "interface back: the port is bound again");
+                tracing::info!(port, iface, ifindex, "interface back: the port is bound again");
                 self.link_changed(i, LinkState::Up);
             }
             Err(e) => {
@@ -684,16 +734,17 @@ impl Dataplane {
 /// comes back: loads the classifier on `info`, binds a socket to each of its first
 /// `queues.1` rx queues (of `queues.0`) and attaches the classifier.
 fn bind_port(
-    pool: &mut UmemPool,
+    on: BindOn,
     d: &DataplaneConfig,
     info: &sys::InterfaceInfo,
-    (has, bind): (u32, u32),
+    has: u32,
     buffers_per_frame: usize,
     force: bool,
 ) -> Result<(Classifier, PortSockets), DataplaneError> {
     // A queue left without a socket must not pass frames around the switch.
+    let bind = on.ids.len() as u32;
     let mut classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket || bind < has)?;
-    let port = PortSockets::bind(pool, &info.name, bind, d.ring_size, d.batch, d.bind_mode, buffers_per_frame)?;
+    let port = PortSockets::bind(on, &info.name, d.ring_size, d.batch, d.bind_mode, buffers_per_frame)?;
     for (queue, socket) in port.sockets().iter().enumerate() {
         classifier.bind_socket(queue as u32, socket.fd())?;
     }

@@ -9,7 +9,7 @@ use std::os::fd::RawFd;
 use crate::config::BindMode;
 use crate::core::queue::FrameId;
 
-use super::xsk::{UmemPool, XskError, XskPort};
+use super::xsk::{BindOn, UmemPool, XskError, XskPort};
 
 #[derive(Debug)]
 pub struct PortSockets {
@@ -35,20 +35,21 @@ pub struct QueueBindError {
 }
 
 impl PortSockets {
-    /// Binds queues `0..queues` of `iface`, in `mode`, for frames of up to
-    /// `buffers_per_frame` buffers (see [`XskPort::bind`]).
+    /// Binds queues `0..n` of `iface` on the pool's share `on` (a socket number per queue),
+    /// in `mode`, for frames of up to `buffers_per_frame` buffers (see [`XskPort::bind`]).
+    /// It needs no pool, so it may run on another thread than the loop's.
     pub fn bind(
-        pool: &mut UmemPool,
+        on: BindOn,
         iface: &str,
-        queues: u32,
         ring_size: u32,
         batch: usize,
         mode: Option<BindMode>,
         buffers_per_frame: usize,
     ) -> Result<PortSockets, PortError> {
-        let mut sockets = Vec::with_capacity(queues as usize);
-        for queue in 0..queues.max(1) {
-            match XskPort::bind(pool, iface, queue, ring_size, batch, mode, buffers_per_frame) {
+        let queues = on.ids.len() as u32;
+        let mut sockets = Vec::with_capacity(on.ids.len());
+        for (queue, &id) in (0..).zip(&on.ids) {
+            match XskPort::bind((&on.umem, id), iface, queue, ring_size, batch, mode, buffers_per_frame) {
                 Ok(s) => sockets.push(s),
                 // The first queue failing is the port failing; a later one, the NIC
                 // having more queues than can be bound.

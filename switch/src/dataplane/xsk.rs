@@ -94,6 +94,15 @@ pub struct UmemPool {
 /// A socket's number in the pool's ledger of lent buffers.
 pub type SocketId = u16;
 
+/// A port's share of the pool for binding its sockets: the UMEM and a number per socket
+/// in the ledger of lent buffers ([`UmemPool::bind_on`]).
+#[derive(Debug)]
+pub struct BindOn {
+    pub umem: Umem,
+    /// One per socket to bind, queue 0 first.
+    pub ids: Vec<SocketId>,
+}
+
 /// Not on any socket's rings.
 const NO_SOCKET: SocketId = 0;
 
@@ -152,8 +161,14 @@ impl UmemPool {
         FrameId((desc.addr() / self.frame_size) as u32)
     }
 
+    /// What binding `sockets` new sockets needs of the pool, taken on the loop's thread
+    /// so that the binding, which may block for tens of milliseconds, can run on another.
+    pub fn bind_on(&mut self, sockets: u32) -> BindOn {
+        BindOn { umem: self.umem.clone(), ids: (0..sockets.max(1)).map(|_| self.new_socket_id()).collect() }
+    }
+
     /// A number for a new socket's entries in the ledger of lent buffers.
-    pub fn new_socket_id(&mut self) -> SocketId {
+    fn new_socket_id(&mut self) -> SocketId {
         let id = self.next_socket;
         // 65535 sockets over a switch's life: a port re-bound that often reuses numbers,
         // which is harmless once the earlier socket of that number is closed.
@@ -428,7 +443,7 @@ impl XskPort {
     /// offers it and copies otherwise. Frames of up to `buffers_per_frame` buffers are
     /// received and sent whole: above one, the socket binds for multi-buffer (XDP_USE_SG).
     pub fn bind(
-        pool: &mut UmemPool,
+        (umem, socket_id): (&Umem, SocketId),
         iface: &str,
         queue: u32,
         ring_size: u32,
@@ -456,9 +471,9 @@ impl XskPort {
         // kernel: EBUSY for a short while is expected, so retry for up to BIND_RETRY.
         let started = std::time::Instant::now();
         let (tx, rx, rings) = loop {
-            // SAFETY: the UMEM outlives the socket: `UmemPool` owns it and the dataplane
-            // drops its ports before its pool.
-            match unsafe { Socket::new(config, pool.umem(), &name, queue) } {
+            // SAFETY: the UMEM outlives the socket: the socket keeps a handle on it (its
+            // memory is reference-counted), and the dataplane drops its ports before its pool.
+            match unsafe { Socket::new(config, umem, &name, queue) } {
                 Ok(rings) => break rings,
                 Err(e) if os_error(&e) == Some(libc::EBUSY) && started.elapsed() < BIND_RETRY => {
                     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -481,7 +496,7 @@ impl XskPort {
             fill,
             comp,
             tx_outstanding: 0,
-            socket_id: pool.new_socket_id(),
+            socket_id,
             bind_mode: None,
             scratch: vec![FrameDesc::default(); batch.clamp(TxBatch::CAPACITY, 4096) * buffers_per_frame.max(1)],
             partial: None,

@@ -34,7 +34,8 @@ impl HostPort {
             .map_err(|advice| anyhow::anyhow!("{iface}: {}", advice.replace("IF", iface)))?;
         let mut pool = UmemPool::new(frames, geometry.frame_size, RING_SIZE)?;
         let buffers = geometry.buffers_per_frame as usize;
-        let mut port = XskPort::bind(&mut pool, iface, 0, RING_SIZE, BATCH, None, buffers)?;
+        let on = pool.bind_on(1);
+        let mut port = XskPort::bind((&on.umem, on.ids[0]), iface, 0, RING_SIZE, BATCH, None, buffers)?;
         let classifier = if receive {
             // Buffers first: a frame that arrives once the program is attached and finds
             // the fill ring empty is dropped.
