@@ -1,0 +1,11 @@
+//! RoCEv2 at the hosts, without IO: what a RoCE NIC does about congestion, as plain
+//! deterministic state machines driven with time passed in, so that the traffic tools
+//! (`pfctools gen --dcqcn`, `pfctools sink --cnp`) and the simulator's hosts run the same
+//! code.
+//!
+//! - [`dcqcn`]: DCQCN's reaction point (the sender's rate) and notification point (when a
+//!   receiver answers marked frames with a CNP), with the NIC parameter names.
+
+pub mod dcqcn;
+
+pub use dcqcn::{CnpPacer, DcqcnParams, Increase, ReactionPoint};
