@@ -298,6 +298,8 @@ fn check_config(file: &Path, force: bool) -> Result<()> {
     if config.pfc.lossless.is_none() {
         config.pfc.lossless = Some(config.lossless_priorities().to_vec());
     }
+    // Every priority's WRED/ECN profile, the defaults filled in.
+    config.wred = config.wred_filled();
     print!("{}", config.to_toml());
     print!("{}", report::profiles_comment(&config));
     if config.buffer.lossy_queue_bytes.is_none() {

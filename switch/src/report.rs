@@ -20,6 +20,7 @@ fn active(p: &PrioStats) -> bool {
     c.rx_frames + c.tx_frames + c.xoff_sent + c.xon_sent + c.xoff_received + c.xon_received + p.ingress_watermark > 0
         || p.paused_us > 0
         || c.lossless_drops + c.lossy_drops > 0
+        || c.ecn_marked + c.wred_dropped + c.ecn_not_capable_passed > 0
 }
 
 /// `pfcswitch doctor`: per interface, the facts, what `run` would do, and the findings
@@ -264,6 +265,9 @@ pub fn stats_table(s: &Stats) -> String {
         "paused µs",
         "lossless drop",
         "lossy drop",
+        "ECN marked",
+        "WRED drop",
+        "not ECT passed",
     ]);
     for p in &s.ports {
         for q in p.priorities.iter().filter(|q| active(q)) {
@@ -296,6 +300,9 @@ pub fn stats_table(s: &Stats) -> String {
                 format!("{}{}", q.paused_us, if q.egress_paused { "*" } else { "" }),
                 n(c.lossless_drops),
                 n(c.lossy_drops),
+                n(c.ecn_marked),
+                n(c.wred_dropped),
+                n(c.ecn_not_capable_passed),
             ]);
         }
     }
@@ -303,7 +310,7 @@ pub fn stats_table(s: &Stats) -> String {
         out += "\n";
         out += &prios.render();
         out += "(L lossless, XOFF: pausing the upstream, XOFF/XON/headroom: the group's buffer profile, upstream resp: the longest frames kept arriving \
-                after an XOFF, *: paused by the link partner now)\n";
+                after an XOFF, *: paused by the link partner now; ECN marked, WRED drop, not ECT passed: the egress queue's WRED/ECN profile)\n";
     }
 
     // The PFC watchdog: one row per (port, lossless priority) it has acted on or acts on now.

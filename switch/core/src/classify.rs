@@ -29,7 +29,15 @@ mod tests {
     use crate::mac::MacAddr;
 
     fn header(pcp: Option<u8>, dscp: Option<u8>) -> FrameHeader {
-        FrameHeader { dst: MacAddr::local(1), src: MacAddr::local(2), ethertype: 0x0800, pcp, dscp, ip: None }
+        FrameHeader {
+            dst: MacAddr::local(1),
+            src: MacAddr::local(2),
+            ethertype: 0x0800,
+            pcp,
+            dscp,
+            ecn: None,
+            ip: None,
+        }
     }
 
     #[test]

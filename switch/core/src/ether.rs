@@ -18,6 +18,8 @@ pub struct FrameHeader {
     pub pcp: Option<u8>,
     /// DSCP of an IPv4/IPv6 header behind the Ethernet header and at most two VLAN tags.
     pub dscp: Option<u8>,
+    /// The ECN field of that header (RFC 3168: 0 not ECN-capable, 1 ECT(1), 2 ECT(0), 3 CE).
+    pub ecn: Option<u8>,
     /// Where that IP header is, for rewriting its DSCP in place.
     pub ip: Option<IpAt>,
 }
@@ -56,7 +58,7 @@ pub fn parse_header(frame: &[u8]) -> Option<FrameHeader> {
     }
     let ip = match inner {
         EtherType::IPV4 | EtherType::IPV6 if !is_vlan_tpid(inner) => {
-            ip_dscp(&frame[offset..]).map(|(dscp, v6)| (dscp, IpAt { offset: offset as u16, v6 }))
+            ip_tos(&frame[offset..]).map(|(tos, v6)| (tos, IpAt { offset: offset as u16, v6 }))
         }
         _ => None,
     };
@@ -65,20 +67,49 @@ pub fn parse_header(frame: &[u8]) -> Option<FrameHeader> {
         src: MacAddr(eth.source()),
         ethertype: ethertype.0,
         pcp,
-        dscp: ip.map(|(d, _)| d),
+        dscp: ip.map(|(tos, _)| tos >> 2),
+        ecn: ip.map(|(tos, _)| tos & ECN_MASK),
         ip: ip.map(|(_, at)| at),
     })
 }
 
-fn ip_dscp(ip: &[u8]) -> Option<(u8, bool)> {
+/// The ECN field's bits in the TOS byte (traffic class), and its Congestion Experienced
+/// codepoint (RFC 3168 §5).
+pub const ECN_MASK: u8 = 0x03;
+pub const ECN_CE: u8 = 0x03;
+
+/// Whether an ECN field says ECN-capable: ECT(0), ECT(1), or already CE.
+pub fn ecn_capable(ecn: u8) -> bool {
+    ecn & ECN_MASK != 0
+}
+
+/// The TOS byte (IPv4) or traffic class (IPv6), and whether it is IPv6.
+fn ip_tos(ip: &[u8]) -> Option<(u8, bool)> {
     // Lax: a wrong total length must not change the frame's priority.
     match LaxIpSlice::from_slice(ip).ok()?.0 {
-        LaxIpSlice::Ipv4(v4) => Some((v4.header().dcp().value(), false)),
-        LaxIpSlice::Ipv6(v6) => Some((v6.header().traffic_class() >> 2, true)),
+        LaxIpSlice::Ipv4(v4) => {
+            let h = v4.header();
+            Some((h.dcp().value() << 2 | h.ecn().value(), false))
+        }
+        LaxIpSlice::Ipv6(v6) => Some((v6.header().traffic_class(), true)),
     }
 }
 
 /// Sets the DSCP of the IP header at `at` to `dscp` (0..63), keeping the ECN bits.
+/// Returns whether the frame changed (see [`set_tos`]).
+pub fn set_dscp(frame: &mut [u8], at: IpAt, dscp: u8) -> bool {
+    set_tos(frame, at, |tos| dscp << 2 | (tos & ECN_MASK))
+}
+
+/// Marks the IP header at `at` Congestion Experienced, keeping the DSCP; the caller has
+/// seen that it is ECN-capable. Returns whether the frame changed (a frame already CE does
+/// not).
+pub fn set_ce(frame: &mut [u8], at: IpAt) -> bool {
+    set_tos(frame, at, |tos| tos | ECN_CE)
+}
+
+/// Rewrites the TOS byte (IPv4) or traffic class (IPv6) of the IP header at `at` to
+/// `new(old)`: the one place both DSCP and ECN are written.
 ///
 /// IPv4 (RFC 791 §3.1): the TOS byte is byte 1, the header checksum bytes 10–11; the
 /// checksum is updated incrementally (RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m')) over the
@@ -86,26 +117,26 @@ fn ip_dscp(ip: &[u8]) -> Option<(u8, bool)> {
 /// never re-read. IPv6 (RFC 8200 §3): the traffic class spans the low nibble of byte 0
 /// and the high nibble of byte 1; there is no header checksum. Returns whether the frame
 /// changed; does nothing if the header does not fit in `frame`.
-pub fn set_dscp(frame: &mut [u8], at: IpAt, dscp: u8) -> bool {
+fn set_tos(frame: &mut [u8], at: IpAt, new: impl FnOnce(u8) -> u8) -> bool {
     let o = usize::from(at.offset);
     if at.v6 {
         let Some(h) = frame.get_mut(o..o + 2) else { return false };
         let tc = (h[0] & 0x0f) << 4 | h[1] >> 4;
-        let new = dscp << 2 | (tc & 0x03);
-        if new == tc {
+        let next = new(tc);
+        if next == tc {
             return false;
         }
-        h[0] = (h[0] & 0xf0) | new >> 4;
-        h[1] = (h[1] & 0x0f) | (new & 0x0f) << 4;
+        h[0] = (h[0] & 0xf0) | next >> 4;
+        h[1] = (h[1] & 0x0f) | (next & 0x0f) << 4;
         return true;
     }
     let Some(h) = frame.get_mut(o..o + 12) else { return false };
-    let new_tos = dscp << 2 | (h[1] & 0x03);
-    if new_tos == h[1] {
+    let next = new(h[1]);
+    if next == h[1] {
         return false;
     }
     let old_word = u16::from_be_bytes([h[0], h[1]]);
-    h[1] = new_tos;
+    h[1] = next;
     let new_word = u16::from_be_bytes([h[0], h[1]]);
     let hc = u16::from_be_bytes([h[10], h[11]]);
     let sum = u32::from(!hc) + u32::from(!old_word) + u32::from(new_word);
@@ -221,6 +252,51 @@ pub(crate) mod tests {
         assert_eq!(v6.traffic_class(), 45 << 2 | 1);
         assert_eq!(v6.flow_label().value(), 0xabcde);
         assert_eq!(v6.version(), 6);
+    }
+
+    #[test]
+    fn set_ce_marks_ipv4_behind_two_tags_keeping_dscp_and_a_valid_checksum() {
+        for ect in [0x01, 0x02] {
+            let mut f = udp_frame(MacAddr::local(1), MacAddr::local(2), 26, Some((100, 5)), b"payload");
+            f.splice(12..12, [0x88, 0xa8, 0x40, 0x07]);
+            let at = parse_header(&f).unwrap().ip.unwrap();
+            let o = usize::from(at.offset);
+            f[o + 1] |= ect;
+            let mut ip = etherparse::Ipv4HeaderSlice::from_slice(&f[o..]).unwrap().to_header();
+            ip.header_checksum = ip.calc_header_checksum();
+            f[o + 10..o + 12].copy_from_slice(&ip.header_checksum.to_be_bytes());
+            let h = parse_header(&f).unwrap();
+            assert!(h.ecn.is_some_and(ecn_capable), "ECT({}) is capable", 2 - ect);
+            assert!(set_ce(&mut f, at));
+            let h = parse_header(&f).unwrap();
+            assert_eq!((h.dscp, h.ecn), (Some(26), Some(ECN_CE)));
+            assert!(ipv4_checksum_ok(&f, at));
+            assert!(!set_ce(&mut f, at), "a CE frame stays as it is");
+        }
+        let plain = parse_header(&udp_frame(MacAddr::local(1), MacAddr::local(2), 26, None, b"x")).unwrap();
+        assert!(!plain.ecn.is_some_and(ecn_capable), "Not-ECT is not capable");
+    }
+
+    #[test]
+    fn set_ce_on_ipv6_sets_the_traffic_class_ecn_bits_only() {
+        let mut out = Vec::new();
+        let mut ip = etherparse::Ipv6Header {
+            traffic_class: 46 << 2 | 0x02,
+            flow_label: etherparse::Ipv6FlowLabel::try_new(0xabcde).unwrap(),
+            hop_limit: 64,
+            ..Default::default()
+        };
+        ip.next_header = etherparse::IpNumber::UDP;
+        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ip(etherparse::IpHeaders::Ipv6(ip, Default::default()))
+            .udp(1, 2)
+            .write(&mut out, b"x")
+            .unwrap();
+        let h = parse_header(&out).unwrap();
+        assert_eq!(h.ecn, Some(0x02));
+        assert!(set_ce(&mut out, h.ip.unwrap()));
+        let v6 = etherparse::Ipv6HeaderSlice::from_slice(&out[14..]).unwrap();
+        assert_eq!((v6.traffic_class(), v6.flow_label().value()), (46 << 2 | ECN_CE, 0xabcde));
     }
 
     #[test]

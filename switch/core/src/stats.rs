@@ -139,6 +139,8 @@ drop_reasons! {
     LinkDown => link_down, "link down";
     /// Dropped while breaking a deadlock or cutting a PFC storm off on this (egress) port.
     Watchdog => watchdog, "watchdog";
+    /// Not ECN-capable, dropped by a lossy egress queue's WRED profile.
+    Wred => wred, "wred";
 }
 
 /// MAC control (0x8808) frames. Not counted as data rx/tx or as drops.
@@ -241,6 +243,16 @@ pub struct PrioCounters {
     pub xoff_by_frames: u64,
     /// Lossy frames dropped.
     pub lossy_drops: u64,
+    /// Frames this egress queue marked ECN Congestion Experienced (its WRED profile).
+    #[serde(default)]
+    pub ecn_marked: u64,
+    /// Frames not ECN-capable that this lossy egress queue's WRED profile dropped.
+    #[serde(default)]
+    pub wred_dropped: u64,
+    /// Frames not ECN-capable that this lossless egress queue let pass above its WRED
+    /// profile's minimum (PFC, not WRED, keeps it from overflowing).
+    #[serde(default)]
+    pub ecn_not_capable_passed: u64,
 }
 
 /// Live state of a (port, priority) in a snapshot.

@@ -249,6 +249,21 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
         "Frames tail-dropped on a lossy priority",
         prios().map(|(l, q)| (l, q.counters.lossy_drops)),
     );
+    m.counters(
+        "priority_ecn_marked",
+        "Frames the egress queue marked ECN Congestion Experienced (WRED/ECN profile)",
+        prios().map(|(l, q)| (l, q.counters.ecn_marked)),
+    );
+    m.counters(
+        "priority_wred_dropped",
+        "Frames not ECN-capable the lossy egress queue's WRED profile dropped",
+        prios().map(|(l, q)| (l, q.counters.wred_dropped)),
+    );
+    m.counters(
+        "priority_ecn_not_capable_passed",
+        "Frames not ECN-capable that passed the lossless egress queue above its WRED minimum",
+        prios().map(|(l, q)| (l, q.counters.ecn_not_capable_passed)),
+    );
     let lossless = || prios().filter(|(_, q)| q.lossless);
     m.gauges(
         "priority_ingress_bytes",

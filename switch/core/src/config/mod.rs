@@ -18,10 +18,12 @@ use crate::speed::Speed;
 
 mod buffer;
 mod port;
+mod wred;
 
 pub use buffer::*;
 use buffer::{check_group, check_profiles};
 pub use port::*;
+pub use wred::*;
 
 /// A switch configuration: the TOML `pfcswitch run --config` reads, validated by
 /// [`Config::validate`].
@@ -55,6 +57,9 @@ pub struct Config {
     /// A Tagger table to apply (deadlock prevention); see [`crate::tagging`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tagger: Option<TaggerConfig>,
+    /// WRED and ECN marking on the egress queues (`[wred]`); a port's `wred` overrides it.
+    #[serde(default)]
+    pub wred: WredConfig,
     /// The ports, in order: a port's index here is its [`crate::ports::PortId`].
     #[serde(rename = "port", default)]
     pub ports: Vec<PortConfig>,
@@ -258,6 +263,7 @@ impl Config {
             dcfit: DcfitConfig::default(),
             pfcwd: WatchdogConfig::default(),
             tagger: None,
+            wred: WredConfig::default(),
             ports: ifaces.iter().map(|i| PortConfig::new(i.as_ref())).collect(),
             fdb_entries: Vec::new(),
         }
@@ -313,6 +319,31 @@ impl Config {
             xon: levels().find_map(|l| l.xon()).unwrap_or(XonRule::BelowXoff(DEFAULT_XON_OFFSET_BYTES)),
             headroom_bytes: levels().find_map(|l| l.headroom_bytes).unwrap_or(self.buffer.headroom_bytes),
         }
+    }
+
+    /// The WRED profile of `port`'s egress queue for `prio`. Each setting comes from the
+    /// most specific level that gives it: `[port.wred.priority.N]`, then
+    /// `[wred.priority.N]`, then the defaults ([`WredProfile::default_for`]: marking on
+    /// lossless queues, nothing on lossy ones).
+    pub fn wred_profile(&self, port: usize, prio: u8) -> WredProfile {
+        let key = prio.to_string();
+        let base = WredProfile::default_for(self.lossless().contains(usize::from(prio)));
+        let wide = self.wred.priority.get(&key).map_or(base, |s| base.with(s));
+        self.ports[port].wred.priority.get(&key).map_or(wide, |s| wide.with(s))
+    }
+
+    /// `[wred.priority.N]` for every priority, each setting given: what the switch-wide
+    /// level comes to with the defaults (`check-config` prints it).
+    pub fn wred_filled(&self) -> WredConfig {
+        let priority = (0..PRIORITIES as u8)
+            .map(|prio| {
+                let key = prio.to_string();
+                let base = WredProfile::default_for(self.lossless().contains(usize::from(prio)));
+                let wide = self.wred.priority.get(&key).map_or(base, |s| base.with(s));
+                (key, wide.settings())
+            })
+            .collect();
+        WredConfig { seed: self.wred.seed, priority }
     }
 
     /// The frame caps for a switch with frame pool `pool`. By default the frames the
@@ -474,6 +505,14 @@ impl Config {
             }
         }
         check_profiles("buffer.priority", &b.priority)?;
+        wred::check_settings("wred.priority", &self.wred.priority)?;
+        for (i, p) in self.ports.iter().enumerate() {
+            wred::check_settings(format!("port[{i}].wred.priority"), &p.wred.priority)?;
+            for prio in 0..PRIORITIES as u8 {
+                let field = format!("WRED profile of port {} priority {prio}", self.port_name(i));
+                wred::check_profile(field, &self.wred_profile(i, prio))?;
+            }
+        }
         for (i, p) in self.ports.iter().enumerate() {
             check_profiles(format!("port[{i}].priority"), &p.priority)?;
         }

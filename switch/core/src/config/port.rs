@@ -9,7 +9,7 @@ use crate::pfcwd::WatchdogOverride;
 use crate::priorities::PRIORITIES;
 use crate::speed::Speed;
 
-use super::BufferProfile;
+use super::{BufferProfile, PortWred};
 
 /// A `[[port]]`: an interface and how the switch treats it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -63,6 +63,13 @@ pub struct PortConfig {
     /// Overrides `[pfcwd]` for this port, e.g. `pfcwd = { action = "alert" }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pfcwd: Option<WatchdogOverride>,
+    /// `[port.wred.priority.N]`: this port's own WRED profiles, over `[wred.priority.N]`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub wred: PortWred,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// How a port sends and obeys link-level flow control.
@@ -165,6 +172,7 @@ impl PortConfig {
             priority: BTreeMap::new(),
             scheduler: Scheduler::default(),
             pfcwd: None,
+            wred: PortWred::default(),
         }
     }
 

@@ -222,3 +222,52 @@ fn a_lossy_queue_follows_the_largest_frame_unless_its_bytes_are_set() {
     b.lossy_queue_bytes = Some(100_000);
     assert_eq!(b.lossy_queue_limit(max_frame_for_mtu(9000)), 100_000, "what the config sets is the limit");
 }
+
+#[test]
+fn wred_profiles_resolve_port_then_switch_wide_then_the_defaults_setting_by_setting() {
+    let text = r#"
+[wred.priority.3]
+green_min_threshold = 8192
+[wred.priority.0]
+wred_green_enable = true
+ecn = "ecn_all"
+[[port]]
+iface = "a"
+[port.wred.priority.3]
+green_drop_probability = 20
+[[port]]
+iface = "b"
+"#;
+    let c = Config::from_toml(text).unwrap();
+    let a3 = c.wred_profile(0, 3);
+    assert_eq!(
+        (a3.ecn, a3.wred_green_enable, a3.green_min_threshold, a3.green_max_threshold, a3.green_drop_probability),
+        (EcnMode::EcnAll, true, 8192, DEFAULT_GREEN_MAX_THRESHOLD, 20)
+    );
+    assert_eq!(c.wred_profile(1, 3).green_drop_probability, DEFAULT_GREEN_DROP_PROBABILITY);
+    assert_eq!(c.wred_profile(1, 4), WredProfile::default_for(true), "lossless 4: the defaults");
+    assert_eq!(c.wred_profile(1, 1), WredProfile::default_for(false), "lossy 1: off");
+    let q0 = c.wred_profile(1, 0);
+    assert!(q0.wred_green_enable && q0.ecn == EcnMode::EcnAll);
+    // What check-config prints reads back as the same profiles.
+    let mut printed = c.clone();
+    printed.wred = c.wred_filled();
+    let again = Config::from_toml(&printed.to_toml()).unwrap();
+    for port in 0..2 {
+        for prio in 0..8 {
+            assert_eq!(again.wred_profile(port, prio), c.wred_profile(port, prio));
+        }
+    }
+}
+
+#[test]
+fn wred_profiles_that_make_no_sense_are_refused_naming_the_field() {
+    let base = "[[port]]\niface = \"a\"\n";
+    let err = |extra: &str| Config::from_toml(&format!("{extra}\n{base}")).unwrap_err().to_string();
+    assert!(err("[wred.priority.9]\necn = \"ecn_all\"").contains("wred.priority.9"));
+    assert!(err("[wred.priority.3]\ngreen_drop_probability = 101").contains("green_drop_probability"));
+    let e = err("[wred.priority.3]\ngreen_min_threshold = 100000");
+    assert!(e.contains("priority 3") && e.contains("green_min_threshold"), "{e}");
+    assert!(err("[wred.priority.3]\necn = \"ecn_some\"").contains("ecn"));
+    assert!(err("[wred.priority.3]\ngreen_min = 1").contains("green_min"));
+}

@@ -15,6 +15,7 @@ use crate::stats::DropReason;
 use crate::tagging::TAGS;
 use crate::time::Time;
 
+use super::wred::Verdict;
 use super::{Switch, PAUSE_RESERVE, TAG_SLOTS};
 
 /// How a received frame was classified: the priority it is charged to at ingress and,
@@ -25,6 +26,8 @@ struct Class {
     tag: Tagged,
     ip: Option<IpAt>,
     vlan: bool,
+    /// ECT(0), ECT(1) or CE: WRED marks it rather than drops it.
+    ecn_capable: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,19 +106,19 @@ impl Switch {
     /// The priority a frame is charged to at ingress: its PCP or mapped DSCP, or under a
     /// Tagger table the priority of its tag's ingress rule (else the table's default).
     fn classify(&mut self, port: PortId, h: &FrameHeader) -> Class {
-        let (ip, vlan) = (h.ip, h.pcp.is_some());
+        let (ip, vlan, ecn_capable) = (h.ip, h.pcp.is_some(), h.ecn.is_some_and(ether::ecn_capable));
         let Some(table) = &self.tags else {
-            return Class { prio: self.classifier.priority(h), tag: Tagged::Off, ip, vlan };
+            return Class { prio: self.classifier.priority(h), tag: Tagged::Off, ip, vlan, ecn_capable };
         };
         let slot = port * TAG_SLOTS + h.dscp.map_or(TAGS, usize::from);
         match h.dscp.and_then(|tag| Some((tag, table.ingress(port, tag)?))) {
             Some((tag, prio)) => {
                 self.tag_counters[slot].classified += 1;
-                Class { prio, tag: Tagged::Lossless(tag), ip, vlan }
+                Class { prio, tag: Tagged::Lossless(tag), ip, vlan, ecn_capable }
             }
             None => {
                 self.tag_counters[slot].default_ingress += 1;
-                Class { prio: table.default_priority, tag: Tagged::Default, ip, vlan }
+                Class { prio: table.default_priority, tag: Tagged::Default, ip, vlan, ecn_capable }
             }
         }
     }
@@ -200,6 +203,14 @@ impl Switch {
         let at = self.place(ingress, egress, class);
         let (p, q) = (usize::from(at.group), usize::from(at.queue));
         let bytes = len as u64;
+        let lossless_queue = self.is_lossless(p) || self.is_lossless(q);
+        let depth = self.ports[egress].tx.queues[q].bytes();
+        let wred = self.wred.verdict(egress, q, depth, class.ecn_capable, lossless_queue);
+        if wred == Verdict::Drop {
+            self.ports[egress].prio[q].wred_dropped += 1;
+            self.drop_frame(pool, ingress, id, DropReason::Wred);
+            return;
+        }
         // A frame takes at most 6 buffers (9216 bytes in 1792-byte ones).
         let buffers = pool.buffers(id).min(u32::from(u8::MAX)) as u8;
         let admitted = if self.is_lossless(p) {
@@ -243,6 +254,16 @@ impl Switch {
             // A deadlock is being broken, or a storm is being cut off, on this queue.
             self.discard(pool, egress, q, id);
             return;
+        }
+        match wred {
+            Verdict::Mark => {
+                if let Some(ip) = class.ip {
+                    ether::set_ce(pool.bytes_mut(id), ip);
+                }
+                self.ports[egress].prio[q].ecn_marked += 1;
+            }
+            Verdict::PassNotCapable => self.ports[egress].prio[q].ecn_not_capable_passed += 1,
+            Verdict::Pass | Verdict::Drop => {}
         }
         let e = &self.ports[egress];
         // Paused takes precedence over blocked: a paused priority queues as usual. But a

@@ -33,6 +33,7 @@ mod handoff;
 mod ingress;
 mod snapshot;
 mod watchdog;
+mod wred;
 
 pub use crate::pool::FramePool;
 pub use egress::{TxBatch, TxFrame};
@@ -148,6 +149,8 @@ pub struct Switch {
     /// Ports whose queues, pauses or pending pause frames changed since the driver last
     /// asked ([`Switch::poll_ready_ports`]).
     ready: PortSet,
+    /// The egress queues' WRED and ECN marking.
+    wred: wred::Wred,
 }
 
 impl Switch {
@@ -236,6 +239,7 @@ impl Switch {
             pfcwd_events: WatchdogEvents::default(),
             clock: now,
             ready: PortSet::EMPTY,
+            wred: wred::Wred::new(config),
         }
     }
 

@@ -21,6 +21,7 @@ use super::*;
 
 mod admission;
 mod deadlock;
+mod ecn;
 mod egress;
 mod flow_control;
 mod forwarding;
