@@ -83,6 +83,7 @@ pub fn sink_stamp(data: &[u8]) {
         dst_mac: MacAddr([0x02, 0, 0, 0, 0, 2]),
         vlan: (c & 1 == 1).then_some((u16::from(d) << 4 | 1, c >> 5)),
         dscp: e >> 2,
+        ecn: e & 0x03,
         src_ip: Ipv4Addr::new(10, 0, 0, 1),
         dst_ip: Ipv4Addr::new(10, 0, 0, 2),
         wire_size: 64 + usize::from(u16::from_be_bytes([f, g])) % (9216 - 63),
@@ -92,7 +93,10 @@ pub fn sink_stamp(data: &[u8]) {
     let (seq, tx_ns) = (u32::from(h) * 7919, u32::from(a) << 24 | u32::from(h));
     t.write(&mut frame, seq, tx_ns);
     let s = read_stamp(&frame).unwrap_or_else(|| panic!("{spec:?} did not read back"));
-    assert_eq!((s.flow, s.seq, s.tx_ns, s.dscp, s.ip_checksum_ok), (spec.id, seq, tx_ns, spec.dscp, true));
+    assert_eq!(
+        (s.flow, s.seq, s.tx_ns, s.dscp, s.ecn, s.ip_checksum_ok),
+        (spec.id, seq, tx_ns, spec.dscp, spec.ecn, true)
+    );
     assert_eq!(s.pcp, spec.vlan.map(|(_, pcp)| pcp));
     let head = &frame[..frame.len().min(128)];
     assert_eq!(read_stamp_in(head, frame.len()), Some(s), "from the first bytes alone");

@@ -119,6 +119,9 @@ pub struct GenArgs {
     /// Stamp this Tagger tag as the DSCP (the priority: --prio, else the tag itself).
     #[arg(long, conflicts_with = "dscp")]
     pub initial_tag: Option<u8>,
+    /// The ECN field of the frames: not-ect (0), ect1 (1), ect0 (2) or ce (3).
+    #[arg(long, value_enum, default_value_t = Ecn::NotEct)]
+    pub ecn: Ecn,
     /// Tag frames with this VLAN id.
     #[arg(long)]
     pub vlan: Option<u16>,
@@ -167,6 +170,19 @@ pub struct GenArgs {
 }
 
 /// The priority a sender would put a DSCP on with the switch's default map.
+/// An IP header's ECN field (RFC 3168 §5), as `--ecn` names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ecn {
+    /// Not ECN-capable.
+    #[default]
+    NotEct = 0,
+    Ect1 = 1,
+    Ect0 = 2,
+    /// Congestion Experienced already.
+    Ce = 3,
+}
+
 pub fn default_priority(dscp: u8) -> u8 {
     match dscp {
         3 => 3,
@@ -214,6 +230,7 @@ impl GenArgs {
                     dst_mac: self.dst_mac,
                     vlan,
                     dscp,
+                    ecn: self.ecn as u8,
                     src_ip: self.src_ip,
                     dst_ip: self.dst_ip,
                     wire_size: self.size,

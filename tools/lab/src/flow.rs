@@ -9,8 +9,8 @@
 use std::net::Ipv4Addr;
 
 use etherparse::{
-    EtherType, IpHeaders, IpNumber, Ipv4Dscp, Ipv4Header, PacketBuilder, SingleVlanHeader, SlicedPacket, VlanHeader,
-    VlanId, VlanPcp,
+    EtherType, IpHeaders, IpNumber, Ipv4Dscp, Ipv4Ecn, Ipv4Header, PacketBuilder, SingleVlanHeader, SlicedPacket,
+    VlanHeader, VlanId, VlanPcp,
 };
 use pfcswitch_core::mac::MacAddr;
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,8 @@ pub struct FlowSpec {
     /// 802.1Q tag: (VLAN id, PCP).
     pub vlan: Option<(u16, u8)>,
     pub dscp: u8,
+    /// The ECN field of its IPv4 header (RFC 3168: 0 Not-ECT, 2 ECT(0), 1 ECT(1)).
+    pub ecn: u8,
     pub src_ip: Ipv4Addr,
     pub dst_ip: Ipv4Addr,
     /// Frame size on the wire including the FCS; the buffer handed to the NIC is 4 bytes shorter.
@@ -72,6 +74,7 @@ impl FlowTemplate {
         let mut ip = Ipv4Header::new(0, 64, IpNumber::UDP, spec.src_ip.octets(), spec.dst_ip.octets())
             .map_err(|e| FlowError::Field(e.to_string()))?;
         ip.dscp = Ipv4Dscp::try_new(spec.dscp).map_err(|e| FlowError::Field(format!("dscp: {e}")))?;
+        ip.ecn = Ipv4Ecn::try_new(spec.ecn).map_err(|e| FlowError::Field(format!("ecn: {e}")))?;
         let eth = PacketBuilder::ethernet2(spec.src_mac.0, spec.dst_mac.0);
         let ip_headers = IpHeaders::Ipv4(ip, Default::default());
         let src_port = 49152 + spec.id;
@@ -143,6 +146,8 @@ pub struct Stamp {
     pub pcp: Option<u8>,
     pub vlan: Option<u16>,
     pub dscp: u8,
+    /// Its ECN field (3: marked Congestion Experienced on the way).
+    pub ecn: u8,
     /// The IPv4 header checksum is right (a switch that rewrote the DSCP kept it so).
     pub ip_checksum_ok: bool,
 }
@@ -172,7 +177,8 @@ fn stamp_of(
     ip: &etherparse::Ipv4HeaderSlice,
     transport: &Option<etherparse::TransportSlice>,
 ) -> Option<Stamp> {
-    let (dscp, ip_checksum_ok) = (ip.dcp().value(), ip.to_header().calc_header_checksum() == ip.header_checksum());
+    let (dscp, ecn) = (ip.dcp().value(), ip.ecn().value());
+    let ip_checksum_ok = ip.to_header().calc_header_checksum() == ip.header_checksum();
     let udp = match transport {
         Some(etherparse::TransportSlice::Udp(u)) if u.destination_port() == UDP_PORT => u,
         _ => return None,
@@ -195,6 +201,7 @@ fn stamp_of(
         pcp,
         vlan,
         dscp,
+        ecn,
         ip_checksum_ok,
     })
 }
@@ -210,6 +217,7 @@ mod tests {
             dst_mac: MacAddr::local(2),
             vlan,
             dscp: 3,
+            ecn: 0,
             src_ip: Ipv4Addr::new(10, 0, 0, 1),
             dst_ip: Ipv4Addr::new(10, 0, 0, 2),
             wire_size,

@@ -423,6 +423,8 @@ impl<'f> Sim<'f> {
                 dst_mac: fabric.ports[b.port].mac,
                 vlan: None,
                 dscp,
+                // Not ECN-capable: the switches' WRED only counts them on lossless queues.
+                ecn: 0,
                 src_ip: std::net::Ipv4Addr::new(10, 0, (f.from >> 8) as u8, f.from as u8),
                 dst_ip: std::net::Ipv4Addr::new(10, 0, (f.to >> 8) as u8, f.to as u8),
                 wire_size: f.size,

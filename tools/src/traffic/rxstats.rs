@@ -25,6 +25,7 @@ struct FlowRx {
     pcp: Option<u8>,
     vlan: Option<u16>,
     dscp: u8,
+    ce: u64,
     bad_ip_checksum: u64,
 }
 
@@ -44,6 +45,9 @@ pub struct FlowReport {
     pub vlan: Option<u16>,
     /// The DSCP of the latest frame.
     pub dscp: u8,
+    /// Frames that arrived marked ECN Congestion Experienced.
+    #[serde(default)]
+    pub ce: u64,
     /// Frames whose IPv4 header checksum was wrong.
     #[serde(default)]
     pub bad_ip_checksum: u64,
@@ -125,6 +129,7 @@ impl RxStats {
         f.pcp = stamp.pcp;
         f.vlan = stamp.vlan;
         f.dscp = stamp.dscp;
+        f.ce += u64::from(stamp.ecn == 3);
         f.bad_ip_checksum += u64::from(!stamp.ip_checksum_ok);
     }
 
@@ -167,6 +172,7 @@ impl RxStats {
                     pcp: f.pcp,
                     vlan: f.vlan,
                     dscp: f.dscp,
+                    ce: f.ce,
                     bad_ip_checksum: f.bad_ip_checksum,
                     pps: if secs > 0.0 { (f.received.saturating_sub(1)) as f64 / secs } else { 0.0 },
                     largest_gap_us: f.largest_gap.as_secs_f64() * 1e6,
@@ -184,7 +190,7 @@ mod tests {
     use super::*;
 
     fn stamp(seq: u32) -> Stamp {
-        Stamp { flow: 1, seq, tx_ns: 0, pcp: None, vlan: None, dscp: 0, ip_checksum_ok: true }
+        Stamp { flow: 1, seq, tx_ns: 0, pcp: None, vlan: None, dscp: 0, ecn: 0, ip_checksum_ok: true }
     }
 
     #[test]
