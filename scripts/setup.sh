@@ -11,6 +11,7 @@ packages=(
   clang libelf-dev zlib1g-dev pkg-config m4 # the XDP program and libbpf/libxdp (built by cargo)
   iproute2 iputils-ping util-linux           # ip netns / veth testbeds, ping, setpriv
   ethtool                                    # testbed hosts checksum in software (see testbed/mod.rs)
+  tshark                                     # tests read what the tools and the switch put on the wire
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -19,6 +20,8 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # tshark's package asks whether non-root users may capture: no (the tests run as root).
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -q
   apt-get install -y -q "${missing[@]}"
 fi

@@ -132,19 +132,39 @@ fn a_kernel_tcp_flow_with_ecn_through_a_marking_lossy_port_sees_ce_and_backs_off
         tb.exec(h, &["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"]).unwrap();
     }
     let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
+    // What arrives CE-marked at h3, as Wireshark reads it (h3's kernel receives: no XDP
+    // program hides the frames from a capture there).
+    let pcap = tb.work_dir().join("ce-at-h3.pcap");
+    let pcap = pcap.to_str().unwrap();
+    let capture =
+        tb.spawn("h3", "tshark", &["tshark", "-q", "-i", "eth0", "-f", "tcp and ip[1] & 3 == 3", "-w", pcap]).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !capture.stderr_so_far().contains("Capturing on") {
+        assert!(std::time::Instant::now() < deadline, "tshark did not start: {}", capture.stderr_so_far());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let ce_before = in_ce_pkts(&tb, "h3");
     let got = tcp_transfer(&tb, "h1", "h3", "10.0.0.3", 40 << 20).unwrap();
     assert_eq!(got, 40 << 20);
     let ce = in_ce_pkts(&tb, "h3") - ce_before;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stopped = capture.stop(std::time::Duration::from_secs(5));
+    let read = std::process::Command::new("tshark")
+        .args(["-r", pcap, "-Y", "ip.dsfield.ecn == 3 && tcp", "-T", "fields", "-e", "frame.number"])
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&read.stdout).lines().count() as u64;
     let s = sw.stats().unwrap();
     let q0 = s.ports[2].priorities[0].counters;
     eprintln!(
-        "TCP through a marking lossy queue: {} marked, {ce} CE at the receiver, {} tail drops",
+        "TCP through a marking lossy queue: {} marked, {ce} CE at the receiver, {seen} CE in its capture, {} tail drops",
         q0.ecn_marked, q0.lossy_drops
     );
     assert!(q0.ecn_marked > 0 && ce > 0, "marked {q0:?}, CE at the receiver {ce}");
     // Every mark the switch made toward h3 reached h3's kernel (pure ACKs go the other way).
     assert_eq!(ce, q0.ecn_marked, "{q0:?}");
+    // The capture holds CE segments (fewer if the kernel merged some before the tap).
+    assert!(seen > 0 && seen <= ce, "tshark saw {seen} CE segments of {ce}: {}", stopped.stderr);
     assert_eq!(q0.lossy_drops, 0, "no tail drop: {q0:?}");
     let drops: u64 = s.ports.iter().map(|p| p.counters.drops.lossy).sum();
     assert_eq!(drops, 0);
@@ -158,4 +178,52 @@ fn in_ce_pkts(tb: &Testbed, node: &str) -> u64 {
     let (names, values) = (lines.next().unwrap(), lines.next().unwrap());
     let at = names.split_whitespace().position(|n| n == "InCEPkts").expect("InCEPkts");
     values.split_whitespace().nth(at).unwrap().parse().unwrap()
+}
+
+/// The CNP the notification point sends, as Wireshark reads it: RoCE's BTH behind UDP
+/// 4791 with opcode CNP, for the flow's queue pair, on DSCP 48, not ECN-capable.
+#[test]
+fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pair() {
+    let dir = std::env::temp_dir().join(unique_name("cnp"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cnp.pcap");
+    let spec = roce::CnpSpec {
+        src_mac: [2, 0, 0, 0, 0, 3],
+        dst_mac: [2, 0, 0, 0, 0, 1],
+        src_ip: std::net::Ipv4Addr::new(10, 0, 0, 3),
+        dst_ip: std::net::Ipv4Addr::new(10, 0, 0, 1),
+        dest_qp: 0x01_0007,
+        dscp: roce::wire::DEFAULT_CNP_DSCP,
+        src_port: 0xc007,
+    };
+    let mut w = pfclab::pcap::PcapWriter::create(&path).unwrap();
+    w.write(&roce::cnp_frame(&spec));
+    w.flush().unwrap();
+    drop(w);
+    let fields = [
+        "infiniband.bth.opcode",
+        "infiniband.bth.destqp",
+        "ip.dsfield.dscp",
+        "ip.dsfield.ecn",
+        "ip.checksum.status",
+        "_ws.col.Protocol",
+        "_ws.col.Info",
+    ];
+    let mut args = vec!["-r", path.to_str().unwrap(), "-o", "ip.check_checksum:TRUE", "-T", "fields"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    let out = std::process::Command::new("tshark").args(&args).output().expect("tshark (scripts/setup.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row: Vec<&str> = text.trim().split('\t').collect();
+    assert_eq!(
+        row[..5],
+        ["129", "0x010007", "48", "0", "1"],
+        "opcode CNP, its QP, DSCP 48, Not-ECT, checksum good: {text}"
+    );
+    // Routable RoCE, as Wireshark calls RoCEv2. (Wireshark 4.0, Debian 12's, decodes the
+    // BTH but has no name for opcode 129 yet: its Info column says "Unknown OpCode".)
+    assert_eq!(row[5], "RRoCE", "{text}");
 }

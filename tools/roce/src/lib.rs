@@ -5,7 +5,10 @@
 //!
 //! - [`dcqcn`]: DCQCN's reaction point (the sender's rate) and notification point (when a
 //!   receiver answers marked frames with a CNP), with the NIC parameter names.
+//! - [`wire`]: RoCEv2's BTH, the CNP frame and the invariant CRC.
 
 pub mod dcqcn;
+pub mod wire;
 
 pub use dcqcn::{CnpPacer, DcqcnParams, Increase, ReactionPoint};
+pub use wire::{cnp_dest_qp, cnp_frame, CnpSpec};
