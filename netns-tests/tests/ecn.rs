@@ -227,3 +227,85 @@ fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pa
     // BTH but has no name for opcode 129 yet: its Info column says "Unknown OpCode".)
     assert_eq!(row[5], "RRoCE", "{text}");
 }
+
+/// Two senders at 80 % of a 100 Mb/s port each into one 100 Mb/s port, lossless, ECT(0):
+/// the same run with and without DCQCN at the senders (the sink answering marked frames
+/// with CNPs). Without it the port can only pause them; with it the CNPs cut their rates,
+/// and the pauses fall by a large factor.
+#[test]
+fn cnps_from_the_sink_slow_dcqcn_senders_and_the_port_pauses_them_far_less() {
+    let _serial = serial();
+    let tb = star("dcqcn", 3);
+    let config = config_at(&tb, Speed::mbps(100));
+    let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
+    let run = |dcqcn: bool| {
+        judged_attempt(|_| {
+            let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
+            let sink = SinkProc::start(&tb, "h3", "sink", &sink_flags(&["--idle", "1.5", "--cnp"])).unwrap();
+            let dst = mac_of(&tb, "h3");
+            let gen = |flow: &str| {
+                let mut a = vec![
+                    "--dst-mac",
+                    &dst,
+                    "--size",
+                    "1000",
+                    "--dscp",
+                    "3",
+                    "--ecn",
+                    "ect0",
+                    "--speed",
+                    "100M",
+                    "--load",
+                    "80",
+                    "--duration",
+                    "3",
+                    "--flow-base",
+                    flow,
+                ];
+                if dcqcn {
+                    a.push("--dcqcn");
+                }
+                gen_flags(&a)
+            };
+            let g1 = start_gen(&tb, "h1", "gen1", &gen("1")).unwrap();
+            let g2 = start_gen(&tb, "h2", "gen2", &gen("2")).unwrap();
+            let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
+            let rx = sink.finish(SINK_TIMEOUT).unwrap();
+            let s = sw.stats().unwrap();
+            assert!(sw.stop().success());
+            if rx.received < g1.sent + g2.sent
+                && (rx.socket_dropped > 0 || s.stalls.longest_us as f64 > headroom_lasts_us)
+            {
+                return Attempt::Disturbed(format!(
+                    "frames lost with sink socket drops {} and a longest switch stall of {} µs",
+                    rx.socket_dropped, s.stalls.longest_us
+                ));
+            }
+            Attempt::Judge((g1, g2, rx, s))
+        })
+        .0
+    };
+    let (o1, o2, orx, os) = run(false);
+    let (d1, d2, drx, ds) = run(true);
+    let pauses = |s: &pfcswitch::stats::Stats| {
+        s.ports[0].priorities[3].counters.xoff_sent + s.ports[1].priorities[3].counters.xoff_sent
+    };
+    let (open, braked) = (pauses(&os), pauses(&ds));
+    let cnps: u64 = d1.dcqcn.iter().chain(&d2.dcqcn).map(|f| f.cnps).sum();
+    let rates: Vec<String> = d1.dcqcn.iter().chain(&d2.dcqcn).map(|f| format!("{:.1}", f.rate_mbps)).collect();
+    eprintln!(
+        "open loop: {open} pauses, {} CE, {} CNPs sent; DCQCN: {braked} pauses, {} CE, {} CNPs sent, {cnps} taken, end rates {rates:?} Mb/s",
+        orx.flows.iter().map(|f| f.ce).sum::<u64>(),
+        orx.cnps_sent,
+        drx.flows.iter().map(|f| f.ce).sum::<u64>(),
+        drx.cnps_sent
+    );
+    for (g, rx, s) in [(o1.sent + o2.sent, &orx, &os), (d1.sent + d2.sent, &drx, &ds)] {
+        assert_eq!(rx.received, g, "lossless either way");
+        assert_eq!(s.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
+    }
+    assert!(cnps > 0 && cnps <= drx.cnps_sent, "the senders took the sink's CNPs: {cnps} of {}", drx.cnps_sent);
+    assert!(d1.dcqcn.iter().chain(&d2.dcqcn).all(|f| f.cuts > 0));
+    assert!(open > 0, "open-loop senders at 160 % are paused");
+    assert!(braked * 5 < open, "DCQCN cut the pauses by a large factor: {open} -> {braked}");
+}

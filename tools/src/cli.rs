@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::speed::{wire_bytes, Speed};
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::traffic::flow::{FlowSpec, FCS_LEN};
 use crate::traffic::gen::{GenFlow, GenOptions};
-use crate::traffic::sink::SinkOptions;
+use crate::traffic::sink::{CnpOptions, SinkOptions};
 
 /// `text` as a finite number that `ok` accepts.
 fn finite(text: &str, ok: impl Fn(f64) -> bool) -> Option<f64> {
@@ -164,12 +164,19 @@ pub struct GenArgs {
     /// Write the MAC control frames received to this pcap file.
     #[arg(long)]
     pub capture: Option<PathBuf>,
+    /// React to RoCEv2 CNPs as DCQCN's reaction point, each flow on its own (its paced
+    /// rate, or the port's, is its line rate), with the NIC's default parameters.
+    #[arg(long)]
+    pub dcqcn: bool,
+    /// DCQCN's parameters from this TOML file (the NIC's names: rpg_time_reset = 55, ...);
+    /// implies --dcqcn.
+    #[arg(long)]
+    pub dcqcn_params: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-/// The priority a sender would put a DSCP on with the switch's default map.
 /// An IP header's ECN field (RFC 3168 §5), as `--ecn` names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -183,6 +190,7 @@ pub enum Ecn {
     Ce = 3,
 }
 
+/// The priority a sender would put a DSCP on with the switch's default map.
 pub fn default_priority(dscp: u8) -> u8 {
     match dscp {
         3 => 3,
@@ -257,7 +265,24 @@ impl GenArgs {
             umem_frames: self.umem_frames,
             force: self.force,
             capture: self.capture.clone(),
+            dcqcn: self.dcqcn_params()?,
         })
+    }
+}
+
+impl GenArgs {
+    /// DCQCN's parameters, when the flows react to CNPs.
+    fn dcqcn_params(&self) -> Result<Option<roce::DcqcnParams>> {
+        let params = match &self.dcqcn_params {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                toml::from_str(&text).with_context(|| format!("{}", path.display()))?
+            }
+            None if self.dcqcn => roce::DcqcnParams::default(),
+            None => return Ok(None),
+        };
+        params.check().map_err(anyhow::Error::msg)?;
+        Ok(Some(params))
     }
 }
 
@@ -292,6 +317,16 @@ pub struct SinkArgs {
     pub umem_frames: u32,
     #[arg(long)]
     pub force: bool,
+    /// Act as DCQCN's notification point: answer CE-marked test frames with RoCEv2 CNPs,
+    /// at most one per flow per --min-time-between-cnps.
+    #[arg(long)]
+    pub cnp: bool,
+    /// The shortest time between two CNPs of a flow, µs.
+    #[arg(long, default_value_t = 50)]
+    pub min_time_between_cnps: u64,
+    /// The DSCP of the CNPs.
+    #[arg(long, default_value_t = roce::wire::DEFAULT_CNP_DSCP, value_parser = clap::value_parser!(u8).range(0..64))]
+    pub cnp_dscp: u8,
     #[arg(long)]
     pub json: bool,
 }
@@ -307,6 +342,10 @@ impl SinkArgs {
             capture: self.capture.clone(),
             umem_frames: self.umem_frames,
             force: self.force,
+            cnp: self.cnp.then(|| CnpOptions {
+                params: roce::DcqcnParams { min_time_between_cnps: self.min_time_between_cnps, ..Default::default() },
+                dscp: self.cnp_dscp,
+            }),
         }
     }
 }

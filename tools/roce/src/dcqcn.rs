@@ -186,6 +186,11 @@ impl ReactionPoint {
         self.rate
     }
 
+    /// The line rate it may not exceed, b/s.
+    pub fn line_bps(&self) -> f64 {
+        self.line_bps
+    }
+
     /// The target rate, b/s.
     pub fn target_bps(&self) -> f64 {
         self.target

@@ -144,6 +144,18 @@ pub fn icrc(frame: &[u8], ip: usize, end: usize) -> [u8; ICRC_LEN] {
     h.finalize().to_le_bytes()
 }
 
+/// The queue pair a test flow's frames name: its id above 0x10000 (a 24-bit number that
+/// is never 0 or 1, which InfiniBand reserves). The sender's and the CNPs' are the same:
+/// a CNP names the flow it slows.
+pub fn flow_qp(flow: u16) -> u32 {
+    0x01_0000 | u32::from(flow)
+}
+
+/// The test flow a queue pair number names, if it names one.
+pub fn qp_flow(qp: u32) -> Option<u16> {
+    (qp >> 16 == 1).then_some(qp as u16)
+}
+
 /// The addresses and labels of a CNP: from the receiver of a flow back to its sender.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CnpSpec {

@@ -27,6 +27,28 @@ pub fn gen_text(r: &GenReport) -> String {
             }
         }
     }
+    for d in &r.dcqcn {
+        // The rate over time, as the mean of each tenth of the run.
+        let tenth = d.samples.len().div_ceil(10).max(1);
+        let means: Vec<String> = d
+            .samples
+            .chunks(tenth)
+            .map(|c| format!("{:.1}", c.iter().map(|s| s.1).sum::<f64>() / c.len() as f64))
+            .collect();
+        let _ = writeln!(
+            out,
+            "DCQCN flow {}: {} CNPs, {} cuts, rate {:.1} of {:.1} Mb/s at the end; by tenths of the run: {}",
+            d.flow,
+            d.cnps,
+            d.cuts,
+            d.rate_mbps,
+            d.line_mbps,
+            means.join(" ")
+        );
+    }
+    if r.cnps_unknown > 0 {
+        let _ = writeln!(out, "{} CNPs for no flow of this generator", r.cnps_unknown);
+    }
     out
 }
 
@@ -49,6 +71,7 @@ pub fn sink_text(r: &SinkReport) -> String {
         "lost",
         "reordered",
         "duplicates",
+        "CE",
         "frames/s",
         "lat p50 µs",
         "lat p99 µs",
@@ -63,6 +86,7 @@ pub fn sink_text(r: &SinkReport) -> String {
             f.lost.to_string(),
             f.reordered.to_string(),
             f.duplicates.to_string(),
+            f.ce.to_string(),
             format!("{:.0}", f.pps),
             format!("{:.0}", f.latency.p50_us),
             format!("{:.0}", f.latency.p99_us),
@@ -76,6 +100,9 @@ pub fn sink_text(r: &SinkReport) -> String {
     if r.socket_dropped > 0 {
         let _ =
             writeln!(out, "the kernel dropped {} frames before the socket (ring full / no buffers)", r.socket_dropped);
+    }
+    if r.cnps_sent + r.cnps_unsent > 0 {
+        let _ = writeln!(out, "CNPs sent for marked frames: {} ({} could not be sent)", r.cnps_sent, r.cnps_unsent);
     }
     out
 }

@@ -55,6 +55,23 @@ pub struct GenOptions {
     pub force: bool,
     /// Write the MAC control frames received to this pcap file.
     pub capture: Option<std::path::PathBuf>,
+    /// React to CNPs as DCQCN's reaction point, per flow.
+    pub dcqcn: Option<roce::DcqcnParams>,
+}
+
+/// A flow's rate under DCQCN over the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowRate {
+    pub flow: u16,
+    /// CNPs that arrived for it, and the cuts they made.
+    pub cnps: u64,
+    pub cuts: u64,
+    /// Its rate at the end, and its line rate, Mb/s (frames on the wire with their
+    /// preamble and gap).
+    pub rate_mbps: f64,
+    pub line_mbps: f64,
+    /// (ms since the first frame was due, Mb/s), one sample per ms while it sent.
+    pub samples: Vec<(f64, f64)>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -82,6 +99,12 @@ pub struct GenReport {
     /// Frames the kernel could not deliver to this host's socket (rx ring full).
     #[serde(default)]
     pub socket_dropped: u64,
+    /// Each flow's rate over time, under `--dcqcn`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dcqcn: Vec<FlowRate>,
+    /// CNPs received for no flow of this generator.
+    #[serde(default)]
+    pub cnps_unknown: u64,
 }
 
 /// A flow while it is being sent.
@@ -93,7 +116,24 @@ struct FlowState {
     /// Frames the pacer allows in this loop turn.
     due: u64,
     tx: FlowTx,
+    /// Its reaction point under `--dcqcn`, and its rate over time.
+    dcqcn: Option<Dcqcn>,
 }
+
+/// A flow's DCQCN state: the reaction point (its line rate the flow's paced rate) and
+/// the rate it allowed over time.
+struct Dcqcn {
+    rp: roce::ReactionPoint,
+    /// Bits a frame takes on the wire (preamble and gap included): the pacer's frames per
+    /// second from the reaction point's bits per second.
+    frame_bits: f64,
+    samples: Vec<(f64, f64)>,
+    next_sample: Time,
+}
+
+/// One rate sample per this much time, at most [`MAX_RATE_SAMPLES`] per flow.
+const RATE_SAMPLE: Duration = Duration::from_millis(1);
+const MAX_RATE_SAMPLES: usize = 120_000;
 
 pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     if opts.flows.is_empty() {
@@ -113,13 +153,27 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         // by no more than a window's worth of frames, or it would burst above its rate.
         let burst =
             f.rate.map_or(BATCH as u64, |r| ((r * PACING_WINDOW.as_secs_f64()).ceil() as u64).clamp(1, BATCH as u64));
+        let template = FlowTemplate::build(&f.spec)?;
+        let dcqcn = opts.dcqcn.as_ref().map(|p| {
+            let frame_bits = 8.0 * pfcswitch::core::speed::wire_bytes(template.len()) as f64;
+            let line_fps = f.rate.unwrap_or(opts.speed.bps() as f64 / frame_bits);
+            Dcqcn {
+                rp: roce::ReactionPoint::new(p, line_fps * frame_bits),
+                frame_bits,
+                samples: Vec::new(),
+                next_sample: start,
+            }
+        });
+        // Under DCQCN a flow is always paced: its reaction point sets the rate.
+        let rate = dcqcn.as_ref().map(|d| d.rp.rate_bps() / d.frame_bits).or(f.rate);
         flows.push(FlowState {
-            template: FlowTemplate::build(&f.spec)?,
+            template,
             prio: f.prio,
-            pacer: Pacer::new(start, f.rate, burst),
+            pacer: Pacer::new(start, rate, burst),
             next_seq: 0,
             due: 0,
             tx: FlowTx { flow: f.spec.id, priority: f.prio, sent: 0, bytes: 0 },
+            dcqcn,
         });
     }
     // Which flow last wrote each frame: then only headers and stamp need rewriting.
@@ -134,6 +188,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     let mut received_other = 0u64;
     let mut rx_stats = super::rxstats::RxStats::default();
     let mut sending_ended: Option<Time> = None;
+    let mut cnps_unknown = 0u64;
     loop {
         let now = sys::now();
         let sending = now >= start && !(end.is_some_and(|e| now >= e) || flows.iter().all(finished));
@@ -160,6 +215,13 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                     }
                 } else if let Some(stamp) = super::flow::read_stamp_in(bytes, pool.len(id)) {
                     rx_stats.record(pool.arrival(id).unwrap_or(now), &stamp, pool.len(id));
+                } else if let Some(qp) = roce::cnp_dest_qp(bytes) {
+                    let at = pool.arrival(id).unwrap_or(now).min(now);
+                    let flow = roce::qp_flow(qp);
+                    match flows.iter_mut().find(|f| Some(f.template.id) == flow).and_then(|f| f.dcqcn.as_mut()) {
+                        Some(d) => d.rp.handle_cnp(at),
+                        None => cnps_unknown += 1,
+                    }
                 } else {
                     received_other += 1;
                 }
@@ -168,6 +230,18 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             port.refill(pool, BATCH * 2);
             if n < BATCH {
                 break;
+            }
+        }
+        for f in flows.iter_mut() {
+            let Some(d) = f.dcqcn.as_mut() else { continue };
+            if d.rp.poll_timeout().is_some_and(|t| t <= now) {
+                d.rp.handle_timeout(now);
+            }
+            f.pacer.set_rate(now, d.rp.rate_bps() / d.frame_bits);
+            if sending && now >= d.next_sample && d.samples.len() < MAX_RATE_SAMPLES {
+                let ms = now.saturating_since(start).as_secs_f64() * 1e3;
+                d.samples.push((ms, d.rp.rate_bps() / 1e6));
+                d.next_sample = now + RATE_SAMPLE;
             }
         }
         let paused = responder.paused(now);
@@ -221,6 +295,9 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                 f.pacer.sent(1);
                 f.tx.sent += 1;
                 f.tx.bytes += t.len() as u64;
+                if let Some(d) = f.dcqcn.as_mut() {
+                    d.rp.handle_sent(now, t.len() as u64);
+                }
                 // A tx ring descriptor per buffer.
                 room = room.saturating_sub(host.pool.buffers(id) as usize);
                 ids.push(id);
@@ -274,6 +351,21 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         elapsed_s: elapsed,
         sent,
         pps: if elapsed > 0.0 { sent as f64 / elapsed } else { 0.0 },
+        dcqcn: flows
+            .iter()
+            .filter_map(|f| {
+                let d = f.dcqcn.as_ref()?;
+                Some(FlowRate {
+                    flow: f.template.id,
+                    cnps: d.rp.cnps(),
+                    cuts: d.rp.cuts(),
+                    rate_mbps: d.rp.rate_bps() / 1e6,
+                    line_mbps: d.rp.line_bps() / 1e6,
+                    samples: d.samples.clone(),
+                })
+            })
+            .collect(),
+        cnps_unknown,
         flows: flows.into_iter().map(|f| f.tx).collect(),
         pauses: responder.counts,
         paused_us,

@@ -45,6 +45,17 @@ impl Pacer {
         self.due_at((self.burst / 2).max(1))
     }
 
+    /// From `now` on, paces at `rate` frames per second (a congestion control changed
+    /// it): frames the old rate made due and not yet sent are forgotten, as a NIC's rate
+    /// limiter starts over.
+    pub fn set_rate(&mut self, now: Time, rate: f64) {
+        if self.rate != Some(rate) {
+            self.start = now.max(self.start);
+            self.credited = 0;
+            self.rate = Some(rate).filter(|r| *r > 0.0);
+        }
+    }
+
     fn due_at(&self, frames: u64) -> Option<Time> {
         let rate = self.rate?;
         let secs = (self.credited + frames) as f64 / rate;
@@ -56,6 +67,17 @@ impl Pacer {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_new_rate_paces_from_when_it_is_set() {
+        let t0 = Time::from_millis(0);
+        let mut p = Pacer::new(t0, Some(1000.0), 1000);
+        let n = p.due(Time::from_millis(100), 1000);
+        p.sent(n);
+        assert_eq!(n, 100);
+        p.set_rate(Time::from_millis(100), 100.0);
+        assert_eq!(p.due(Time::from_millis(200), 1000), 10, "100 frames/s for 100 ms");
+    }
 
     #[test]
     fn paces_exactly_and_limits_bursts() {

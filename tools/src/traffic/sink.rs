@@ -12,6 +12,8 @@ use pfcswitch::core::time::Time;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
+use roce::{CnpPacer, CnpSpec, DcqcnParams};
+
 use super::flow::read_stamp_in;
 use super::rxstats::{FlowReport, RxStats};
 use super::xdp_port::{HostPort, BATCH};
@@ -32,6 +34,17 @@ pub struct SinkOptions {
     pub capture: Option<PathBuf>,
     pub umem_frames: u32,
     pub force: bool,
+    /// Act as DCQCN's notification point: answer CE-marked test frames with CNPs.
+    pub cnp: Option<CnpOptions>,
+}
+
+/// How the sink answers marked frames.
+#[derive(Clone, Debug)]
+pub struct CnpOptions {
+    /// DCQCN's parameters: at most one CNP per flow per `min_time_between_cnps`.
+    pub params: DcqcnParams,
+    /// The DSCP of the CNPs.
+    pub dscp: u8,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -57,6 +70,12 @@ pub struct SinkReport {
     pub flows: Vec<FlowReport>,
     /// Frames the kernel could not deliver to the socket (ring full or no buffers).
     pub socket_dropped: u64,
+    /// CNPs sent (as DCQCN's notification point), all flows.
+    #[serde(default)]
+    pub cnps_sent: u64,
+    /// CNPs that could not be sent (no free frame, or the tx ring full).
+    #[serde(default)]
+    pub cnps_unsent: u64,
 }
 
 /// Signals the caller (e.g. a test) that the sink is ready to receive.
@@ -75,6 +94,10 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
     let end = opts.duration.map(|d| start + d);
     let mut last_frame: Option<Time> = None;
     let mut pollfd = [sys::pollfd(host.fd)];
+    // The notification point: a pacer per flow, and the CNPs a batch made.
+    let mut pacers: std::collections::HashMap<u16, CnpPacer> = std::collections::HashMap::new();
+    let mut cnps: Vec<Vec<u8>> = Vec::new();
+    let (mut cnps_sent, mut cnps_unsent) = (0u64, 0u64);
     eprintln!("{READY_LINE}");
     loop {
         let now = sys::now();
@@ -94,8 +117,19 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
         let (n, _) = port.receive(pool, BATCH, |pool, id| {
             let bytes = pool.bytes(id);
             if let Some(stamp) = read_stamp_in(bytes, pool.len(id)) {
-                stats.record(pool.arrival(id).unwrap_or(now), &stamp, pool.len(id));
+                let at = pool.arrival(id).unwrap_or(now);
+                stats.record(at, &stamp, pool.len(id));
                 test_frames += 1;
+                if let (Some(o), 3) = (&opts.cnp, stamp.ecn) {
+                    // Bounded like the flows the stats follow: a flood of flow ids cannot
+                    // grow the table past them.
+                    let known = pacers.len() < super::rxstats::MAX_FLOWS || pacers.contains_key(&stamp.flow);
+                    if known && pacers.entry(stamp.flow).or_default().handle_marked(at, &o.params) {
+                        if let Some(cnp) = cnp_for(bytes, stamp.flow, o.dscp) {
+                            cnps.push(cnp);
+                        }
+                    }
+                }
             } else if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
                 if let Some(w) = capture.as_mut() {
                     w.write(bytes);
@@ -122,6 +156,24 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
             pool.free(id);
         });
         port.refill(pool, 0);
+        if !cnps.is_empty() {
+            let room = port.tx_room(cnps.len());
+            let mut ids = Vec::with_capacity(room);
+            for cnp in cnps.drain(..) {
+                match (ids.len() < room).then(|| pool.put(&cnp)).flatten() {
+                    Some(id) => ids.push(id),
+                    None => cnps_unsent += 1,
+                }
+            }
+            let n = ids.len() as u64;
+            if port.send(pool, ids.into_iter()) {
+                cnps_sent += n;
+            } else {
+                cnps_unsent += n;
+            }
+            let _ = port.kick();
+        }
+        port.reclaim(pool);
         if test_frames > 0 {
             last_frame = Some(now);
         }
@@ -142,5 +194,25 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
         mac_control: seen,
         flows: stats.report(opts.expect_per_flow),
         socket_dropped,
+        cnps_sent,
+        cnps_unsent,
     })
+}
+
+/// The CNP that answers `frame` (a test frame of `flow`, IPv4, maybe VLAN-tagged): from its
+/// receiver back to its sender, for the flow's queue pair, untagged.
+fn cnp_for(frame: &[u8], flow: u16, dscp: u8) -> Option<Vec<u8>> {
+    let p = etherparse::LaxSlicedPacket::from_ethernet(frame).ok()?;
+    let Some(etherparse::LaxNetSlice::Ipv4(ip)) = &p.net else { return None };
+    let h = ip.header();
+    let spec = CnpSpec {
+        src_mac: frame[0..6].try_into().ok()?,
+        dst_mac: frame[6..12].try_into().ok()?,
+        src_ip: h.destination_addr(),
+        dst_ip: h.source_addr(),
+        dest_qp: roce::flow_qp(flow),
+        dscp,
+        src_port: 49152 + (flow & 0x3fff),
+    };
+    Some(roce::cnp_frame(&spec))
 }
