@@ -684,6 +684,18 @@ impl<'f> Sim<'f> {
         } else if let Some(w) = s.switch.poll_port_timeout(now, local) {
             self.wake(port, w);
         }
+        // What it sent may have given other ports something to send: a frame that left
+        // released its ingress group, which may owe its upstream a resume now. The
+        // switch's loop would send that on its next turn, so the other ports look now,
+        // as after an arrival.
+        let ready = self.switches[sw].switch.poll_ready_ports();
+        let ports = &self.fabric.switches[sw].ports;
+        for other in ready.iter().filter(|&l| l != local) {
+            let p = ports[other];
+            if !self.ports[p].busy {
+                self.try_tx(p);
+            }
+        }
     }
 
     /// After the switch took input: events to its slowpath, and every idle port that may
