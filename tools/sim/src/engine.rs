@@ -70,6 +70,10 @@ enum Ev {
     Storm {
         index: u32,
     },
+    /// A DCQCN sender's reaction point has a timer due (rate increase, a pending cut).
+    Rp {
+        flow: u32,
+    },
 }
 
 /// How much of a frame the simulator keeps: more than any header the engine reads or
@@ -303,6 +307,24 @@ struct FlowState {
     done: bool,
     blocked: bool,
     rx: Received,
+    /// Under `[dcqcn]`: its sender's rate control and its receiver's CNP pacing.
+    cc: Option<Box<FlowCc>>,
+}
+
+/// A flow under DCQCN.
+struct FlowCc {
+    rp: roce::ReactionPoint,
+    np: roce::CnpPacer,
+    /// Bits a frame takes on the wire (preamble and gap included).
+    frame_bits: f64,
+    /// When its next frame is due at its current rate: a flow event before it is early.
+    due: Time,
+    /// The flow event scheduled for it, if any ([`Sim::schedule_flow`]).
+    pending: Option<Time>,
+    /// The reaction point's timer event scheduled, if any.
+    timer_at: Option<Time>,
+    /// CNPs its receiver sent.
+    cnps_sent: u64,
 }
 
 struct Storm {
@@ -361,6 +383,9 @@ pub struct Sim<'f> {
     pub counts: RunCounts,
     pub trace: Trace,
     schedule: Option<Schedule>,
+    /// DCQCN at the hosts, and the queue their CNPs leave by.
+    dcqcn: Option<roce::DcqcnParams>,
+    cnp_priority: usize,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -423,15 +448,29 @@ impl<'f> Sim<'f> {
                 dst_mac: fabric.ports[b.port].mac,
                 vlan: None,
                 dscp,
-                // Not ECN-capable: the switches' WRED only counts them on lossless queues.
-                ecn: 0,
+                // ECT(0) under DCQCN; otherwise not ECN-capable, and the switches' WRED only
+                // counts them on lossless queues.
+                ecn: if scenario.dcqcn.is_some() { 2 } else { 0 },
                 src_ip: std::net::Ipv4Addr::new(10, 0, (f.from >> 8) as u8, f.from as u8),
                 dst_ip: std::net::Ipv4Addr::new(10, 0, (f.to >> 8) as u8, f.to as u8),
                 wire_size: f.size,
             };
             let template = FlowTemplate::build(&spec)
                 .map_err(|e| crate::scenario::invalid(format!("flow {}", f.id), e.to_string()))?;
-            flows.push(FlowState { template, sent: 0, done: false, blocked: false, rx: Received::default() });
+            let cc = scenario.dcqcn.as_ref().map(|p| {
+                let frame_bits = 8.0 * pfcswitch_core::speed::wire_bytes(template.len()) as f64;
+                let line = 1e9 / f.interval.as_nanos().max(1) as f64 * frame_bits;
+                Box::new(FlowCc {
+                    rp: roce::ReactionPoint::new(p, line),
+                    np: roce::CnpPacer::default(),
+                    frame_bits,
+                    due: start + f.start,
+                    pending: Some(start + f.start),
+                    timer_at: None,
+                    cnps_sent: 0,
+                })
+            });
+            flows.push(FlowState { template, sent: 0, done: false, blocked: false, rx: Received::default(), cc });
         }
         let mut sim = Sim {
             fabric,
@@ -451,6 +490,8 @@ impl<'f> Sim<'f> {
             counts: RunCounts::default(),
             trace,
             schedule: None,
+            dcqcn: scenario.dcqcn.clone(),
+            cnp_priority: usize::from(scenario.cnp_priority).min(PRIORITIES - 1),
         };
         for (i, f) in fabric.flows.iter().enumerate() {
             sim.at(start + f.start, Ev::Flow { flow: i as u32 });
@@ -541,6 +582,7 @@ impl<'f> Sim<'f> {
             Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => sw,
             Ev::Action { .. } => Schedule::WORLD,
             Ev::Storm { index } => host(self.storms[index as usize].host),
+            Ev::Rp { flow } => host(self.fabric.flows[flow as usize].from),
         }
     }
 
@@ -568,6 +610,7 @@ impl<'f> Sim<'f> {
             }
             Ev::Action { index } => self.action(index as usize),
             Ev::Storm { index } => self.storm(index as usize),
+            Ev::Rp { flow } => self.rp_timer(flow as usize, at),
         }
     }
 
@@ -845,8 +888,18 @@ impl<'f> Sim<'f> {
             }
             return;
         }
+        if self.dcqcn.is_some() {
+            if let Some(qp) = roce::cnp_dest_qp(bytes) {
+                self.arena.give(buf);
+                self.take_cnp(h, qp);
+                return;
+            }
+        }
         if let Some(stamp) = read_stamp_in(bytes, self.arena.len(buf)) {
             let (flow, seq, tx_ns) = (usize::from(stamp.flow), stamp.seq, stamp.tx_ns);
+            if stamp.ecn == 3 && self.dcqcn.is_some() && self.fabric.flows.get(flow).is_some_and(|f| f.to == h) {
+                self.answer_ce(flow, h);
+            }
             if let Some(f) = self.flows.get_mut(flow).filter(|_| self.fabric.flows[flow].to == h) {
                 let rx = &mut f.rx;
                 rx.frames += 1;
@@ -889,6 +942,10 @@ impl<'f> Sim<'f> {
     fn flow_send(&mut self, i: usize) {
         let plan = &self.fabric.flows[i];
         let f = &mut self.flows[i];
+        if let Some(cc) = f.cc.as_mut().filter(|cc| cc.pending.is_some_and(|p| p <= self.now)) {
+            // This is (or comes after) the event scheduled for it.
+            cc.pending = None;
+        }
         if f.done || f.blocked {
             return;
         }
@@ -896,6 +953,15 @@ impl<'f> Sim<'f> {
         if self.now >= stop || plan.count.is_some_and(|c| f.sent >= c) {
             f.done = true;
             return;
+        }
+        if let Some(cc) = f.cc.as_mut() {
+            if self.now < cc.due {
+                // Scheduled at an earlier rate, or woken by room in its queue: the frame is
+                // due later.
+                let due = cc.due;
+                self.schedule_flow(i, due);
+                return;
+            }
         }
         let h = plan.from;
         let prio = usize::from(plan.priority);
@@ -910,11 +976,107 @@ impl<'f> Sim<'f> {
         f.template.write_head(self.arena.write(buf, f.template.len()), seq, since_epoch(self.now) as u32);
         f.sent += 1;
         host.queues[prio].push_back(buf);
-        // Paced from the flow's start: the k-th frame is due at start + k × interval, or
-        // at once when the sender fell behind (its queue was full).
-        let due = EPOCH + plan.start + Duration::from_nanos((f.sent as f64 * plan.interval.as_nanos() as f64) as u64);
-        self.at(due.max(self.now), Ev::Flow { flow: i as u32 });
+        match f.cc.as_mut() {
+            // Paced at its reaction point's rate, one frame after another.
+            Some(cc) => {
+                cc.rp.handle_sent(self.now, f.template.len() as u64);
+                cc.due = self.now + Duration::from_secs_f64(cc.frame_bits / cc.rp.rate_bps());
+                let due = cc.due;
+                self.schedule_flow(i, due);
+            }
+            // Paced from the flow's start: the k-th frame is due at start + k × interval,
+            // or at once when the sender fell behind (its queue was full).
+            None => {
+                let due =
+                    EPOCH + plan.start + Duration::from_nanos((f.sent as f64 * plan.interval.as_nanos() as f64) as u64);
+                self.at(due.max(self.now), Ev::Flow { flow: i as u32 });
+            }
+        }
         self.try_tx(self.fabric.hosts[h].port);
+    }
+
+    // --- DCQCN at the hosts ---
+
+    /// Host `h`, flow `i`'s receiver, got a CE-marked frame of it: a CNP back to the
+    /// sender, unless one went less than `min_time_between_cnps` ago.
+    fn answer_ce(&mut self, i: usize, h: usize) {
+        let (Some(params), Some(cc)) = (self.dcqcn.as_ref(), self.flows[i].cc.as_mut()) else { return };
+        if !cc.np.handle_marked(self.now, params) {
+            return;
+        }
+        cc.cnps_sent += 1;
+        let plan = &self.fabric.flows[i];
+        let ip = |host: usize| std::net::Ipv4Addr::new(10, 0, (host >> 8) as u8, host as u8);
+        let spec = roce::CnpSpec {
+            src_mac: self.fabric.ports[self.fabric.hosts[h].port].mac.0,
+            dst_mac: self.fabric.ports[self.fabric.hosts[plan.from].port].mac.0,
+            src_ip: ip(h),
+            dst_ip: ip(plan.from),
+            dest_qp: roce::flow_qp(self.flows[i].template.id),
+            dscp: roce::wire::DEFAULT_CNP_DSCP,
+            src_port: 49152 + (self.flows[i].template.id & 0x3fff),
+        };
+        let frame = roce::cnp_frame(&spec);
+        let buf = self.arena.take();
+        self.arena.write(buf, frame.len()).copy_from_slice(&frame);
+        // A NIC sends its CNPs whatever its data queues hold.
+        self.hosts[h].queues[self.cnp_priority].push_back(buf);
+        self.try_tx(self.fabric.hosts[h].port);
+    }
+
+    /// Host `h` got a CNP for queue pair `qp`: its flow's reaction point cuts.
+    fn take_cnp(&mut self, h: usize, qp: u32) {
+        let Some(i) = roce::qp_flow(qp).map(usize::from).filter(|&i| i < self.flows.len()) else { return };
+        if self.fabric.flows[i].from != h {
+            return;
+        }
+        let Some(cc) = self.flows[i].cc.as_mut() else { return };
+        cc.rp.handle_cnp(self.now);
+        self.schedule_rp(i);
+    }
+
+    /// Schedules flow `i`'s reaction point timer, if it is due before the one scheduled.
+    fn schedule_rp(&mut self, i: usize) {
+        let Some(cc) = self.flows[i].cc.as_mut() else { return };
+        let Some(t) = cc.rp.poll_timeout() else { return };
+        if cc.timer_at.is_none_or(|s| t < s) {
+            cc.timer_at = Some(t);
+            self.at(t.max(self.now), Ev::Rp { flow: i as u32 });
+        }
+    }
+
+    /// Flow `i`'s reaction point timer event, due at `at` (stale if another was
+    /// scheduled since). A rate that rose makes the next frame due sooner.
+    fn rp_timer(&mut self, i: usize, at: Time) {
+        let now = self.now;
+        let Some(cc) = self.flows[i].cc.as_mut() else { return };
+        if cc.timer_at != Some(at) {
+            return;
+        }
+        cc.timer_at = None;
+        cc.rp.handle_timeout(now);
+        let sooner = now + Duration::from_secs_f64(cc.frame_bits / cc.rp.rate_bps());
+        if sooner < cc.due {
+            cc.due = sooner;
+            self.schedule_flow(i, sooner);
+        }
+        self.schedule_rp(i);
+    }
+
+    /// Makes sure a DCQCN flow has an event at `at` or before: one scheduled earlier
+    /// looks again when it comes, so a flow has at most one pending.
+    fn schedule_flow(&mut self, i: usize, at: Time) {
+        let Some(cc) = self.flows[i].cc.as_mut() else { return };
+        if cc.pending.is_some_and(|p| p <= at) {
+            return;
+        }
+        cc.pending = Some(at);
+        self.at(at.max(self.now), Ev::Flow { flow: i as u32 });
+    }
+
+    /// Flow `i`'s sending rate now under DCQCN, b/s, its CNPs taken and sent.
+    pub fn dcqcn_state(&self, i: usize) -> Option<(f64, u64, u64)> {
+        self.flows[i].cc.as_ref().map(|cc| (cc.rp.rate_bps(), cc.rp.cnps(), cc.cnps_sent))
     }
 
     // --- Scenario events ---

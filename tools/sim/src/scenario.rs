@@ -116,6 +116,20 @@ pub struct Scenario {
     pub flow: Vec<FlowSpec>,
     #[serde(default)]
     pub event: Vec<EventSpec>,
+    /// `[dcqcn]`: every host runs DCQCN (pfcswitch-roce's, as the traffic tools do): its
+    /// flows' frames are ECN-capable (ECT(0)), a receiver answers CE-marked frames with
+    /// CNPs on `cnp_priority`, and a sender's rate follows its reaction point. The NIC's
+    /// parameter names; a table left empty takes their defaults.
+    #[serde(default)]
+    pub dcqcn: Option<roce::DcqcnParams>,
+    /// The host queue CNPs leave by (their DSCP is 48: a switch's `classify.dscp` should
+    /// map 48 to the same priority, as RoCE setups put CNPs on a high one).
+    #[serde(default = "default_cnp_priority")]
+    pub cnp_priority: u8,
+}
+
+fn default_cnp_priority() -> u8 {
+    6
 }
 
 /// A pfctools testbed file or a `tagger` generator spec (`fattree:k=4`), or the testbed
