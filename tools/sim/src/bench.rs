@@ -75,12 +75,24 @@ pub fn fattree(k: u32, load: f64, ms: f64) -> Scenario {
     Scenario::from_toml(&text).expect("a valid scenario")
 }
 
+/// [`fattree`] with every host running DCQCN (the paper's 10 MB byte counter: see the
+/// README) and the switches' CNPs (DSCP 48) on priority 6: what the host model costs.
+pub fn fattree_dcqcn(k: u32, load: f64, ms: f64) -> Scenario {
+    let mut s = fattree(k, load, ms);
+    s.name = format!("fattree-k{k}-dcqcn");
+    s.dcqcn = Some(roce::DcqcnParams { rpg_byte_reset: 10_000_000, ..Default::default() });
+    let classify: toml::Table = toml::from_str("[dscp]\n3 = 3\n48 = 6\n").expect("a valid table");
+    s.switch_defaults.insert("classify".into(), toml::Value::Table(classify));
+    s
+}
+
 fn cases() -> Vec<Scenario> {
     let mut v: Vec<Scenario> = ["ring-deadlock", "headroom", "fattree-storm"]
         .iter()
         .map(|n| Scenario::built_in(n).expect("built in"))
         .collect();
     v.push(fattree(4, 50.0, 10.0));
+    v.push(fattree_dcqcn(4, 50.0, 10.0));
     v.push(fattree(8, 50.0, 10.0));
     v.push(fattree(16, 50.0, 10.0));
     v
@@ -144,6 +156,10 @@ pub fn run(args: &SimBenchArgs) -> Result<()> {
         if let (Some(b), Some(s)) = (rate(big), rate(small)) {
             println!("{big} runs at {:.0} % of {small}'s events per second", 100.0 * b / s);
         }
+    }
+    let wall = |name: &str| out.iter().find(|c| c.name == name).map(|c| c.wall_s);
+    if let (Some(d), Some(o)) = (wall("fattree-k4-dcqcn"), wall("fattree-k4")) {
+        println!("fattree-k4-dcqcn takes {:.2} times fattree-k4's wall time (DCQCN at every host)", d / o);
     }
     Ok(())
 }
