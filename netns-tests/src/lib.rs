@@ -97,6 +97,25 @@ pub fn judged_attempt<T>(mut attempt: impl FnMut(u32) -> Attempt<T>) -> (T, u32)
     panic!("the machine disturbed all {ATTEMPTS} attempts; the last: {why}");
 }
 
+/// Why an attempt at a lossless transfer that lost frames (`sent` sent, `rx` received)
+/// says nothing about the switch: the sink's socket dropped frames (its host was off its
+/// CPU for longer than its ring holds), or the switch's loop stalled for longer than its
+/// headroom lasts at a sender's rate (frames then wait unseen on its rx ring past the
+/// point of pausing). `None` when nothing was lost, or the machine does not explain it.
+pub fn machine_lost_frames(
+    sent: u64,
+    rx: &pfctools::traffic::sink::SinkReport,
+    stalls: &pfcswitch::stats::StallStats,
+    headroom_lasts_us: f64,
+) -> Option<String> {
+    (rx.received < sent && (rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us)).then(|| {
+        format!(
+            "frames lost with sink socket drops {} and a longest switch stall of {} µs",
+            rx.socket_dropped, stalls.longest_us
+        )
+    })
+}
+
 /// A testbed from a topology file text, named after the test.
 pub fn testbed(tag: &str, topology: &str) -> Testbed {
     let t = Topology::from_toml(topology).unwrap_or_else(|e| panic!("topology: {e}"));

@@ -6,6 +6,8 @@
 use netns_tests::*;
 use pfcswitch::core::config::{EcnMode, WredSettings};
 use pfcswitch::core::speed::Speed;
+use pfctools::traffic::gen::GenReport;
+use pfctools::traffic::sink::SinkReport;
 
 /// Two ECT(0) senders at 80 % of a 100 Mb/s port each, lossless priority 3, into a third
 /// 100 Mb/s port: the egress queue stands above the default marking band while PFC keeps
@@ -15,46 +17,7 @@ fn a_congested_lossless_port_marks_ect_frames_ce_and_the_sink_counts_what_the_sw
     let _serial = serial();
     let tb = star("ecn", 3);
     let config = config_at(&tb, Speed::mbps(100));
-    let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
-    let ((sw, g1, g2, rx), attempt) = judged_attempt(|_| {
-        let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
-        let sink = SinkProc::start(&tb, "h3", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
-        let dst = mac_of(&tb, "h3");
-        let gen = |flow: &str| {
-            gen_flags(&[
-                "--dst-mac",
-                &dst,
-                "--size",
-                "1000",
-                "--dscp",
-                "3",
-                "--ecn",
-                "ect0",
-                "--speed",
-                "100M",
-                "--load",
-                "80",
-                "--duration",
-                "2",
-                "--flow-base",
-                flow,
-            ])
-        };
-        let g1 = start_gen(&tb, "h1", "gen1", &gen("1")).unwrap();
-        let g2 = start_gen(&tb, "h2", "gen2", &gen("2")).unwrap();
-        let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
-        let rx = sink.finish(SINK_TIMEOUT).unwrap();
-        let stalls = sw.stats().unwrap().stalls;
-        if rx.received < g1.sent + g2.sent && (rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us) {
-            assert!(sw.stop().success());
-            return Attempt::Disturbed(format!(
-                "frames lost with sink socket drops {} and a longest switch stall of {} µs",
-                rx.socket_dropped, stalls.longest_us
-            ));
-        }
-        Attempt::Judge((sw, g1, g2, rx))
-    });
-    let s = sw.stats().unwrap();
+    let ((g1, g2, rx, s), attempt) = judged_attempt(|_| two_senders(&tb, &config, (2, "ect0"), false));
     let p3 = &s.ports[2].priorities[3].counters;
     let ce: u64 = rx.flows.iter().map(|f| f.ce).sum();
     eprintln!("{} frames received, {ce} CE; the switch marked {}", rx.received, p3.ecn_marked);
@@ -66,7 +29,56 @@ fn a_congested_lossless_port_marks_ect_frames_ce_and_the_sink_counts_what_the_sw
     assert!(rx.flows.iter().all(|f| f.dscp == 3), "marking leaves the DSCP alone");
     assert_eq!((p3.wred_dropped, p3.ecn_not_capable_passed), (0, 0));
     assert_eq!(s.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
+}
+
+/// Two senders (h1, h2) of frames with ECN field `ecn` at 80 % of a 100 Mb/s port each,
+/// lossless priority 3, into h3's 100 Mb/s port for `secs`, the sink answering marked
+/// frames with CNPs and the senders reacting to them if `dcqcn`: what each sender and the
+/// sink reported and the switch's stats at the end, or why the machine spoiled the attempt.
+fn two_senders(
+    tb: &Testbed,
+    config: &pfcswitch::config::RunConfig,
+    (secs, ecn): (u32, &str),
+    dcqcn: bool,
+) -> Attempt<(GenReport, GenReport, SinkReport, pfcswitch::stats::Stats)> {
+    let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
+    let sw = SwitchProc::start(tb, "sw1", config, &RunArgs::default()).unwrap();
+    let sink = SinkProc::start(tb, "h3", "sink", &sink_flags(&["--idle", "1.5", "--cnp"])).unwrap();
+    let (dst, secs) = (mac_of(tb, "h3"), secs.to_string());
+    let gen = |flow: &str| {
+        let mut a = vec![
+            "--dst-mac",
+            &dst,
+            "--size",
+            "1000",
+            "--dscp",
+            "3",
+            "--ecn",
+            ecn,
+            "--speed",
+            "100M",
+            "--load",
+            "80",
+            "--duration",
+            &secs,
+            "--flow-base",
+            flow,
+        ];
+        if dcqcn {
+            a.push("--dcqcn");
+        }
+        gen_flags(&a)
+    };
+    let g1 = start_gen(tb, "h1", "gen1", &gen("1")).unwrap();
+    let g2 = start_gen(tb, "h2", "gen2", &gen("2")).unwrap();
+    let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
+    let rx = sink.finish(SINK_TIMEOUT).unwrap();
+    let s = sw.stats().unwrap();
     assert!(sw.stop().success());
+    match machine_lost_frames(g1.sent + g2.sent, &rx, &s.stalls, headroom_lasts_us) {
+        Some(why) => Attempt::Disturbed(why),
+        None => Attempt::Judge((g1, g2, rx, s)),
+    }
 }
 
 /// The same load, not ECN-capable: a lossless queue passes every frame and counts those
@@ -76,37 +88,12 @@ fn a_lossless_queue_passes_frames_that_are_not_ecn_capable_and_counts_them() {
     let _serial = serial();
     let tb = star("noect", 3);
     let config = config_at(&tb, Speed::mbps(100));
-    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
-    let sink = SinkProc::start(&tb, "h3", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
-    let dst = mac_of(&tb, "h3");
-    let gen = |flow: &str| {
-        gen_flags(&[
-            "--dst-mac",
-            &dst,
-            "--size",
-            "1000",
-            "--dscp",
-            "3",
-            "--speed",
-            "100M",
-            "--load",
-            "80",
-            "--count",
-            "20000",
-            "--flow-base",
-            flow,
-        ])
-    };
-    let g1 = start_gen(&tb, "h1", "gen1", &gen("1")).unwrap();
-    let g2 = start_gen(&tb, "h2", "gen2", &gen("2")).unwrap();
-    let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
-    let rx = sink.finish(SINK_TIMEOUT).unwrap();
-    let p3 = sw.stats().unwrap().ports[2].priorities[3].counters;
+    let ((g1, g2, rx, s), _) = judged_attempt(|_| two_senders(&tb, &config, (2, "not-ect"), false));
+    let p3 = s.ports[2].priorities[3].counters;
     assert_eq!(rx.flows.iter().map(|f| f.ce).sum::<u64>(), 0);
     assert_eq!((p3.ecn_marked, p3.wred_dropped), (0, 0));
     assert!(p3.ecn_not_capable_passed > 0, "{p3:?}");
     assert!(p3.ecn_not_capable_passed <= g1.sent + g2.sent);
-    assert!(sw.stop().success());
 }
 
 /// A kernel TCP flow (cubic, ECN negotiated in both namespaces) through a 100 Mb/s port
@@ -237,54 +224,7 @@ fn cnps_from_the_sink_slow_dcqcn_senders_and_the_port_pauses_them_far_less() {
     let _serial = serial();
     let tb = star("dcqcn", 3);
     let config = config_at(&tb, Speed::mbps(100));
-    let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
-    let run = |dcqcn: bool| {
-        judged_attempt(|_| {
-            let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
-            let sink = SinkProc::start(&tb, "h3", "sink", &sink_flags(&["--idle", "1.5", "--cnp"])).unwrap();
-            let dst = mac_of(&tb, "h3");
-            let gen = |flow: &str| {
-                let mut a = vec![
-                    "--dst-mac",
-                    &dst,
-                    "--size",
-                    "1000",
-                    "--dscp",
-                    "3",
-                    "--ecn",
-                    "ect0",
-                    "--speed",
-                    "100M",
-                    "--load",
-                    "80",
-                    "--duration",
-                    "3",
-                    "--flow-base",
-                    flow,
-                ];
-                if dcqcn {
-                    a.push("--dcqcn");
-                }
-                gen_flags(&a)
-            };
-            let g1 = start_gen(&tb, "h1", "gen1", &gen("1")).unwrap();
-            let g2 = start_gen(&tb, "h2", "gen2", &gen("2")).unwrap();
-            let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
-            let rx = sink.finish(SINK_TIMEOUT).unwrap();
-            let s = sw.stats().unwrap();
-            assert!(sw.stop().success());
-            if rx.received < g1.sent + g2.sent
-                && (rx.socket_dropped > 0 || s.stalls.longest_us as f64 > headroom_lasts_us)
-            {
-                return Attempt::Disturbed(format!(
-                    "frames lost with sink socket drops {} and a longest switch stall of {} µs",
-                    rx.socket_dropped, s.stalls.longest_us
-                ));
-            }
-            Attempt::Judge((g1, g2, rx, s))
-        })
-        .0
-    };
+    let run = |dcqcn: bool| judged_attempt(|_| two_senders(&tb, &config, (3, "ect0"), dcqcn)).0;
     let (o1, o2, orx, os) = run(false);
     let (d1, d2, drx, ds) = run(true);
     let pauses = |s: &pfcswitch::stats::Stats| {

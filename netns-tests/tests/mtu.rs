@@ -83,12 +83,9 @@ fn at_mtu_9000_pfc_keeps_two_jumbo_lossless_senders_into_a_slow_port_lossless() 
         let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
         let rx = sink.finish(SINK_TIMEOUT).unwrap();
         let stalls = sw.stats().unwrap().stalls;
-        if rx.received < g1.sent + g2.sent && (rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us) {
+        if let Some(why) = machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, headroom_lasts_us) {
             assert!(sw.stop().success());
-            return Attempt::Disturbed(format!(
-                "frames lost with sink socket drops {} and a longest switch stall of {} µs",
-                rx.socket_dropped, stalls.longest_us
-            ));
+            return Attempt::Disturbed(why);
         }
         Attempt::Judge((sw, g1, g2, rx))
     });

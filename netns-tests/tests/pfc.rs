@@ -56,14 +56,10 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let capture = tb.work_dir().join(format!("pfc-at-h1-{attempt}.pcap"));
         let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
-        let lost = rx.received < g1.sent + g2.sent;
         let stalls = sw.stats().unwrap().stalls;
-        if lost && (rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us) {
+        if let Some(why) = machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, headroom_lasts_us) {
             assert!(sw.stop().success());
-            return Attempt::Disturbed(format!(
-                "frames lost with sink socket drops {} and a longest switch stall of {} µs",
-                rx.socket_dropped, stalls.longest_us
-            ));
+            return Attempt::Disturbed(why);
         }
         Attempt::Judge((sw, capture, g1, g2, rx))
     });

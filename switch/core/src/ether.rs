@@ -230,11 +230,11 @@ pub(crate) mod tests {
         assert!(!set_dscp(&mut f, at, 1), "the same DSCP changes nothing");
     }
 
-    #[test]
-    fn set_dscp_on_ipv6_rewrites_the_traffic_class_only() {
+    /// An untagged IPv6/UDP frame with traffic class `tc` and flow label 0xabcde.
+    fn ipv6_udp(tc: u8) -> Vec<u8> {
         let mut out = Vec::new();
         let mut ip = etherparse::Ipv6Header {
-            traffic_class: 2 << 2 | 1,
+            traffic_class: tc,
             flow_label: etherparse::Ipv6FlowLabel::try_new(0xabcde).unwrap(),
             hop_limit: 64,
             ..Default::default()
@@ -245,6 +245,12 @@ pub(crate) mod tests {
             .udp(1, 2)
             .write(&mut out, b"x")
             .unwrap();
+        out
+    }
+
+    #[test]
+    fn set_dscp_on_ipv6_rewrites_the_traffic_class_only() {
+        let mut out = ipv6_udp(2 << 2 | 1);
         let h = parse_header(&out).unwrap();
         assert_eq!((h.dscp, h.ip), (Some(2), Some(IpAt { offset: 14, v6: true })));
         assert!(set_dscp(&mut out, h.ip.unwrap(), 45));
@@ -279,19 +285,7 @@ pub(crate) mod tests {
 
     #[test]
     fn set_ce_on_ipv6_sets_the_traffic_class_ecn_bits_only() {
-        let mut out = Vec::new();
-        let mut ip = etherparse::Ipv6Header {
-            traffic_class: 46 << 2 | 0x02,
-            flow_label: etherparse::Ipv6FlowLabel::try_new(0xabcde).unwrap(),
-            hop_limit: 64,
-            ..Default::default()
-        };
-        ip.next_header = etherparse::IpNumber::UDP;
-        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-            .ip(etherparse::IpHeaders::Ipv6(ip, Default::default()))
-            .udp(1, 2)
-            .write(&mut out, b"x")
-            .unwrap();
+        let mut out = ipv6_udp(46 << 2 | 0x02);
         let h = parse_header(&out).unwrap();
         assert_eq!(h.ecn, Some(0x02));
         assert!(set_ce(&mut out, h.ip.unwrap()));
