@@ -42,6 +42,12 @@ pub const BUILT_IN: &[(&str, &str, &str)] = &[
         "the same bounce routes with Tagger's tables: a bounced frame changes priority, no deadlock",
         include_str!("scenarios/fattree-bounce-tagger.toml"),
     ),
+    (
+        "dcqcn-convergence",
+        "two then four DCQCN flows on one 100G bottleneck: the switch marks ECN, the receiver sends CNPs, \
+         the senders share the port without a pause",
+        include_str!("scenarios/dcqcn-convergence.toml"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
