@@ -161,9 +161,13 @@ pub fn thread_id() -> libc::pid_t {
 /// How long thread `tid` of this process has spent runnable but waiting for a CPU (the
 /// second field of its schedstat), where the kernel keeps that figure.
 pub fn cpu_wait(tid: libc::pid_t) -> Option<Duration> {
-    let text = fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    let ns = text.split_whitespace().nth(1)?.parse().ok()?;
-    Some(Duration::from_nanos(ns))
+    schedstat_wait(&fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?)
+}
+
+/// The run-queue wait in a schedstat's text: "<on-CPU ns> <run-queue wait ns>
+/// <timeslices>".
+fn schedstat_wait(text: &str) -> Option<Duration> {
+    text.split_ascii_whitespace().nth(1)?.parse().ok().map(Duration::from_nanos)
 }
 
 /// The calling thread's run-queue wait, read from its schedstat through a file kept open
@@ -184,11 +188,10 @@ impl CpuWait {
     /// file cannot be read).
     pub fn read(&self) -> Duration {
         use std::os::unix::fs::FileExt;
-        // "<on-CPU ns> <run-queue wait ns> <timeslices>\n": three u64 fit.
+        // Three u64 and their separators fit.
         let mut buf = [0u8; 96];
         let n = self.file.read_at(&mut buf, 0).unwrap_or(0);
-        let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
-        Duration::from_nanos(text.split_ascii_whitespace().nth(1).and_then(|w| w.parse().ok()).unwrap_or(0))
+        std::str::from_utf8(&buf[..n]).ok().and_then(schedstat_wait).unwrap_or(Duration::ZERO)
     }
 }
 

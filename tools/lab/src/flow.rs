@@ -102,6 +102,12 @@ impl FlowTemplate {
         self.bytes.len()
     }
 
+    /// Bits a frame takes on the wire, FCS, preamble and gap included: what a rate in bits
+    /// per second divides by to pace the flow.
+    pub fn wire_bits(&self) -> f64 {
+        8.0 * pfcswitch_core::speed::wire_bytes(self.bytes.len()) as f64
+    }
+
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }

@@ -171,6 +171,28 @@ pub struct CnpSpec {
     pub src_port: u16,
 }
 
+impl CnpSpec {
+    /// The CNP a receiver (`mac`, `ip`) sends for test flow `flow` back to its sender
+    /// (`to_mac`, `to_ip`): for the flow's queue pair, on `dscp`, from a UDP port the flow's
+    /// id sets (RoCEv2 uses it for entropy).
+    pub fn for_flow(
+        flow: u16,
+        (mac, ip): ([u8; 6], Ipv4Addr),
+        (to_mac, to_ip): ([u8; 6], Ipv4Addr),
+        dscp: u8,
+    ) -> CnpSpec {
+        CnpSpec {
+            src_mac: mac,
+            dst_mac: to_mac,
+            src_ip: ip,
+            dst_ip: to_ip,
+            dest_qp: flow_qp(flow),
+            dscp,
+            src_port: 49152 + (flow & 0x3fff),
+        }
+    }
+}
+
 /// A whole CNP frame (without the Ethernet FCS, which the NIC adds): Ethernet, IPv4 (not
 /// ECN-capable, don't fragment), UDP to 4791 (checksum 0, as RoCEv2 allows), BTH with
 /// opcode CNP and PSN 0, 16 reserved bytes, ICRC: 74 bytes, above Ethernet's minimum.

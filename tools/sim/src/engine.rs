@@ -392,6 +392,11 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
+/// Host `h`'s IPv4 address in every frame the simulator builds.
+fn host_ip(h: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(10, 0, (h >> 8) as u8, h as u8)
+}
+
 /// Simulated time since [`EPOCH`], ns: what traces and reports show.
 fn since_epoch(now: Time) -> u64 {
     ns(now - EPOCH)
@@ -451,14 +456,14 @@ impl<'f> Sim<'f> {
                 // ECT(0) under DCQCN; otherwise not ECN-capable, and the switches' WRED only
                 // counts them on lossless queues.
                 ecn: if scenario.dcqcn.is_some() { 2 } else { 0 },
-                src_ip: std::net::Ipv4Addr::new(10, 0, (f.from >> 8) as u8, f.from as u8),
-                dst_ip: std::net::Ipv4Addr::new(10, 0, (f.to >> 8) as u8, f.to as u8),
+                src_ip: host_ip(f.from),
+                dst_ip: host_ip(f.to),
                 wire_size: f.size,
             };
             let template = FlowTemplate::build(&spec)
                 .map_err(|e| crate::scenario::invalid(format!("flow {}", f.id), e.to_string()))?;
             let cc = scenario.dcqcn.as_ref().map(|p| {
-                let frame_bits = 8.0 * pfcswitch_core::speed::wire_bytes(template.len()) as f64;
+                let frame_bits = template.wire_bits();
                 let line = 1e9 / f.interval.as_nanos().max(1) as f64 * frame_bits;
                 Box::new(FlowCc {
                     rp: roce::ReactionPoint::new(p, line),
@@ -732,11 +737,15 @@ impl<'f> Sim<'f> {
         // switch's loop would send that on its next turn, so the other ports look now,
         // as after an arrival.
         let ready = self.switches[sw].switch.poll_ready_ports();
+        self.try_idle(sw, ready.iter().filter(|&l| l != local));
+    }
+
+    /// Switch `sw`'s ports `locals` (its own numbering) that are idle send what they may.
+    fn try_idle(&mut self, sw: usize, locals: impl Iterator<Item = usize>) {
         let ports = &self.fabric.switches[sw].ports;
-        for other in ready.iter().filter(|&l| l != local) {
-            let p = ports[other];
-            if !self.ports[p].busy {
-                self.try_tx(p);
+        for local in locals {
+            if !self.ports[ports[local]].busy {
+                self.try_tx(ports[local]);
             }
         }
     }
@@ -756,11 +765,7 @@ impl<'f> Sim<'f> {
         if self.switches[sw].earliest_wake > self.now {
             // No timer of this switch is due: only the ready ports (usually one or two,
             // in a switch of dozens) need a look.
-            for local in ready.iter() {
-                if !self.ports[ports[local]].busy {
-                    self.try_tx(ports[local]);
-                }
-            }
+            self.try_idle(sw, ready.iter());
             return;
         }
         for (local, &port) in ports.iter().enumerate() {
@@ -1005,17 +1010,14 @@ impl<'f> Sim<'f> {
             return;
         }
         cc.cnps_sent += 1;
-        let plan = &self.fabric.flows[i];
-        let ip = |host: usize| std::net::Ipv4Addr::new(10, 0, (host >> 8) as u8, host as u8);
-        let spec = roce::CnpSpec {
-            src_mac: self.fabric.ports[self.fabric.hosts[h].port].mac.0,
-            dst_mac: self.fabric.ports[self.fabric.hosts[plan.from].port].mac.0,
-            src_ip: ip(h),
-            dst_ip: ip(plan.from),
-            dest_qp: roce::flow_qp(self.flows[i].template.id),
-            dscp: roce::wire::DEFAULT_CNP_DSCP,
-            src_port: 49152 + (self.flows[i].template.id & 0x3fff),
-        };
+        let (sender, fabric) = (self.fabric.flows[i].from, self.fabric);
+        let mac = |host: usize| fabric.ports[fabric.hosts[host].port].mac.0;
+        let spec = roce::CnpSpec::for_flow(
+            self.flows[i].template.id,
+            (mac(h), host_ip(h)),
+            (mac(sender), host_ip(sender)),
+            roce::wire::DEFAULT_CNP_DSCP,
+        );
         let frame = roce::cnp_frame(&spec);
         let buf = self.arena.take();
         self.arena.write(buf, frame.len()).copy_from_slice(&frame);

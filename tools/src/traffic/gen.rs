@@ -155,7 +155,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             f.rate.map_or(BATCH as u64, |r| ((r * PACING_WINDOW.as_secs_f64()).ceil() as u64).clamp(1, BATCH as u64));
         let template = FlowTemplate::build(&f.spec)?;
         let dcqcn = opts.dcqcn.as_ref().map(|p| {
-            let frame_bits = 8.0 * pfcswitch::core::speed::wire_bytes(template.len()) as f64;
+            let frame_bits = template.wire_bits();
             let line_fps = f.rate.unwrap_or(opts.speed.bps() as f64 / frame_bits);
             Dcqcn {
                 rp: roce::ReactionPoint::new(p, line_fps * frame_bits),

@@ -205,14 +205,6 @@ fn cnp_for(frame: &[u8], flow: u16, dscp: u8) -> Option<Vec<u8>> {
     let p = etherparse::LaxSlicedPacket::from_ethernet(frame).ok()?;
     let Some(etherparse::LaxNetSlice::Ipv4(ip)) = &p.net else { return None };
     let h = ip.header();
-    let spec = CnpSpec {
-        src_mac: frame[0..6].try_into().ok()?,
-        dst_mac: frame[6..12].try_into().ok()?,
-        src_ip: h.destination_addr(),
-        dst_ip: h.source_addr(),
-        dest_qp: roce::flow_qp(flow),
-        dscp,
-        src_port: 49152 + (flow & 0x3fff),
-    };
-    Some(roce::cnp_frame(&spec))
+    let (to, from) = (frame[0..6].try_into().ok()?, frame[6..12].try_into().ok()?);
+    Some(roce::cnp_frame(&CnpSpec::for_flow(flow, (to, h.destination_addr()), (from, h.source_addr()), dscp)))
 }

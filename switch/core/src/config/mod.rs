@@ -326,24 +326,22 @@ impl Config {
     /// `[wred.priority.N]`, then the defaults ([`WredProfile::default_for`]: marking on
     /// lossless queues, nothing on lossy ones).
     pub fn wred_profile(&self, port: usize, prio: u8) -> WredProfile {
-        let key = prio.to_string();
-        let base = WredProfile::default_for(self.lossless().contains(usize::from(prio)));
-        let wide = self.wred.priority.get(&key).map_or(base, |s| base.with(s));
-        self.ports[port].wred.priority.get(&key).map_or(wide, |s| wide.with(s))
+        let wide = self.wred_wide(prio);
+        self.ports[port].wred.priority.get(&prio.to_string()).map_or(wide, |s| wide.with(s))
     }
 
     /// `[wred.priority.N]` for every priority, each setting given: what the switch-wide
     /// level comes to with the defaults (`check-config` prints it).
     pub fn wred_filled(&self) -> WredConfig {
-        let priority = (0..PRIORITIES as u8)
-            .map(|prio| {
-                let key = prio.to_string();
-                let base = WredProfile::default_for(self.lossless().contains(usize::from(prio)));
-                let wide = self.wred.priority.get(&key).map_or(base, |s| base.with(s));
-                (key, wide.settings())
-            })
-            .collect();
+        let priority = (0..PRIORITIES as u8).map(|prio| (prio.to_string(), self.wred_wide(prio).settings())).collect();
         WredConfig { seed: self.wred.seed, priority }
+    }
+
+    /// Priority `prio`'s profile at the switch-wide level: `[wred.priority.N]` over the
+    /// defaults.
+    fn wred_wide(&self, prio: u8) -> WredProfile {
+        let base = WredProfile::default_for(self.lossless().contains(usize::from(prio)));
+        self.wred.priority.get(&prio.to_string()).map_or(base, |s| base.with(s))
     }
 
     /// The frame caps for a switch with frame pool `pool`. By default the frames the
