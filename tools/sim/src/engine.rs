@@ -20,8 +20,9 @@ use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::time::Time;
 
 use crate::fabric::{Fabric, Owner};
+use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
 use crate::queue::EventQueue;
-use crate::scenario::{Action, Scenario, ScenarioError, StormSpec};
+use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, StormSpec};
 use crate::trace::{PauseTimeline, Trace};
 use pfclab::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
 
@@ -70,6 +71,8 @@ enum Ev {
     Storm {
         index: u32,
     },
+    /// `[monitor]` takes its samples.
+    Sample,
     /// A DCQCN sender's reaction point has a timer due (rate increase, a pending cut).
     Rp {
         flow: u32,
@@ -299,10 +302,19 @@ pub struct Received {
     pub reordered: u64,
     pub latency: Histogram,
     pub last_ns: u64,
+    /// Bytes of the frames received, FCS included.
+    pub bytes: u64,
+    /// Frames that arrived marked Congestion Experienced.
+    pub ce: u64,
+    /// A flow with a count: when its last frame arrived, if all of them did (ns since the
+    /// run's start).
+    pub completed_ns: Option<u64>,
 }
 
 struct FlowState {
     template: FlowTemplate,
+    /// A workload's flow whose last frame is shorter: that frame's template.
+    last: Option<FlowTemplate>,
     sent: u64,
     done: bool,
     blocked: bool,
@@ -386,6 +398,7 @@ pub struct Sim<'f> {
     /// DCQCN at the hosts, and the queue their CNPs leave by.
     dcqcn: Option<roce::DcqcnParams>,
     cnp_priority: usize,
+    monitor: Option<Monitor>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -455,13 +468,17 @@ impl<'f> Sim<'f> {
                 dscp,
                 // ECT(0) under DCQCN; otherwise not ECN-capable, and the switches' WRED only
                 // counts them on lossless queues.
-                ecn: if scenario.dcqcn.is_some() { 2 } else { 0 },
+                ecn: f.ecn.unwrap_or(if scenario.dcqcn.is_some() { 2 } else { 0 }),
                 src_ip: host_ip(f.from),
                 dst_ip: host_ip(f.to),
                 wire_size: f.size,
             };
-            let template = FlowTemplate::build(&spec)
-                .map_err(|e| crate::scenario::invalid(format!("flow {}", f.id), e.to_string()))?;
+            let build = |wire_size| {
+                FlowTemplate::build(&TemplateSpec { wire_size, ..spec.clone() })
+                    .map_err(|e| crate::scenario::invalid(format!("flow {}", f.id), e.to_string()))
+            };
+            let template = build(f.size)?;
+            let last = if f.last_size != f.size { Some(build(f.last_size)?) } else { None };
             let cc = scenario.dcqcn.as_ref().map(|p| {
                 let frame_bits = template.wire_bits();
                 let line = 1e9 / f.interval.as_nanos().max(1) as f64 * frame_bits;
@@ -475,7 +492,7 @@ impl<'f> Sim<'f> {
                     cnps_sent: 0,
                 })
             });
-            flows.push(FlowState { template, sent: 0, done: false, blocked: false, rx: Received::default(), cc });
+            flows.push(FlowState { template, last, sent: 0, done: false, blocked: false, rx: Received::default(), cc });
         }
         let mut sim = Sim {
             fabric,
@@ -497,7 +514,13 @@ impl<'f> Sim<'f> {
             schedule: None,
             dcqcn: scenario.dcqcn.clone(),
             cnp_priority: usize::from(scenario.cnp_priority).min(PRIORITIES - 1),
+            monitor: None,
         };
+        if let Some(m) = &scenario.monitor {
+            sim.monitor = Some(watch(m, fabric, scenario.dcqcn.is_some())?);
+            let every = sim.monitor.as_ref().map_or(0, |m| m.every_ns);
+            sim.at(start + Duration::from_nanos(every), Ev::Sample);
+        }
         for (i, f) in fabric.flows.iter().enumerate() {
             sim.at(start + f.start, Ev::Flow { flow: i as u32 });
         }
@@ -588,6 +611,7 @@ impl<'f> Sim<'f> {
             Ev::Action { .. } => Schedule::WORLD,
             Ev::Storm { index } => host(self.storms[index as usize].host),
             Ev::Rp { flow } => host(self.fabric.flows[flow as usize].from),
+            Ev::Sample => Schedule::WORLD,
         }
     }
 
@@ -616,6 +640,7 @@ impl<'f> Sim<'f> {
             Ev::Action { index } => self.action(index as usize),
             Ev::Storm { index } => self.storm(index as usize),
             Ev::Rp { flow } => self.rp_timer(flow as usize, at),
+            Ev::Sample => self.sample(at),
         }
     }
 
@@ -916,6 +941,11 @@ impl<'f> Sim<'f> {
                 let now32 = since_epoch(self.now) as u32;
                 rx.latency.record(Duration::from_nanos(u64::from(now32.wrapping_sub(tx_ns))));
                 rx.last_ns = since_epoch(self.now);
+                rx.bytes += self.arena.len(buf) as u64 + 4;
+                rx.ce += u64::from(stamp.ecn == 3);
+                if self.fabric.flows[flow].count == Some(rx.frames) {
+                    rx.completed_ns = Some(rx.last_ns);
+                }
             }
         }
         self.arena.give(buf);
@@ -978,13 +1008,18 @@ impl<'f> Sim<'f> {
         }
         let buf = self.arena.take();
         let seq = f.sent as u32;
-        f.template.write_head(self.arena.write(buf, f.template.len()), seq, since_epoch(self.now) as u32);
+        let template = match &f.last {
+            Some(last) if plan.count == Some(f.sent + 1) => last,
+            _ => &f.template,
+        };
+        let len = template.len();
+        template.write_head(self.arena.write(buf, len), seq, since_epoch(self.now) as u32);
         f.sent += 1;
         host.queues[prio].push_back(buf);
         match f.cc.as_mut() {
             // Paced at its reaction point's rate, one frame after another.
             Some(cc) => {
-                cc.rp.handle_sent(self.now, f.template.len() as u64);
+                cc.rp.handle_sent(self.now, len as u64);
                 cc.due = self.now + Duration::from_secs_f64(cc.frame_bits / cc.rp.rate_bps());
                 let due = cc.due;
                 self.schedule_flow(i, due);
@@ -1079,6 +1114,34 @@ impl<'f> Sim<'f> {
     /// Flow `i`'s sending rate now under DCQCN, b/s, its CNPs taken and sent.
     pub fn dcqcn_state(&self, i: usize) -> Option<(f64, u64, u64)> {
         self.flows[i].cc.as_ref().map(|cc| (cc.rp.rate_bps(), cc.rp.cnps(), cc.cnps_sent))
+    }
+
+    // --- The monitor ---
+
+    /// Takes `[monitor]`'s samples and schedules the next.
+    fn sample(&mut self, at: Time) {
+        let Some(m) = self.monitor.as_mut() else { return };
+        for q in &mut m.queues {
+            let sw = &self.switches[q.switch].switch;
+            q.samples.push(std::array::from_fn(|prio| sw.egress_queue_bytes(q.local, prio)));
+        }
+        let period = m.every_ns as f64;
+        for f in &mut m.flows {
+            let state = &self.flows[f.flow];
+            f.received_gbps.push((state.rx.bytes - f.bytes_before) as f64 * 8.0 / period);
+            f.bytes_before = state.rx.bytes;
+            if let Some(cc) = &state.cc {
+                f.dcqcn_gbps.push(cc.rp.rate_bps() / 1e9);
+            }
+        }
+        let next = at + Duration::from_nanos(m.every_ns);
+        self.at(next, Ev::Sample);
+    }
+
+    /// What `[monitor]` sampled, if the scenario has one.
+    pub fn series(&self) -> Option<crate::monitor::Series> {
+        let m = self.monitor.as_ref()?;
+        Some(m.series(|i| self.fabric.flows[i].id))
     }
 
     // --- Scenario events ---
@@ -1182,6 +1245,42 @@ impl<'f> Sim<'f> {
         let p = &self.link_counts[port];
         (p.tx_frames, p.tx_bytes, p.pause_frames, p.lost_link_down)
     }
+}
+
+/// The monitor for `spec`: its queues resolved to switch ports, its flows to indices.
+fn watch(spec: &MonitorSpec, fabric: &Fabric, dcqcn: bool) -> Result<Monitor, ScenarioError> {
+    if spec.queues.len() > 64 {
+        return Err(invalid("monitor.queues", "at most 64 ports"));
+    }
+    let mut queues = Vec::new();
+    for label in &spec.queues {
+        let port = fabric.port_named(label).ok_or_else(|| invalid("monitor.queues", format!("no port {label:?}")))?;
+        let Owner::Switch(switch, local) = fabric.ports[port].owner else {
+            return Err(invalid("monitor.queues", format!("{label:?} is a host's: name a switch's port")));
+        };
+        queues.push(WatchedQueue { label: fabric.ports[port].label.clone(), switch, local, samples: Vec::new() });
+    }
+    let flows: Vec<usize> = match &spec.flows {
+        Some(ids) => ids
+            .iter()
+            .map(|&id| {
+                fabric
+                    .flows
+                    .iter()
+                    .position(|f| f.id == id)
+                    .ok_or_else(|| invalid("monitor.flows", format!("no flow {id}")))
+            })
+            .collect::<Result<_, _>>()?,
+        None => (0..fabric.flows.len()).filter(|&i| fabric.flows[i].bytes.is_none()).take(64).collect(),
+    };
+    if flows.len() > 64 {
+        return Err(invalid("monitor.flows", "at most 64 flows"));
+    }
+    let flows = flows
+        .into_iter()
+        .map(|flow| WatchedFlow { flow, bytes_before: 0, received_gbps: Vec::new(), dcqcn_gbps: Vec::new() })
+        .collect();
+    Ok(Monitor { every_ns: ((spec.every_us * 1e3).round() as u64).max(100), queues, flows, dcqcn })
 }
 
 fn is_mac_control(frame: &[u8]) -> bool {

@@ -9,7 +9,7 @@ use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::tagging::TagTable;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tagger::algo::Algorithm;
 use tagger::routes::explicit::Explicit;
@@ -92,11 +92,27 @@ pub struct FlowPlan {
     pub priority: u8,
     /// As given; else the priority, or under Tagger the initial tag.
     pub dscp: Option<u8>,
+    /// As given; else Not-ECT, or ECT(0) under DCQCN.
+    pub ecn: Option<u8>,
     pub size: usize,
     pub interval: Duration,
     pub start: Duration,
     pub stop: Duration,
     pub count: Option<u64>,
+    /// A workload's flow: its size in bytes of UDP payload (the frames before the last
+    /// carry `size - 46` each).
+    pub bytes: Option<u64>,
+    /// The last frame's size on the wire (`size` unless a workload's flow ends short).
+    pub last_size: usize,
+    /// With a count: how long it would take on an empty fabric, from its start to its last
+    /// frame's last bit at the receiver (`None` if that is beyond the run's end).
+    pub ideal: Option<Duration>,
+}
+
+/// UDP payload bytes of an untagged test frame of `wire_size` bytes with FCS: what is left
+/// of it past Ethernet (14), IPv4 (20), UDP (8) and the FCS (4).
+pub fn payload_of(wire_size: usize) -> usize {
+    wire_size.saturating_sub(46)
 }
 
 #[derive(Debug)]
@@ -259,13 +275,17 @@ impl Fabric {
         } else {
             explicit_routes(s, &t, &ports, &hosts, &host_index, &mut fdb)?;
         }
-        // The paths the flows take, walked through the entries.
+        // The paths the flows take, walked through the entries, and how long a flow with
+        // a count would take alone on them.
         let mut paths = Vec::new();
-        for f in &flows {
+        let end = secs("duration_ms", "the run", (s.duration_ms + s.drain_ms) / 1e3)?;
+        for f in &mut flows {
             let path =
                 walk(&t, &ports, &hosts, &fdb, f.from, f.to).map_err(|e| invalid(format!("flow {}", f.id), e))?;
-            if !paths.contains(&path) {
-                paths.push(path);
+            f.ideal = ideal_fct(&ports, &path, f, end);
+            let names = path_names(&ports, &path);
+            if !paths.contains(&names) {
+                paths.push(names);
             }
         }
 
@@ -445,15 +465,94 @@ fn plan_flows(
                 to: b,
                 priority: f.priority,
                 dscp: f.dscp,
+                ecn: f.ecn,
                 size: f.size,
                 interval: secs(&field, "the interval between frames", 1.0 / fps)?,
                 start: secs(&field, "start_ms", f.start_ms / 1e3)?,
                 stop: secs(&field, "stop_ms", f.stop_ms.unwrap_or(s.duration_ms) / 1e3)?,
                 count: f.count,
+                bytes: None,
+                last_size: f.size,
+                ideal: None,
             });
         }
     }
+    for (i, w) in s.workload.iter().enumerate() {
+        plan_workload(s, i, w, host_index, ports, hosts, &mut rng, &mut flows)?;
+    }
     Ok(flows)
+}
+
+/// Workload `i`'s flows ([`crate::scenario::WorkloadSpec`]), appended to `flows`.
+#[allow(clippy::too_many_arguments)]
+fn plan_workload(
+    s: &Scenario,
+    i: usize,
+    w: &crate::scenario::WorkloadSpec,
+    host_index: &BTreeMap<&str, usize>,
+    ports: &[PortSpec],
+    hosts: &[HostNode],
+    rng: &mut ChaCha8Rng,
+    flows: &mut Vec<FlowPlan>,
+) -> Result<(), ScenarioError> {
+    let field = format!("workload[{i}]");
+    let n = hosts.len();
+    let host = |name: &str| host_index.get(name).copied().ok_or_else(|| invalid(&field, format!("no host {name:?}")));
+    let senders: Vec<usize> = if w.from == "*" { (0..n).collect() } else { vec![host(&w.from)?] };
+    let receiver = if w.to == "*" { None } else { Some(host(&w.to)?) };
+    if n < 2 {
+        return Err(invalid(&field, "a workload needs two hosts"));
+    }
+    let largest = s.mtu as usize + 18;
+    if !(64..=largest).contains(&w.frame) {
+        return Err(invalid(format!("{field}.frame"), format!("must be 64..={largest} (MTU {})", s.mtu)));
+    }
+    let cdf = crate::workload::SizeCdf::named(&w.sizes, &format!("{field}.sizes"))?;
+    let per_frame = payload_of(w.frame) as u64;
+    let wire = pfcswitch_core::speed::wire_bytes(w.frame - 4) as f64;
+    // A flow's mean bytes on the wire: its payload's, with every frame's headers, FCS,
+    // preamble and gap.
+    let mean_wire = cdf.mean() * wire / per_frame as f64;
+    let start = (w.start_ms * 1e6).round() as u64;
+    let stop = (w.stop_ms.unwrap_or(s.duration_ms) * 1e6).round() as u64;
+    let end = secs("duration_ms", "the run", (s.duration_ms + s.drain_ms) / 1e3)?;
+    for a in senders {
+        let speed = ports[hosts[a].port].speed;
+        let per_s = w.load / 100.0 * speed.bps() as f64 / 8.0 / mean_wire;
+        for at in crate::workload::arrivals(rng, per_s, start, stop) {
+            let bytes = cdf.sample(rng);
+            let b = match receiver {
+                Some(b) => b,
+                None => {
+                    let b = rng.random_range(0..n - 1);
+                    b + usize::from(b >= a)
+                }
+            };
+            if a == b {
+                continue;
+            }
+            let frames = bytes.div_ceil(per_frame);
+            let last = bytes - (frames - 1) * per_frame;
+            let id = u16::try_from(flows.len()).map_err(|_| invalid(&field, "at most 65536 flows in a run"))?;
+            flows.push(FlowPlan {
+                id,
+                from: a,
+                to: b,
+                priority: w.priority,
+                dscp: w.dscp,
+                ecn: None,
+                size: w.frame,
+                interval: secs(&field, "a frame's time at line rate", wire * 8.0 / speed.bps() as f64)?,
+                start: Duration::from_nanos(at),
+                stop: end,
+                count: Some(frames),
+                bytes: Some(bytes),
+                last_size: (last as usize + 46).max(64),
+                ideal: None,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Shortest paths over the working links, one next hop per (switch, destination host):
@@ -556,6 +655,7 @@ fn explicit_routes(
 }
 
 /// The node names a frame from host `a` to host `b` passes, following the entries.
+/// The ports a frame from host `a` to host `b` leaves by, the host's own first.
 fn walk(
     t: &Topology,
     ports: &[PortSpec],
@@ -563,25 +663,57 @@ fn walk(
     fdb: &[BTreeMap<usize, usize>],
     a: usize,
     b: usize,
-) -> Result<Vec<String>, String> {
-    let mut path = vec![hosts[a].name.clone()];
+) -> Result<Vec<usize>, String> {
+    let mut path = vec![hosts[a].port];
     let mut at = ports[hosts[a].port].peer;
     for _ in 0..=t.switches.len() {
         let Owner::Switch(sw, _) = ports[at].owner else { unreachable!() };
-        path.push(t.switches[sw].name.clone());
         let out =
             *fdb[sw].get(&b).ok_or_else(|| format!("{} has no route to {}", t.switches[sw].name, hosts[b].name))?;
+        path.push(out);
         let next = ports[out].peer;
         match ports[next].owner {
-            Owner::Host(h) if h == b => {
-                path.push(hosts[b].name.clone());
-                return Ok(path);
-            }
+            Owner::Host(h) if h == b => return Ok(path),
             Owner::Host(h) => return Err(format!("the route to {} ends at {}", hosts[b].name, hosts[h].name)),
             Owner::Switch(..) => at = next,
         }
     }
     Err(format!("the route from {} to {} loops", hosts[a].name, hosts[b].name))
+}
+
+/// The node names along the ports `walk` gave, the receiver last.
+fn path_names(ports: &[PortSpec], path: &[usize]) -> Vec<String> {
+    let mut names: Vec<String> = path.iter().map(|&p| ports[p].node.clone()).collect();
+    if let Some(&last) = path.last() {
+        names.push(ports[ports[last].peer].node.clone());
+    }
+    names
+}
+
+/// How long flow `f` takes on an empty fabric along `path` (the ports its frames leave
+/// by), from its start to its last frame's last bit at the receiver: its frames leave
+/// the host at its pace, and each link sends a frame once it has all of it and the
+/// frame before has gone (store and forward, no other traffic). `None` without a count
+/// or if that is past `end`.
+fn ideal_fct(ports: &[PortSpec], path: &[usize], f: &FlowPlan, end: Duration) -> Option<Duration> {
+    let n = f.count?;
+    // Beyond the run even at its own pace: no use working it out frame by frame.
+    if n == 0 || f.start + f.interval.saturating_mul(u32::try_from(n - 1).ok()?) > end {
+        return None;
+    }
+    let mut free = vec![0u64; path.len()];
+    let mut done = 0;
+    for k in 0..n {
+        let len = if k + 1 == n { f.last_size } else { f.size } - 4;
+        let mut t = (f.interval.as_nanos() as u64).saturating_mul(k);
+        for (l, &p) in path.iter().enumerate() {
+            let finish = t.max(free[l]) + ports[p].speed.wire_time(len).as_nanos() as u64;
+            free[l] = finish;
+            t = finish + ports[p].propagation.as_nanos() as u64;
+        }
+        done = t;
+    }
+    Some(Duration::from_nanos(done))
 }
 
 /// Tagger's tables for these paths (greedy, verified), tag t on the t-th priority.

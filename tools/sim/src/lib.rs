@@ -9,8 +9,10 @@
 pub mod bench;
 pub mod engine;
 pub mod fabric;
+pub mod monitor;
 pub mod scenario;
 pub mod trace;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -52,9 +54,18 @@ pub struct SimArgs {
     /// Write every link's frames, one pcap file per direction, into this directory.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
-    /// Draw the pause timeline of every port (SVG).
+    /// Draw the pause timeline of every port (SVG); with a workload, also FCT slowdown by
+    /// flow size (`NAME-fct.svg`), and with a `[monitor]`, its queues and rates over time
+    /// (`NAME-series.svg`).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Run without the scenario's `[dcqcn]` table: PFC alone, the senders open loop (the
+    /// same flows, to compare).
+    #[arg(long)]
+    pub no_dcqcn: bool,
+    /// Every workload's load, percent of the senders' links (instead of the scenario's).
+    #[arg(long)]
+    pub load: Option<f64>,
 }
 
 /// One flow's outcome.
@@ -70,6 +81,26 @@ pub struct FlowReport {
     pub lost: u64,
     pub reordered: u64,
     pub latency: Percentiles,
+    /// Frames that arrived marked Congestion Experienced.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ce: u64,
+    /// A workload's flow: its size, bytes of UDP payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// A flow with a count that arrived whole: from its start to its last frame's last
+    /// bit at the receiver, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fct_us: Option<f64>,
+    /// The same alone on an empty fabric, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_fct_us: Option<f64>,
+    /// `fct_us` over `ideal_fct_us`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// One direction of a link.
@@ -105,6 +136,12 @@ pub struct SimReport {
     pub lossless_dropped: u64,
     pub lossy_dropped: u64,
     pub flows: Vec<FlowReport>,
+    /// The workloads' flows' completion times by size (none without a workload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fct: Option<workload::FctSummary>,
+    /// What `[monitor]` sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<monitor::Series>,
     pub deadlock_events: Vec<DeadlockRecord>,
     pub links: Vec<LinkReport>,
     /// Per switch, the engine's snapshot (what `pfcswitch ctl stats` shows of it) with
@@ -221,6 +258,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
         switches.push(s);
     }
     let mut flows = Vec::new();
+    let mut sized = Vec::new();
     let mut lossless_lost = 0;
     for (i, f) in fabric.flows.iter().enumerate() {
         let first = fabric.ports[fabric.hosts[f.from].port].peer;
@@ -237,6 +275,12 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
         if lossless {
             lossless_lost += lost;
         }
+        let start_ns = f.start.as_nanos() as u64;
+        let fct_ns = rx.completed_ns.map(|done| done.saturating_sub(start_ns));
+        let ideal_ns = f.ideal.map(|d| d.as_nanos() as u64);
+        if let Some(bytes) = f.bytes {
+            sized.push(workload::FlowFct { bytes, fct_ns, ideal_ns: ideal_ns.unwrap_or(u64::MAX) });
+        }
         flows.push(FlowReport {
             id: f.id,
             from: fabric.hosts[f.from].name.clone(),
@@ -248,6 +292,11 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             lost,
             reordered: rx.reordered,
             latency: rx.latency.percentiles(),
+            ce: rx.ce,
+            bytes: f.bytes,
+            fct_us: fct_ns.map(|n| n as f64 / 1e3),
+            ideal_fct_us: ideal_ns.map(|n| n as f64 / 1e3),
+            slowdown: fct_ns.zip(ideal_ns).map(|(fct, ideal)| fct as f64 / ideal.max(1) as f64),
         });
     }
     let until = total.as_nanos() as u64;
@@ -289,6 +338,8 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             lossless_dropped,
             lossy_dropped,
             flows,
+            fct: workload::summarise(&sized),
+            series: sim.series(),
             deadlock_events,
             links,
             switches,
@@ -299,11 +350,19 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
 }
 
 fn load(args: &SimArgs) -> Result<Scenario> {
-    match (&args.file, &args.scenario) {
-        (Some(path), _) => Ok(Scenario::read(path)?),
-        (None, Some(name)) => Ok(Scenario::built_in(name)?),
+    let mut s = match (&args.file, &args.scenario) {
+        (Some(path), _) => Scenario::read(path)?,
+        (None, Some(name)) => Scenario::built_in(name)?,
         (None, None) => anyhow::bail!("give a scenario file or --scenario NAME (--list names them)"),
+    };
+    if args.no_dcqcn {
+        s.dcqcn = None;
     }
+    if let Some(load) = args.load {
+        anyhow::ensure!(!s.workload.is_empty(), "--load sets a workload's load, and {} has none", s.name);
+        s = s.with_workload_load(load)?;
+    }
+    Ok(s)
 }
 
 pub fn run(args: &SimArgs) -> Result<()> {
@@ -335,6 +394,16 @@ pub fn run(args: &SimArgs) -> Result<()> {
     if let Some(path) = &args.plot {
         plot::timeline(path, &scenario.name, &outcome.timelines, outcome.report.simulated_ms)?;
         eprintln!("pause timeline: {}", path.display());
+        if let Some(fct) = &outcome.report.fct {
+            let p = plot::beside(path, "fct");
+            plot::fct(&p, &scenario.name, fct)?;
+            eprintln!("FCT slowdown by flow size: {}", p.display());
+        }
+        if let Some(series) = &outcome.report.series {
+            let p = plot::beside(path, "series");
+            plot::series(&p, &scenario.name, series)?;
+            eprintln!("queues and rates over time: {}", p.display());
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.report)?);
@@ -371,6 +440,25 @@ pub fn text(r: &SimReport) -> String {
         let sent: u64 = r.flows.iter().map(|f| f.sent).sum();
         let received: u64 = r.flows.iter().map(|f| f.received).sum();
         out += &format!("{} flows: {sent} frames sent, {received} received\n", r.flows.len());
+    }
+    if let Some(fct) = &r.fct {
+        out += &format!(
+            "\nflow completion: {} of {} sized flows completed; slowdown = FCT over the FCT alone on an empty fabric\n",
+            fct.completed, fct.flows
+        );
+        let mut t = Table::new(&["flow size", "flows", "completed", "mean FCT µs", "p50", "p95", "p99"]);
+        for b in fct.buckets.iter().chain([&fct.all]) {
+            t.row(vec![
+                b.sizes.clone(),
+                b.flows.to_string(),
+                b.completed.to_string(),
+                format!("{:.1}", b.mean_fct_us),
+                format!("{:.2}", b.slowdown_p50),
+                format!("{:.2}", b.slowdown_p95),
+                format!("{:.2}", b.slowdown_p99),
+            ]);
+        }
+        out += &t.render();
     }
     let mut paused = Table::new(&["paused port", "by", "pause frames", "paused µs (per priority)"]);
     for l in r.links.iter().filter(|l| l.paused_us.iter().any(|&v| v > 0.0)) {

@@ -61,3 +61,119 @@ fn draw(
     root.present()?;
     Ok(())
 }
+
+/// `path` with `-what` before its extension: `run.svg` → `run-fct.svg`.
+pub fn beside(path: &Path, what: &str) -> std::path::PathBuf {
+    let stem = path.file_stem().map_or_else(|| "plot".into(), |s| s.to_string_lossy().into_owned());
+    path.with_file_name(format!("{stem}-{what}.svg"))
+}
+
+/// FCT slowdown by flow size: p50, p95 and p99 per size bucket, on a log scale.
+pub fn fct(path: &Path, title: &str, summary: &crate::workload::FctSummary) -> Result<()> {
+    draw_fct(path, title, summary).map_err(|e| anyhow!("drawing {}: {e}", path.display()))
+}
+
+fn draw_fct(path: &Path, title: &str, summary: &crate::workload::FctSummary) -> Result<(), Box<dyn std::error::Error>> {
+    let buckets: Vec<&crate::workload::FctBucket> = summary.buckets.iter().filter(|b| b.completed > 0).collect();
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let top = buckets.iter().map(|b| b.slowdown_p99).fold(2.0, f64::max) * 1.5;
+    let n = buckets.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("{title}: FCT slowdown by flow size"), ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, (0.9f64..top).log_scale())?;
+    let labels: Vec<String> = buckets.iter().map(|b| format!("{} ({})", b.sizes, b.completed)).collect();
+    chart
+        .configure_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 0.01 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .x_desc("flow size (flows completed)")
+        .y_desc("FCT / ideal FCT")
+        .draw()?;
+    let quantiles = [("p50", 0, COLOURS[1]), ("p95", 1, COLOURS[4]), ("p99", 2, COLOURS[3])];
+    for (name, which, colour) in quantiles {
+        let value = |b: &crate::workload::FctBucket| [b.slowdown_p50, b.slowdown_p95, b.slowdown_p99][which];
+        let points: Vec<(f64, f64)> = buckets.iter().enumerate().map(|(i, b)| (i as f64, value(b).max(0.9))).collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2)));
+        chart.draw_series(points.into_iter().map(|p| Circle::new(p, 4, colour.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// `[monitor]`'s series: the queues' bytes above, the flows' rates below, over time.
+pub fn series(path: &Path, title: &str, s: &crate::monitor::Series) -> Result<()> {
+    draw_series(path, title, s).map_err(|e| anyhow!("drawing {}: {e}", path.display()))
+}
+
+fn draw_series(path: &Path, title: &str, s: &crate::monitor::Series) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (1000, 700)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (upper, lower) = root.split_vertically(350);
+    let samples = s.queues.iter().map(|q| q.bytes.len()).chain(s.flows.iter().map(|f| f.received_gbps.len())).max();
+    let end_ms = samples.unwrap_or(1) as f64 * s.every_us / 1e3;
+    let t = |k: usize| (k + 1) as f64 * s.every_us / 1e3;
+    let most_kib = s.queues.iter().flat_map(|q| q.bytes.iter()).copied().max().unwrap_or(1) as f64 / 1024.0;
+    let mut chart = ChartBuilder::on(&upper)
+        .caption(format!("{title}: egress queues"), ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..end_ms.max(1e-3), 0f64..most_kib.max(1.0) * 1.1)?;
+    chart.configure_mesh().x_desc("simulated time (ms)").y_desc("queued KiB").draw()?;
+    for (i, q) in s.queues.iter().enumerate() {
+        let colour = COLOURS[(i + 1) % COLOURS.len()];
+        let points = q.bytes.iter().enumerate().map(|(k, &b)| (t(k), b as f64 / 1024.0));
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
+            .label(format!("{} priority {}", q.port, q.priority))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2)));
+    }
+    if !s.queues.is_empty() {
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    }
+    let most_gbps = s.flows.iter().flat_map(|f| f.received_gbps.iter()).copied().fold(1.0, f64::max);
+    let mut chart = ChartBuilder::on(&lower)
+        .caption("flows: received (solid), DCQCN's allowed rate (thin)", ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..end_ms.max(1e-3), 0f64..most_gbps * 1.1)?;
+    chart.configure_mesh().x_desc("simulated time (ms)").y_desc("Gb/s").draw()?;
+    for (i, f) in s.flows.iter().enumerate() {
+        let colour = COLOURS[(i + 1) % COLOURS.len()];
+        let points = f.received_gbps.iter().enumerate().map(|(k, &g)| (t(k), g));
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(2)))?
+            .label(format!("flow {}", f.flow))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2)));
+        if let Some(allowed) = &f.dcqcn_gbps {
+            let points = allowed.iter().enumerate().map(|(k, &g)| (t(k), g.min(most_gbps * 1.1)));
+            chart.draw_series(LineSeries::new(points, colour.mix(0.6).stroke_width(1)))?;
+        }
+    }
+    if !s.flows.is_empty() {
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    }
+    root.present()?;
+    Ok(())
+}

@@ -48,6 +48,18 @@ pub const BUILT_IN: &[(&str, &str, &str)] = &[
          the senders share the port without a pause",
         include_str!("scenarios/dcqcn-convergence.toml"),
     ),
+    (
+        "incast-dcqcn",
+        "an 8:1 incast of 8 MB flows on one 100G switch under DCQCN: a few pauses as the senders first cut, \
+         then the queue stays in the marking band (--no-dcqcn: paused throughout)",
+        include_str!("scenarios/incast-dcqcn.toml"),
+    ),
+    (
+        "fattree-dcqcn",
+        "a k=4 fat-tree under the web-search workload (Poisson arrivals, 50 % load; --load to change it) with \
+         DCQCN at every host: FCT slowdown by flow size",
+        include_str!("scenarios/fattree-dcqcn.toml"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +132,13 @@ pub struct Scenario {
     pub host: BTreeMap<String, HostSpec>,
     #[serde(default)]
     pub flow: Vec<FlowSpec>,
+    /// `[[workload]]`: flows of sizes drawn from a distribution, arriving as a Poisson
+    /// process at each sender.
+    #[serde(default)]
+    pub workload: Vec<WorkloadSpec>,
+    /// `[monitor]`: time series sampled during the run (queues, flows' rates).
+    #[serde(default)]
+    pub monitor: Option<MonitorSpec>,
     #[serde(default)]
     pub event: Vec<EventSpec>,
     /// `[dcqcn]`: every host runs DCQCN (pfcswitch-roce's, as the traffic tools do): its
@@ -183,6 +202,10 @@ pub struct FlowSpec {
     /// The DSCP the frames carry (default: the priority; under Tagger, the initial tag).
     #[serde(default)]
     pub dscp: Option<u8>,
+    /// The ECN field the frames carry (RFC 3168: 0 Not-ECT, 2 ECT(0), 1 ECT(1)); default 0,
+    /// or ECT(0) under `[dcqcn]`.
+    #[serde(default)]
+    pub ecn: Option<u8>,
     /// Frame size on the wire with FCS.
     #[serde(default = "default_size")]
     pub size: usize,
@@ -198,6 +221,66 @@ pub struct FlowSpec {
     pub stop_ms: Option<f64>,
     #[serde(default)]
     pub count: Option<u64>,
+}
+
+/// Flows as a workload generator makes them: at each sender, flows arrive as a Poisson
+/// process whose rate makes their bytes `load` percent of the sender's link; each goes to
+/// a receiver drawn at random and sends its size at line rate (or its DCQCN rate), in
+/// frames of `frame` bytes and a last one with the rest. A flow's size counts its frames'
+/// UDP payload; its completion time runs from its arrival to its last frame's last bit at
+/// the receiver.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// `web-search`, `hadoop`, or a CDF file (lines of `bytes percent`).
+    pub sizes: String,
+    /// Percent of each sender's link rate, on average.
+    pub load: f64,
+    /// A host, or "*" for every host.
+    #[serde(default = "default_all")]
+    pub from: String,
+    /// A host (every flow goes to it: an incast), or "*" for any host but the sender.
+    #[serde(default = "default_all")]
+    pub to: String,
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+    #[serde(default)]
+    pub dscp: Option<u8>,
+    /// The largest frame, on the wire with FCS.
+    #[serde(default = "default_workload_frame")]
+    pub frame: usize,
+    #[serde(default)]
+    pub start_ms: f64,
+    /// When arrivals stop (default: the scenario's `duration_ms`); flows already begun
+    /// send to their end.
+    #[serde(default)]
+    pub stop_ms: Option<f64>,
+}
+
+/// What the run samples every `every_us`: the bytes queued at switch egress ports, and
+/// flows' rates (the bytes their receivers got in the interval, and the rate their
+/// DCQCN reaction point allows).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorSpec {
+    #[serde(default = "default_every_us")]
+    pub every_us: f64,
+    /// Egress ports, "switch:port": their queued bytes, per priority that holds any.
+    #[serde(default)]
+    pub queues: Vec<String>,
+    /// Flow ids (as the report numbers them); default: every `[[flow]]` flow.
+    #[serde(default)]
+    pub flows: Option<Vec<u16>>,
+}
+
+fn default_all() -> String {
+    "*".into()
+}
+fn default_workload_frame() -> usize {
+    1518
+}
+fn default_every_us() -> f64 {
+    10.0
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -304,6 +387,15 @@ impl Scenario {
         Scenario::from_toml(text)
     }
 
+    /// The same scenario with every workload at `load` percent.
+    pub fn with_workload_load(mut self, load: f64) -> Result<Scenario, ScenarioError> {
+        for w in &mut self.workload {
+            w.load = load;
+        }
+        self.check()?;
+        Ok(self)
+    }
+
     fn check(&self) -> Result<(), ScenarioError> {
         let finite = |field: &str, v: f64| {
             if v.is_finite() && v >= 0.0 {
@@ -324,14 +416,35 @@ impl Scenario {
         }
         for (i, f) in self.flow.iter().enumerate() {
             let field = format!("flow[{i}]");
-            if f.priority > 7 || f.dscp.is_some_and(|d| d > 63) {
-                return Err(invalid(field, "priority is 0..=7, dscp 0..=63"));
+            if f.priority > 7 || f.dscp.is_some_and(|d| d > 63) || f.ecn.is_some_and(|e| e > 3) {
+                return Err(invalid(field, "priority is 0..=7, dscp 0..=63, ecn 0..=3"));
             }
             finite(&format!("{field}.start_ms"), f.start_ms)?;
             match (f.rate_fps, f.load) {
                 (Some(r), None) if r.is_finite() && r > 0.0 => {}
                 (None, Some(l)) if l.is_finite() && l > 0.0 && l <= 100.0 => {}
                 _ => return Err(invalid(field, "give rate_fps (above 0) or load (percent, 0 < load <= 100)")),
+            }
+        }
+        for (i, w) in self.workload.iter().enumerate() {
+            let field = format!("workload[{i}]");
+            if w.priority > 7 || w.dscp.is_some_and(|d| d > 63) {
+                return Err(invalid(field, "priority is 0..=7, dscp 0..=63"));
+            }
+            if !(w.load.is_finite() && w.load > 0.0 && w.load <= 100.0) {
+                return Err(invalid(format!("{field}.load"), "percent, 0 < load <= 100"));
+            }
+            finite(&format!("{field}.start_ms"), w.start_ms)?;
+            if let Some(stop) = w.stop_ms {
+                finite(&format!("{field}.stop_ms"), stop)?;
+            }
+        }
+        if let Some(m) = &self.monitor {
+            if !(m.every_us.is_finite() && m.every_us >= 0.1) {
+                return Err(invalid("monitor.every_us", "must be at least 0.1"));
+            }
+            if (self.duration_ms + self.drain_ms) * 1e3 / m.every_us > 1e6 {
+                return Err(invalid("monitor.every_us", "at most a million samples a run"));
             }
         }
         for (i, e) in self.event.iter().enumerate() {

@@ -390,6 +390,11 @@ impl Switch {
         Some(next.map_or(at, |n| n.min(at)))
     }
 
+    /// Bytes queued at `port`'s egress for `prio` (what a monitor samples); 0 out of range.
+    pub fn egress_queue_bytes(&self, port: PortId, prio: usize) -> u64 {
+        self.ports.get(port).filter(|_| prio < PRIORITIES).map_or(0, |p| p.tx.queues[prio].bytes())
+    }
+
     /// Frames held in egress queues.
     pub fn queued_frames(&self) -> u64 {
         self.ports.iter().flat_map(|p| p.tx.queues.iter().chain([&p.tx.control])).map(|q| u64::from(q.len())).sum()
