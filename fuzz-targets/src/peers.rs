@@ -87,6 +87,7 @@ pub fn sink_stamp(data: &[u8]) {
         src_ip: Ipv4Addr::new(10, 0, 0, 1),
         dst_ip: Ipv4Addr::new(10, 0, 0, 2),
         wire_size: 64 + usize::from(u16::from_be_bytes([f, g])) % (9216 - 63),
+        roce: c & 2 == 2,
     };
     let Ok(t) = FlowTemplate::build(&spec) else { return };
     let mut frame = vec![0u8; t.len()];

@@ -17,7 +17,7 @@ fn a_congested_lossless_port_marks_ect_frames_ce_and_the_sink_counts_what_the_sw
     let _serial = serial();
     let tb = star("ecn", 3);
     let config = config_at(&tb, Speed::mbps(100));
-    let ((g1, g2, rx, s), attempt) = judged_attempt(|_| two_senders(&tb, &config, (2, "ect0"), false));
+    let ((g1, g2, rx, s), attempt) = judged_attempt(|_| two_senders(&tb, &config, (2, "ect0"), &[]));
     let p3 = &s.ports[2].priorities[3].counters;
     let ce: u64 = rx.flows.iter().map(|f| f.ce).sum();
     eprintln!("{} frames received, {ce} CE; the switch marked {}", rx.received, p3.ecn_marked);
@@ -33,13 +33,14 @@ fn a_congested_lossless_port_marks_ect_frames_ce_and_the_sink_counts_what_the_sw
 
 /// Two senders (h1, h2) of frames with ECN field `ecn` at 80 % of a 100 Mb/s port each,
 /// lossless priority 3, into h3's 100 Mb/s port for `secs`, the sink answering marked
-/// frames with CNPs and the senders reacting to them if `dcqcn`: what each sender and the
-/// sink reported and the switch's stats at the end, or why the machine spoiled the attempt.
+/// frames with CNPs; `more` is added to the senders' flags (`--roce` for RoCEv2 frames,
+/// `--dcqcn` to react to the CNPs): what each sender and the sink reported and the
+/// switch's stats at the end, or why the machine spoiled the attempt.
 fn two_senders(
     tb: &Testbed,
     config: &pfcswitch::config::RunConfig,
     (secs, ecn): (u32, &str),
-    dcqcn: bool,
+    more: &[&str],
 ) -> Attempt<(GenReport, GenReport, SinkReport, pfcswitch::stats::Stats)> {
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
     let sw = SwitchProc::start(tb, "sw1", config, &RunArgs::default()).unwrap();
@@ -64,9 +65,7 @@ fn two_senders(
             "--flow-base",
             flow,
         ];
-        if dcqcn {
-            a.push("--dcqcn");
-        }
+        a.extend(more);
         gen_flags(&a)
     };
     let g1 = start_gen(tb, "h1", "gen1", &gen("1")).unwrap();
@@ -88,7 +87,7 @@ fn a_lossless_queue_passes_frames_that_are_not_ecn_capable_and_counts_them() {
     let _serial = serial();
     let tb = star("noect", 3);
     let config = config_at(&tb, Speed::mbps(100));
-    let ((g1, g2, rx, s), _) = judged_attempt(|_| two_senders(&tb, &config, (2, "not-ect"), false));
+    let ((g1, g2, rx, s), _) = judged_attempt(|_| two_senders(&tb, &config, (2, "not-ect"), &[]));
     let p3 = s.ports[2].priorities[3].counters;
     assert_eq!(rx.flows.iter().map(|f| f.ce).sum::<u64>(), 0);
     assert_eq!((p3.ecn_marked, p3.wred_dropped), (0, 0));
@@ -215,18 +214,77 @@ fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pa
     assert_eq!(row[5], "RRoCE", "{text}");
 }
 
-/// Two senders at 80 % of a 100 Mb/s port each into one 100 Mb/s port, lossless, ECT(0):
-/// the same run with and without DCQCN at the senders (the sink answering marked frames
-/// with CNPs). Without it the port can only pause them; with it the CNPs cut their rates,
-/// and the pauses fall by a large factor.
+/// A RoCEv2 data frame of `gen --roce`, as Wireshark reads it: BTH opcode RC Send Only
+/// for the flow's queue pair, the frame's sequence as its PSN, ECT(0), a valid IPv4
+/// checksum and ICRC.
+#[test]
+fn tshark_reads_a_roce_test_frame_as_an_rc_send_with_the_flows_qp_and_psn() {
+    let dir = std::env::temp_dir().join(unique_name("roce"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("roce.pcap");
+    let spec = pfclab::flow::FlowSpec {
+        id: 7,
+        src_mac: pfcswitch::core::mac::MacAddr::local(1),
+        dst_mac: pfcswitch::core::mac::MacAddr::local(3),
+        vlan: None,
+        dscp: 3,
+        ecn: 2,
+        src_ip: std::net::Ipv4Addr::new(10, 0, 0, 1),
+        dst_ip: std::net::Ipv4Addr::new(10, 0, 0, 3),
+        wire_size: 1000,
+        roce: true,
+    };
+    let t = pfclab::flow::FlowTemplate::build(&spec).unwrap();
+    let mut w = pfclab::pcap::PcapWriter::create(&path).unwrap();
+    let mut frame = vec![0u8; t.len()];
+    for seq in [41, 42] {
+        t.write(&mut frame, seq, 1000 + seq);
+        w.write(&frame);
+    }
+    w.flush().unwrap();
+    drop(w);
+    let fields = [
+        "infiniband.bth.opcode",
+        "infiniband.bth.destqp",
+        "infiniband.bth.psn",
+        "ip.dsfield.dscp",
+        "ip.dsfield.ecn",
+        "ip.checksum.status",
+        "infiniband.invariant.crc",
+        "_ws.col.Protocol",
+    ];
+    let mut args = vec!["-r", path.to_str().unwrap(), "-o", "ip.check_checksum:TRUE", "-T", "fields"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    let out = std::process::Command::new("tshark").args(&args).output().expect("tshark (scripts/setup.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for (row, psn) in rows.iter().zip(["41", "42"]) {
+        assert_eq!(row[..6], ["4", "0x010007", psn, "3", "2", "1"], "RC Send Only, QP, PSN, DSCP, ECT(0): {text}");
+        assert_eq!(row[7], "RRoCE", "{text}");
+    }
+    // The ICRC Wireshark shows (its bytes in frame order; it does not check it) is the one
+    // in the frame, which the template's own test checks against soft-RoCE's computation.
+    let icrc = u32::from_be_bytes(frame[frame.len() - 4..].try_into().unwrap());
+    assert_eq!(rows[1][6], format!("0x{icrc:08x}"), "{text}");
+}
+
+/// Two RoCEv2 senders (`gen --roce`: BTH and ICRC, ECT(0)) at 80 % of a 100 Mb/s port
+/// each into one 100 Mb/s port, lossless: the same run with and without DCQCN at the
+/// senders (the sink answering marked frames with CNPs). Without it the port can only
+/// pause them; with it the CNPs cut their rates, and the pauses fall by a large factor.
 #[test]
 fn cnps_from_the_sink_slow_dcqcn_senders_and_the_port_pauses_them_far_less() {
     let _serial = serial();
     let tb = star("dcqcn", 3);
     let config = config_at(&tb, Speed::mbps(100));
-    let run = |dcqcn: bool| judged_attempt(|_| two_senders(&tb, &config, (3, "ect0"), dcqcn)).0;
-    let (o1, o2, orx, os) = run(false);
-    let (d1, d2, drx, ds) = run(true);
+    let run = |more: &[&str]| judged_attempt(|_| two_senders(&tb, &config, (3, "ect0"), more)).0;
+    let (o1, o2, orx, os) = run(&["--roce"]);
+    let (d1, d2, drx, ds) = run(&["--roce", "--dcqcn"]);
     let pauses = |s: &pfcswitch::stats::Stats| {
         s.ports[0].priorities[3].counters.xoff_sent + s.ports[1].priorities[3].counters.xoff_sent
     };

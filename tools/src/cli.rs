@@ -119,9 +119,15 @@ pub struct GenArgs {
     /// Stamp this Tagger tag as the DSCP (the priority: --prio, else the tag itself).
     #[arg(long, conflicts_with = "dscp")]
     pub initial_tag: Option<u8>,
-    /// The ECN field of the frames: not-ect (0), ect1 (1), ect0 (2) or ce (3).
-    #[arg(long, value_enum, default_value_t = Ecn::NotEct)]
-    pub ecn: Ecn,
+    /// The ECN field of the frames: not-ect (0), ect1 (1), ect0 (2) or ce (3); ect0 with
+    /// --roce, else not-ect.
+    #[arg(long, value_enum)]
+    pub ecn: Option<Ecn>,
+    /// Send RoCEv2 frames: UDP to 4791, an InfiniBand BTH (RC Send Only, the flow's
+    /// queue pair, a PSN that counts the flow's frames) before the test stamp, and the
+    /// invariant CRC at the end; ECT(0) unless --ecn says otherwise.
+    #[arg(long)]
+    pub roce: bool,
     /// Tag frames with this VLAN id.
     #[arg(long)]
     pub vlan: Option<u16>,
@@ -238,7 +244,8 @@ impl GenArgs {
                     dst_mac: self.dst_mac,
                     vlan,
                     dscp,
-                    ecn: self.ecn as u8,
+                    ecn: self.ecn.unwrap_or(if self.roce { Ecn::Ect0 } else { Ecn::NotEct }) as u8,
+                    roce: self.roce,
                     src_ip: self.src_ip,
                     dst_ip: self.dst_ip,
                     wire_size: self.size,

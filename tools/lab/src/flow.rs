@@ -1,5 +1,8 @@
 //! Test frames: Ethernet (optionally VLAN-tagged) / IPv4 / UDP, with a stamp at the start
-//! of the UDP payload that the sink reads back.
+//! of the UDP payload that the sink reads back. A RoCEv2 test frame goes to UDP port 4791
+//! and carries an InfiniBand BTH (RC Send Only to the flow's queue pair, its PSN the
+//! frame's sequence) before the stamp and the invariant CRC after the payload, as a RoCE
+//! NIC's would.
 //!
 //! Stamp (12 bytes, fits a tagged 64-byte frame):
 //! ```text
@@ -38,6 +41,9 @@ pub struct FlowSpec {
     pub dst_ip: Ipv4Addr,
     /// Frame size on the wire including the FCS; the buffer handed to the NIC is 4 bytes shorter.
     pub wire_size: usize,
+    /// A RoCEv2 frame: UDP to 4791, a BTH before the stamp, the invariant CRC at the end.
+    #[serde(default)]
+    pub roce: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -54,6 +60,8 @@ pub struct FlowTemplate {
     pub id: u16,
     bytes: Vec<u8>,
     stamp_at: usize,
+    /// A RoCEv2 frame's IPv4 header and BTH offsets (its PSN and ICRC change per frame).
+    roce: Option<roce::wire::RoceAt>,
     /// The PCP if tagged, else None (the switch's DSCP map decides).
     pub pcp: Option<u8>,
     pub dscp: u8,
@@ -62,7 +70,9 @@ pub struct FlowTemplate {
 impl FlowTemplate {
     pub fn build(spec: &FlowSpec) -> Result<FlowTemplate, FlowError> {
         let header_len = 14 + spec.vlan.map_or(0, |_| 4) + 20 + 8;
-        let min = header_len + STAMP_LEN + FCS_LEN;
+        // A RoCEv2 frame carries its BTH before the stamp and its ICRC after the payload.
+        let (before_stamp, trailer) = if spec.roce { (roce::wire::BTH_LEN, roce::wire::ICRC_LEN) } else { (0, 0) };
+        let min = header_len + before_stamp + STAMP_LEN + trailer + FCS_LEN;
         let size = spec.wire_size;
         if size < MIN_WIRE_SIZE.max(min) || size > MAX_WIRE_SIZE {
             return Err(FlowError::Size {
@@ -77,7 +87,8 @@ impl FlowTemplate {
         ip.ecn = Ipv4Ecn::try_new(spec.ecn).map_err(|e| FlowError::Field(format!("ecn: {e}")))?;
         let eth = PacketBuilder::ethernet2(spec.src_mac.0, spec.dst_mac.0);
         let ip_headers = IpHeaders::Ipv4(ip, Default::default());
-        let src_port = 49152 + spec.id;
+        let src_port = 49152 + (spec.id & 0x3fff);
+        let dst_port = if spec.roce { roce::wire::ROCEV2_PORT } else { UDP_PORT };
         let payload = vec![0u8; payload_len];
         let mut bytes = Vec::with_capacity(size);
         let written = match spec.vlan {
@@ -88,13 +99,34 @@ impl FlowTemplate {
                     vlan_id: VlanId::try_new(vid).map_err(|e| FlowError::Field(format!("vlan: {e}")))?,
                     ether_type: EtherType::IPV4,
                 };
-                eth.vlan(VlanHeader::Single(tag)).ip(ip_headers).udp(src_port, UDP_PORT).write(&mut bytes, &payload)
+                eth.vlan(VlanHeader::Single(tag)).ip(ip_headers).udp(src_port, dst_port).write(&mut bytes, &payload)
             }
-            None => eth.ip(ip_headers).udp(src_port, UDP_PORT).write(&mut bytes, &payload),
+            None => eth.ip(ip_headers).udp(src_port, dst_port).write(&mut bytes, &payload),
         };
         written.map_err(|e| FlowError::Field(e.to_string()))?;
         debug_assert_eq!(bytes.len(), size - FCS_LEN);
-        Ok(FlowTemplate { id: spec.id, bytes, stamp_at: header_len, pcp: spec.vlan.map(|v| v.1), dscp: spec.dscp })
+        let roce = if spec.roce {
+            let at = roce::wire::locate(&bytes).ok_or_else(|| FlowError::Field("not a RoCEv2 frame".into()))?;
+            // RoCEv2 frames carry no UDP checksum (RFC-wise optional for IPv4; NICs send 0).
+            bytes[at.bth - 2..at.bth].fill(0);
+            let bth = &mut bytes[at.bth..at.bth + roce::wire::BTH_LEN];
+            roce::wire::Bth::new_checked(bth).ok_or_else(|| FlowError::Field("no room for a BTH".into()))?.emit(
+                roce::wire::OPCODE_RC_SEND_ONLY,
+                roce::wire::flow_qp(spec.id),
+                0,
+            );
+            Some(at)
+        } else {
+            None
+        };
+        Ok(FlowTemplate {
+            id: spec.id,
+            bytes,
+            stamp_at: header_len + before_stamp,
+            roce,
+            pcp: spec.vlan.map(|v| v.1),
+            dscp: spec.dscp,
+        })
     }
 
     /// Bytes handed to the NIC per frame.
@@ -116,6 +148,7 @@ impl FlowTemplate {
     pub fn write(&self, buf: &mut [u8], seq: u32, tx_ns: u32) {
         buf[..self.bytes.len()].copy_from_slice(&self.bytes);
         self.stamp(buf, seq, tx_ns);
+        self.seal(buf);
     }
 
     /// Writes the first `head.len()` bytes of a frame (at least its headers and stamp):
@@ -129,12 +162,29 @@ impl FlowTemplate {
 
     /// Rewrites only the headers and the stamp: the rest of a frame this template wrote
     /// before is unchanged, so re-sending a buffer costs a few dozen bytes of copying.
+    /// A RoCEv2 frame's ICRC covers it all, so that is computed again (crc32fast, some
+    /// 100 ns for 1500 bytes).
     pub fn rewrite(&self, buf: &mut [u8], seq: u32, tx_ns: u32) {
         buf[..self.stamp_at].copy_from_slice(&self.bytes[..self.stamp_at]);
         self.stamp(buf, seq, tx_ns);
+        self.seal(buf);
+    }
+
+    /// A RoCEv2 frame's invariant CRC, over the whole frame in `buf`.
+    fn seal(&self, buf: &mut [u8]) {
+        if let Some(at) = self.roce {
+            let end = self.bytes.len() - roce::wire::ICRC_LEN;
+            let crc = roce::wire::icrc(&buf[..self.bytes.len()], at.ip, end);
+            buf[end..self.bytes.len()].copy_from_slice(&crc);
+        }
     }
 
     fn stamp(&self, buf: &mut [u8], seq: u32, tx_ns: u32) {
+        if let Some(at) = self.roce {
+            // The PSN counts the flow's frames, as a queue pair's do (24 bits, wrapping).
+            let psn = at.bth + roce::wire::BTH_LEN - 3;
+            buf[psn..psn + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
+        }
         let s = &mut buf[self.stamp_at..self.stamp_at + STAMP_LEN];
         s[0..2].copy_from_slice(&STAMP_MAGIC.to_be_bytes());
         s[2..4].copy_from_slice(&self.id.to_be_bytes());
@@ -185,11 +235,14 @@ fn stamp_of(
 ) -> Option<Stamp> {
     let (dscp, ecn) = (ip.dcp().value(), ip.ecn().value());
     let ip_checksum_ok = ip.to_header().calc_header_checksum() == ip.header_checksum();
-    let udp = match transport {
-        Some(etherparse::TransportSlice::Udp(u)) if u.destination_port() == UDP_PORT => u,
+    // A RoCEv2 test frame's stamp follows its BTH.
+    let s = match transport {
+        Some(etherparse::TransportSlice::Udp(u)) if u.destination_port() == UDP_PORT => u.payload(),
+        Some(etherparse::TransportSlice::Udp(u)) if u.destination_port() == roce::wire::ROCEV2_PORT => {
+            u.payload().get(roce::wire::BTH_LEN..)?
+        }
         _ => return None,
     };
-    let s = udp.payload();
     if s.len() < STAMP_LEN || u16::from_be_bytes([s[0], s[1]]) != STAMP_MAGIC {
         return None;
     }
@@ -227,7 +280,36 @@ mod tests {
             src_ip: Ipv4Addr::new(10, 0, 0, 1),
             dst_ip: Ipv4Addr::new(10, 0, 0, 2),
             wire_size,
+            roce: false,
         }
+    }
+
+    #[test]
+    fn a_roce_frame_carries_a_bth_with_the_flows_qp_and_a_psn_per_frame_then_the_stamp_and_its_icrc() {
+        for vlan in [None, Some((100, 3))] {
+            let t = FlowTemplate::build(&FlowSpec { roce: true, ecn: 2, ..spec(1518, vlan) }).unwrap();
+            assert_eq!(t.len(), 1514);
+            let mut buf = vec![0u8; t.len()];
+            t.write(&mut buf, 0x0123_4567, 99);
+            let at = roce::wire::locate(&buf).expect("UDP 4791 with a BTH");
+            let bth = roce::wire::Bth::new_checked(&buf[at.bth..]).unwrap();
+            assert_eq!(bth.opcode(), roce::wire::OPCODE_RC_SEND_ONLY);
+            assert_eq!(bth.dest_qp(), roce::wire::flow_qp(7));
+            assert_eq!(bth.psn(), 0x23_4567, "the sequence's low 24 bits");
+            let s = read_stamp(&buf).unwrap();
+            assert_eq!((s.flow, s.seq, s.tx_ns, s.ecn), (7, 0x0123_4567, 99, 2));
+            let end = buf.len() - 4;
+            assert_eq!(buf[end..], roce::wire::icrc(&buf, at.ip, end));
+            // Rewritten for the next frame: a new PSN and a new ICRC.
+            t.rewrite(&mut buf, 8, 100);
+            let bth = roce::wire::Bth::new_checked(&buf[at.bth..]).unwrap();
+            assert_eq!(bth.psn(), 8);
+            assert_eq!(buf[end..], roce::wire::icrc(&buf, at.ip, end));
+            // Not a CNP: a sink does not take it for one.
+            assert_eq!(roce::wire::cnp_dest_qp(&buf), None);
+        }
+        assert!(FlowTemplate::build(&FlowSpec { roce: true, ..spec(64, None) }).is_err(), "74 bytes at least");
+        assert!(FlowTemplate::build(&FlowSpec { roce: true, ..spec(74, None) }).is_ok());
     }
 
     #[test]

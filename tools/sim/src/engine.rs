@@ -472,6 +472,7 @@ impl<'f> Sim<'f> {
                 src_ip: host_ip(f.from),
                 dst_ip: host_ip(f.to),
                 wire_size: f.size,
+                roce: false,
             };
             let build = |wire_size| {
                 FlowTemplate::build(&TemplateSpec { wire_size, ..spec.clone() })
