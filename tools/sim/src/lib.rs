@@ -355,12 +355,15 @@ fn load(args: &SimArgs) -> Result<Scenario> {
         (None, Some(name)) => Scenario::built_in(name)?,
         (None, None) => anyhow::bail!("give a scenario file or --scenario NAME (--list names them)"),
     };
-    if args.no_dcqcn {
-        s.dcqcn = None;
-    }
+    // The report names the run as it was asked for.
     if let Some(load) = args.load {
         anyhow::ensure!(!s.workload.is_empty(), "--load sets a workload's load, and {} has none", s.name);
         s = s.with_workload_load(load)?;
+        s.name = format!("{} --load {load}", s.name);
+    }
+    if args.no_dcqcn {
+        s.dcqcn = None;
+        s.name = format!("{} --no-dcqcn", s.name);
     }
     Ok(s)
 }

@@ -84,7 +84,7 @@ fn draw_fct(path: &Path, title: &str, summary: &crate::workload::FctSummary) -> 
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, (0.9f64..top).log_scale())?;
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, (0.4f64..top).log_scale())?;
     let labels: Vec<String> = buckets.iter().map(|b| format!("{} ({})", b.sizes, b.completed)).collect();
     chart
         .configure_mesh()
@@ -112,7 +112,7 @@ fn draw_fct(path: &Path, title: &str, summary: &crate::workload::FctSummary) -> 
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::LowerRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
