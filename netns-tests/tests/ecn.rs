@@ -170,9 +170,6 @@ fn in_ce_pkts(tb: &Testbed, node: &str) -> u64 {
 /// 4791 with opcode CNP, for the flow's queue pair, on DSCP 48, not ECN-capable.
 #[test]
 fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pair() {
-    let dir = std::env::temp_dir().join(unique_name("cnp"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("cnp.pcap");
     let spec = roce::CnpSpec {
         src_mac: [2, 0, 0, 0, 0, 3],
         dst_mac: [2, 0, 0, 0, 0, 1],
@@ -182,10 +179,6 @@ fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pa
         dscp: roce::wire::DEFAULT_CNP_DSCP,
         src_port: 0xc007,
     };
-    let mut w = pfclab::pcap::PcapWriter::create(&path).unwrap();
-    w.write(&roce::cnp_frame(&spec));
-    w.flush().unwrap();
-    drop(w);
     let fields = [
         "infiniband.bth.opcode",
         "infiniband.bth.destqp",
@@ -195,15 +188,8 @@ fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pa
         "_ws.col.Protocol",
         "_ws.col.Info",
     ];
-    let mut args = vec!["-r", path.to_str().unwrap(), "-o", "ip.check_checksum:TRUE", "-T", "fields"];
-    for f in fields {
-        args.extend(["-e", f]);
-    }
-    let out = std::process::Command::new("tshark").args(&args).output().expect("tshark (scripts/setup.sh installs it)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let row: Vec<&str> = text.trim().split('\t').collect();
+    let (rows, text) = tshark_fields("cnp", &[roce::cnp_frame(&spec)], &fields);
+    let row = &rows[0];
     assert_eq!(
         row[..5],
         ["129", "0x010007", "48", "0", "1"],
@@ -214,14 +200,35 @@ fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pa
     assert_eq!(row[5], "RRoCE", "{text}");
 }
 
+/// `frames` written to a pcap and read back by tshark (IPv4 checksums checked): each
+/// frame's `fields`, and tshark's whole output for messages.
+fn tshark_fields(name: &str, frames: &[Vec<u8>], fields: &[&str]) -> (Vec<Vec<String>>, String) {
+    let dir = std::env::temp_dir().join(unique_name(name));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.pcap"));
+    let mut w = pfclab::pcap::PcapWriter::create(&path).unwrap();
+    for f in frames {
+        w.write(f);
+    }
+    w.flush().unwrap();
+    drop(w);
+    let mut args = vec!["-r", path.to_str().unwrap(), "-o", "ip.check_checksum:TRUE", "-T", "fields"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
+    let out = std::process::Command::new("tshark").args(&args).output().expect("tshark (scripts/setup.sh installs it)");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let rows = text.lines().map(|l| l.split('\t').map(str::to_string).collect()).collect();
+    (rows, text)
+}
+
 /// A RoCEv2 data frame of `gen --roce`, as Wireshark reads it: BTH opcode RC Send Only
 /// for the flow's queue pair, the frame's sequence as its PSN, ECT(0), a valid IPv4
 /// checksum and ICRC.
 #[test]
 fn tshark_reads_a_roce_test_frame_as_an_rc_send_with_the_flows_qp_and_psn() {
-    let dir = std::env::temp_dir().join(unique_name("roce"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("roce.pcap");
     let spec = pfclab::flow::FlowSpec {
         id: 7,
         src_mac: pfcswitch::core::mac::MacAddr::local(1),
@@ -235,14 +242,14 @@ fn tshark_reads_a_roce_test_frame_as_an_rc_send_with_the_flows_qp_and_psn() {
         roce: true,
     };
     let t = pfclab::flow::FlowTemplate::build(&spec).unwrap();
-    let mut w = pfclab::pcap::PcapWriter::create(&path).unwrap();
-    let mut frame = vec![0u8; t.len()];
-    for seq in [41, 42] {
-        t.write(&mut frame, seq, 1000 + seq);
-        w.write(&frame);
-    }
-    w.flush().unwrap();
-    drop(w);
+    let frames: Vec<Vec<u8>> = [41, 42]
+        .iter()
+        .map(|&seq| {
+            let mut frame = vec![0u8; t.len()];
+            t.write(&mut frame, seq, 1000 + seq);
+            frame
+        })
+        .collect();
     let fields = [
         "infiniband.bth.opcode",
         "infiniband.bth.destqp",
@@ -253,15 +260,7 @@ fn tshark_reads_a_roce_test_frame_as_an_rc_send_with_the_flows_qp_and_psn() {
         "infiniband.invariant.crc",
         "_ws.col.Protocol",
     ];
-    let mut args = vec!["-r", path.to_str().unwrap(), "-o", "ip.check_checksum:TRUE", "-T", "fields"];
-    for f in fields {
-        args.extend(["-e", f]);
-    }
-    let out = std::process::Command::new("tshark").args(&args).output().expect("tshark (scripts/setup.sh installs it)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    let (rows, text) = tshark_fields("roce", &frames, &fields);
     assert_eq!(rows.len(), 2, "{text}");
     for (row, psn) in rows.iter().zip(["41", "42"]) {
         assert_eq!(row[..6], ["4", "0x010007", psn, "3", "2", "1"], "RC Send Only, QP, PSN, DSCP, ECT(0): {text}");
@@ -269,7 +268,8 @@ fn tshark_reads_a_roce_test_frame_as_an_rc_send_with_the_flows_qp_and_psn() {
     }
     // The ICRC Wireshark shows (its bytes in frame order; it does not check it) is the one
     // in the frame, which the template's own test checks against soft-RoCE's computation.
-    let icrc = u32::from_be_bytes(frame[frame.len() - 4..].try_into().unwrap());
+    let last = &frames[1];
+    let icrc = u32::from_be_bytes(last[last.len() - 4..].try_into().unwrap());
     assert_eq!(rows[1][6], format!("0x{icrc:08x}"), "{text}");
 }
 

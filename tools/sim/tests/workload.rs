@@ -9,6 +9,15 @@ fn run(s: &Scenario) -> SimReport {
     simulate(s, 1, None).unwrap().report
 }
 
+/// The built-in scenario `name` as it is, and with its `[dcqcn]` table removed (the
+/// hosts open loop, PFC alone).
+fn with_and_without_dcqcn(name: &str) -> (SimReport, SimReport) {
+    let mut s = Scenario::built_in(name).unwrap();
+    let braked = run(&s);
+    s.dcqcn = None;
+    (braked, run(&s))
+}
+
 /// Pause frames sent over the whole run, and the link directions that were ever paused.
 fn pauses(r: &SimReport) -> (u64, usize) {
     let frames = r.links.iter().map(|l| l.pause_frames).sum();
@@ -171,12 +180,7 @@ fn at_a_held_queue_depth_the_switch_marks_the_fraction_its_profile_gives() {
 
 #[test]
 fn in_an_incast_dcqcn_keeps_the_queue_in_the_marking_band_and_cuts_the_pauses_twentyfold() {
-    let braked = run(&Scenario::built_in("incast-dcqcn").unwrap());
-    let open = {
-        let mut s = Scenario::built_in("incast-dcqcn").unwrap();
-        s.dcqcn = None;
-        run(&s)
-    };
+    let (braked, open) = with_and_without_dcqcn("incast-dcqcn");
     let ((braked_pauses, _), (open_pauses, _)) = (pauses(&braked), pauses(&open));
     let queue = &braked.series.as_ref().unwrap().queues[0];
     let every = braked.series.as_ref().unwrap().every_us;
@@ -203,12 +207,7 @@ fn in_an_incast_dcqcn_keeps_the_queue_in_the_marking_band_and_cuts_the_pauses_tw
 
 #[test]
 fn on_a_fat_tree_at_half_load_dcqcn_loses_nothing_pauses_fewer_ports_and_speeds_up_small_flows() {
-    let braked = run(&Scenario::built_in("fattree-dcqcn").unwrap());
-    let open = {
-        let mut s = Scenario::built_in("fattree-dcqcn").unwrap();
-        s.dcqcn = None;
-        run(&s)
-    };
+    let (braked, open) = with_and_without_dcqcn("fattree-dcqcn");
     let ((bp, bports), (op, oports)) = (pauses(&braked), pauses(&open));
     let small = |r: &SimReport| r.fct.as_ref().unwrap().buckets[0].slowdown_p99;
     eprintln!(
