@@ -226,3 +226,23 @@ fn on_a_fat_tree_at_half_load_dcqcn_loses_nothing_pauses_fewer_ports_and_speeds_
     assert!(bp * 10 < op, "{op} -> {bp}");
     assert!(small(&braked) * 3.0 < small(&open));
 }
+
+#[test]
+fn a_workload_or_monitor_that_names_what_is_not_there_is_refused_with_the_field_named() {
+    let base = "topology = \"fattree:k=4\"\n";
+    let err = |extra: &str| match Scenario::from_toml(&format!("{base}{extra}")) {
+        Err(e) => e.to_string(),
+        Ok(s) => match simulate(&s, 1, None) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{extra} was accepted"),
+        },
+    };
+    assert!(err("[[workload]]\nsizes = \"mice\"\nload = 50\n").contains("workload[0].sizes"));
+    assert!(err("[[workload]]\nsizes = \"hadoop\"\nload = 150\n").contains("workload[0].load"));
+    assert!(err("[[workload]]\nsizes = \"hadoop\"\nload = 50\nto = \"h9\"\n").contains("no host \"h9\""));
+    assert!(err("[[workload]]\nsizes = \"hadoop\"\nload = 50\nframe = 9000\n").contains("workload[0].frame"));
+    assert!(err("[monitor]\nqueues = [\"edge0-0:nope\"]\n").contains("monitor.queues"));
+    assert!(err("[monitor]\nqueues = [\"h-edge0-0-0\"]\n").contains("a host's"));
+    assert!(err("[monitor]\nflows = [3]\n").contains("no flow 3"));
+    assert!(err("[monitor]\nevery_us = 0.001\n").contains("monitor.every_us"));
+}
