@@ -35,15 +35,24 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("sink_stamp", sink_stamp),
 ];
 
-/// PAUSE/PFC frames: whatever decodes encodes back to a frame that decodes the same; and
-/// any PFC the bytes describe survives encode → decode.
+/// PAUSE/PFC frames: whatever decodes encodes back to a frame that decodes the same (and
+/// is not short); a frame shorter than the minimum that decodes says the same as its
+/// zero-padded copy and is marked short; and any PFC the bytes describe survives
+/// encode → decode.
 pub fn pfc_codec(data: &[u8]) {
     let own = MacAddr([0x02, 0, 0, 0, 0, 1]);
     if let Ok(frame) = pfc::decode(data, own) {
         let mut buf = [0u8; pfc::MIN_FRAME_LEN];
         let len = pfc::encode(&mut buf, frame.src, &frame.body);
         let again = pfc::decode(&buf[..len], own).expect("an encoded frame decodes");
-        assert_eq!(again, frame, "{data:02x?}");
+        assert_eq!((again.src, again.body, again.short), (frame.src, frame.body, false), "{data:02x?}");
+        assert_eq!(frame.short, data.len() < pfc::MIN_FRAME_LEN, "{data:02x?}");
+        if frame.short {
+            let mut padded = [0u8; pfc::MIN_FRAME_LEN];
+            padded[..data.len()].copy_from_slice(data);
+            let read = pfc::decode(&padded, own).expect("its padded copy decodes");
+            assert_eq!((read.src, read.body), (frame.src, frame.body), "{data:02x?}");
+        }
     }
     if data.len() >= 19 {
         let mut p = Pfc::pause(Priorities::from_bits(data[0]), 0);

@@ -294,6 +294,74 @@ fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_
     assert!(sw.stop().success());
 }
 
+/// SONiC's storm script (sonic-mgmt's `pfc_gen.py`) writes its frames to a raw socket
+/// unpadded: 802.3x PAUSE in 18 bytes, PFC in 32 without class 7's timer. A NIC would pad
+/// them; a veth delivers them short. The switch reads them as padded, acts on them and
+/// counts them short: h2's global-pause port stops everything, h3's PFC port stops
+/// priority 3, for as long as the storms last.
+#[test]
+fn unpadded_pause_frames_laid_out_as_sonics_storm_script_sends_them_pause_the_port() {
+    let _serial = serial();
+    let tb = star("sonicstorm", 3);
+    let mut config = config_at(&tb, Speed::gbps(1));
+    config.ports[1].pause_mode = PauseMode::GlobalPause;
+    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
+    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
+    let sinks = [
+        SinkProc::start(&tb, "h2", "sink2", &sink_flags(&["--duration", "1.2"])).unwrap(),
+        SinkProc::start(&tb, "h3", "sink3", &sink_flags(&["--duration", "1.2"])).unwrap(),
+    ];
+    let storm = |h: &str, kind: &[&str]| {
+        let mut a = vec![pfctools.as_str(), "storm", "-i", "eth0", "--mode", "unpadded", "-s", "1.5", "--speed", "1G"];
+        a.extend(kind);
+        a.push("--json");
+        tb.spawn(h, &format!("storm-{h}"), &a).unwrap()
+    };
+    let storms = [storm("h2", &["-g"]), storm("h3", &["--prio", "3"])];
+    std::thread::sleep(Duration::from_millis(200));
+    for (h, flow) in [("h2", "0"), ("h3", "1")] {
+        let dst = mac_of(&tb, h);
+        run_gen(
+            &tb,
+            "h1",
+            &format!("gen-{h}"),
+            &gen_flags(&[
+                "--dst-mac",
+                &dst,
+                "--dscp",
+                "3",
+                "--rate",
+                "5k",
+                "--duration",
+                "0.5",
+                "--flow-base",
+                flow,
+                "--tx-only",
+            ]),
+            GEN_TIMEOUT,
+        )
+        .unwrap();
+    }
+    let [s2, s3] = sinks;
+    let (rx2, rx3) = (s2.finish(SINK_TIMEOUT).unwrap(), s3.finish(SINK_TIMEOUT).unwrap());
+    let sent: Vec<u64> = storms
+        .into_iter()
+        .map(|p| {
+            let done = p.wait(Duration::from_secs(10));
+            assert!(done.status.success(), "{}", done.stderr);
+            serde_json::from_str::<pfctools::storm::StormReport>(&done.stdout).unwrap().frames_sent
+        })
+        .collect();
+    assert_eq!((rx2.received, rx3.received), (0, 0), "both ports paused while the storms lasted");
+    let stats = sw.stats().unwrap();
+    let (m2, m3) = (stats.ports[1].counters.mac_control, stats.ports[2].counters.mac_control);
+    eprintln!("802.3x: {} sent, {m2:?}\nPFC: {} sent, {m3:?}", sent[0], sent[1]);
+    assert_eq!((m2.pause_received, m2.short, m2.truncated, m2.pause_ignored), (sent[0], sent[0], 0, 0));
+    assert_eq!((m3.pfc_received, m3.short, m3.truncated, m3.pfc_ignored), (sent[1], sent[1], 0, 0));
+    assert!(stats.ports[2].priorities[3].counters.xoff_received > 0);
+    assert!(sw.stop().success());
+}
+
 #[test]
 fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
     let _serial = serial();

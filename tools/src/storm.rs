@@ -29,8 +29,12 @@ pub enum StormMode {
     Pfc,
     /// PFC whose class-enable vector is zero.
     ZeroVector,
-    /// PFC cut short after the class-enable vector (20 bytes).
+    /// PFC cut inside class 0's timer (21 bytes), which no padding explains.
     Truncated,
+    /// The frame as sonic-mgmt's `pfc_gen.py` writes it to its raw socket: unpadded,
+    /// 802.3x PAUSE in 18 bytes, PFC in 32 (its vector and the timers of classes 0 to 6,
+    /// class 7's left out). A NIC pads such a frame; a veth delivers it as it is.
+    Unpadded,
     /// A MAC control frame with an unknown opcode (0x0102).
     WrongOpcode,
     /// Valid PFC from source 00:00:00:00:00:00.
@@ -130,7 +134,8 @@ pub fn storm_frame(mode: StormMode, src: MacAddr, prios: Priorities, quanta: u16
     };
     pfc::encode(&mut frame, src, &body);
     match mode {
-        StormMode::Truncated => frame.truncate(20),
+        StormMode::Truncated => frame.truncate(21),
+        StormMode::Unpadded => frame.truncate(if global { pfc::PAUSE_FIELDS_END } else { pfc::PFC_FIELDS_END - 2 }),
         StormMode::WrongOpcode => frame[14..16].copy_from_slice(&[0x01, 0x02]),
         StormMode::ReservedBits => frame[16] = 0x80,
         StormMode::WrongDestination => frame[..6].copy_from_slice(&MacAddr::local(0xdead).0),
@@ -331,6 +336,22 @@ mod tests {
         }
         let z = storm_frame(StormMode::ZeroSource, SRC, Priorities::only(3), 1, false);
         assert_eq!(pfc::decode(&z, ME).unwrap().src, MacAddr::ZERO);
+    }
+
+    #[test]
+    fn unpadded_frames_are_byte_for_byte_what_sonics_storm_script_sends() {
+        // pfc_gen.py -p 24 -t 65535: 01:80:c2:00:00:01, the source, 0x8808, 0x0101, the
+        // vector 0x0018, then classes 0..6's timers (65535 where enabled).
+        let pfc = storm_frame(StormMode::Unpadded, SRC, Priorities::from_bits(24), 65535, false);
+        let mut want = vec![0x01, 0x80, 0xc2, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01, 0x00, 0x18];
+        want.extend([0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        assert_eq!(pfc, want);
+        // pfc_gen.py -g -t 300: opcode 0x0001 and the time.
+        let pause = storm_frame(StormMode::Unpadded, SRC, Priorities::NONE, 300, true);
+        assert_eq!(pause[12..], [0x88, 0x08, 0x00, 0x01, 0x01, 0x2c]);
+        let d = pfc::decode(&pfc, ME).unwrap();
+        assert!(d.short);
+        assert_eq!(d.body, MacControl::Pfc(Pfc::pause(Priorities::from_bits(24), 65535)));
     }
 
     #[test]

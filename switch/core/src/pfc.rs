@@ -79,6 +79,9 @@ pub struct ControlFrame {
     pub src: MacAddr,
     /// What it says.
     pub body: MacControl,
+    /// It arrived shorter than Ethernet's minimum and was read as a NIC would have sent
+    /// it, padded with zeros.
+    pub short: bool,
 }
 
 /// Why a MAC control frame was not acted on. Each reason has its own counter.
@@ -132,10 +135,34 @@ impl ControlReject {
 ///
 /// 802.3 Annex 31B lets a PAUSE go either to the reserved group address or to the
 /// receiving station's own address; 802.1Qbb PFC only to the group address.
+///
+/// A frame shorter than Ethernet's 60-byte minimum is read as the NIC that sent it would
+/// have put it on a wire, its missing bytes zero, and marked `short`: a veth delivers what
+/// a raw socket wrote unpadded, and SONiC's storm script (sonic-mgmt's `pfc_gen.py`)
+/// writes 18-byte PAUSE frames and 32-byte PFC frames that leave out class 7's timer.
+/// What no padding explains stays truncated: a frame that ends inside its opcode, the
+/// PAUSE time, the class-enable vector or one of the timers.
 pub fn decode(frame: &[u8], own_mac: MacAddr) -> Result<ControlFrame, ControlReject> {
-    if frame.len() < 16 {
+    if frame.len() >= MIN_FRAME_LEN {
+        return decode_padded(frame, own_mac, false);
+    }
+    let fields_end = match frame.get(14..16).map(|o| u16::from_be_bytes([o[0], o[1]])) {
+        None => return Err(ControlReject::Truncated),
+        Some(OPCODE_PAUSE) => PAUSE_FIELDS_END,
+        // The vector at least; then whole timers.
+        Some(OPCODE_PFC) if frame.len() >= 18 && frame.len().is_multiple_of(2) => frame.len(),
+        Some(OPCODE_PFC) => return Err(ControlReject::Truncated),
+        Some(_) => 16,
+    };
+    if frame.len() < fields_end {
         return Err(ControlReject::Truncated);
     }
+    let mut padded = [0u8; MIN_FRAME_LEN];
+    padded[..frame.len()].copy_from_slice(frame);
+    decode_padded(&padded, own_mac, true)
+}
+
+fn decode_padded(frame: &[u8], own_mac: MacAddr, short: bool) -> Result<ControlFrame, ControlReject> {
     let dst = MacAddr::from_slice(frame);
     let src = MacAddr::from_slice(&frame[6..]);
     let opcode = be16(frame, 14);
@@ -147,7 +174,7 @@ pub fn decode(frame: &[u8], own_mac: MacAddr) -> Result<ControlFrame, ControlRej
             if dst != PAUSE_DESTINATION && dst != own_mac {
                 return Err(ControlReject::WrongDestination);
             }
-            Ok(ControlFrame { src, body: MacControl::Pause { quanta: be16(frame, 16) } })
+            Ok(ControlFrame { src, body: MacControl::Pause { quanta: be16(frame, 16) }, short })
         }
         OPCODE_PFC => {
             if frame.len() < PFC_FIELDS_END {
@@ -168,7 +195,7 @@ pub fn decode(frame: &[u8], own_mac: MacAddr) -> Result<ControlFrame, ControlRej
                 *q = be16(frame, 18 + 2 * p);
             }
             pfc.checking = CheckingMessage::decode(&frame[PFC_FIELDS_END..]);
-            Ok(ControlFrame { src, body: MacControl::Pfc(pfc) })
+            Ok(ControlFrame { src, body: MacControl::Pfc(pfc), short })
         }
         _ => Err(ControlReject::UnknownOpcode),
     }
@@ -278,6 +305,51 @@ mod tests {
         let mut b = vec![0u8; 60];
         encode(&mut b, MacAddr::ZERO, &MacControl::Pause { quanta: 1 });
         assert_eq!(decode(&b[..17], OWN), Err(ControlReject::Truncated));
+    }
+
+    /// The frames sonic-mgmt's `pfc_gen.py` writes to a raw socket: destination, source,
+    /// EtherType and opcode, then the PAUSE time, or the class-enable vector and the
+    /// timers of classes 0 to 6 only.
+    fn sonic_storm_frame(global: bool, classes: u8, time: u16) -> Vec<u8> {
+        let mut f = PAUSE_DESTINATION.0.to_vec();
+        f.extend([0, 1, 2, 3, 4, 5]);
+        f.extend(MAC_CONTROL_ETHERTYPE.to_be_bytes());
+        if global {
+            f.extend(OPCODE_PAUSE.to_be_bytes());
+            f.extend(time.to_be_bytes());
+        } else {
+            f.extend(OPCODE_PFC.to_be_bytes());
+            f.extend(u16::from(classes).to_be_bytes());
+            for p in 0..7 {
+                f.extend(if classes & (1 << p) != 0 { time } else { 0 }.to_be_bytes());
+            }
+        }
+        f
+    }
+
+    #[test]
+    fn an_unpadded_frame_is_read_as_its_nic_would_have_padded_it_and_marked_short() {
+        let pfc = sonic_storm_frame(false, 0b1000_1000, 65535);
+        assert_eq!(pfc.len(), 32);
+        let d = decode(&pfc, OWN).unwrap();
+        assert!(d.short);
+        let MacControl::Pfc(p) = d.body else { panic!("{d:?}") };
+        // Class 7's timer was left out: zero, as padding makes it (a resume for 7).
+        assert_eq!(p.classes().collect::<Vec<_>>(), vec![(3, 65535), (7, 0)]);
+        assert_eq!(p.checking, None);
+        let pause = sonic_storm_frame(true, 0, 300);
+        assert_eq!(pause.len(), 18);
+        assert_eq!(decode(&pause, OWN).map(|d| (d.body, d.short)), Ok((MacControl::Pause { quanta: 300 }, true)));
+        // Full-length frames are not short.
+        assert!(!decode(&pfc_bytes(&Pfc::pause(Priorities::only(3), 1)), OWN).unwrap().short);
+        // What padding cannot explain: cut inside the opcode, the time, the vector, a timer.
+        for cut in [&pause[..15], &pause[..17], &pfc[..17], &pfc[..31], &pfc[..21]] {
+            assert_eq!(decode(cut, OWN), Err(ControlReject::Truncated), "{} bytes", cut.len());
+        }
+        // An unknown opcode is that, however short.
+        let mut other = pause.clone();
+        other[15] = 0x02;
+        assert_eq!(decode(&other[..16], OWN), Err(ControlReject::UnknownOpcode));
     }
 
     #[test]

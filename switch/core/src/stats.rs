@@ -160,6 +160,10 @@ pub struct MacControlCounters {
     pub lossy_class_ignored: u64,
     /// Honoured frames that came with an all-zero source address.
     pub zero_source: u64,
+    /// Frames shorter than Ethernet's minimum, read as their NIC would have padded them
+    /// (a raw socket on a veth sends them so) and then acted on like any other.
+    #[serde(default)]
+    pub short: u64,
     /// Rejected: shorter than their fields.
     pub truncated: u64,
     /// Rejected: an opcode other than PAUSE and PFC.

@@ -159,6 +159,11 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
     );
     m.counters("port_pfc_sent", "PFC frames sent", per_port(|p| p.counters.mac_control.pfc_sent));
     m.counters("port_pause_sent", "802.3x PAUSE frames sent", per_port(|p| p.counters.mac_control.pause_sent));
+    m.counters(
+        "port_mac_control_short",
+        "MAC-control frames shorter than Ethernet's minimum, read as padded with zeros",
+        per_port(|p| p.counters.mac_control.short),
+    );
     m.counters("port_fdb_full", "Source addresses not learned: the FDB was full", per_port(|p| p.counters.fdb_full));
     m.counters(
         "port_fdb_port_full",

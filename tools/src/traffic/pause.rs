@@ -126,7 +126,7 @@ mod tests {
     use pfcswitch::core::pfc::Pfc;
 
     fn pfc(prios: Priorities, quanta: u16) -> ControlFrame {
-        ControlFrame { src: MacAddr::local(1), body: MacControl::Pfc(Pfc::pause(prios, quanta)) }
+        ControlFrame { src: MacAddr::local(1), body: MacControl::Pfc(Pfc::pause(prios, quanta)), short: false }
     }
 
     #[test]

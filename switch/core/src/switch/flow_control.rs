@@ -139,6 +139,9 @@ impl Switch {
         if frame.src.is_zero() {
             c.zero_source += 1;
         }
+        if frame.short {
+            c.short += 1;
+        }
         match frame.body {
             MacControl::Pause { quanta } => {
                 c.pause_received += 1;
