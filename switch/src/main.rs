@@ -96,6 +96,7 @@ enum CtlCommand {
 }
 
 fn main() {
+    pfcswitch::sys::quiet_on_closed_stdout();
     let cli = Cli::parse();
     init_logging(cli.log.as_deref());
     let result = match cli.command {

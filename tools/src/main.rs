@@ -95,6 +95,7 @@ enum TestbedCommand {
 }
 
 fn main() {
+    pfcswitch::sys::quiet_on_closed_stdout();
     let cli = Cli::parse();
     let filter = cli.log.clone().or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
