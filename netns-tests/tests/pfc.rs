@@ -6,6 +6,8 @@ use std::time::Duration;
 use netns_tests::*;
 use pfcswitch::core::config::PauseMode;
 use pfcswitch::core::speed::Speed;
+use pfctools::testbed::Proc;
+use pfctools::traffic::sink::SinkReport;
 
 /// Two senders at 80 % of a 100 Mb/s port each, into a third 100 Mb/s port.
 fn congest(
@@ -245,40 +247,52 @@ fn zero_quanta_resumes_at_once() {
     assert!(sw.stop().success());
 }
 
-#[test]
-fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_port_ignores_it() {
-    let _serial = serial();
-    let tb = star("global", 3);
-    let mut config = config_at(&tb, Speed::gbps(1));
+/// A switch whose h2 port pauses the whole link on 802.3x (global-pause mode) and whose h3
+/// port is in PFC mode; h2 and h3 storm with `storms` (pfctools storm's flags after the
+/// interface, for longer than the traffic) while h1 sends each of them 0.5 s of frames
+/// with `gen_more` at 5 k/s: the switch, what the two sinks got in their 1.2 s, and the
+/// storms, still running or done.
+fn storm_two_ports_while_h1_sends(
+    tb: &Testbed,
+    storms: [&[&str]; 2],
+    gen_more: &[&str],
+) -> (SwitchProc, SinkReport, SinkReport, Vec<Proc>) {
+    let mut config = config_at(tb, Speed::gbps(1));
     config.ports[1].pause_mode = PauseMode::GlobalPause;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
+    let sw = SwitchProc::start(tb, "sw1", &config, &RunArgs::default()).unwrap();
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
     let sinks = [
-        SinkProc::start(&tb, "h2", "sink2", &sink_flags(&["--duration", "1.2"])).unwrap(),
-        SinkProc::start(&tb, "h3", "sink3", &sink_flags(&["--duration", "1.2"])).unwrap(),
+        SinkProc::start(tb, "h2", "sink2", &sink_flags(&["--duration", "1.2"])).unwrap(),
+        SinkProc::start(tb, "h3", "sink3", &sink_flags(&["--duration", "1.2"])).unwrap(),
     ];
-    // 802.3x from h2 (global-pause port) and from h3 (PFC port), for longer than the traffic.
-    let storms: Vec<_> = ["h2", "h3"]
+    let storms: Vec<Proc> = ["h2", "h3"]
         .iter()
-        .map(|h| {
-            tb.spawn(h, &format!("storm-{h}"), &[&pfctools, "storm", "-i", "eth0", "-g", "-s", "2", "--speed", "1G"])
-                .unwrap()
+        .zip(storms)
+        .map(|(h, flags)| {
+            let mut a = vec![pfctools.as_str(), "storm", "-i", "eth0"];
+            a.extend(flags);
+            tb.spawn(h, &format!("storm-{h}"), &a).unwrap()
         })
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     for (h, flow) in [("h2", "0"), ("h3", "1")] {
-        let dst = mac_of(&tb, h);
-        run_gen(
-            &tb,
-            "h1",
-            &format!("gen-{h}"),
-            &gen_flags(&["--dst-mac", &dst, "--rate", "5k", "--duration", "0.5", "--flow-base", flow, "--tx-only"]),
-            GEN_TIMEOUT,
-        )
-        .unwrap();
+        let dst = mac_of(tb, h);
+        let mut a = vec!["--dst-mac", &dst, "--rate", "5k", "--duration", "0.5", "--flow-base", flow, "--tx-only"];
+        a.extend(gen_more);
+        run_gen(tb, "h1", &format!("gen-{h}"), &gen_flags(&a), GEN_TIMEOUT).unwrap();
     }
     let [s2, s3] = sinks;
     let (rx2, rx3) = (s2.finish(SINK_TIMEOUT).unwrap(), s3.finish(SINK_TIMEOUT).unwrap());
+    (sw, rx2, rx3, storms)
+}
+
+#[test]
+fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_port_ignores_it() {
+    let _serial = serial();
+    let tb = star("global", 3);
+    // 802.3x from h2 (global-pause port) and from h3 (PFC port).
+    let global: &[&str] = &["-g", "-s", "2", "--speed", "1G"];
+    let (sw, rx2, rx3, storms) = storm_two_ports_while_h1_sends(&tb, [global, global], &[]);
     drop(storms);
     assert_eq!(rx2.received, 0, "a global-pause port stops everything while paused");
     assert!(rx3.received > 2000, "a PFC port ignores 802.3x: {}", rx3.received);
@@ -303,47 +317,9 @@ fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_
 fn unpadded_pause_frames_laid_out_as_sonics_storm_script_sends_them_pause_the_port() {
     let _serial = serial();
     let tb = star("sonicstorm", 3);
-    let mut config = config_at(&tb, Speed::gbps(1));
-    config.ports[1].pause_mode = PauseMode::GlobalPause;
-    let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
-    let pfctools = harness::bin("pfctools").unwrap().display().to_string();
-    let sinks = [
-        SinkProc::start(&tb, "h2", "sink2", &sink_flags(&["--duration", "1.2"])).unwrap(),
-        SinkProc::start(&tb, "h3", "sink3", &sink_flags(&["--duration", "1.2"])).unwrap(),
-    ];
-    let storm = |h: &str, kind: &[&str]| {
-        let mut a = vec![pfctools.as_str(), "storm", "-i", "eth0", "--mode", "unpadded", "-s", "1.5", "--speed", "1G"];
-        a.extend(kind);
-        a.push("--json");
-        tb.spawn(h, &format!("storm-{h}"), &a).unwrap()
-    };
-    let storms = [storm("h2", &["-g"]), storm("h3", &["--prio", "3"])];
-    std::thread::sleep(Duration::from_millis(200));
-    for (h, flow) in [("h2", "0"), ("h3", "1")] {
-        let dst = mac_of(&tb, h);
-        run_gen(
-            &tb,
-            "h1",
-            &format!("gen-{h}"),
-            &gen_flags(&[
-                "--dst-mac",
-                &dst,
-                "--dscp",
-                "3",
-                "--rate",
-                "5k",
-                "--duration",
-                "0.5",
-                "--flow-base",
-                flow,
-                "--tx-only",
-            ]),
-            GEN_TIMEOUT,
-        )
-        .unwrap();
-    }
-    let [s2, s3] = sinks;
-    let (rx2, rx3) = (s2.finish(SINK_TIMEOUT).unwrap(), s3.finish(SINK_TIMEOUT).unwrap());
+    let unpadded = ["--mode", "unpadded", "-s", "1.5", "--speed", "1G", "--json"];
+    let (global, pfc) = ([&["-g"][..], &unpadded].concat(), [&["--prio", "3"][..], &unpadded].concat());
+    let (sw, rx2, rx3, storms) = storm_two_ports_while_h1_sends(&tb, [&global, &pfc], &["--dscp", "3"]);
     let sent: Vec<u64> = storms
         .into_iter()
         .map(|p| {
