@@ -87,7 +87,7 @@ impl FlowTemplate {
         ip.ecn = Ipv4Ecn::try_new(spec.ecn).map_err(|e| FlowError::Field(format!("ecn: {e}")))?;
         let eth = PacketBuilder::ethernet2(spec.src_mac.0, spec.dst_mac.0);
         let ip_headers = IpHeaders::Ipv4(ip, Default::default());
-        let src_port = 49152 + (spec.id & 0x3fff);
+        let src_port = roce::wire::flow_src_port(spec.id);
         let dst_port = if spec.roce { roce::wire::ROCEV2_PORT } else { UDP_PORT };
         let payload = vec![0u8; payload_len];
         let mut bytes = Vec::with_capacity(size);
@@ -182,8 +182,9 @@ impl FlowTemplate {
     fn stamp(&self, buf: &mut [u8], seq: u32, tx_ns: u32) {
         if let Some(at) = self.roce {
             // The PSN counts the flow's frames, as a queue pair's do (24 bits, wrapping).
-            let psn = at.bth + roce::wire::BTH_LEN - 3;
-            buf[psn..psn + 3].copy_from_slice(&seq.to_be_bytes()[1..]);
+            if let Some(mut bth) = roce::wire::Bth::new_checked(&mut buf[at.bth..]) {
+                bth.set_psn(seq);
+            }
         }
         let s = &mut buf[self.stamp_at..self.stamp_at + STAMP_LEN];
         s[0..2].copy_from_slice(&STAMP_MAGIC.to_be_bytes());

@@ -83,7 +83,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
         b[field::RESV8A] = 0;
         b[field::DEST_QP].copy_from_slice(&dest_qp.to_be_bytes()[1..]);
         b[field::ACK_REQ] = 0;
-        b[field::PSN].copy_from_slice(&psn.to_be_bytes()[1..]);
+        self.set_psn(psn);
+    }
+
+    /// Sets the packet sequence number (taken modulo 2^24).
+    pub fn set_psn(&mut self, psn: u32) {
+        self.buf.as_mut()[field::PSN].copy_from_slice(&psn.to_be_bytes()[1..]);
     }
 }
 
@@ -151,6 +156,12 @@ pub fn flow_qp(flow: u16) -> u32 {
     0x01_0000 | u32::from(flow)
 }
 
+/// The UDP source port of a test flow's frames and of the CNPs that answer them (RoCEv2
+/// uses the source port for entropy): one per flow, within the dynamic range.
+pub fn flow_src_port(flow: u16) -> u16 {
+    49152 + (flow & 0x3fff)
+}
+
 /// The test flow a queue pair number names, if it names one.
 pub fn qp_flow(qp: u32) -> Option<u16> {
     (qp >> 16 == 1).then_some(qp as u16)
@@ -188,7 +199,7 @@ impl CnpSpec {
             dst_ip: to_ip,
             dest_qp: flow_qp(flow),
             dscp,
-            src_port: 49152 + (flow & 0x3fff),
+            src_port: flow_src_port(flow),
         }
     }
 }

@@ -339,6 +339,13 @@ struct FlowCc {
     cnps_sent: u64,
 }
 
+impl FlowCc {
+    /// A frame's time on the wire at the reaction point's rate: the gap between sends.
+    fn frame_time(&self) -> Duration {
+        Duration::from_secs_f64(self.frame_bits / self.rp.rate_bps())
+    }
+}
+
 struct Storm {
     spec: StormSpec,
     host: usize,
@@ -476,7 +483,7 @@ impl<'f> Sim<'f> {
             };
             let build = |wire_size| {
                 FlowTemplate::build(&TemplateSpec { wire_size, ..spec.clone() })
-                    .map_err(|e| crate::scenario::invalid(format!("flow {}", f.id), e.to_string()))
+                    .map_err(|e| invalid(format!("flow {}", f.id), e.to_string()))
             };
             let template = build(f.size)?;
             let last = if f.last_size != f.size { Some(build(f.last_size)?) } else { None };
@@ -518,7 +525,7 @@ impl<'f> Sim<'f> {
             monitor: None,
         };
         if let Some(m) = &scenario.monitor {
-            sim.monitor = Some(watch(m, fabric, scenario.dcqcn.is_some())?);
+            sim.monitor = Some(watch(m, fabric)?);
             let every = sim.monitor.as_ref().map_or(0, |m| m.every_ns);
             sim.at(start + Duration::from_nanos(every), Ev::Sample);
         }
@@ -928,10 +935,12 @@ impl<'f> Sim<'f> {
         }
         if let Some(stamp) = read_stamp_in(bytes, self.arena.len(buf)) {
             let (flow, seq, tx_ns) = (usize::from(stamp.flow), stamp.seq, stamp.tx_ns);
-            if stamp.ecn == 3 && self.dcqcn.is_some() && self.fabric.flows.get(flow).is_some_and(|f| f.to == h) {
+            // A frame of a flow this host receives (a stray stamp is ignored).
+            let ours = self.fabric.flows.get(flow).is_some_and(|f| f.to == h);
+            if ours && stamp.ecn == 3 && self.dcqcn.is_some() {
                 self.answer_ce(flow, h);
             }
-            if let Some(f) = self.flows.get_mut(flow).filter(|_| self.fabric.flows[flow].to == h) {
+            if let Some(f) = self.flows.get_mut(flow).filter(|_| ours) {
                 let rx = &mut f.rx;
                 rx.frames += 1;
                 if seq < rx.next_seq {
@@ -1021,7 +1030,7 @@ impl<'f> Sim<'f> {
             // Paced at its reaction point's rate, one frame after another.
             Some(cc) => {
                 cc.rp.handle_sent(self.now, len as u64);
-                cc.due = self.now + Duration::from_secs_f64(cc.frame_bits / cc.rp.rate_bps());
+                cc.due = self.now + cc.frame_time();
                 let due = cc.due;
                 self.schedule_flow(i, due);
             }
@@ -1093,7 +1102,7 @@ impl<'f> Sim<'f> {
         }
         cc.timer_at = None;
         cc.rp.handle_timeout(now);
-        let sooner = now + Duration::from_secs_f64(cc.frame_bits / cc.rp.rate_bps());
+        let sooner = now + cc.frame_time();
         if sooner < cc.due {
             cc.due = sooner;
             self.schedule_flow(i, sooner);
@@ -1142,7 +1151,7 @@ impl<'f> Sim<'f> {
     /// What `[monitor]` sampled, if the scenario has one.
     pub fn series(&self) -> Option<crate::monitor::Series> {
         let m = self.monitor.as_ref()?;
-        Some(m.series(|i| self.fabric.flows[i].id))
+        Some(m.series(|i| self.fabric.flows[i].id, self.dcqcn.is_some()))
     }
 
     // --- Scenario events ---
@@ -1249,7 +1258,7 @@ impl<'f> Sim<'f> {
 }
 
 /// The monitor for `spec`: its queues resolved to switch ports, its flows to indices.
-fn watch(spec: &MonitorSpec, fabric: &Fabric, dcqcn: bool) -> Result<Monitor, ScenarioError> {
+fn watch(spec: &MonitorSpec, fabric: &Fabric) -> Result<Monitor, ScenarioError> {
     if spec.queues.len() > 64 {
         return Err(invalid("monitor.queues", "at most 64 ports"));
     }
@@ -1281,7 +1290,7 @@ fn watch(spec: &MonitorSpec, fabric: &Fabric, dcqcn: bool) -> Result<Monitor, Sc
         .into_iter()
         .map(|flow| WatchedFlow { flow, bytes_before: 0, received_gbps: Vec::new(), dcqcn_gbps: Vec::new() })
         .collect();
-    Ok(Monitor { every_ns: ((spec.every_us * 1e3).round() as u64).max(100), queues, flows, dcqcn })
+    Ok(Monitor { every_ns: ((spec.every_us * 1e3).round() as u64).max(100), queues, flows })
 }
 
 fn is_mac_control(frame: &[u8]) -> bool {

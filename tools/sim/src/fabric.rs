@@ -109,10 +109,13 @@ pub struct FlowPlan {
     pub ideal: Option<Duration>,
 }
 
-/// UDP payload bytes of an untagged test frame of `wire_size` bytes with FCS: what is left
-/// of it past Ethernet (14), IPv4 (20), UDP (8) and the FCS (4).
+/// What an untagged test frame carries besides its UDP payload: Ethernet (14), IPv4 (20),
+/// UDP (8) and the FCS (4).
+const FRAME_OVERHEAD: usize = 14 + 20 + 8 + 4;
+
+/// UDP payload bytes of an untagged test frame of `wire_size` bytes with FCS.
 pub fn payload_of(wire_size: usize) -> usize {
-    wire_size.saturating_sub(46)
+    wire_size.saturating_sub(FRAME_OVERHEAD)
 }
 
 #[derive(Debug)]
@@ -266,7 +269,8 @@ impl Fabric {
             }
         }
 
-        let mut flows = plan_flows(s, &t, &host_index, &ports, &hosts, seed)?;
+        let end = secs("duration_ms", "the run", (s.duration_ms + s.drain_ms) / 1e3)?;
+        let mut flows = plan_flows(s, &t, &host_index, &ports, &hosts, seed, end)?;
 
         // Forwarding: every switch gets a static entry per destination host.
         let mut fdb: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); t.switches.len()];
@@ -278,7 +282,6 @@ impl Fabric {
         // The paths the flows take, walked through the entries, and how long a flow with
         // a count would take alone on them.
         let mut paths = Vec::new();
-        let end = secs("duration_ms", "the run", (s.duration_ms + s.drain_ms) / 1e3)?;
         for f in &mut flows {
             let path =
                 walk(&t, &ports, &hosts, &fdb, f.from, f.to).map_err(|e| invalid(format!("flow {}", f.id), e))?;
@@ -407,6 +410,7 @@ fn plan_flows(
     ports: &[PortSpec],
     hosts: &[HostNode],
     seed: u64,
+    end: Duration,
 ) -> Result<Vec<FlowPlan>, ScenarioError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let n = t.hosts.len();
@@ -478,12 +482,13 @@ fn plan_flows(
         }
     }
     for (i, w) in s.workload.iter().enumerate() {
-        plan_workload(s, i, w, host_index, ports, hosts, &mut rng, &mut flows)?;
+        plan_workload(s, i, w, host_index, ports, hosts, &mut rng, end, &mut flows)?;
     }
     Ok(flows)
 }
 
-/// Workload `i`'s flows ([`crate::scenario::WorkloadSpec`]), appended to `flows`.
+/// Workload `i`'s flows ([`crate::scenario::WorkloadSpec`]), appended to `flows`; each
+/// sends to its end, which the run's `end` bounds.
 #[allow(clippy::too_many_arguments)]
 fn plan_workload(
     s: &Scenario,
@@ -493,6 +498,7 @@ fn plan_workload(
     ports: &[PortSpec],
     hosts: &[HostNode],
     rng: &mut ChaCha8Rng,
+    end: Duration,
     flows: &mut Vec<FlowPlan>,
 ) -> Result<(), ScenarioError> {
     let field = format!("workload[{i}]");
@@ -515,7 +521,6 @@ fn plan_workload(
     let mean_wire = cdf.mean() * wire / per_frame as f64;
     let start = (w.start_ms * 1e6).round() as u64;
     let stop = (w.stop_ms.unwrap_or(s.duration_ms) * 1e6).round() as u64;
-    let end = secs("duration_ms", "the run", (s.duration_ms + s.drain_ms) / 1e3)?;
     for a in senders {
         let speed = ports[hosts[a].port].speed;
         let per_s = w.load / 100.0 * speed.bps() as f64 / 8.0 / mean_wire;
@@ -547,7 +552,7 @@ fn plan_workload(
                 stop: end,
                 count: Some(frames),
                 bytes: Some(bytes),
-                last_size: (last as usize + 46).max(64),
+                last_size: (last as usize + FRAME_OVERHEAD).max(64),
                 ideal: None,
             });
         }
@@ -654,7 +659,6 @@ fn explicit_routes(
     Ok(())
 }
 
-/// The node names a frame from host `a` to host `b` passes, following the entries.
 /// The ports a frame from host `a` to host `b` leaves by, the host's own first.
 fn walk(
     t: &Topology,

@@ -276,10 +276,13 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             lossless_lost += lost;
         }
         let start_ns = f.start.as_nanos() as u64;
-        let fct_ns = rx.completed_ns.map(|done| done.saturating_sub(start_ns));
-        let ideal_ns = f.ideal.map(|d| d.as_nanos() as u64);
-        if let Some(bytes) = f.bytes {
-            sized.push(workload::FlowFct { bytes, fct_ns, ideal_ns: ideal_ns.unwrap_or(u64::MAX) });
+        let fct = workload::FlowFct {
+            bytes: f.bytes.unwrap_or(0),
+            fct_ns: rx.completed_ns.map(|done| done.saturating_sub(start_ns)),
+            ideal_ns: f.ideal.map(|d| d.as_nanos() as u64),
+        };
+        if f.bytes.is_some() {
+            sized.push(fct);
         }
         flows.push(FlowReport {
             id: f.id,
@@ -294,9 +297,9 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             latency: rx.latency.percentiles(),
             ce: rx.ce,
             bytes: f.bytes,
-            fct_us: fct_ns.map(|n| n as f64 / 1e3),
-            ideal_fct_us: ideal_ns.map(|n| n as f64 / 1e3),
-            slowdown: fct_ns.zip(ideal_ns).map(|(fct, ideal)| fct as f64 / ideal.max(1) as f64),
+            fct_us: fct.fct_ns.map(|n| n as f64 / 1e3),
+            ideal_fct_us: fct.ideal_ns.map(|n| n as f64 / 1e3),
+            slowdown: fct.slowdown(),
         });
     }
     let until = total.as_nanos() as u64;

@@ -53,12 +53,12 @@ pub(crate) struct Monitor {
     pub every_ns: u64,
     pub queues: Vec<WatchedQueue>,
     pub flows: Vec<WatchedFlow>,
-    pub dcqcn: bool,
 }
 
 impl Monitor {
-    /// The series so far, each queue's idle priorities left out.
-    pub fn series(&self, flow_ids: impl Fn(usize) -> u16) -> Series {
+    /// The series so far, each queue's idle priorities left out; the flows' DCQCN rates
+    /// if the hosts run `dcqcn`.
+    pub fn series(&self, flow_ids: impl Fn(usize) -> u16, dcqcn: bool) -> Series {
         let mut queues = Vec::new();
         for q in &self.queues {
             for prio in 0..PRIORITIES {
@@ -77,7 +77,7 @@ impl Monitor {
             .map(|f| FlowSeries {
                 flow: flow_ids(f.flow),
                 received_gbps: f.received_gbps.clone(),
-                dcqcn_gbps: self.dcqcn.then(|| f.dcqcn_gbps.clone()),
+                dcqcn_gbps: dcqcn.then(|| f.dcqcn_gbps.clone()),
             })
             .collect();
         Series { every_us: self.every_ns as f64 / 1e3, queues, flows }

@@ -172,12 +172,20 @@ pub struct FctSummary {
     pub all: FctBucket,
 }
 
-/// One flow's size in bytes and, if it completed, its FCT and ideal FCT, ns.
+/// One flow's size in bytes, its FCT if it completed, and its ideal FCT (`None` if even
+/// that is past the run's end), ns.
 #[derive(Clone, Copy, Debug)]
 pub struct FlowFct {
     pub bytes: u64,
     pub fct_ns: Option<u64>,
-    pub ideal_ns: u64,
+    pub ideal_ns: Option<u64>,
+}
+
+impl FlowFct {
+    /// FCT over ideal FCT, for a flow that completed.
+    pub fn slowdown(&self) -> Option<f64> {
+        self.fct_ns.zip(self.ideal_ns).map(|(fct, ideal)| fct as f64 / ideal.max(1) as f64)
+    }
 }
 
 /// The `q`-quantile of sorted `v` (nearest rank), 0 if empty.
@@ -190,8 +198,9 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 }
 
 fn bucket(name: &str, flows: &[&FlowFct]) -> FctBucket {
-    let done: Vec<(u64, u64)> = flows.iter().filter_map(|f| f.fct_ns.map(|fct| (fct, f.ideal_ns.max(1)))).collect();
-    let mut slowdown: Vec<f64> = done.iter().map(|&(fct, ideal)| fct as f64 / ideal as f64).collect();
+    // A flow that completed had an ideal FCT: it cannot beat it.
+    let done: Vec<(u64, f64)> = flows.iter().filter_map(|f| Some((f.fct_ns?, f.slowdown()?))).collect();
+    let mut slowdown: Vec<f64> = done.iter().map(|&(_, s)| s).collect();
     slowdown.sort_by(f64::total_cmp);
     let mean_fct_us =
         if done.is_empty() { 0.0 } else { done.iter().map(|&(f, _)| f as f64).sum::<f64>() / done.len() as f64 / 1e3 };
@@ -299,10 +308,10 @@ mod tests {
     #[test]
     fn slowdown_is_summarised_by_size_with_unfinished_flows_counted_apart() {
         let flows = [
-            FlowFct { bytes: 1000, fct_ns: Some(2000), ideal_ns: 1000 },
-            FlowFct { bytes: 5000, fct_ns: Some(4000), ideal_ns: 1000 },
-            FlowFct { bytes: 50_000, fct_ns: None, ideal_ns: 5000 },
-            FlowFct { bytes: 2_000_000, fct_ns: Some(300_000), ideal_ns: 200_000 },
+            FlowFct { bytes: 1000, fct_ns: Some(2000), ideal_ns: Some(1000) },
+            FlowFct { bytes: 5000, fct_ns: Some(4000), ideal_ns: Some(1000) },
+            FlowFct { bytes: 50_000, fct_ns: None, ideal_ns: Some(5000) },
+            FlowFct { bytes: 2_000_000, fct_ns: Some(300_000), ideal_ns: Some(200_000) },
         ];
         let s = summarise(&flows).unwrap();
         assert_eq!((s.flows, s.completed), (4, 3));
