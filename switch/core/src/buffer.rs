@@ -32,6 +32,8 @@ pub struct Group {
     pub xoff: bool,
     pub watermark: u64,
     pub headroom_watermark: u64,
+    /// The most `shared` has been (SONiC's shared-pool watermark per priority group).
+    pub shared_watermark: u64,
 }
 
 impl Group {
@@ -153,6 +155,7 @@ impl SharedBuffer {
             g.buffers += buffers;
             self.shared_used += len;
             g.watermark = g.watermark.max(g.occupancy());
+            g.shared_watermark = g.shared_watermark.max(g.shared);
             return Admission { admitted: true, crossed_xoff: false, by_frames: false };
         }
         let crossed_xoff = !g.xoff;
@@ -185,6 +188,7 @@ impl SharedBuffer {
         g.buffers += buffers;
         self.shared_used += len;
         g.watermark = g.watermark.max(g.occupancy());
+        g.shared_watermark = g.shared_watermark.max(g.shared);
         true
     }
 
@@ -214,6 +218,7 @@ impl SharedBuffer {
         for g in self.cells.iter_mut().flatten().map(|c| &mut c.group) {
             g.watermark = g.occupancy();
             g.headroom_watermark = g.headroom;
+            g.shared_watermark = g.shared;
         }
     }
 }
@@ -266,6 +271,7 @@ mod tests {
         assert!(!b.group(0, 3).xoff);
         assert_eq!(b.group(0, 3).watermark, 5000);
         assert_eq!(b.group(0, 3).headroom_watermark, 2000);
+        assert_eq!(b.group(0, 3).shared_watermark, 3000, "the shared part alone");
     }
 
     #[test]

@@ -18,6 +18,23 @@ struct History {
     run_start: Time,
     /// When the last pause (not a resume) arrived.
     last_pause: Option<Time>,
+    /// Runs started: pauses that found the timer expired.
+    runs: u64,
+}
+
+/// What SONiC's `pfcstat --history` shows of one priority: how often the link partner
+/// paused it, for how long in all, and when its latest pause began and how long it
+/// lasted (or has lasted, if it still holds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PauseHistory {
+    /// Pauses that found the priority running: each begins a run of pauses.
+    pub transitions: u64,
+    /// Time the priority has been paused in all, µs.
+    pub paused_us: u64,
+    /// When the latest run began (the switch's monotonic clock, ns; 0: never).
+    pub recent_start_ns: u64,
+    /// How long the latest run lasted, up to now if it holds, µs.
+    pub recent_us: u64,
 }
 
 /// The index of the 802.3x timer (the whole port) after the per-priority ones.
@@ -54,6 +71,7 @@ impl EgressPause {
         if !d.is_zero() {
             if now >= self.until[t] {
                 h.run_start = now;
+                h.runs += 1;
             }
             h.last_pause = Some(now);
         }
@@ -112,6 +130,18 @@ impl EgressPause {
         self.history[PORT].last_pause
     }
 
+    /// The PFC pauses `prio` has had, up to `now` (802.3x pauses not included).
+    pub fn history(&self, now: Time, prio: usize) -> PauseHistory {
+        let h = &self.history[prio];
+        let recent = (h.runs > 0).then(|| (h.run_start, self.until[prio].min(now).saturating_since(h.run_start)));
+        PauseHistory {
+            transitions: h.runs,
+            paused_us: self.total(now, prio).as_micros() as u64,
+            recent_start_ns: recent.map_or(0, |(start, _)| start.as_nanos()),
+            recent_us: recent.map_or(0, |(_, d)| d.as_micros() as u64),
+        }
+    }
+
     /// Time `prio` has spent unable to transmit, up to `now`.
     pub fn paused_time(&self, now: Time, prio: usize) -> Duration {
         self.total(now, prio) + self.total(now, PORT)
@@ -158,6 +188,29 @@ mod tests {
         assert_eq!(e.paused_since(t0 + 11 * MS, 3), Some(t0 + 10 * MS));
         e.pause_priority(t0 + 12 * MS, 3, Duration::ZERO);
         assert_eq!((e.paused_since(t0 + 12 * MS, 3), e.last_pause(3)), (None, Some(t0 + 10 * MS)));
+    }
+
+    #[test]
+    fn the_history_counts_runs_not_frames_and_remembers_the_latest_run() {
+        let mut e = EgressPause::default();
+        let t0 = Time::from_millis(10);
+        assert_eq!(e.history(t0, 3), PauseHistory::default());
+        // One run of three frames (0 to 9 ms), then a run of 2 ms cut short by a resume.
+        e.pause_priority(t0, 3, 5 * MS);
+        e.pause_priority(t0 + 2 * MS, 3, 5 * MS);
+        e.pause_priority(t0 + 4 * MS, 3, 5 * MS);
+        e.pause_priority(t0 + 20 * MS, 3, 5 * MS);
+        let during = e.history(t0 + 21 * MS, 3);
+        assert_eq!((during.transitions, during.recent_us, during.paused_us), (2, 1000, 10_000));
+        e.pause_priority(t0 + 22 * MS, 3, Duration::ZERO);
+        let h = e.history(t0 + 30 * MS, 3);
+        assert_eq!(h.transitions, 2);
+        assert_eq!(h.paused_us, 11_000);
+        assert_eq!(h.recent_start_ns, (t0 + 20 * MS).as_nanos());
+        assert_eq!(h.recent_us, 2000);
+        // An 802.3x pause is not a PFC run.
+        e.pause_port(t0 + 40 * MS, MS);
+        assert_eq!(e.history(t0 + 50 * MS, 3).transitions, 2);
     }
 
     #[test]

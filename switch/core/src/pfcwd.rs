@@ -100,6 +100,56 @@ pub struct WatchdogCounters {
     /// for comparing with when a storm tool started.
     #[serde(default)]
     pub last_detection_ns: u64,
+    /// The priority's frames during every storm so far, the one going on included
+    /// (SONiC's `pfcwd show stats` TX OK/DROP and RX OK/DROP).
+    #[serde(default)]
+    pub storm_traffic: StormTraffic,
+    /// The same during the latest storm, up to now if it goes on (SONiC's LAST columns).
+    #[serde(default)]
+    pub last_storm_traffic: StormTraffic,
+}
+
+/// One priority's frames while it was stormed: what its egress queue sent and dropped,
+/// and what its port received. The watchdog drops at the egress queue only, so
+/// `rx_dropped` stays zero; it is there because SONiC's view has the column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StormTraffic {
+    /// Frames the egress queue sent.
+    pub tx_ok: u64,
+    /// Frames bound for the egress queue that the watchdog dropped.
+    pub tx_dropped: u64,
+    /// Frames of the priority the port received.
+    pub rx_ok: u64,
+    /// Frames of the priority the port received and dropped (none: see above).
+    pub rx_dropped: u64,
+}
+
+impl StormTraffic {
+    fn since(self, earlier: StormTraffic) -> StormTraffic {
+        StormTraffic {
+            tx_ok: self.tx_ok.saturating_sub(earlier.tx_ok),
+            tx_dropped: self.tx_dropped.saturating_sub(earlier.tx_dropped),
+            rx_ok: self.rx_ok.saturating_sub(earlier.rx_ok),
+            rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
+        }
+    }
+
+    fn add(self, more: StormTraffic) -> StormTraffic {
+        StormTraffic {
+            tx_ok: self.tx_ok + more.tx_ok,
+            tx_dropped: self.tx_dropped + more.tx_dropped,
+            rx_ok: self.rx_ok + more.rx_ok,
+            rx_dropped: self.rx_dropped + more.rx_dropped,
+        }
+    }
+}
+
+/// Frames one priority has sent from its port's egress queue and received on the port,
+/// as the port's counters have them: what the watchdog reads at a storm's start and end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PrioFrames {
+    pub tx: u64,
+    pub rx: u64,
 }
 
 /// A change of state, for the log.
@@ -166,7 +216,16 @@ pub(crate) struct PortWatchdog {
     stormed: Priorities,
     watch: [PrioWatch; PRIORITIES],
     /// Out of line: written at a storm's start and end, read by the stats.
-    counters: Box<[WatchdogCounters; PRIORITIES]>,
+    counters: Box<[PrioRecord; PRIORITIES]>,
+}
+
+/// One priority's counters, and its traffic when its storm began (while it lasts).
+#[derive(Clone, Copy, Debug, Default)]
+struct PrioRecord {
+    counters: WatchdogCounters,
+    /// Storms that ended: their traffic.
+    closed: StormTraffic,
+    at_storm: StormTraffic,
 }
 
 /// What the watchdog keeps of one priority between checks.
@@ -198,7 +257,7 @@ impl PortWatchdog {
             restoration: Duration::from_millis(config.restoration_ms),
             stormed: Priorities::NONE,
             watch: [PrioWatch::default(); PRIORITIES],
-            counters: Box::new([WatchdogCounters::default(); PRIORITIES]),
+            counters: Box::new([PrioRecord::default(); PRIORITIES]),
         }
     }
 
@@ -234,22 +293,38 @@ impl PortWatchdog {
         }
     }
 
-    pub fn counters(&self, prio: usize) -> WatchdogCounters {
-        self.counters[prio]
+    /// `prio`'s counters, given its frames as the port counts them now.
+    pub fn counters(&self, prio: usize, frames: PrioFrames) -> WatchdogCounters {
+        let r = &self.counters[prio];
+        let mut c = r.counters;
+        c.storm_traffic = r.closed;
+        if self.stormed.contains(prio) {
+            c.last_storm_traffic = self.traffic(prio, frames).since(r.at_storm);
+            c.storm_traffic = c.storm_traffic.add(c.last_storm_traffic);
+        }
+        c
+    }
+
+    /// `prio`'s traffic counts as of now: `frames`, and the drops the watchdog counted.
+    fn traffic(&self, prio: usize, frames: PrioFrames) -> StormTraffic {
+        let dropped = self.counters[prio].counters.dropped_frames;
+        StormTraffic { tx_ok: frames.tx, tx_dropped: dropped, rx_ok: frames.rx, rx_dropped: 0 }
     }
 
     pub fn note_dropped(&mut self, prio: usize) {
-        self.counters[prio].dropped_frames += 1;
+        self.counters[prio].counters.dropped_frames += 1;
     }
 
     /// Detects storms and restores priorities among `lossless` as of `now`; reports each
-    /// change through `event`.
+    /// change through `event`. `frames` gives a priority's frames as the port counts them,
+    /// read where a storm begins or ends.
     pub fn check(
         &mut self,
         now: Time,
         port: PortId,
         lossless: Priorities,
         seen: &Observed,
+        frames: impl Fn(usize) -> PrioFrames,
         mut event: impl FnMut(WatchdogEvent),
     ) {
         if self.action == WatchdogAction::Off {
@@ -264,7 +339,8 @@ impl PortWatchdog {
                     if now.saturating_since(since) >= self.detection {
                         self.stormed.insert(prio);
                         self.watch[prio].stormed_at = now;
-                        let c = &mut self.counters[prio];
+                        self.counters[prio].at_storm = self.traffic(prio, frames(prio));
+                        let c = &mut self.counters[prio].counters;
                         c.storms_detected += 1;
                         c.last_detection_us = now.saturating_since(since).as_micros() as u64;
                         c.last_detection_ns = now.as_nanos();
@@ -279,8 +355,12 @@ impl PortWatchdog {
                 }
                 Some(stormed_at) => {
                     if now >= self.restore_at(stormed_at, prio, seen) {
+                        let storm = self.traffic(prio, frames(prio)).since(self.counters[prio].at_storm);
                         self.stormed.remove(prio);
-                        self.counters[prio].restored += 1;
+                        let r = &mut self.counters[prio];
+                        r.counters.restored += 1;
+                        r.counters.last_storm_traffic = storm;
+                        r.closed = r.closed.add(storm);
                         event(WatchdogEvent::Restored {
                             port,
                             prio: prio as u8,
@@ -342,6 +422,10 @@ mod tests {
         o
     }
 
+    fn no_frames(_: usize) -> PrioFrames {
+        PrioFrames::default()
+    }
+
     fn watchdog(action: WatchdogAction) -> PortWatchdog {
         PortWatchdog::new(&WatchdogConfig { action, detection_ms: 200, restoration_ms: 100 })
     }
@@ -354,25 +438,28 @@ mod tests {
         let paused = seen(Some(t0), Some(t0 + 150 * MS), true);
         // Frames it has not seen waiting yet: look now.
         assert_eq!(w.deadline(t0, P3, &paused), Some(t0));
-        w.check(t0, 1, P3, &paused, |e| events.push(e));
+        w.check(t0, 1, P3, &paused, no_frames, |e| events.push(e));
         assert_eq!(w.deadline(t0, P3, &paused), Some(t0 + 200 * MS));
-        w.check(t0 + 199 * MS, 1, P3, &paused, |e| events.push(e));
+        w.check(t0 + 199 * MS, 1, P3, &paused, no_frames, |e| events.push(e));
         assert!(events.is_empty() && w.stormed().is_empty());
-        w.check(t0 + 200 * MS, 1, P3, &paused, |e| events.push(e));
+        w.check(t0 + 200 * MS, 1, P3, &paused, no_frames, |e| events.push(e));
         assert_eq!(w.dropping(), P3);
         assert!(
             matches!(events[0], WatchdogEvent::StormDetected { port: 1, prio: 3, stalled_since, .. } if stalled_since == t0)
         );
-        assert_eq!(w.counters(3).last_detection_us, 200_000);
+        assert_eq!(w.counters(3, PrioFrames::default()).last_detection_us, 200_000);
         // Pauses keep coming until 300 ms: restored 100 ms after the last one.
         let storming = seen(Some(t0), Some(t0 + 300 * MS), true);
         assert_eq!(w.deadline(t0, P3, &storming), Some(t0 + 400 * MS));
-        w.check(t0 + 399 * MS, 1, P3, &storming, |e| events.push(e));
+        w.check(t0 + 399 * MS, 1, P3, &storming, no_frames, |e| events.push(e));
         assert_eq!(w.stormed(), P3);
-        w.check(t0 + 400 * MS, 1, P3, &seen(None, Some(t0 + 300 * MS), true), |e| events.push(e));
+        w.check(t0 + 400 * MS, 1, P3, &seen(None, Some(t0 + 300 * MS), true), no_frames, |e| events.push(e));
         assert_eq!(w.stormed(), NONE);
         assert!(matches!(events[1], WatchdogEvent::Restored { prio: 3, stormed_for, .. } if stormed_for == 200 * MS));
-        assert_eq!((w.counters(3).storms_detected, w.counters(3).restored), (1, 1));
+        assert_eq!(
+            (w.counters(3, PrioFrames::default()).storms_detected, w.counters(3, PrioFrames::default()).restored),
+            (1, 1)
+        );
     }
 
     #[test]
@@ -380,12 +467,12 @@ mod tests {
         let mut w = watchdog(WatchdogAction::Drop);
         let t0 = Time::from_millis(1000);
         // Paused since t0, idle until 500 ms: nothing held back until frames arrive.
-        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), false), |_| panic!("idle"));
-        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| panic!("just began to wait"));
-        w.check(t0 + 699 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| panic!("199 ms"));
+        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), false), no_frames, |_| panic!("idle"));
+        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("just began to wait"));
+        w.check(t0 + 699 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("199 ms"));
         let mut fired = false;
-        w.check(t0 + 700 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| fired = true);
-        assert!(fired && w.counters(3).last_detection_us == 200_000);
+        w.check(t0 + 700 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| fired = true);
+        assert!(fired && w.counters(3, PrioFrames::default()).last_detection_us == 200_000);
     }
 
     #[test]
@@ -393,13 +480,13 @@ mod tests {
         let t0 = Time::from_millis(1000);
         let late = t0 + 10_000 * MS;
         let mut w = watchdog(WatchdogAction::Drop);
-        w.check(late, 0, P3, &seen(Some(t0), Some(t0), false), |_| panic!("idle"));
-        w.check(late, 0, Priorities::only(4), &seen(Some(t0), Some(t0), true), |_| {
+        w.check(late, 0, P3, &seen(Some(t0), Some(t0), false), no_frames, |_| panic!("idle"));
+        w.check(late, 0, Priorities::only(4), &seen(Some(t0), Some(t0), true), no_frames, |_| {
             panic!("priority 3 is not lossless here")
         });
         assert_eq!(w.deadline(late, P3, &seen(Some(t0), Some(t0), false)), None);
         let mut off = watchdog(WatchdogAction::Off);
-        off.check(late, 0, P3, &seen(Some(t0), Some(t0), true), |_| panic!("off"));
+        off.check(late, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("off"));
         assert_eq!(off.deadline(late, P3, &seen(Some(t0), Some(t0), true)), None);
     }
 
@@ -410,10 +497,43 @@ mod tests {
             [(WatchdogAction::Forward, NONE, P3), (WatchdogAction::Alert, NONE, NONE), (WatchdogAction::Drop, P3, NONE)]
         {
             let mut w = watchdog(action);
-            w.check(t0, 0, P3, &seen(Some(t0), Some(t0), true), |_| {});
-            w.check(t0 + 200 * MS, 0, P3, &seen(Some(t0), Some(t0), true), |_| {});
+            w.check(t0, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| {});
+            w.check(t0 + 200 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| {});
             assert_eq!((w.stormed(), w.dropping(), w.forwarding()), (P3, dropping, forwarding), "{action:?}");
         }
+    }
+
+    #[test]
+    fn a_storms_traffic_is_what_the_counters_gained_while_it_lasted_and_the_latest_storm_is_kept_apart() {
+        let mut w = watchdog(WatchdogAction::Drop);
+        let t0 = Time::from_millis(1000);
+        let frames = |tx, rx| move |_: usize| PrioFrames { tx, rx };
+        let stalled = seen(Some(t0), Some(t0), true);
+        w.check(t0, 0, P3, &stalled, frames(100, 50), |_| {});
+        w.check(t0 + 200 * MS, 0, P3, &stalled, frames(100, 50), |_| {});
+        for _ in 0..7 {
+            w.note_dropped(3);
+        }
+        // While it lasts, the storm so far is both the latest and all there has been.
+        let during = w.counters(3, PrioFrames { tx: 101, rx: 60 });
+        let so_far = StormTraffic { tx_ok: 1, tx_dropped: 7, rx_ok: 10, rx_dropped: 0 };
+        assert_eq!((during.storm_traffic, during.last_storm_traffic), (so_far, so_far));
+        w.check(t0 + 300 * MS, 0, P3, &seen(None, Some(t0), true), frames(102, 70), |_| {});
+        assert_eq!(w.stormed(), NONE);
+        // Frames after the storm count for nothing; a second storm adds to the total.
+        let after = w.counters(3, PrioFrames { tx: 500, rx: 500 });
+        let first = StormTraffic { tx_ok: 2, tx_dropped: 7, rx_ok: 20, rx_dropped: 0 };
+        assert_eq!((after.storm_traffic, after.last_storm_traffic), (first, first));
+        let t1 = t0 + 1000 * MS;
+        let stalled = seen(Some(t1), Some(t1), true);
+        w.check(t1, 0, P3, &stalled, frames(500, 500), |_| {});
+        w.check(t1 + 200 * MS, 0, P3, &stalled, frames(500, 500), |_| {});
+        w.note_dropped(3);
+        w.check(t1 + 300 * MS, 0, P3, &seen(None, Some(t1), true), frames(503, 504), |_| {});
+        let both = w.counters(3, PrioFrames { tx: 900, rx: 900 });
+        let second = StormTraffic { tx_ok: 3, tx_dropped: 1, rx_ok: 4, rx_dropped: 0 };
+        assert_eq!(both.last_storm_traffic, second);
+        assert_eq!(both.storm_traffic, StormTraffic { tx_ok: 5, tx_dropped: 8, rx_ok: 24, rx_dropped: 0 });
     }
 
     #[test]

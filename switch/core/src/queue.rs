@@ -104,11 +104,13 @@ pub(crate) struct Fifo {
     /// Pool buffers its frames take (see [`FrameMeta::buffers`]).
     buffers: u32,
     bytes: u64,
+    /// The most `bytes` has been since the watermarks were cleared.
+    watermark: u64,
 }
 
 impl Default for Fifo {
     fn default() -> Fifo {
-        Fifo { head: NIL, tail: NIL, frames: 0, buffers: 0, bytes: 0 }
+        Fifo { head: NIL, tail: NIL, frames: 0, buffers: 0, bytes: 0, watermark: 0 }
     }
 }
 
@@ -117,6 +119,7 @@ impl Fifo {
         let m = table.get_mut(id);
         m.next = NIL;
         self.bytes += u64::from(m.len);
+        self.watermark = self.watermark.max(self.bytes);
         self.buffers += u32::from(m.buffers);
         if self.tail == NIL {
             self.head = id.0;
@@ -166,6 +169,11 @@ impl Fifo {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
+
+    /// The most bytes the queue has held since [`DataQueues::clear_watermarks`].
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
 }
 
 /// A port's data queues, one per priority, with the set of those that hold frames.
@@ -195,6 +203,13 @@ impl DataQueues {
     /// The priorities whose queues hold frames.
     pub fn nonempty(&self) -> Priorities {
         self.nonempty
+    }
+
+    /// Starts every queue's watermark again from what it holds now.
+    pub fn clear_watermarks(&mut self) {
+        for f in &mut self.fifo {
+            f.watermark = f.bytes;
+        }
     }
 
     /// The queues, by priority.
@@ -231,6 +246,7 @@ mod tests {
         let order: Vec<u32> = std::iter::from_fn(|| a.pop(&mut t)).map(|f| f.0).collect();
         assert_eq!(order, vec![1, 2, 3, 0]);
         assert!(a.is_empty() && a.bytes() == 0 && a.buffers() == 0);
+        assert_eq!(a.watermark(), 406, "the most it held");
         assert_eq!(b.pop(&mut t), Some(FrameId(7)));
         assert_eq!(b.pop(&mut t), None);
     }

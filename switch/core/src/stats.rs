@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::pause::PauseHistory;
+
 use super::config::{PauseMode, PortRole};
 use super::histogram::Percentiles;
 use super::mac::MacAddr;
@@ -273,6 +275,9 @@ pub struct PrioStats {
     pub ingress_bytes: u64,
     /// The most `ingress_bytes` has been.
     pub ingress_watermark: u64,
+    /// The most of the shared pool the group has held (its headroom not counted).
+    #[serde(default)]
+    pub ingress_shared_watermark: u64,
     /// Bytes of headroom in use now.
     pub headroom_bytes: u64,
     /// The most headroom has held.
@@ -294,10 +299,16 @@ pub struct PrioStats {
     pub egress_queue_frames: u32,
     /// Bytes waiting in this port's egress queue.
     pub egress_queue_bytes: u64,
+    /// The most bytes this egress queue has held since the watermarks were cleared.
+    #[serde(default)]
+    pub egress_queue_watermark: u64,
     /// The link partner has paused this priority right now.
     pub egress_paused: bool,
-    /// Total time egress has been paused, in µs.
+    /// Total time egress has been paused, in µs (PFC and 802.3x).
     pub paused_us: u64,
+    /// The link partner's PFC pauses of this priority (`pfcstat --history`).
+    #[serde(default)]
+    pub pfc_history: PauseHistory,
     /// Since when this port has been pausing its upstream (monotonic ns; 0 if not).
     pub xoff_since_ns: u64,
     /// The longest frames of this priority kept arriving after an XOFF, µs: the link

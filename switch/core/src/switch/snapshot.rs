@@ -1,5 +1,6 @@
 //! The stats snapshot: everything `ctl stats` shows, assembled from the engine's state.
 
+use crate::pfcwd::PrioFrames;
 use crate::priorities::PRIORITIES;
 use crate::stats::{PortStats, PrioStats, SwitchStats, TagRow, TaggerStats, WatchdogStats};
 use crate::tagging::{TagTable, TAGS};
@@ -70,6 +71,7 @@ impl Switch {
                     counters: p.prio[prio],
                     ingress_bytes: g.occupancy(),
                     ingress_watermark: g.watermark,
+                    ingress_shared_watermark: g.shared_watermark,
                     headroom_bytes: g.headroom,
                     headroom_watermark: g.headroom_watermark,
                     xoff_threshold: profile(self.buffer.xoff_threshold(index, prio)),
@@ -78,8 +80,10 @@ impl Switch {
                     xoff: g.xoff,
                     egress_queue_frames: p.tx.queues[prio].len(),
                     egress_queue_bytes: p.tx.queues[prio].bytes(),
+                    egress_queue_watermark: p.tx.queues[prio].watermark(),
                     egress_paused: paused.contains(prio),
                     paused_us: p.tx.pause.paused_time(now, prio).as_micros() as u64,
+                    pfc_history: p.tx.pause.history(now, prio),
                     xoff_since_ns: if g.xoff { p.upstream.log.xoff_since[prio].as_nanos() } else { 0 },
                     upstream_response_max_us: p.upstream.log.upstream_response[prio].as_secs_f64() * 1e6,
                 }
@@ -103,7 +107,9 @@ impl Switch {
                     priority: prio as u8,
                     action: p.pfcwd.action(),
                     active: p.pfcwd.stormed().contains(prio),
-                    counters: p.pfcwd.counters(prio),
+                    counters: p
+                        .pfcwd
+                        .counters(prio, PrioFrames { tx: p.prio[prio].tx_frames, rx: p.prio[prio].rx_frames }),
                 })
                 .collect(),
             checks: p.checks,
@@ -117,5 +123,8 @@ impl Switch {
     /// Clears every watermark (for a fresh measurement).
     pub fn clear_watermarks(&mut self) {
         self.buffer.clear_watermarks();
+        for p in &mut self.ports {
+            p.tx.queues.clear_watermarks();
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! configured.
 
 use crate::config::PauseMode;
-use crate::pfcwd::{Observed, WatchdogAction, WatchdogEvent};
+use crate::pfcwd::{Observed, PrioFrames, WatchdogAction, WatchdogEvent};
 use crate::pool::FramePool;
 use crate::ports::PortId;
 use crate::priorities::Priorities;
@@ -57,7 +57,10 @@ impl Switch {
     pub(super) fn check_pfcwd(&mut self, now: Time, port: PortId) {
         let Some(seen) = self.pfcwd_view(now, port) else { return };
         let (watched, events) = (self.watched(port), &mut self.pfcwd_events);
-        self.ports[port].pfcwd.check(now, port, watched, &seen, |e| events.push(e));
+        let p = &mut self.ports[port];
+        let prio = &p.prio;
+        let frames = |q: usize| PrioFrames { tx: prio[q].tx_frames, rx: prio[q].rx_frames };
+        p.pfcwd.check(now, port, watched, &seen, frames, |e| events.push(e));
     }
 
     /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).
