@@ -24,3 +24,4 @@ pub mod nic;
 pub mod report;
 pub mod stats;
 pub mod sys;
+pub mod views;

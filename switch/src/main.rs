@@ -20,6 +20,7 @@ use pfcswitch::dataplane::kernel::KernelCounters;
 use pfcswitch::dataplane::{Dataplane, Options};
 use pfcswitch::frame_size::{largest_frame, max_frame_note};
 use pfcswitch::sys::Waker;
+use pfcswitch::views::{self, WatermarkKind};
 use pfcswitch::{nic, report};
 
 #[derive(Parser)]
@@ -93,6 +94,29 @@ enum CtlCommand {
     TrafficMap,
     /// PFC deadlocks this switch detected (JSON).
     Deadlocks,
+    /// PFC frames received and sent per port and priority, as SONiC's `pfcstat` prints them.
+    Pfcstat {
+        /// Per port and priority: how often and how long the link partner paused it
+        /// (`pfcstat --history`).
+        #[arg(long)]
+        history: bool,
+    },
+    /// The PFC watchdog's queues, as SONiC's `pfcwd show stats` prints them.
+    Pfcwd {
+        /// Also the queues with nothing to show.
+        #[arg(long)]
+        empty: bool,
+    },
+    /// Queue and priority-group watermarks, as SONiC's `show queue watermark` and
+    /// `show priority-group watermark` print them.
+    Watermark {
+        /// Only this table (all three if not given).
+        #[arg(long, value_enum)]
+        kind: Option<WatermarkKind>,
+    },
+    /// Start `pfcstat` and `pfcwd` from zero and reset the watermarks, as `sonic-clear`
+    /// does; the counters (`ctl stats`, Prometheus) are not touched.
+    Clear,
 }
 
 fn main() {
@@ -244,6 +268,7 @@ fn run(args: RunArgs) -> Result<()> {
         dataplane_waker: waker.try_clone()?,
         slowpath: to_slowpath,
         kernel: Some(kernel.clone()),
+        cleared: Default::default(),
     };
     let access = match &args.socket_group {
         Some(group) => SocketAccess::group(group)?,
@@ -269,16 +294,22 @@ fn run(args: RunArgs) -> Result<()> {
 
 fn ctl(args: CtlArgs) -> Result<()> {
     let path = args.socket.unwrap_or_else(|| control::socket_path(&args.name));
-    let request = match args.what {
+    let request = match &args.what {
         CtlCommand::Stats => Request::Stats,
         CtlCommand::Fdb => Request::Fdb,
         CtlCommand::ClearWatermarks => Request::ClearWatermarks,
-        CtlCommand::Block { port } => Request::Block { port },
-        CtlCommand::Unblock { port } => Request::Unblock { port },
+        CtlCommand::Block { port } => Request::Block { port: port.clone() },
+        CtlCommand::Unblock { port } => Request::Unblock { port: port.clone() },
         CtlCommand::TrafficMap => Request::TrafficMap,
         CtlCommand::Deadlocks => Request::Deadlocks,
+        CtlCommand::Clear => Request::Clear,
+        CtlCommand::Pfcstat { .. } | CtlCommand::Pfcwd { .. } | CtlCommand::Watermark { .. } => Request::Views,
     };
     let response = client::request(&path, &request)?;
+    if let Response::Views(v) = &response {
+        print!("{}", view(&args.what, v, args.json)?);
+        return Ok(());
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&response.to_json())?);
         return Ok(());
@@ -289,8 +320,35 @@ fn ctl(args: CtlArgs) -> Result<()> {
         Response::TrafficMap(map) => print!("{}", report::traffic_map_table(map)),
         Response::Deadlocks(_) => println!("{}", serde_json::to_string_pretty(&response.to_json())?),
         Response::Done(what) => println!("{what}"),
+        Response::Views(_) => unreachable!("printed above"),
     }
     Ok(())
+}
+
+/// The SONiC-style view `what` asks for, as text or JSON.
+fn view(what: &CtlCommand, v: &control::Views, json: bool) -> Result<String> {
+    let cleared = v.cleared.as_ref();
+    let (value, text) = match what {
+        CtlCommand::Pfcstat { history: false } => {
+            let s = views::PfcStat::new(v);
+            (serde_json::to_value(&s)?, s.render(cleared))
+        }
+        CtlCommand::Pfcstat { history: true } => {
+            let s = views::PfcHistory::new(v, &views::Clocks::now());
+            (serde_json::to_value(&s)?, s.render(cleared))
+        }
+        CtlCommand::Pfcwd { empty } => {
+            let s = views::PfcwdStats::new(v, *empty);
+            (serde_json::to_value(&s)?, s.render(cleared))
+        }
+        CtlCommand::Watermark { kind } => {
+            let s = views::Watermarks::new(&v.stats);
+            let all = [WatermarkKind::Queue, WatermarkKind::PgShared, WatermarkKind::PgHeadroom];
+            (serde_json::to_value(&s)?, s.render(kind.as_ref().map_or(&all[..], std::slice::from_ref)))
+        }
+        _ => bail!("the switch answered with views to a request for something else"),
+    };
+    Ok(if json { serde_json::to_string_pretty(&value)? + "\n" } else { text })
 }
 
 fn check_config(file: &Path, force: bool) -> Result<()> {

@@ -321,10 +321,20 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
         "Bytes waiting in the egress queue",
         prios().map(|(l, q)| (l, q.egress_queue_bytes as f64)),
     );
+    m.gauges(
+        "priority_egress_queue_watermark_bytes",
+        "The most the egress queue held since the watermarks were cleared",
+        prios().map(|(l, q)| (l, q.egress_queue_watermark as f64)),
+    );
     m.counters(
         "priority_paused_microseconds",
         "Time the link partner kept the priority paused",
         prios().map(|(l, q)| (l, q.paused_us)),
+    );
+    m.counters(
+        "priority_pfc_pause_transitions",
+        "PFC pauses that found the priority running (pfcstat --history)",
+        prios().map(|(l, q)| (l, q.pfc_history.transitions)),
     );
 
     let wd = || {

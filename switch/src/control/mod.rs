@@ -36,6 +36,13 @@ pub enum Request {
     TrafficMap,
     /// PFC deadlocks this switch detected.
     Deadlocks,
+    /// Starts the SONiC-style views (`ctl pfcstat`, `ctl pfcwd`) from zero and resets the
+    /// watermarks, as `sonic-clear` does. The counters themselves, which Prometheus
+    /// scrapes, are not touched: they stay monotonic.
+    Clear,
+    /// A stats snapshot and what the latest [`Request::Clear`] kept: what the SONiC-style
+    /// views are worked out from.
+    Views,
 }
 
 impl Request {
@@ -53,6 +60,7 @@ pub enum Response {
     Fdb(Vec<FdbRow>),
     TrafficMap(TrafficMapView),
     Deadlocks(DeadlockReport),
+    Views(Box<Views>),
     /// A command was carried out: what was done.
     Done(String),
 }
@@ -65,10 +73,29 @@ impl Response {
             Response::Fdb(rows) => serde_json::to_value(rows),
             Response::TrafficMap(m) => serde_json::to_value(m),
             Response::Deadlocks(d) => serde_json::to_value(d),
+            Response::Views(v) => serde_json::to_value(v),
             Response::Done(what) => serde_json::to_value(what),
         };
         content.unwrap_or_else(|e| serde_json::Value::String(format!("unserializable reply: {e}")))
     }
+}
+
+/// What the SONiC-style views are worked out from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Views {
+    /// The switch now.
+    pub stats: Stats,
+    /// The snapshot `ctl clear` took, if it was run since the switch started.
+    pub cleared: Option<Cleared>,
+}
+
+/// What `ctl clear` kept: the views show what the counters gained since.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cleared {
+    /// When, ms since the Unix epoch.
+    pub at_unix_ms: u64,
+    /// The switch then.
+    pub stats: Stats,
 }
 
 /// An answer, or why the switch refused the request.

@@ -17,13 +17,14 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::Sender;
 
-use super::{ControlError, ControlMsg, ReplyLine, Request, Response, StatsFromKernel};
+use super::{Cleared, ControlError, ControlMsg, ReplyLine, Request, Response, StatsFromKernel, Views};
+use crate::stats::Stats;
 use crate::sys::Waker;
 
 /// How long a request may wait for the dataplane.
@@ -204,6 +205,9 @@ pub struct Routes {
     pub slowpath: Sender<ControlMsg>,
     /// Completes the dataplane's stats with the kernel's counters (none in unit tests).
     pub kernel: Option<Arc<dyn StatsFromKernel>>,
+    /// What the latest `ctl clear` kept, shared by every connection (and the metrics
+    /// listener's clone of the routes, which never reads it).
+    pub cleared: Arc<Mutex<Option<Cleared>>>,
 }
 
 impl Routes {
@@ -214,6 +218,7 @@ impl Routes {
             dataplane_waker: self.dataplane_waker.try_clone()?,
             slowpath: self.slowpath.clone(),
             kernel: self.kernel.clone(),
+            cleared: self.cleared.clone(),
         })
     }
 }
@@ -342,8 +347,41 @@ fn write_reply(stream: &mut UnixStream, reply: super::Reply) -> std::io::Result<
     writeln!(stream, "{line}")
 }
 
-/// Passes `request` to whoever answers it and waits (bounded) for the reply.
+/// Passes `request` to whoever answers it and waits (bounded) for the reply. The
+/// control thread answers what only needs the other requests' answers: the views'
+/// snapshot and `ctl clear`.
 pub(super) fn ask(request: Request, routes: &Routes) -> super::Reply {
+    match request {
+        Request::Clear => {
+            let stats = stats(routes)?;
+            ask(Request::ClearWatermarks, routes)?;
+            let at_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+            *lock(&routes.cleared) = Some(Cleared { at_unix_ms, stats });
+            Ok(Response::Done("the views start from zero now, and the watermarks from what is held now".into()))
+        }
+        Request::Views => {
+            let stats = stats(routes)?;
+            Ok(Response::Views(Box::new(Views { stats, cleared: lock(&routes.cleared).clone() })))
+        }
+        other => ask_switch(other, routes),
+    }
+}
+
+/// The stats snapshot, the kernel's part filled in.
+fn stats(routes: &Routes) -> Result<Stats, String> {
+    match ask_switch(Request::Stats, routes)? {
+        Response::Stats(s) => Ok(*s),
+        other => Err(format!("the dataplane answered stats with {other:?}")),
+    }
+}
+
+/// The lock, even if a thread panicked holding it (the value is replaced whole).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Passes `request` to the dataplane or the slowpath and waits (bounded) for the reply.
+fn ask_switch(request: Request, routes: &Routes) -> super::Reply {
     let (reply, answer) = crossbeam_channel::bounded(1);
     if request.for_slowpath() {
         routes.slowpath.send(ControlMsg { request, reply }).map_err(|_| "the slowpath has stopped".to_string())?;
@@ -406,7 +444,13 @@ mod tests {
     fn silent_routes() -> Routes {
         let (dataplane, _) = crossbeam_channel::bounded(1);
         let (slowpath, _) = crossbeam_channel::bounded(1);
-        Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath, kernel: None }
+        Routes {
+            dataplane,
+            dataplane_waker: Waker::new().unwrap(),
+            slowpath,
+            kernel: None,
+            cleared: Default::default(),
+        }
     }
 
     /// A server at a fresh path whose dataplane answers every request with "done".
@@ -419,7 +463,13 @@ mod tests {
                 let _ = msg.reply.send(Ok(Response::Done("done".into())));
             }
         });
-        let routes = Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath, kernel: None };
+        let routes = Routes {
+            dataplane,
+            dataplane_waker: Waker::new().unwrap(),
+            slowpath,
+            kernel: None,
+            cleared: Default::default(),
+        };
         (ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap(), path)
     }
 
@@ -455,6 +505,42 @@ mod tests {
     }
 
     #[test]
+    fn clear_keeps_a_snapshot_that_every_later_view_request_gets_and_clears_the_watermarks() {
+        let (dataplane, requests) = crossbeam_channel::bounded::<ControlMsg>(4);
+        let (slowpath, _slow) = crossbeam_channel::bounded(1);
+        // A dataplane whose switch has taken one more frame at every look.
+        let asked = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for (frames, msg) in (1u64..).zip(requests.iter()) {
+                seen.push(msg.request.clone());
+                let stats = Stats { free_frames: frames, ..Stats::default() };
+                let answer = match msg.request {
+                    Request::Stats => Response::Stats(Box::new(stats)),
+                    _ => Response::Done("ok".into()),
+                };
+                let _ = msg.reply.send(Ok(answer));
+            }
+            seen
+        });
+        let routes = Routes {
+            dataplane,
+            dataplane_waker: Waker::new().unwrap(),
+            slowpath,
+            kernel: None,
+            cleared: Default::default(),
+        };
+        let Ok(Response::Views(before)) = ask(Request::Views, &routes) else { panic!("no views") };
+        assert_eq!((before.stats.free_frames, before.cleared), (1, None));
+        assert!(matches!(ask(Request::Clear, &routes), Ok(Response::Done(_))));
+        let Ok(Response::Views(after)) = ask(Request::Views, &routes.try_clone().unwrap()) else { panic!("no views") };
+        assert_eq!(after.stats.free_frames, 4);
+        assert_eq!(after.cleared.map(|c| c.stats.free_frames), Some(2), "the snapshot clear took");
+        drop(routes);
+        let seen = asked.join().unwrap();
+        assert_eq!(seen, [Request::Stats, Request::Stats, Request::ClearWatermarks, Request::Stats]);
+    }
+
+    #[test]
     fn the_kernels_counters_are_read_by_the_asking_thread_not_the_dataplanes() {
         let (dataplane, requests) = crossbeam_channel::bounded::<ControlMsg>(1);
         let (slowpath, _slow) = crossbeam_channel::bounded(1);
@@ -464,8 +550,13 @@ mod tests {
             std::thread::current().id()
         });
         let kernel = Arc::new(FakeKernel::default());
-        let routes =
-            Routes { dataplane, dataplane_waker: Waker::new().unwrap(), slowpath, kernel: Some(kernel.clone()) };
+        let routes = Routes {
+            dataplane,
+            dataplane_waker: Waker::new().unwrap(),
+            slowpath,
+            kernel: Some(kernel.clone()),
+            cleared: Default::default(),
+        };
         let Ok(Response::Stats(stats)) = ask(Request::Stats, &routes) else { panic!("no stats") };
         let forwarding = forwarding.join().unwrap();
         assert_eq!(stats.stalls.cpu_wait_us, Some(4242), "completed before it was handed back");

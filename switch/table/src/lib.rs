@@ -23,6 +23,11 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Adds an empty row: a blank line between groups of rows.
+    pub fn blank_row(&mut self) {
+        self.rows.push(Vec::new());
+    }
+
     /// Whether the table has no row beyond its header.
     pub fn is_empty(&self) -> bool {
         self.rows.len() <= 1
@@ -48,5 +53,46 @@ impl Table {
             out.push('\n');
         }
         out
+    }
+
+    /// The table as SONiC's show commands print theirs (Python's `tabulate`, format
+    /// `simple`, every column right-aligned): each column two wider than its header at
+    /// least, a rule of dashes under the header, two spaces between columns. An engineer
+    /// who compares it with a SONiC switch's output sees the same layout.
+    pub fn render_simple(&self) -> String {
+        let cols = self.rows[0].len();
+        let widths: Vec<usize> = (0..cols)
+            .map(|c| {
+                let cells = self.rows[1..].iter().filter_map(|r| r.get(c)).map(|s| s.chars().count());
+                cells.max().unwrap_or(0).max(self.rows[0][c].chars().count() + 2)
+            })
+            .collect();
+        let line = |cells: &[String]| {
+            let padded: Vec<String> = cells.iter().zip(&widths).map(|(cell, &w)| format!("{cell:>w$}")).collect();
+            padded.join("  ").trim_end().to_string() + "\n"
+        };
+        let mut out = line(&self.rows[0]);
+        out += &(widths.iter().map(|&w| "-".repeat(w)).collect::<Vec<_>>().join("  ") + "\n");
+        for row in &self.rows[1..] {
+            out += &line(row);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_simple_layout_is_tabulates_right_aligned_columns_under_a_rule() {
+        let mut t = Table::new(&["Port Rx", "PFC3"]);
+        t.row(vec!["Ethernet0".into(), "1,234,567".into()]);
+        t.blank_row();
+        t.row(vec!["p1".into(), "0".into()]);
+        assert_eq!(
+            t.render_simple(),
+            "  Port Rx       PFC3\n---------  ---------\nEthernet0  1,234,567\n\n       p1          0\n"
+        );
     }
 }
