@@ -27,6 +27,9 @@ pub struct Percentiles {
     pub p90_us: f64,
     /// 99th percentile, µs (the upper bound of its bucket).
     pub p99_us: f64,
+    /// 99.9th percentile, µs (the upper bound of its bucket).
+    #[serde(default)]
+    pub p999_us: f64,
     /// The longest, µs.
     pub max_us: f64,
     /// The mean, µs.
@@ -81,6 +84,7 @@ impl Histogram {
             p50_us: self.quantile_us(0.5),
             p90_us: self.quantile_us(0.9),
             p99_us: self.quantile_us(0.99),
+            p999_us: self.quantile_us(0.999),
             max_us: self.max_ns as f64 / 1000.0,
             mean_us: if self.count == 0 { 0.0 } else { self.sum_ns as f64 / self.count as f64 / 1000.0 },
         }

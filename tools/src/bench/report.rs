@@ -5,6 +5,7 @@ use std::fmt::Write;
 use pfcswitch_table::Table;
 
 use crate::traffic::gen::GenReport;
+use crate::traffic::latency::us3;
 use crate::traffic::sink::SinkReport;
 
 pub fn gen_text(r: &GenReport) -> String {
@@ -74,7 +75,9 @@ pub fn sink_text(r: &SinkReport) -> String {
         "CE",
         "frames/s",
         "lat p50 µs",
-        "lat p99 µs",
+        "p99",
+        "p99.9",
+        "max",
     ]);
     for f in &r.flows {
         t.row(vec![
@@ -88,8 +91,10 @@ pub fn sink_text(r: &SinkReport) -> String {
             f.duplicates.to_string(),
             f.ce.to_string(),
             format!("{:.0}", f.pps),
-            format!("{:.0}", f.latency.p50_us),
-            format!("{:.0}", f.latency.p99_us),
+            us3(f.latency.p50_us),
+            us3(f.latency.p99_us),
+            us3(f.latency.p999_us),
+            us3(f.latency.max_us),
         ]);
     }
     out += &t.render();
@@ -129,7 +134,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         let header: Vec<&str> = lines[1].split_whitespace().collect();
         let row: Vec<&str> = lines[2].split_whitespace().collect();
-        assert_eq!(header.len(), row.len() + 4, "{text}"); // "frames/s", "lat p50 µs"... are one header cell each
+        assert_eq!(header.len(), row.len() + 2, "{text}"); // "frames/s" and "lat p50 µs" are one header cell each
         assert_eq!(&row[..5], &["3", "100", "5", "0", "10"]);
     }
 }

@@ -30,6 +30,7 @@ use crate::harness::{self, SwitchLosses, SwitchProc};
 use crate::testbed::topology::{Endpoint, EndpointSpec, HostSpec, Link};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
+use crate::traffic::latency::us3;
 
 /// RFC 2544's frame sizes for Ethernet (§9.1), FCS included.
 const SIZES: &str = "64,128,256,512,1024,1280,1518";
@@ -454,14 +455,15 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
             let bed = at[(i + k) % at.len()];
             let r = measure(bed, size, args)?;
             eprintln!(
-                "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {:.1} µs p99 {:.1} \
-                 µs{}",
+                "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {} µs p99 {} \
+                 µs p99.9 {} µs{}",
                 bed.dut.as_str(),
                 r.throughput_fps,
                 if r.sender_limited { " (the sender's ceiling)" } else { "" },
                 r.sender_max_fps,
-                r.latency.p50_us,
-                r.latency.p99_us,
+                us3(r.latency.p50_us),
+                us3(r.latency.p99_us),
+                us3(r.latency.p999_us),
                 confirmation_note(&r)
             );
             results.push(r);
@@ -533,7 +535,7 @@ pub fn text(r: &Report) -> String {
         "throughput f/s",
         "Mb/s",
         "sender max f/s",
-        "latency p50/p99 µs",
+        "latency p50/p99/p99.9/max µs",
         "loss % above (offered f/s)",
     ]);
     for s in &r.results {
@@ -549,7 +551,7 @@ pub fn text(r: &Report) -> String {
             ),
             format!("{:.0}", s.throughput_bps / 1e6),
             format!("{:.0}", s.sender_max_fps),
-            format!("{:.1} / {:.1}", s.latency.p50_us, s.latency.p99_us),
+            [s.latency.p50_us, s.latency.p99_us, s.latency.p999_us, s.latency.max_us].map(us3).join(" / "),
             if loss.is_empty() { "-".into() } else { loss.join(", ") },
         ]);
     }

@@ -4,6 +4,7 @@
 pub use pfclab::flow;
 pub mod gen;
 pub mod inject;
+pub mod latency;
 pub mod pace;
 pub mod pause;
 pub mod probe;

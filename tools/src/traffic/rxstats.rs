@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pfcswitch::core::histogram::{Histogram, Percentiles};
+use pfcswitch::core::histogram::Percentiles;
 use pfcswitch::core::time::Time;
 use serde::{Deserialize, Serialize};
 
 use super::flow::Stamp;
+use super::latency::Latency;
 
 #[derive(Debug, Default)]
 struct FlowRx {
@@ -21,7 +22,7 @@ struct FlowRx {
     first: Option<Time>,
     last: Option<Time>,
     largest_gap: Duration,
-    latency: Histogram,
+    latency: Latency,
     pcp: Option<u8>,
     vlan: Option<u16>,
     dscp: u8,
