@@ -476,4 +476,40 @@ mod tests {
             "lossy priorities have no profile"
         );
     }
+
+    /// The Grafana dashboard in `docs/grafana` queries the switch by name: a name it asks
+    /// for that the switch does not serve would be an empty panel, found only by a user.
+    #[test]
+    fn every_metric_the_grafana_dashboard_queries_is_one_the_switch_serves() {
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../../../docs/grafana/pfcswitch.json")).expect("the dashboard is JSON");
+        let served: std::collections::BTreeSet<String> = encode(&snapshot())
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_string)
+            .collect();
+        let mut queries: Vec<String> = Vec::new();
+        for panel in dashboard["panels"].as_array().expect("panels") {
+            for t in panel["targets"].as_array().expect("targets") {
+                queries.push(t["expr"].as_str().expect("a PromQL expression").to_string());
+            }
+        }
+        for v in dashboard["templating"]["list"].as_array().expect("variables") {
+            if let Some(q) = v["query"]["query"].as_str() {
+                queries.push(q.to_string());
+            }
+        }
+        let mut asked = 0;
+        for q in &queries {
+            let mut rest = q.as_str();
+            while let Some(at) = rest.find("pfcswitch_") {
+                let name: String = rest[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                assert!(served.contains(&name), "the dashboard asks for {name}, which the switch does not serve ({q})");
+                asked += 1;
+                rest = &rest[at + name.len()..];
+            }
+        }
+        assert!(asked >= 30, "the dashboard's queries name the switch's metrics: {asked}");
+    }
 }
