@@ -32,11 +32,13 @@ fn draw(
     total_ms: f64,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let rows: Vec<&(String, PauseTimeline)> = timelines.iter().filter(|(_, t)| !t.is_empty()).collect();
-    let height = 120 + 22 * rows.len().max(1) as u32;
+    let height = 150 + 22 * rows.len().max(1) as u32;
     let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
     root.fill(&WHITE)?;
+    // The legend goes under the chart, off the rows.
+    let (plot, legend) = root.split_vertically(height - 30);
     let n = rows.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(format!("{title}: ports paused by their link partner (colour: priority)"), ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(36)
@@ -49,7 +51,7 @@ fn draw(
     for (row, (label, t)) in rows.iter().enumerate() {
         let y = row as f64;
         let (px, py) = chart.backend_coord(&(0.0, y + 0.5));
-        root.draw(&Text::new(label.clone(), (px - 8, py), style.clone()))?;
+        plot.draw(&Text::new(label.clone(), (px - 8, py), style.clone()))?;
         for (prio, list) in t.intervals.iter().enumerate() {
             let colour = COLOURS[prio];
             chart.draw_series(list.iter().map(|&(a, b)| {
@@ -57,6 +59,15 @@ fn draw(
                 Rectangle::new([(a, y + 0.15), (b.max(a + total_ms / 2000.0), y + 0.85)], colour.filled())
             }))?;
         }
+    }
+    let shown: Vec<usize> =
+        (0..COLOURS.len()).filter(|&p| rows.iter().any(|(_, t)| !t.intervals[p].is_empty())).collect();
+    let text = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    legend.draw(&Text::new("priority", (140, 12), text.clone()))?;
+    for (i, &prio) in shown.iter().enumerate() {
+        let x = 200 + 70 * i as i32;
+        legend.draw(&Rectangle::new([(x, 5), (x + 14, 19)], COLOURS[prio].filled()))?;
+        legend.draw(&Text::new(prio.to_string(), (x + 20, 12), text.clone()))?;
     }
     root.present()?;
     Ok(())

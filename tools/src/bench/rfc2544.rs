@@ -62,6 +62,10 @@ pub struct Rfc2544Args {
     /// Draw throughput and latency against frame size into this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Measure nothing: print (and with --plot draw) the report an earlier run wrote with
+    /// --json into this file.
+    #[arg(long)]
+    pub replot: Option<PathBuf>,
 }
 
 fn parse_trial_s(s: &str) -> Result<f64, String> {
@@ -439,6 +443,12 @@ pub fn ratios(results: &[SizeResult]) -> Vec<Ratio> {
 }
 
 pub fn run(args: &Rfc2544Args) -> Result<()> {
+    if let Some(file) = &args.replot {
+        let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let report: Report = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a bench rfc2544 --json report", file.display()))?;
+        return output(&report, args);
+    }
     // One testbed per DUT and MTU: jumbo sizes run on links at a jumbo MTU, the others at
     // the standard one, as a user's testbed would be.
     let mut beds: Vec<Bed> = Vec::new();
@@ -480,13 +490,18 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
         ratios: ratios(&results),
         results,
     };
+    output(&report, args)
+}
+
+/// The report as text or JSON, and its chart if asked for.
+fn output(report: &Report, args: &Rfc2544Args) -> Result<()> {
     if let Some(path) = &args.plot {
-        plot(&report, path).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
+        plot(report, path).map_err(|e| anyhow!("drawing {}: {e}", path.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print!("{}", text(&report));
+        print!("{}", text(report));
     }
     Ok(())
 }
@@ -589,9 +604,11 @@ pub fn text(r: &Report) -> String {
 }
 
 fn plot(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (900, 720)).into_drawing_area();
+    let root = SVGBackend::new(path, (1000, 720)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (top, bottom) = root.split_vertically(380);
+    // The legend gets a column of its own: inside the plot it covered a line.
+    let (plots, legend) = root.split_horizontally(860);
+    let (top, bottom) = plots.split_vertically(380);
     let xmax = r.results.iter().map(|s| s.size).max().unwrap_or(1518) as f64 * 1.05;
     let duts: Vec<Dut> = {
         let mut d: Vec<Dut> = r.results.iter().map(|s| s.dut).collect();
@@ -619,17 +636,26 @@ fn plot(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
             .x_label_area_size(40)
             .y_label_area_size(64)
             .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
-        chart.configure_mesh().x_desc("frame size (bytes)").y_desc(y_desc).draw()?;
+        chart
+            .configure_mesh()
+            .x_desc("frame size (bytes)")
+            .y_desc(y_desc)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()?;
         for (i, &dut) in duts.iter().enumerate() {
             let colour = palette[i % palette.len()];
             let points = series(dut, y);
-            chart
-                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
-                .label(dut.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+            chart.draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?;
             chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))?;
         }
-        chart.configure_series_labels().border_style(BLACK).background_style(WHITE.mix(0.8)).draw()?;
+    }
+    for (i, &dut) in duts.iter().enumerate() {
+        let colour = palette[i % palette.len()];
+        let y = 60 + 24 * i as i32;
+        legend.draw(&PathElement::new(vec![(8, y), (36, y)], colour.stroke_width(3)))?;
+        legend.draw(&Circle::new((22, y), 4, colour.filled()))?;
+        legend.draw(&Text::new(dut.as_str(), (44, y - 7), ("sans-serif", 15)))?;
     }
     root.present()?;
     Ok(())
@@ -770,5 +796,51 @@ mod tests {
         let results = [r(Dut::Pfcswitch, 64, 300.0), r(Dut::Bridge, 64, 250.0), r(Dut::Direct, 64, 400.0)];
         assert_eq!(ratios(&results), vec![Ratio { size: 64, vs_bridge: Some(1.2), vs_direct: Some(0.75) }]);
         assert_eq!(wire_bits(64), 672.0);
+    }
+
+    #[test]
+    fn the_chart_keeps_its_legend_beside_the_plots_and_labels_integer_axes_as_integers() {
+        let result = |dut, size, fps| SizeResult {
+            dut,
+            size,
+            throughput_fps: fps,
+            search_fps: fps,
+            throughput_bps: 0.0,
+            sender_max_fps: 0.0,
+            sender_limited: false,
+            latency: Percentiles { p50_us: 40.0, ..Default::default() },
+            latency_trial_lost: 0,
+            confirmed: true,
+            latency_trials: Vec::new(),
+            loss: Vec::new(),
+            trials: Vec::new(),
+        };
+        let results = vec![
+            result(Dut::Pfcswitch, 64, 345e3),
+            result(Dut::Bridge, 64, 207e3),
+            result(Dut::Pfcswitch, 1518, 375e3),
+        ];
+        let report = Report { trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
+        let path = std::env::temp_dir().join(format!("rfc2544-chart-{}.svg", std::process::id()));
+        plot(&report, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        // Each text element: its attributes and what it says.
+        let texts: Vec<(&str, &str)> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let (attrs, rest) = t.split_once('>')?;
+                Some((attrs, rest.split("</text>").next()?.trim()))
+            })
+            .collect();
+        let legend_x: Vec<f64> = texts
+            .iter()
+            .filter(|(_, said)| *said == "pfcswitch")
+            .filter_map(|(attrs, _)| attrs.split("x=\"").nth(1)?.split('"').next()?.parse().ok())
+            .collect();
+        assert!(!legend_x.is_empty() && legend_x.iter().all(|&x| x > 860.0), "legend at {legend_x:?}");
+        assert!(texts.iter().any(|(_, said)| *said == "1400"), "integer labels");
+        assert!(!texts.iter().any(|(_, said)| said.ends_with(".0")), "no label with a needless decimal");
     }
 }
