@@ -157,3 +157,45 @@ fn sonics_views_show_what_the_counters_hold_and_clear_starts_them_from_zero_with
     );
     assert!(sw.stop().success());
 }
+
+/// h1 sends h2 5000 frames/s of 500 bytes on priority 3 for 2 s while `ctl watch` looks
+/// every 0.5 s: the rates it shows are the generator's, and without a terminal it writes
+/// one table per interval and no escape sequence.
+#[test]
+fn watch_shows_the_rates_the_generator_sent_at_and_writes_plain_tables_when_not_on_a_terminal() {
+    let _serial = serial();
+    let tb = star("watch", 2);
+    let sw = SwitchProc::start(&tb, "sw1", &config_at(&tb, Speed::gbps(1)), &RunArgs::default()).unwrap();
+    let dst = mac_of(&tb, "h2");
+    let gen = ["--dst-mac", &dst, "--dscp", "3", "--rate", "5k", "--size", "500", "--duration", "2", "--tx-only"];
+    let gen = start_gen(&tb, "h1", "gen", &gen_flags(&gen)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let json = ctl(&sw, &["--json", "watch", "--interval", "0.5", "--count", "3"]);
+    let plain = ctl(&sw, &["watch", "--interval", "0.2", "--count", "2"]);
+    let sent = gen.finish(GEN_TIMEOUT).unwrap();
+    let views: Vec<Value> = json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(views.len(), 3, "{json}");
+    let rate = sent.sent as f64 / sent.elapsed_s;
+    eprintln!("generator: {} frames at {rate:.0}/s", sent.sent);
+    for v in &views {
+        let dt = v["interval_s"].as_f64().unwrap();
+        assert!((0.45..0.8).contains(&dt), "{v}");
+        let row = |port: &str, prio: Option<u64>| {
+            let rows = v["rows"].as_array().unwrap();
+            rows.iter()
+                .find(|r| r["port"] == port && r["priority"].as_u64() == prio)
+                .cloned()
+                .unwrap_or_else(|| panic!("{port} {prio:?}: {v}"))
+        };
+        for r in [row("p1", None), row("p1", Some(3))] {
+            let (fps, bps) = (r["rx_fps"].as_f64().unwrap(), r["rx_bps"].as_f64().unwrap());
+            assert!((fps - rate).abs() < 0.2 * rate, "p1 received at {fps}/s, sent at {rate}/s: {r}");
+            assert!((bps / fps / 8.0 - 496.0).abs() < 0.5, "496-byte frames without their FCS: {r}");
+        }
+        let out = row("p2", Some(3))["tx_fps"].as_f64().unwrap();
+        assert!((out - rate).abs() < 0.2 * rate, "p2 sent them on at {out}/s");
+    }
+    assert_eq!(plain.matches("rates over the last").count(), 2, "{plain}");
+    assert!(!plain.contains('\x1b'), "no escape sequence in a pipe: {plain:?}");
+    assert!(sw.stop().success());
+}

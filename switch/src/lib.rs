@@ -25,3 +25,4 @@ pub mod report;
 pub mod stats;
 pub mod sys;
 pub mod views;
+pub mod watch;

@@ -5,6 +5,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -113,6 +114,16 @@ enum CtlCommand {
         /// Only this table (all three if not given).
         #[arg(long, value_enum)]
         kind: Option<WatermarkKind>,
+    },
+    /// Rates per port and priority, refreshed in place like `top` (q or Ctrl-C quits);
+    /// a table per interval when the output is not a terminal, a JSON line with --json.
+    Watch {
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
+        interval: f64,
+        /// Stop after this many refreshes.
+        #[arg(long)]
+        count: Option<u64>,
     },
     /// Start `pfcstat` and `pfcwd` from zero and reset the watermarks, as `sonic-clear`
     /// does; the counters (`ctl stats`, Prometheus) are not touched.
@@ -292,8 +303,19 @@ fn run(args: RunArgs) -> Result<()> {
     Ok(result?)
 }
 
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.05..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s}: an interval is 0.05 to 3600 seconds")),
+    }
+}
+
 fn ctl(args: CtlArgs) -> Result<()> {
     let path = args.socket.unwrap_or_else(|| control::socket_path(&args.name));
+    if let CtlCommand::Watch { interval, count } = args.what {
+        let output = pfcswitch::watch::output_for(args.json);
+        return Ok(pfcswitch::watch::run(&path, Duration::from_secs_f64(interval), count, output)?);
+    }
     let request = match &args.what {
         CtlCommand::Stats => Request::Stats,
         CtlCommand::Fdb => Request::Fdb,
@@ -304,6 +326,7 @@ fn ctl(args: CtlArgs) -> Result<()> {
         CtlCommand::Deadlocks => Request::Deadlocks,
         CtlCommand::Clear => Request::Clear,
         CtlCommand::Pfcstat { .. } | CtlCommand::Pfcwd { .. } | CtlCommand::Watermark { .. } => Request::Views,
+        CtlCommand::Watch { .. } => unreachable!("watched above"),
     };
     let response = client::request(&path, &request)?;
     if let Response::Views(v) = &response {

@@ -400,6 +400,158 @@ impl Watermarks {
     }
 }
 
+/// `ctl watch`: what the switch did between two snapshots, per second: per port, and per
+/// priority for the lossless ones and any other that carried or paused something.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Rates {
+    /// The switch's uptime at the later snapshot, s.
+    pub uptime_s: f64,
+    /// The time between the two snapshots, on the switch's clock, s.
+    pub interval_s: f64,
+    pub rows: Vec<RateRow>,
+}
+
+/// One port (`priority` absent) or one of its priorities in [`Rates`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RateRow {
+    pub port: String,
+    pub priority: Option<u8>,
+    /// Data frames and bits received and sent per second (bits of the frames without
+    /// preamble, gap and FCS).
+    pub rx_fps: f64,
+    pub rx_bps: f64,
+    pub tx_fps: f64,
+    pub tx_bps: f64,
+    /// Pause frames received and sent per second: PFC frames naming the priority, or for
+    /// the port every PFC and 802.3x PAUSE frame.
+    pub pauses_rx_ps: f64,
+    pub pauses_tx_ps: f64,
+    /// Bytes the port's ingress holds now (for the priority, or in all).
+    pub ingress_bytes: u64,
+    /// Bytes waiting in the port's egress queues now.
+    pub egress_queue_bytes: u64,
+    /// Priorities the port is pausing its upstream on now (XOFF).
+    pub xoff: Vec<u8>,
+    /// Priorities the link partner keeps paused now.
+    pub paused: Vec<u8>,
+}
+
+impl Rates {
+    /// The rates from snapshot `then` to `now` of the same switch; `None` when they are
+    /// not a pair (no time between them, or another switch).
+    pub fn between(then: &Stats, now: &Stats) -> Option<Rates> {
+        let dt = now.uptime_s - then.uptime_s;
+        if dt <= 0.0 || then.ports.len() != now.ports.len() {
+            return None;
+        }
+        let per_s = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt;
+        let mut rows = Vec::new();
+        for (p0, p) in then.ports.iter().zip(&now.ports) {
+            let (c0, c) = (&p0.counters, &p.counters);
+            let (m0, m) = (&c0.mac_control, &c.mac_control);
+            let which = |f: fn(&PrioStats) -> bool| p.priorities.iter().filter(|q| f(q)).map(|q| q.priority).collect();
+            rows.push(RateRow {
+                port: p.name.clone(),
+                priority: None,
+                rx_fps: per_s(c0.rx_frames, c.rx_frames),
+                rx_bps: 8.0 * per_s(c0.rx_bytes, c.rx_bytes),
+                tx_fps: per_s(c0.tx_frames, c.tx_frames),
+                tx_bps: 8.0 * per_s(c0.tx_bytes, c.tx_bytes),
+                pauses_rx_ps: per_s(m0.pfc_received + m0.pause_received, m.pfc_received + m.pause_received),
+                pauses_tx_ps: per_s(m0.pfc_sent + m0.pause_sent, m.pfc_sent + m.pause_sent),
+                ingress_bytes: p.priorities.iter().map(|q| q.ingress_bytes).sum(),
+                egress_queue_bytes: p.priorities.iter().map(|q| q.egress_queue_bytes).sum(),
+                xoff: which(|q| q.xoff),
+                paused: which(|q| q.egress_paused),
+            });
+            for (q0, q) in p0.priorities.iter().zip(&p.priorities) {
+                let (k0, k) = (&q0.counters, &q.counters);
+                let row = RateRow {
+                    port: p.name.clone(),
+                    priority: Some(q.priority),
+                    rx_fps: per_s(k0.rx_frames, k.rx_frames),
+                    rx_bps: 8.0 * per_s(k0.rx_bytes, k.rx_bytes),
+                    tx_fps: per_s(k0.tx_frames, k.tx_frames),
+                    tx_bps: 8.0 * per_s(k0.tx_bytes, k.tx_bytes),
+                    pauses_rx_ps: per_s(k0.xoff_received + k0.xon_received, k.xoff_received + k.xon_received),
+                    pauses_tx_ps: per_s(k0.xoff_sent + k0.xon_sent, k.xoff_sent + k.xon_sent),
+                    ingress_bytes: q.ingress_bytes,
+                    egress_queue_bytes: q.egress_queue_bytes,
+                    xoff: if q.xoff { vec![q.priority] } else { Vec::new() },
+                    paused: if q.egress_paused { vec![q.priority] } else { Vec::new() },
+                };
+                let busy = row.rx_fps + row.tx_fps + row.pauses_rx_ps + row.pauses_tx_ps > 0.0
+                    || row.ingress_bytes + row.egress_queue_bytes > 0;
+                if q.lossless || busy {
+                    rows.push(row);
+                }
+            }
+        }
+        Some(Rates { uptime_s: now.uptime_s, interval_s: dt, rows })
+    }
+
+    /// A table of the rates, headed by the switch's name and uptime.
+    pub fn render(&self, switch: &str) -> String {
+        let mut t = Table::new(&[
+            "port",
+            "prio",
+            "rx f/s",
+            "rx b/s",
+            "tx f/s",
+            "tx b/s",
+            "pause rx/s",
+            "pause tx/s",
+            "ingress B",
+            "egress B",
+            "XOFF",
+            "paused",
+        ]);
+        let list = |v: &[u8]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+            }
+        };
+        for r in &self.rows {
+            t.row(vec![
+                if r.priority.is_none() { r.port.clone() } else { String::new() },
+                r.priority.map_or("all".into(), |q| q.to_string()),
+                si(r.rx_fps),
+                si(r.rx_bps),
+                si(r.tx_fps),
+                si(r.tx_bps),
+                si(r.pauses_rx_ps),
+                si(r.pauses_tx_ps),
+                r.ingress_bytes.to_string(),
+                r.egress_queue_bytes.to_string(),
+                list(&r.xoff),
+                list(&r.paused),
+            ]);
+        }
+        format!("{switch}: up {:.1} s, rates over the last {:.2} s\n{}", self.uptime_s, self.interval_s, t.render())
+    }
+}
+
+/// `x` to three significant digits with an SI prefix: `5.00k`, `12.3M`, `0`.
+pub fn si(x: f64) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    let (value, prefix) = [(1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .iter()
+        .find(|(scale, _)| x.abs() >= *scale)
+        .map_or((x, ""), |&(scale, p)| (x / scale, p));
+    let digits = if value.abs() >= 100.0 {
+        0
+    } else if value.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.digits$}{prefix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,6 +648,41 @@ mod tests {
             text.lines().nth(2).unwrap().split_whitespace().collect::<Vec<_>>(),
             ["p1:3", "stormed", "2/1", "0/40", "0/0", "0/15", "0/0"]
         );
+    }
+
+    #[test]
+    fn rates_are_what_the_counters_gained_over_the_switchs_own_interval() {
+        let stats = |uptime_s, frames: u64, pauses: u64, xoff| {
+            let mut p = port("p1");
+            p.engine.counters.rx_frames = frames;
+            p.engine.counters.rx_bytes = frames * 1000;
+            p.engine.counters.mac_control.pfc_sent = pauses;
+            p.engine.priorities[3].lossless = true;
+            p.engine.priorities[3].counters.rx_frames = frames;
+            p.engine.priorities[3].counters.rx_bytes = frames * 1000;
+            p.engine.priorities[3].counters.xoff_sent = pauses;
+            p.engine.priorities[3].xoff = xoff;
+            p.engine.priorities[3].ingress_bytes = 40_960;
+            let mut s = Stats::default();
+            s.switch.uptime_s = uptime_s;
+            s.switch.ports = vec![p];
+            s
+        };
+        let r = Rates::between(&stats(10.0, 1000, 2, false), &stats(10.5, 3500, 32, true)).unwrap();
+        assert_eq!(r.interval_s, 0.5);
+        let (all, p3) = (&r.rows[0], &r.rows[1]);
+        assert_eq!((all.priority, all.rx_fps, all.rx_bps, all.pauses_tx_ps), (None, 5000.0, 40e6, 60.0));
+        assert_eq!((p3.priority, p3.rx_fps, p3.pauses_tx_ps, p3.ingress_bytes), (Some(3), 5000.0, 60.0, 40_960));
+        assert_eq!((all.xoff.clone(), p3.xoff.clone()), (vec![3], vec![3]));
+        assert_eq!(r.rows.len(), 2, "idle lossy priorities are left out");
+        assert!(Rates::between(&stats(10.5, 0, 0, false), &stats(10.5, 0, 0, false)).is_none());
+        let text = r.render("sw1");
+        assert!(text.starts_with("sw1: up 10.5 s, rates over the last 0.50 s\n"), "{text}");
+        assert_eq!(
+            text.lines().nth(2).unwrap().split_whitespace().take(4).collect::<Vec<_>>(),
+            ["p1", "all", "5.00k", "40.0M"]
+        );
+        assert_eq!([si(0.0), si(999.0), si(1234.0), si(12_345_678.0)], ["0", "999", "1.23k", "12.3M"]);
     }
 
     #[test]

@@ -233,6 +233,12 @@ pub struct PrioCounters {
     pub rx_frames: u64,
     /// Data frames sent from this priority's egress queue.
     pub tx_frames: u64,
+    /// Bytes of the frames in `rx_frames`.
+    #[serde(default)]
+    pub rx_bytes: u64,
+    /// Bytes of the frames in `tx_frames`.
+    #[serde(default)]
+    pub tx_bytes: u64,
     /// Pause frames sent for this priority (XOFF and refreshes).
     pub xoff_sent: u64,
     /// Zero-quanta resumes sent.

@@ -200,6 +200,7 @@ impl Switch {
             p.counters.tx_frames += 1;
             p.counters.tx_bytes += u64::from(meta.len);
             p.prio[prio].tx_frames += 1;
+            p.prio[prio].tx_bytes += u64::from(meta.len);
             out.push(TxFrame { id, len: meta.len, xoff_trigger: None, pause: false });
             if let Some(ingress) = meta.ingress() {
                 let group = usize::from(meta.prio);

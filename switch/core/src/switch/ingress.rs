@@ -89,7 +89,9 @@ impl Switch {
             }
         }
         let class = self.classify(port, &header);
-        self.ports[port].prio[usize::from(class.prio)].rx_frames += 1;
+        let counters = &mut self.ports[port].prio[usize::from(class.prio)];
+        counters.rx_frames += 1;
+        counters.rx_bytes += len as u64;
         let destination = if header.dst.is_multicast() { None } else { self.fdb.lookup(header.dst, now) };
         match destination {
             Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),

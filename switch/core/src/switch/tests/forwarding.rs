@@ -6,6 +6,7 @@ use super::*;
 fn learns_floods_and_then_switches_unicast() {
     let mut r = Rig::new(Rig::ports(3));
     let a_to_b = data(1, 2, 0, 100);
+    let frame_len = a_to_b.len() as u64;
     r.rx(0, &a_to_b);
     assert_eq!(r.tx(1), vec![a_to_b.clone()], "unknown unicast floods");
     assert_eq!(r.tx(2), vec![a_to_b.clone()]);
@@ -22,6 +23,8 @@ fn learns_floods_and_then_switches_unicast() {
     assert_eq!(r.pool.free_count(), POOL as usize, "every frame is back in the pool");
     let s = r.stats();
     assert_eq!((s.ports[0].counters.rx_frames, s.ports[1].counters.tx_frames), (2, 2));
+    let (rx, tx) = (s.ports[0].priorities[0].counters, s.ports[1].priorities[0].counters);
+    assert_eq!((rx.rx_bytes, tx.tx_bytes), (2 * frame_len, 2 * frame_len), "bytes per priority");
     assert_eq!(s.fdb_entries, 2);
 }
 
