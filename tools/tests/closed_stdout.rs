@@ -22,3 +22,24 @@ fn output_piped_into_a_reader_that_stops_early_ends_the_program_quietly() {
     // 128 + SIGPIPE, as a program the signal ended.
     assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
+
+/// The simulator's progress bar is drawn on a terminal's stderr, and never into a pipe (a
+/// file, a test's capture) or beside `--json`.
+#[test]
+fn a_progress_bar_is_drawn_on_a_terminal_and_nowhere_else() {
+    let bin = env!("CARGO_BIN_EXE_pfctools");
+    let piped = Command::new(bin).args(["sim", "--scenario", "fattree-dcqcn"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert!(piped.status.success(), "{stderr}");
+    assert!(!stderr.contains("µs simulated") && !stderr.contains('\x1b'), "{stderr}");
+    // On a terminal (script(1) gives the program one): the bar, then the summary line.
+    let on_tty = |extra: &str| {
+        let cmd = format!("{bin} sim --scenario fattree-dcqcn {extra} > /dev/null");
+        let out = Command::new("script").args(["-qfec", &cmd, "/dev/null"]).output().expect("script (util-linux)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shown = on_tty("");
+    assert!(shown.contains("µs simulated") && shown.contains("simulated 40.0 ms in"), "{shown}");
+    assert!(!on_tty("--json").contains("µs simulated"), "no bar with --json");
+}

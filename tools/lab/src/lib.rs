@@ -1,12 +1,13 @@
 //! What pfctools and the simulator share, without the AF_XDP shell: the test frames and
 //! the stamp the generator writes and the sink reads ([`flow`]), the testbed's topology
-//! file ([`topology`]), the PFC headroom calculator ([`headroom`]) and pcap files
-//! ([`pcap`]). The simulator builds on this crate and the engine alone, so it needs no
+//! file ([`topology`]), the PFC headroom calculator ([`headroom`]), pcap files
+//! ([`pcap`]) and the progress bar of long work ([`progress`]). The simulator builds on this crate and the engine alone, so it needs no
 //! clang, libbpf or root.
 
 pub mod flow;
 pub mod headroom;
 pub mod pcap;
+pub mod progress;
 pub mod topology;
 
 use tagger::routes::explicit::{RouteEntry, RoutesFile};

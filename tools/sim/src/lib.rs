@@ -201,6 +201,17 @@ pub fn simulate(scenario: &Scenario, seed: u64, pcap: Option<&Path>) -> Result<O
     Ok(simulate_recording(scenario, seed, pcap, &[])?.0)
 }
 
+/// [`simulate`], telling `progress` how far the run has come (its part of the simulated
+/// time) as it goes.
+pub fn simulate_with_progress(
+    scenario: &Scenario,
+    seed: u64,
+    pcap: Option<&Path>,
+    progress: &mut dyn FnMut(f64),
+) -> Result<Outcome> {
+    Ok(run_scenario(scenario, seed, pcap, &[], progress)?.0)
+}
+
 /// Runs the scenario recording its [`engine::Schedule`] (nothing else is kept).
 pub fn record_schedule(scenario: &Scenario, seed: u64) -> Result<engine::Schedule> {
     let fabric = Fabric::build(scenario, seed)?;
@@ -218,6 +229,20 @@ pub fn simulate_recording(
     pcap: Option<&Path>,
     record: &[&str],
 ) -> Result<(Outcome, Vec<trace::Sent>)> {
+    run_scenario(scenario, seed, pcap, record, &mut |_| {})
+}
+
+/// How many steps a run reports its progress in. The run stops at each step's end and
+/// goes on: nothing happens between two events, so the steps change nothing in it.
+const PROGRESS_STEPS: u32 = 200;
+
+fn run_scenario(
+    scenario: &Scenario,
+    seed: u64,
+    pcap: Option<&Path>,
+    record: &[&str],
+    progress: &mut dyn FnMut(f64),
+) -> Result<(Outcome, Vec<trace::Sent>)> {
     let fabric = Fabric::build(scenario, seed)?;
     let mut trace = Trace::new(fabric.ports.len(), pcap);
     for label in record {
@@ -232,7 +257,10 @@ pub fn simulate_recording(
     trace.open_captures(&names)?;
     let mut sim = Sim::new(scenario, &fabric, trace)?;
     let total = Duration::from_secs_f64((scenario.duration_ms + scenario.drain_ms) / 1e3);
-    sim.run_until(total);
+    for step in 1..=PROGRESS_STEPS {
+        sim.run_until(total * step / PROGRESS_STEPS);
+        progress(f64::from(step) / f64::from(PROGRESS_STEPS));
+    }
     sim.trace.finish()?;
     let sent = sim.trace.recorded().to_vec();
     Ok((report(scenario, seed, &fabric, &sim, total), sent))
@@ -387,7 +415,13 @@ pub fn run(args: &SimArgs) -> Result<()> {
     }
     let scenario = load(args)?;
     let started = Instant::now();
-    let outcome = simulate(&scenario, args.seed, args.pcap.as_deref())?;
+    let total_us = ((scenario.duration_ms + scenario.drain_ms) * 1e3) as u64;
+    let bar = pfclab::progress::Progress::new(total_us, "µs simulated", args.json);
+    bar.message(scenario.name.clone());
+    let outcome = simulate_with_progress(&scenario, args.seed, args.pcap.as_deref(), &mut |done| {
+        bar.set((done * total_us as f64) as u64);
+    })?;
+    drop(bar);
     let wall = started.elapsed().as_secs_f64();
     // Wall time stays out of the report: the report is the same on every run.
     eprintln!(

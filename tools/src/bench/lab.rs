@@ -399,19 +399,15 @@ fn keep(lab: &RingLab) -> Result<()> {
 /// `--compare`: alternating runs without and with the tables.
 fn compare(args: &LabArgs) -> Result<()> {
     let (mut without, mut with) = (Vec::new(), Vec::new());
+    let bar = pfclab::progress::Progress::new(2 * args.runs as u64, "runs", args.json);
     for k in 0..args.runs {
         for tagger in [false, true] {
-            if !args.json {
-                eprintln!(
-                    "  attempt {} of {}, {} ...",
-                    k + 1,
-                    args.runs,
-                    if tagger { "with tables" } else { "without" }
-                );
-            }
+            let what = format!("run {} of {}, {}", k + 1, args.runs, if tagger { "with tables" } else { "without" });
+            bar.message(what);
             let lab = RingLab::start("lab", &options(args, tagger))?;
             let run = drive(&lab, true, true);
             stop(lab);
+            bar.inc(1);
             let run = run?;
             if tagger {
                 with.push(run)

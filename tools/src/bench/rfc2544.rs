@@ -31,6 +31,7 @@ use crate::testbed::topology::{Endpoint, EndpointSpec, HostSpec, Link};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
 use crate::traffic::latency::us3;
+use pfclab::progress::Progress;
 
 /// RFC 2544's frame sizes for Ethernet (§9.1), FCS included.
 const SIZES: &str = "64,128,256,512,1024,1280,1518";
@@ -453,6 +454,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     // the standard one, as a user's testbed would be.
     let mut beds: Vec<Bed> = Vec::new();
     let mut results = Vec::new();
+    let progress = Progress::new((args.sizes.len() * args.duts.len()) as u64, "frame sizes × DUTs", args.json);
     for (i, &size) in args.sizes.iter().enumerate() {
         let mtu = mtu_for(size);
         if !beds.iter().any(|b| b.mtu == mtu) {
@@ -463,8 +465,10 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
         let at: Vec<&Bed> = beds.iter().filter(|b| b.mtu == mtu).collect();
         for k in 0..at.len() {
             let bed = at[(i + k) % at.len()];
+            progress.message(format!("{size} B through {}", bed.dut.as_str()));
             let r = measure(bed, size, args)?;
-            eprintln!(
+            progress.inc(1);
+            progress.println(format!(
                 "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {} µs p99 {} \
                  µs p99.9 {} µs{}",
                 bed.dut.as_str(),
@@ -475,7 +479,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
                 us3(r.latency.p99_us),
                 us3(r.latency.p999_us),
                 confirmation_note(&r)
-            );
+            ));
             results.push(r);
         }
     }

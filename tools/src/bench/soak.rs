@@ -213,16 +213,20 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
     let mut faults: BTreeMap<String, u64> = BTreeMap::new();
     let mut deaf: Vec<GenReport> = Vec::new();
     let start = Instant::now();
+    let bar = pfclab::progress::Progress::new(soak_for.as_secs(), "s", args.json);
     // Faults stop 3 s before the senders do, so that the last one has ended and the
     // switch has settled while traffic still flows.
     while start.elapsed() + Duration::from_secs(6) < soak_for {
         std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
         let fault = drawn[rng.random_range(0..drawn.len())];
+        bar.set(start.elapsed().as_secs());
+        bar.message(format!("{fault:?}"));
         let hold = Duration::from_millis(rng.random_range(200..1500));
         inject(&tb, &sw, fault, hold, args, (&mut deaf, &mut veths))
             .with_context(|| format!("injecting {fault:?} at {:.1} s", start.elapsed().as_secs_f64()))?;
         *faults.entry(format!("{fault:?}")).or_default() += 1;
     }
+    bar.message("the senders finish");
     stop.store(true, Ordering::Relaxed);
     let churn_failures = churn.join().map_err(|_| anyhow::anyhow!("the churn thread panicked"))?;
 
@@ -233,6 +237,7 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
     let sent_by: Vec<GenReport> =
         senders.into_iter().map(|g| g.finish(soak_for + Duration::from_secs(30))).collect::<Result<_>>()?;
     let rx = sink.finish(Duration::from_secs(60))?;
+    drop(bar);
     // Queues drained, the slowpath empty, the pool refilled.
     std::thread::sleep(Duration::from_secs(1));
     let end = sw.stats()?;

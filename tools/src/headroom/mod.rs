@@ -205,16 +205,22 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
         "headroom sweep at {}: priorities {:?}, headroom {} B, XOFF {} B, {} B frames, delays {:?} quanta",
         opts.speed, opts.prios, opts.headroom_bytes, opts.xoff_bytes, opts.frame_size, opts.delays
     );
+    let runs = (opts.delays.len() * opts.repeats.max(1)) as u64;
+    let bar = pfclab::progress::Progress::new(runs, "runs", args.json);
+    bar.message("the first delay");
     let report = sweep::run(&opts, &|r| {
-        eprintln!(
+        bar.inc(1);
+        bar.message(format!("after {} quanta", r.delay_quanta));
+        bar.println(format!(
             "  delay {:>6} quanta: drops {:>4}, headroom used {:>7} B, testbed added {:>6.0} µs{}",
             r.delay_quanta,
             r.prios.iter().map(|p| p.drops).sum::<u64>(),
             r.prios.iter().map(|p| p.headroom_watermark).max().unwrap_or(0),
             r.overhead_us,
             if r.disturbed { format!(" (disturbed by the host: {})", r.dut_off_cpu()) } else { String::new() }
-        )
+        ))
     })?;
+    drop(bar);
     if let Some(path) = &args.plot {
         plot::svg(&report, path)?;
     }
