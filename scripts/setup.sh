@@ -25,6 +25,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q "${missing[@]}"
 fi
+# Mininet (a test runs a network through pfcswitch with it), without the Open vSwitch it
+# recommends: pfcswitch is the switch there, and no test needs OVS's daemons.
+if ! dpkg-query -W -f='${Status}' mininet 2>/dev/null | grep -q "install ok installed"; then
+  echo "setup: installing mininet"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends mininet
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
   exit 1
