@@ -205,10 +205,10 @@ fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pa
 fn tshark_fields(name: &str, frames: &[Vec<u8>], fields: &[&str]) -> (Vec<Vec<String>>, String) {
     let dir = std::env::temp_dir().join(unique_name(name));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}.pcap"));
-    let mut w = pfclab::pcap::PcapWriter::create(&path).unwrap();
+    let path = dir.join(format!("{name}.pcapng"));
+    let mut w = pfclab::pcap::CaptureWriter::create_one(&path, name).unwrap();
     for f in frames {
-        w.write(f);
+        w.received_now(f);
     }
     w.flush().unwrap();
     drop(w);

@@ -1,9 +1,21 @@
-//! A minimal pcap writer (what Wireshark and tcpdump read), for captured control frames
-//! and the simulator's links.
+//! Captures in pcapng (what Wireshark, tshark and tcpdump read), written with the
+//! `pcap-file` crate: one interface block per port or link, each frame with its direction,
+//! and a statistics block per interface with what was received and what was skipped.
+//! `pfcswitch ctl capture`, the simulator's links and the traffic tools' captures of MAC
+//! control frames all write through [`CaptureWriter`].
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::time::Duration;
+
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::interface_statistics::{InterfaceStatisticsBlock, InterfaceStatisticsOption};
+use pcap_file::pcapng::{Block, PcapNgReader, PcapNgWriter};
+use pcap_file::DataLink;
 
 /// What reading or writing a capture can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -11,102 +23,197 @@ pub enum PcapError {
     #[error("{what} {path}: {source}")]
     File { what: &'static str, path: String, source: std::io::Error },
     #[error("writing the capture: {0}")]
-    Write(#[from] std::io::Error),
-    #[error("not a little-endian pcap file")]
-    NotPcap,
-    #[error("truncated pcap record")]
-    Truncated,
+    Write(#[from] pcap_file::PcapError),
+    #[error("writing the capture: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}: neither a pcapng nor a pcap file ({1})")]
+    NotACapture(String, String),
 }
 
 type Result<T> = std::result::Result<T, PcapError>;
 
-/// A pcap file being written: the classic format, little-endian, Ethernet frames.
-pub struct PcapWriter {
-    out: BufWriter<File>,
-    nanos: bool,
+/// Which way a frame went, as the pcapng packet flags say it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Received on the interface.
+    Inbound,
+    /// Sent out of it.
+    Outbound,
 }
 
-/// The file magic for microsecond and for nanosecond timestamps.
-const MAGIC_US: u32 = 0xa1b2_c3d4;
-const MAGIC_NS: u32 = 0xa1b2_3c4d;
-
-impl PcapWriter {
-    /// A capture with microsecond timestamps from the wall clock ([`PcapWriter::write`]).
-    pub fn create(path: impl AsRef<Path>) -> Result<PcapWriter> {
-        PcapWriter::open(path.as_ref(), false)
+impl Direction {
+    /// The `epb_flags` bits for the direction (bits 0-1: 01 inbound, 10 outbound).
+    fn flags(self) -> u32 {
+        match self {
+            Direction::Inbound => 1,
+            Direction::Outbound => 2,
+        }
     }
+}
 
-    /// A capture with nanosecond timestamps given by the caller ([`PcapWriter::write_at`]).
-    pub fn create_nanos(path: impl AsRef<Path>) -> Result<PcapWriter> {
-        PcapWriter::open(path.as_ref(), true)
-    }
+/// A pcapng capture being written: Ethernet frames with nanosecond time stamps.
+pub struct CaptureWriter<W: Write> {
+    out: PcapNgWriter<W>,
+    interfaces: u32,
+    /// The first error of [`CaptureWriter::received_now`], for `flush` to report.
+    failed: Option<PcapError>,
+}
 
-    fn open(path: &Path, nanos: bool) -> Result<PcapWriter> {
+impl CaptureWriter<BufWriter<File>> {
+    /// A capture in a new file at `path`.
+    pub fn create(path: impl AsRef<Path>) -> Result<CaptureWriter<BufWriter<File>>> {
+        let path = path.as_ref();
         let file = File::create(path).map_err(|source| PcapError::File {
             what: "creating",
             path: path.display().to_string(),
             source,
         })?;
-        let mut out = BufWriter::new(file);
-        // Magic, version 2.4, UTC offset, accuracy, snaplen, LINKTYPE_ETHERNET.
-        let magic = if nanos { MAGIC_NS } else { MAGIC_US };
-        for field in [magic.to_le_bytes(), [2, 0, 4, 0]] {
-            out.write_all(&field)?;
-        }
-        for v in [0u32, 0, 65535, 1] {
-            out.write_all(&v.to_le_bytes())?;
-        }
-        Ok(PcapWriter { out, nanos })
+        CaptureWriter::new(BufWriter::new(file))
     }
 
-    /// Appends one frame, stamped with the wall clock. Write errors surface at `flush`.
-    pub fn write(&mut self, frame: &[u8]) {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        self.write_at(now, frame);
-    }
-
-    /// Appends one frame stamped `at` (since the epoch of the capture's clock).
-    pub fn write_at(&mut self, at: std::time::Duration, frame: &[u8]) {
-        let len = frame.len() as u32;
-        let fraction = if self.nanos { at.subsec_nanos() } else { at.subsec_micros() };
-        let header = [at.as_secs() as u32, fraction, len, len];
-        for v in header {
-            let _ = self.out.write_all(&v.to_le_bytes());
-        }
-        let _ = self.out.write_all(frame);
-    }
-
-    /// Writes out what is buffered; the first write error since the last flush shows here.
-    pub fn flush(&mut self) -> Result<()> {
-        Ok(self.out.flush()?)
+    /// A capture in a new file at `path` with one interface, `name`: what the traffic
+    /// tools write.
+    pub fn create_one(path: impl AsRef<Path>, name: &str) -> Result<CaptureWriter<BufWriter<File>>> {
+        let mut w = CaptureWriter::create(path)?;
+        w.interface(name)?;
+        Ok(w)
     }
 }
 
-/// Reads the frames of a pcap file written by [`PcapWriter`] (or any little-endian,
-/// microsecond or nanosecond pcap).
-pub fn read_frames(path: impl AsRef<Path>) -> Result<Vec<Vec<u8>>> {
-    let path = path.as_ref();
-    let data = std::fs::read(path).map_err(|source| PcapError::File {
-        what: "reading",
-        path: path.display().to_string(),
-        source,
-    })?;
-    let magic = data.get(..4).map(|m| u32::from_le_bytes(m.try_into().expect("4 bytes")));
-    if data.len() < 24 || !(magic == Some(MAGIC_US) || magic == Some(MAGIC_NS)) {
-        return Err(PcapError::NotPcap);
+impl<W: Write> CaptureWriter<W> {
+    /// A capture into `out` (a file, stdout).
+    pub fn new(out: W) -> Result<CaptureWriter<W>> {
+        Ok(CaptureWriter { out: PcapNgWriter::new(out)?, interfaces: 0, failed: None })
     }
-    let mut frames = Vec::new();
-    let mut at = 24;
-    while at + 16 <= data.len() {
-        let caplen = u32::from_le_bytes(data[at + 8..at + 12].try_into().expect("4 bytes")) as usize;
-        at += 16;
-        if at + caplen > data.len() {
-            return Err(PcapError::Truncated);
+
+    /// Adds an interface named `name`; returns its number for [`CaptureWriter::frame`].
+    pub fn interface(&mut self, name: &str) -> Result<u32> {
+        let idb = InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Owned(name.to_string())),
+                // pcap-file writes packet time stamps in nanoseconds.
+                InterfaceDescriptionOption::IfTsResol(9),
+            ],
+        };
+        self.out.write_pcapng_block(idb)?;
+        self.interfaces += 1;
+        Ok(self.interfaces - 1)
+    }
+
+    /// A frame on interface `iface` at `at` (since the Unix epoch, or the simulation's
+    /// start): `data` as captured, of a frame `original_len` bytes long, going `direction`.
+    pub fn frame(
+        &mut self,
+        iface: u32,
+        at: Duration,
+        data: &[u8],
+        original_len: usize,
+        direction: Option<Direction>,
+    ) -> Result<()> {
+        let epb = EnhancedPacketBlock {
+            interface_id: iface,
+            timestamp: at,
+            original_len: original_len.max(data.len()) as u32,
+            data: Cow::Borrowed(data),
+            options: direction.map(|d| EnhancedPacketOption::Flags(d.flags())).into_iter().collect(),
+        };
+        self.out.write_pcapng_block(epb)?;
+        Ok(())
+    }
+
+    /// A frame received now on the first interface, stamped with the wall clock: what a
+    /// traffic tool captures in its receive loop. An error shows at the next `flush`.
+    pub fn received_now(&mut self, data: &[u8]) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        if let Err(e) = self.frame(0, now, data, data.len(), Some(Direction::Inbound)) {
+            self.failed.get_or_insert(e);
         }
-        frames.push(data[at..at + caplen].to_vec());
-        at += caplen;
+    }
+
+    /// Interface `iface`'s statistics at `at`: frames it saw, and frames the capture
+    /// skipped (written as its drop count).
+    pub fn stats(&mut self, iface: u32, at: Duration, received: u64, skipped: u64) -> Result<()> {
+        let isb = InterfaceStatisticsBlock {
+            interface_id: iface,
+            timestamp: at.as_nanos() as u64,
+            options: vec![
+                InterfaceStatisticsOption::IsbIfRecv(received),
+                InterfaceStatisticsOption::IsbIfDrop(skipped),
+            ],
+        };
+        self.out.write_pcapng_block(isb)?;
+        Ok(())
+    }
+
+    /// Writes out what is buffered; the first error since the last flush shows here.
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        self.out.get_mut().flush()?;
+        Ok(())
+    }
+}
+
+/// One frame read back from a capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadFrame {
+    pub interface: u32,
+    pub at: Duration,
+    pub data: Vec<u8>,
+    pub original_len: u32,
+    pub direction: Option<Direction>,
+}
+
+/// Reads the frames of a pcapng capture (or a classic pcap), in file order.
+pub fn read_capture(path: impl AsRef<Path>) -> Result<Vec<ReadFrame>> {
+    let path = path.as_ref();
+    let open = || {
+        File::open(path).map_err(|source| PcapError::File { what: "reading", path: path.display().to_string(), source })
+    };
+    let not = |e: pcap_file::PcapError| PcapError::NotACapture(path.display().to_string(), e.to_string());
+    let mut frames = Vec::new();
+    match PcapNgReader::new(open()?) {
+        Ok(mut r) => {
+            while let Some(block) = r.next_block() {
+                if let Block::EnhancedPacket(p) = block.map_err(not)? {
+                    let direction = p.options.iter().find_map(|o| match o {
+                        EnhancedPacketOption::Flags(f) if f & 3 == 1 => Some(Direction::Inbound),
+                        EnhancedPacketOption::Flags(f) if f & 3 == 2 => Some(Direction::Outbound),
+                        _ => None,
+                    });
+                    frames.push(ReadFrame {
+                        interface: p.interface_id,
+                        at: p.timestamp,
+                        data: p.data.into_owned(),
+                        original_len: p.original_len,
+                        direction,
+                    });
+                }
+            }
+        }
+        Err(_) => {
+            let mut r = PcapReader::new(open()?).map_err(not)?;
+            while let Some(p) = r.next_packet() {
+                let p = p.map_err(not)?;
+                frames.push(ReadFrame {
+                    interface: 0,
+                    at: p.timestamp,
+                    data: p.data.into_owned(),
+                    original_len: p.orig_len,
+                    direction: None,
+                });
+            }
+        }
     }
     Ok(frames)
+}
+
+/// The frames' bytes of a capture, in file order.
+pub fn read_frames(path: impl AsRef<Path>) -> Result<Vec<Vec<u8>>> {
+    Ok(read_capture(path)?.into_iter().map(|f| f.data).collect())
 }
 
 #[cfg(test)]
@@ -114,15 +221,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn writes_what_it_reads() {
-        let path = std::env::temp_dir().join(format!("pfctools-pcap-{}.pcap", std::process::id()));
-        let mut w = PcapWriter::create(&path).unwrap();
-        w.write(&[1, 2, 3]);
-        w.write(&[0u8; 60]);
+    fn reads_back_what_it_writes_with_interfaces_directions_times_and_statistics() {
+        let path = std::env::temp_dir().join(format!("pfclab-capture-{}.pcapng", std::process::id()));
+        let mut w = CaptureWriter::create(&path).unwrap();
+        let (a, b) = (w.interface("p1").unwrap(), w.interface("p2").unwrap());
+        w.frame(a, Duration::from_nanos(1_000_000_123), &[1, 2, 3], 3, Some(Direction::Inbound)).unwrap();
+        w.frame(b, Duration::from_nanos(2_000_000_456), &[0u8; 60], 1500, Some(Direction::Outbound)).unwrap();
+        w.stats(a, Duration::from_secs(3), 10, 7).unwrap();
         w.flush().unwrap();
         drop(w);
-        let frames = read_frames(&path).unwrap();
-        assert_eq!(frames, vec![vec![1, 2, 3], vec![0u8; 60]]);
-        let _ = std::fs::remove_file(path);
+        let frames = read_capture(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(frames.len(), 2);
+        assert_eq!(
+            (frames[0].interface, frames[0].at, frames[0].direction),
+            (0, Duration::from_nanos(1_000_000_123), Some(Direction::Inbound))
+        );
+        assert_eq!((frames[1].interface, frames[1].data.len(), frames[1].original_len), (1, 60, 1500));
+        assert_eq!(frames[1].direction, Some(Direction::Outbound));
     }
 }

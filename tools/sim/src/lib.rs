@@ -251,7 +251,8 @@ fn run_scenario(
     }
     let names: Vec<String> = (0..fabric.ports.len())
         .map(|p| {
-            format!("{}-to-{}.pcap", fabric.ports[p].label, fabric.ports[fabric.ports[p].peer].label).replace(':', "_")
+            format!("{}-to-{}.pcapng", fabric.ports[p].label, fabric.ports[fabric.ports[p].peer].label)
+                .replace(':', "_")
         })
         .collect();
     trace.open_captures(&names)?;

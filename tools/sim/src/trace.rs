@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 
-use pfclab::pcap::PcapWriter;
+use pfclab::pcap::{CaptureWriter, Direction};
 use pfcswitch_core::pfc::PRIORITIES;
 
 /// When a port's link partner had it paused: per priority, intervals [start, end) in ns
@@ -51,11 +51,15 @@ pub struct Sent {
 
 pub struct Trace {
     timelines: Vec<PauseTimeline>,
-    pcap: Option<(PathBuf, Vec<Option<PcapWriter>>)>,
+    pcap: Option<(PathBuf, Vec<Option<Capture>>)>,
     recording: Vec<bool>,
     recorded: Vec<Sent>,
     whole: Vec<u8>,
+    /// The first error writing a capture, for `finish` to report.
+    failed: Option<pfclab::pcap::PcapError>,
 }
+
+type Capture = CaptureWriter<std::io::BufWriter<std::fs::File>>;
 
 impl Trace {
     /// For `ports` ports; captures into `pcap_dir` (one file per link direction) if given.
@@ -66,6 +70,7 @@ impl Trace {
             recording: vec![false; ports],
             recorded: Vec::new(),
             whole: Vec::new(),
+            failed: None,
         }
     }
 
@@ -91,7 +96,9 @@ impl Trace {
         if let Some((dir, writers)) = &mut self.pcap {
             std::fs::create_dir_all(&*dir)?;
             for (w, name) in writers.iter_mut().zip(file_names) {
-                *w = Some(PcapWriter::create_nanos(dir.join(name))?);
+                // One link direction a file, its interface named after it.
+                let iface = name.trim_end_matches(".pcapng");
+                *w = Some(CaptureWriter::create_one(dir.join(name), iface)?);
             }
         }
         Ok(())
@@ -116,7 +123,9 @@ impl Trace {
         frame.extend_from_slice(head);
         frame.resize(len.max(head.len()), 0);
         if let Some(w) = writer {
-            w.write_at(Duration::from_nanos(at_ns), frame);
+            if let Err(e) = w.frame(0, Duration::from_nanos(at_ns), frame, frame.len(), Some(Direction::Outbound)) {
+                self.failed.get_or_insert(e);
+            }
         }
         if self.recording[port] {
             self.recorded.push(Sent { port, at_ns, frame: frame.clone() });
@@ -124,6 +133,9 @@ impl Trace {
     }
 
     pub fn finish(&mut self) -> Result<()> {
+        if let Some(e) = self.failed.take() {
+            return Err(e.into());
+        }
         if let Some((_, writers)) = &mut self.pcap {
             for w in writers.iter_mut().flatten() {
                 w.flush()?;

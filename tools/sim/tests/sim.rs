@@ -366,19 +366,18 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 /// The records of a nanosecond pcap: (time in ns, frame).
-fn pcap_records(data: &[u8]) -> Vec<(u64, &[u8])> {
-    let le = |at: usize| u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
-    assert_eq!(le(0), 0xa1b2_3c4d, "nanosecond magic");
-    assert_eq!((&data[4..6], &data[6..8]), (&2u16.to_le_bytes()[..], &4u16.to_le_bytes()[..]), "version 2.4");
-    assert_eq!(le(20), 1, "link type Ethernet");
-    let (mut out, mut at) = (Vec::new(), 24);
-    while at < data.len() {
-        let (sec, ns, caplen, len) = (le(at), le(at + 4), le(at + 8) as usize, le(at + 12) as usize);
-        assert!(ns < 1_000_000_000 && caplen == len, "record at {at}");
-        out.push((u64::from(sec) * 1_000_000_000 + u64::from(ns), &data[at + 16..at + 16 + caplen]));
-        at += 16 + caplen;
-    }
-    out
+/// A link direction's capture: each frame's time stamp (ns) and bytes, after checking
+/// that it is one interface named after the file, every frame sent out of it, whole.
+fn pcap_records(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
+    let frames = pfclab::pcap::read_capture(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    frames
+        .into_iter()
+        .map(|f| {
+            assert_eq!((f.interface, f.direction), (0, Some(pfclab::pcap::Direction::Outbound)), "{path:?}");
+            assert_eq!(f.original_len as usize, f.data.len(), "{path:?}: whole frames");
+            (f.at.as_nanos() as u64, f.data)
+        })
+        .collect()
 }
 
 #[test]
@@ -387,9 +386,8 @@ fn pcap_writes_every_frame_of_each_link_direction_at_its_simulated_nanosecond() 
     let r = simulate(&built_in("headroom"), 1, Some(&dir)).unwrap().report;
     assert_eq!(r.links.len(), 4);
     for l in &r.links {
-        let path = dir.join(format!("{}-to-{}.pcap", l.from, l.to).replace(':', "_"));
-        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let records = pcap_records(&data);
+        let path = dir.join(format!("{}-to-{}.pcapng", l.from, l.to).replace(':', "_"));
+        let records = pcap_records(&path);
         assert_eq!(records.len() as u64, l.frames, "{path:?}");
         assert!(records.windows(2).all(|w| w[0].0 <= w[1].0), "{path:?}: times never go back");
         let pauses = records.iter().filter(|(_, f)| f[12..14] == [0x88, 0x08]).count() as u64;
@@ -397,11 +395,10 @@ fn pcap_writes_every_frame_of_each_link_direction_at_its_simulated_nanosecond() 
     }
     // The storm's first pause leaves rx at 1 ms to the nanosecond, a PFC frame stopping
     // priority 3 for 65535 quanta.
-    let data = std::fs::read(dir.join("rx-to-dut_p2.pcap")).unwrap();
-    let (at, frame) = pcap_records(&data)[0];
+    let (at, frame) = pcap_records(&dir.join("rx-to-dut_p2.pcapng")).swap_remove(0);
     assert_eq!(at, 1_000_000);
     let mac = pfcswitch_core::mac::MacAddr(frame[0..6].try_into().unwrap());
-    let pfc::MacControl::Pfc(p) = pfc::decode(frame, mac).unwrap().body else { panic!("a PFC frame") };
+    let pfc::MacControl::Pfc(p) = pfc::decode(&frame, mac).unwrap().body else { panic!("a PFC frame") };
     assert_eq!(p.classes().collect::<Vec<_>>(), vec![(3, 65535)]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -420,10 +417,11 @@ fn plot_draws_one_bar_per_pause_interval_on_a_row_per_paused_port() {
     for label in &paused {
         assert!(text.lines().any(|l| l.trim() == *label), "a row labelled {label}");
     }
-    // Priority 3's colour, once per interval.
+    // Priority 3's colour, once per interval and once in the legend under the chart.
     let intervals: usize = outcome.timelines.iter().map(|(_, t)| t.intervals[3].len()).sum();
     assert!(intervals >= 2);
-    assert_eq!(text.matches("fill=\"#D62728\"").count(), intervals);
+    assert_eq!(text.matches("fill=\"#D62728\"").count(), intervals + 1);
+    assert!(text.lines().any(|l| l.trim() == "priority"), "the legend names what the colours are");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

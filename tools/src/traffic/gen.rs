@@ -145,7 +145,8 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     let mut host = HostPort::open(&opts.iface, !opts.tx_only, opts.umem_frames, opts.force)?;
     sys::tighten_timer_slack();
     let mut responder = PauseResponder::new(opts.speed, opts.pause_delay_quanta, opts.honour_pfc);
-    let mut capture = opts.capture.as_ref().map(crate::pcap::PcapWriter::create).transpose()?;
+    let mut capture =
+        opts.capture.as_ref().map(|p| crate::pcap::CaptureWriter::create_one(p, &opts.iface)).transpose()?;
     let start = sys::now() + opts.start_delay;
     let mut flows = Vec::with_capacity(opts.flows.len());
     for f in &opts.flows {
@@ -207,7 +208,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                 let bytes = pool.bytes(id);
                 if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
                     if let Some(w) = capture.as_mut() {
-                        w.write(bytes);
+                        w.received_now(bytes);
                     }
                     if let Ok(cf) = pfc::decode(bytes, own_mac) {
                         // The response delay counts from the pause's arrival.

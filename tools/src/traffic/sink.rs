@@ -17,7 +17,7 @@ use roce::{CnpPacer, CnpSpec, DcqcnParams};
 use super::flow::read_stamp_in;
 use super::rxstats::{FlowReport, RxStats};
 use super::xdp_port::{HostPort, BATCH};
-use crate::pcap::PcapWriter;
+use crate::pcap::CaptureWriter;
 
 #[derive(Clone, Debug)]
 pub struct SinkOptions {
@@ -83,7 +83,7 @@ pub const READY_LINE: &str = "sink ready";
 
 pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
     let mut host = HostPort::open(&opts.iface, true, opts.umem_frames, opts.force)?;
-    let mut capture = opts.capture.as_ref().map(PcapWriter::create).transpose()?;
+    let mut capture = opts.capture.as_ref().map(|p| CaptureWriter::create_one(p, &opts.iface)).transpose()?;
     let mut stats = RxStats::default();
     if let Some(n) = opts.expect_per_flow {
         stats.reserve(0, n);
@@ -132,7 +132,7 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
                 }
             } else if bytes.len() >= 14 && bytes[12..14] == pfc::MAC_CONTROL_ETHERTYPE.to_be_bytes() {
                 if let Some(w) = capture.as_mut() {
-                    w.write(bytes);
+                    w.received_now(bytes);
                 }
                 match pfc::decode(bytes, own_mac) {
                     Ok(cf) => match cf.body {
