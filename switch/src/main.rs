@@ -125,6 +125,33 @@ enum CtlCommand {
         #[arg(long)]
         count: Option<u64>,
     },
+    /// Record frames as the switch receives and sends them (pause frames included), in
+    /// pcapng: an interface per port, each frame's direction flagged. `-w -` writes to
+    /// stdout (`| tshark -r -`). Ctrl-C ends it cleanly.
+    Capture {
+        /// Ports (names or interfaces).
+        #[arg(required = true)]
+        ports: Vec<String>,
+        /// Frames the ports receive (with --tx: both; neither: both).
+        #[arg(long)]
+        rx: bool,
+        /// Frames the ports send.
+        #[arg(long)]
+        tx: bool,
+        /// Stop after this many frames.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Copy at most this many frames a second; the switch counts what it skips and
+        /// the file says how many (each interface's drop count).
+        #[arg(long, default_value_t = pfcswitch::dataplane::capture::DEFAULT_RATE)]
+        rate: u32,
+        /// The pcapng file to write, or - for stdout.
+        #[arg(short = 'w', long = "write")]
+        write: PathBuf,
+    },
     /// Start `pfcstat` and `pfcwd` from zero and reset the watermarks, as `sonic-clear`
     /// does; the counters (`ctl stats`, Prometheus) are not touched.
     Clear,
@@ -303,6 +330,49 @@ fn run(args: RunArgs) -> Result<()> {
     Ok(result?)
 }
 
+/// `ctl capture`: the switch's pcapng stream into `file` (or stdout).
+fn capture(
+    socket: &Path,
+    ports: &[String],
+    (rx, tx): (bool, bool),
+    count: Option<u64>,
+    duration: Option<f64>,
+    rate: u32,
+    file: &Path,
+) -> Result<()> {
+    let duration_ms = match duration {
+        Some(s) if s.is_finite() && s > 0.0 => Some((s * 1000.0).ceil() as u64),
+        Some(s) => bail!("--duration {s}: a number of seconds above 0"),
+        None => None,
+    };
+    let both = !rx && !tx;
+    let req =
+        control::CaptureRequest { ports: ports.to_vec(), rx: rx || both, tx: tx || both, rate, count, duration_ms };
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    let mut out: Box<dyn std::io::Write> = if file == Path::new("-") {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let f = std::fs::File::create(file).with_context(|| format!("creating {}", file.display()))?;
+        Box::new(std::io::BufWriter::new(f))
+    };
+    let ports = client::capture(socket, &req, &mut out, &stop)?;
+    if file != Path::new("-") {
+        eprintln!("captured {} on {} into {}", which(rx, tx), ports.join(", "), file.display());
+    }
+    Ok(())
+}
+
+fn which(rx: bool, tx: bool) -> &'static str {
+    match (rx, tx) {
+        (true, false) => "what they received",
+        (false, true) => "what they sent",
+        _ => "what they received and sent",
+    }
+}
+
 fn parse_interval(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.05..=3600.0).contains(&v) => Ok(v),
@@ -312,6 +382,9 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 
 fn ctl(args: CtlArgs) -> Result<()> {
     let path = args.socket.unwrap_or_else(|| control::socket_path(&args.name));
+    if let CtlCommand::Capture { ports, rx, tx, count, duration, rate, write } = &args.what {
+        return capture(&path, ports, (*rx, *tx), *count, *duration, *rate, write);
+    }
     if let CtlCommand::Watch { interval, count } = args.what {
         let output = pfcswitch::watch::output_for(args.json);
         return Ok(pfcswitch::watch::run(&path, Duration::from_secs_f64(interval), count, output)?);
@@ -326,7 +399,7 @@ fn ctl(args: CtlArgs) -> Result<()> {
         CtlCommand::Deadlocks => Request::Deadlocks,
         CtlCommand::Clear => Request::Clear,
         CtlCommand::Pfcstat { .. } | CtlCommand::Pfcwd { .. } | CtlCommand::Watermark { .. } => Request::Views,
-        CtlCommand::Watch { .. } => unreachable!("watched above"),
+        CtlCommand::Watch { .. } | CtlCommand::Capture { .. } => unreachable!("handled above"),
     };
     let response = client::request(&path, &request)?;
     if let Response::Views(v) = &response {
@@ -344,6 +417,7 @@ fn ctl(args: CtlArgs) -> Result<()> {
         Response::Deadlocks(_) => println!("{}", serde_json::to_string_pretty(&response.to_json())?),
         Response::Done(what) => println!("{what}"),
         Response::Views(_) => unreachable!("printed above"),
+        Response::CaptureStarted(_) | Response::CaptureCounts(_) => println!("{}", response.to_json()),
     }
     Ok(())
 }

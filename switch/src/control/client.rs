@@ -29,6 +29,67 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, ControlError> {
     }
 }
 
+/// Runs a capture: sends `req`, then copies the pcapng stream the switch writes into `out`
+/// until the switch ends it (its count or time reached). Once `stop` is set (Ctrl-C), asks
+/// the switch to end it and keeps copying what it still writes, its statistics last.
+/// Returns the ports the capture was on.
+pub fn capture(
+    path: &Path,
+    req: &super::CaptureRequest,
+    out: &mut dyn Write,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Vec<String>, ControlError> {
+    use std::io::Read;
+    use std::sync::atomic::Ordering;
+    let shown = || path.display().to_string();
+    let io = |source| ControlError::Io { path: shown(), source };
+    let stream = UnixStream::connect(path).map_err(|source| ControlError::Connect { path: shown(), source })?;
+    stream.set_read_timeout(Some(Duration::from_millis(100))).map_err(io)?;
+    let mut writer = stream.try_clone().map_err(io)?;
+    let line = serde_json::to_string(&Request::CaptureStart(req.clone())).expect("requests serialize");
+    writeln!(writer, "{line}").map_err(io)?;
+    let mut reader = BufReader::new(stream);
+    let mut reply = String::new();
+    // The reply comes before any frame; give the dataplane its time to answer.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match reader.read_line(&mut reply) {
+            Ok(_) if reply.ends_with('\n') => break,
+            Ok(0) => return Err(ControlError::BadReply("the switch closed the connection".into())),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(io(e)),
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(ControlError::BadReply("no answer to the capture request in 10 s".into()));
+        }
+    }
+    let ports =
+        match serde_json::from_str(&reply).map_err(|e| ControlError::BadReply(format!("{e}: {:?}", reply.trim())))? {
+            ReplyLine::Ok(Response::CaptureStarted(ports)) => ports.into_iter().map(|(_, name)| name).collect(),
+            ReplyLine::Ok(other) => return Err(wrong(&Request::CaptureStart(req.clone()), &other)),
+            ReplyLine::Error(e) => return Err(ControlError::Refused(e)),
+        };
+    let mut asked_to_stop = false;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        if stop.load(Ordering::Relaxed) && !asked_to_stop {
+            // Any line ends the capture; the switch then writes its statistics and closes.
+            let _ = writeln!(writer);
+            asked_to_stop = true;
+        }
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.write_all(&buf[..n]).map_err(io)?,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    out.flush().map_err(io)?;
+    Ok(ports)
+}
+
 fn wrong(req: &Request, got: &Response) -> ControlError {
     let got = format!("{got:?}");
     ControlError::WrongReply { request: format!("{req:?}"), got: got.chars().take(80).collect() }

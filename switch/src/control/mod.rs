@@ -43,6 +43,30 @@ pub enum Request {
     /// A stats snapshot and what the latest [`Request::Clear`] kept: what the SONiC-style
     /// views are worked out from.
     Views,
+    /// Records frames the ports take and send: the connection then carries a pcapng
+    /// stream after the reply line, until `count` frames, `duration_ms`, or a line
+    /// from the client (`ctl capture`). One capture at a time.
+    CaptureStart(CaptureRequest),
+    /// Ends the running capture: what it saw and skipped, per port (the control thread
+    /// asks this of the dataplane when a capture's stream ends).
+    CaptureStop,
+}
+
+/// What `ctl capture` asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureRequest {
+    /// Port names or interfaces.
+    pub ports: Vec<String>,
+    /// Frames the ports receive.
+    pub rx: bool,
+    /// Frames the ports send.
+    pub tx: bool,
+    /// At most this many frames a second are copied (the rest skipped and counted).
+    pub rate: u32,
+    /// Stop after this many frames.
+    pub count: Option<u64>,
+    /// Stop after this many milliseconds.
+    pub duration_ms: Option<u64>,
 }
 
 impl Request {
@@ -61,6 +85,10 @@ pub enum Response {
     TrafficMap(TrafficMapView),
     Deadlocks(DeadlockReport),
     Views(Box<Views>),
+    /// A capture began on these ports (index, name).
+    CaptureStarted(Vec<(usize, String)>),
+    /// A capture ended: what it saw and skipped, per port.
+    CaptureCounts(Vec<crate::dataplane::capture::PortCounts>),
     /// A command was carried out: what was done.
     Done(String),
 }
@@ -74,6 +102,8 @@ impl Response {
             Response::TrafficMap(m) => serde_json::to_value(m),
             Response::Deadlocks(d) => serde_json::to_value(d),
             Response::Views(v) => serde_json::to_value(v),
+            Response::CaptureStarted(p) => serde_json::to_value(p),
+            Response::CaptureCounts(c) => serde_json::to_value(c),
             Response::Done(what) => serde_json::to_value(what),
         };
         content.unwrap_or_else(|e| serde_json::Value::String(format!("unserializable reply: {e}")))
@@ -131,6 +161,8 @@ pub trait StatsFromKernel: Send + Sync + std::fmt::Debug {
 pub struct ControlMsg {
     pub request: Request,
     pub reply: crossbeam_channel::Sender<Reply>,
+    /// For [`Request::CaptureStart`]: the dataplane's ends of the capture's queues.
+    pub capture: Option<crate::dataplane::capture::DataplaneEnds>,
 }
 
 /// Where the control socket of switch `name` lives.

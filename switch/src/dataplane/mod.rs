@@ -2,6 +2,7 @@
 //! rx queue on a shared UMEM, the XDP classifier, and a single polling loop that moves
 //! frames between the rings and the engine in batches.
 
+pub mod capture;
 pub mod kernel;
 pub mod port;
 pub mod slowpath;
@@ -23,6 +24,7 @@ use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
+use crate::core::{FramePool, PortSet};
 use crate::frame_size::{geometry_for, largest_frame, max_frame_note, Geometry};
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
@@ -128,6 +130,8 @@ pub struct Dataplane {
     kernel: Arc<KernelCounters>,
     /// Per port: where its speed came from.
     speed_from: Vec<SpeedSource>,
+    /// The running `ctl capture`, if any.
+    capture: Option<capture::Capture>,
 }
 
 /// A port being bound again on a thread of its own ([`Dataplane::try_rebind`]).
@@ -298,6 +302,7 @@ impl Dataplane {
             rx_taken: 0,
             kernel: options.kernel,
             speed_from,
+            capture: None,
         };
         for port in &mut dp.ports {
             port.refill(&mut dp.pool, POOL_RESERVE);
@@ -339,8 +344,8 @@ impl Dataplane {
                 pollfds = self.poll_set(wake_fds);
             }
             let mut work = self.turn(now, true)?;
-            while let Ok(msg) = commands.try_recv() {
-                let reply = self.handle(now, &msg.request);
+            while let Ok(mut msg) = commands.try_recv() {
+                let reply = self.handle(now, &msg.request, msg.capture.take());
                 let _ = msg.reply.send(reply);
                 work += 1;
             }
@@ -389,7 +394,7 @@ impl Dataplane {
     fn turn(&mut self, now: Time, receive: bool) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
         let mut work = self.apply_slowpath_messages(now);
-        let Dataplane { ports, pool, switch, rx_taken, .. } = self;
+        let Dataplane { ports, pool, switch, rx_taken, capture, .. } = self;
         let mut emptied = true;
         for (i, port) in ports.iter_mut().enumerate() {
             if !switch.link_up(i) {
@@ -397,7 +402,12 @@ impl Dataplane {
             }
             port.reclaim(pool);
             if receive {
-                let r = port.receive(pool, batch, |pool, id| switch.handle_frame(now, pool, i, id));
+                let r = port.receive(pool, batch, |pool, id| {
+                    if let Some(c) = capture.as_mut().filter(|c| c.wants(i, capture::Way::Rx)) {
+                        c.offer(i, capture::Way::Rx, now, pool.bytes(id), pool.len(id));
+                    }
+                    switch.handle_frame(now, pool, i, id)
+                });
                 work += r.frames;
                 *rx_taken += r.frames as u64;
                 emptied &= r.emptied;
@@ -447,13 +457,18 @@ impl Dataplane {
 
     fn transmit(&mut self, now: Time, i: usize) -> Result<usize, DataplaneError> {
         let batch = self.config.dataplane.batch;
-        let Dataplane { ports, pool, switch, batch: tx, buffers_per_frame, .. } = self;
+        let Dataplane { ports, pool, switch, batch: tx, buffers_per_frame, capture, .. } = self;
         let port = ports[i].tx();
         // In frames, each counted at the most buffers (descriptors) a frame takes.
         let room = port.tx_room(batch * *buffers_per_frame) / *buffers_per_frame;
         tx.reset(room.min(batch));
         switch.poll_transmit(now, pool, i, tx);
         let sent = tx.frames().len();
+        if let Some(c) = capture.as_mut().filter(|c| c.wants(i, capture::Way::Tx)) {
+            for f in tx.frames() {
+                c.offer(i, capture::Way::Tx, now, pool.bytes(f.id), f.len as usize);
+            }
+        }
         if sent > 0 {
             port.send(pool, tx.frames().iter().map(|f| f.id));
         }
@@ -673,8 +688,33 @@ impl Dataplane {
         }
     }
 
-    fn handle(&mut self, now: Time, request: &Request) -> Reply {
+    fn handle(&mut self, now: Time, request: &Request, ends: Option<capture::DataplaneEnds>) -> Reply {
         match request {
+            Request::CaptureStart(c) => {
+                if self.capture.is_some() {
+                    return Err("a capture is already running (one at a time)".into());
+                }
+                let ends = ends.ok_or("a capture request without its queues")?;
+                let (mut rx, mut tx, mut names) = (PortSet::EMPTY, PortSet::EMPTY, Vec::new());
+                for name in &c.ports {
+                    let p = self.port(name)?;
+                    if c.rx {
+                        rx.insert(p);
+                    }
+                    if c.tx {
+                        tx.insert(p);
+                    }
+                    if !names.iter().any(|(q, _)| *q == p) {
+                        names.push((p, self.config.port_name(p).to_string()));
+                    }
+                }
+                self.capture = Some(capture::Capture::new(self.ports.len(), rx, tx, c.rate, ends, now));
+                Ok(Response::CaptureStarted(names))
+            }
+            Request::CaptureStop => {
+                let c = self.capture.take().ok_or("no capture is running")?;
+                Ok(Response::CaptureCounts(c.counts(|p| self.config.port_name(p).to_string())))
+            }
             Request::Stats => Ok(Response::Stats(Box::new(self.stats(now)))),
             Request::Fdb => Ok(Response::Fdb(self.switch.fdb().rows(now))),
             Request::ClearWatermarks => {

@@ -211,6 +211,54 @@ pub fn read_capture(path: impl AsRef<Path>) -> Result<Vec<ReadFrame>> {
     Ok(frames)
 }
 
+/// A pcapng capture's interface: its name and, if the file has them, its statistics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CaptureInterface {
+    pub name: String,
+    /// Frames seen there (`isb_ifrecv`), and frames the capture skipped (`isb_ifdrop`).
+    pub received: Option<u64>,
+    pub dropped: Option<u64>,
+}
+
+/// The interfaces of a pcapng capture, in order, with their latest statistics.
+pub fn read_interfaces(path: impl AsRef<Path>) -> Result<Vec<CaptureInterface>> {
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption as Idb;
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|source| PcapError::File {
+        what: "reading",
+        path: path.display().to_string(),
+        source,
+    })?;
+    let not = |e: pcap_file::PcapError| PcapError::NotACapture(path.display().to_string(), e.to_string());
+    let mut r = PcapNgReader::new(file).map_err(not)?;
+    let mut out: Vec<CaptureInterface> = Vec::new();
+    while let Some(block) = r.next_block() {
+        match block.map_err(not)? {
+            Block::InterfaceDescription(d) => out.push(CaptureInterface {
+                name: d
+                    .options
+                    .iter()
+                    .find_map(|o| if let Idb::IfName(n) = o { Some(n.to_string()) } else { None })
+                    .unwrap_or_default(),
+                ..CaptureInterface::default()
+            }),
+            Block::InterfaceStatistics(st) => {
+                if let Some(i) = out.get_mut(st.interface_id as usize) {
+                    for o in &st.options {
+                        match o {
+                            InterfaceStatisticsOption::IsbIfRecv(n) => i.received = Some(*n),
+                            InterfaceStatisticsOption::IsbIfDrop(n) => i.dropped = Some(*n),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
 /// The frames' bytes of a capture, in file order.
 pub fn read_frames(path: impl AsRef<Path>) -> Result<Vec<Vec<u8>>> {
     Ok(read_capture(path)?.into_iter().map(|f| f.data).collect())
@@ -231,7 +279,10 @@ mod tests {
         w.flush().unwrap();
         drop(w);
         let frames = read_capture(&path).unwrap();
+        let interfaces = read_interfaces(&path).unwrap();
         let _ = std::fs::remove_file(&path);
+        assert_eq!(interfaces[0], CaptureInterface { name: "p1".into(), received: Some(10), dropped: Some(7) });
+        assert_eq!((interfaces[1].name.as_str(), interfaces[1].received), ("p2", None));
         assert_eq!(frames.len(), 2);
         assert_eq!(
             (frames[0].interface, frames[0].at, frames[0].direction),
