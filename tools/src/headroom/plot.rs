@@ -42,7 +42,12 @@ fn draw(report: &SweepReport, path: &Path) -> Result<(), Box<dyn std::error::Err
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
-    chart.configure_mesh().x_desc("sender response delay (quanta)").y_desc("headroom (KiB)").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("sender response delay (quanta)")
+        .y_desc("headroom (KiB)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()?;
     // One colour per priority under test: measured solid with points, calculated thin,
     // its configured headroom dashed-thin across.
     let palette = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
@@ -86,7 +91,14 @@ fn draw(report: &SweepReport, path: &Path) -> Result<(), Box<dyn std::error::Err
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..xmax, 0f64..dmax)?;
-    chart.configure_mesh().x_desc("sender response delay (quanta)").y_desc("lossless drops (frames)").draw()?;
+    // Quanta and frames are whole numbers: so are their labels.
+    chart
+        .configure_mesh()
+        .x_desc("sender response delay (quanta)")
+        .y_desc("lossless drops (frames)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()?;
     chart.draw_series(drops.iter().map(|p| Circle::new(*p, 4, MAGENTA.filled())))?;
     root.present()?;
     Ok(())
