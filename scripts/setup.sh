@@ -25,13 +25,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q "${missing[@]}"
 fi
-# Mininet (a test runs a network through pfcswitch with it), without the Open vSwitch it
-# recommends: pfcswitch is the switch there, and no test needs OVS's daemons.
-if ! dpkg-query -W -f='${Status}' mininet 2>/dev/null | grep -q "install ok installed"; then
-  echo "setup: installing mininet"
+# Without what they recommend: Mininet (a test runs a network through pfcswitch with it)
+# and Open vSwitch (the benches compare pfcswitch with its AF_XDP datapath; the tests do
+# not need it; its daemons are started by the benches in their testbeds, never as services).
+extra=()
+for p in mininet openvswitch-switch; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || extra+=("$p")
+done
+if [ ${#extra[@]} -gt 0 ]; then
+  echo "setup: installing ${extra[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # Debian's policy-rc.d: no service the packages ship is started (OVS's would run in the
+  # root namespace and load its kernel module; the benches start their own daemons).
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -q
-  apt-get install -y -q --no-install-recommends mininet
+  apt-get install -y -q --no-install-recommends "${extra[@]}"
 fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2

@@ -589,10 +589,8 @@ mod tests {
     use crate::control::Response;
     use std::io::{BufRead, BufReader};
 
-    /// Routes to a dataplane and a slowpath that never answer.
-    fn silent_routes() -> Routes {
-        let (dataplane, _) = crossbeam_channel::bounded(1);
-        let (slowpath, _) = crossbeam_channel::bounded(1);
+    /// Routes to these channels, no kernel counters, nothing cleared.
+    fn routes(dataplane: Sender<ControlMsg>, slowpath: Sender<ControlMsg>) -> Routes {
         Routes {
             dataplane,
             dataplane_waker: Waker::new().unwrap(),
@@ -600,6 +598,13 @@ mod tests {
             kernel: None,
             cleared: Default::default(),
         }
+    }
+
+    /// Routes to a dataplane and a slowpath that never answer.
+    fn silent_routes() -> Routes {
+        let (dataplane, _) = crossbeam_channel::bounded(1);
+        let (slowpath, _) = crossbeam_channel::bounded(1);
+        routes(dataplane, slowpath)
     }
 
     /// A server at a fresh path whose dataplane answers every request with "done".
@@ -612,13 +617,7 @@ mod tests {
                 let _ = msg.reply.send(Ok(Response::Done("done".into())));
             }
         });
-        let routes = Routes {
-            dataplane,
-            dataplane_waker: Waker::new().unwrap(),
-            slowpath,
-            kernel: None,
-            cleared: Default::default(),
-        };
+        let routes = routes(dataplane, slowpath);
         (ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap(), path)
     }
 
@@ -671,13 +670,7 @@ mod tests {
             }
             seen
         });
-        let routes = Routes {
-            dataplane,
-            dataplane_waker: Waker::new().unwrap(),
-            slowpath,
-            kernel: None,
-            cleared: Default::default(),
-        };
+        let routes = routes(dataplane, slowpath);
         let Ok(Response::Views(before)) = ask(Request::Views, &routes) else { panic!("no views") };
         assert_eq!((before.stats.free_frames, before.cleared), (1, None));
         assert!(matches!(ask(Request::Clear, &routes), Ok(Response::Done(_))));
@@ -699,13 +692,7 @@ mod tests {
             std::thread::current().id()
         });
         let kernel = Arc::new(FakeKernel::default());
-        let routes = Routes {
-            dataplane,
-            dataplane_waker: Waker::new().unwrap(),
-            slowpath,
-            kernel: Some(kernel.clone()),
-            cleared: Default::default(),
-        };
+        let routes = Routes { kernel: Some(kernel.clone()), ..routes(dataplane, slowpath) };
         let Ok(Response::Stats(stats)) = ask(Request::Stats, &routes) else { panic!("no stats") };
         let forwarding = forwarding.join().unwrap();
         assert_eq!(stats.stalls.cpu_wait_us, Some(4242), "completed before it was handed back");

@@ -1,6 +1,7 @@
 //! `bench forward`: delivered frames per second host → switch → host, pfcswitch against
-//! a Linux bridge on identical testbeds, in alternating rounds of one run; the switch's
-//! CPU time per forwarded frame; and a zero-loss check at 80 % of pfcswitch's maximum, made
+//! a Linux bridge and, where `ovs-vswitchd` is installed, Open vSwitch's AF_XDP datapath,
+//! on identical testbeds, in rotating rounds of one run each; each switch process's CPU
+//! time per forwarded frame; and a zero-loss check at 80 % of pfcswitch's maximum, made
 //! again (up to three times) when frames were lost while the switch was off its CPU for
 //! longer than its rx ring lasts.
 
@@ -23,7 +24,7 @@ pub struct ForwardArgs {
     /// Seconds of traffic per measurement.
     #[arg(long, default_value_t = 3.0, value_parser = crate::cli::parse_positive)]
     pub seconds: f64,
-    /// Rounds; each measures pfcswitch and the bridge once, alternating.
+    /// Rounds; each measures every switch once, in a rotating order.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Frame sizes on the wire (FCS included).
@@ -46,6 +47,17 @@ pub struct SizeResult {
     pub ratio: f64,
     /// pfcswitch CPU time (user + system) per delivered frame, ns.
     pub cpu_ns_per_frame: f64,
+    /// Open vSwitch (AF_XDP ports), where installed: the same measures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ovs_pps: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ovs_median_pps: Option<f64>,
+    /// pfcswitch's median over OVS's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_vs_ovs: Option<f64>,
+    /// `ovs-vswitchd`'s CPU time (all threads) per delivered frame, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ovs_cpu_ns_per_frame: Option<f64>,
     /// Sender rate in the same runs, for context: the sender's ceiling bounds both.
     pub sender_pps: f64,
     pub loss_check: Option<LossCheck>,
@@ -148,14 +160,34 @@ struct Measurement {
     cpu: Option<Duration>,
 }
 
+/// The switches the bench measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Forwarder {
+    Pfcswitch,
+    Bridge,
+    Ovs,
+}
+
+impl Forwarder {
+    fn name(self) -> &'static str {
+        match self {
+            Forwarder::Pfcswitch => "pfcswitch",
+            Forwarder::Bridge => "bridge",
+            Forwarder::Ovs => "ovs-afxdp",
+        }
+    }
+}
+
+/// One run through the switch on `tb`; `pid` is the switch's process, whose CPU time is
+/// measured (none for the bridge).
 fn measure(
     tb: &Testbed,
-    switch: Option<&SwitchProc>,
+    pid: Option<u32>,
     size: usize,
     seconds: f64,
     rate: Option<f64>,
 ) -> Result<(Measurement, crate::traffic::sink::SinkReport, u64)> {
-    let run = harness::one_flow_h1_to_h2(tb, size, seconds, rate, switch.map(|s| s.proc.pid()))?;
+    let run = harness::one_flow_h1_to_h2(tb, size, seconds, rate, pid)?;
     let flow = run.sink.flows.first().cloned().unwrap_or_default();
     let m = Measurement { delivered_pps: flow.pps, sender_pps: run.gen.pps, delivered: flow.received, cpu: run.cpu };
     Ok((m, run.sink, run.gen.sent))
@@ -185,6 +217,12 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
     let tb_switch = Testbed::up(&unique_name("bench-sw"), at_mtu(Topology::star(2), mtu))?;
     let tb_bridge = Testbed::up(&unique_name("bench-br"), at_mtu(Topology::star(2), mtu))?;
     tb_bridge.make_linux_bridge("sw1")?;
+    // OVS runs only during its own runs: its PMD thread polls with a whole CPU even when
+    // idle, which would take it from the others' runs on this 2-core machine.
+    let tb_ovs = match crate::testbed::ovs::installed() {
+        true => Some(Testbed::up(&unique_name("bench-ovs"), at_mtu(Topology::star(2), mtu))?),
+        false => None,
+    };
     // The configuration a user gets without a file: nothing tuned for the bench.
     let config = harness::switch_config(&tb_switch, "sw1");
     let switch = SwitchProc::start(&tb_switch, "sw1", &config, &pfcswitch::cli::RunArgs::default())
@@ -195,25 +233,44 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
     let mut in_checks = SwitchLosses::default();
     for &size in sizes {
         let mut r = SizeResult { size, ..Default::default() };
-        let mut cpu_ns = Vec::new();
+        let (mut cpu_ns, mut ovs_cpu_ns) = (Vec::new(), Vec::new());
         let mut sender = Vec::new();
+        let mut duts = vec![Forwarder::Pfcswitch, Forwarder::Bridge];
+        if tb_ovs.is_some() {
+            duts.push(Forwarder::Ovs);
+        }
         for round in 0..args.rounds {
-            let order: [bool; 2] = if round % 2 == 0 { [true, false] } else { [false, true] };
-            for is_switch in order {
-                let (tb, sw) = if is_switch { (&tb_switch, Some(&switch)) } else { (&tb_bridge, None) };
-                let (m, _, _) = measure(tb, sw, size, args.seconds, None)?;
-                sender.push(m.sender_pps);
-                if is_switch {
-                    r.pfcswitch_pps.push(m.delivered_pps);
-                    if let Some(cpu) = m.cpu {
-                        cpu_ns.push(cpu.as_nanos() as f64 / m.delivered.max(1) as f64);
+            for k in 0..duts.len() {
+                let dut = duts[(round + k) % duts.len()];
+                let mut ovs = None;
+                let (tb, pid) = match (dut, &tb_ovs) {
+                    (Forwarder::Ovs, Some(tb)) => {
+                        let o = crate::testbed::ovs::Ovs::start(tb, "sw1").context("starting Open vSwitch")?;
+                        let pid = o.pid();
+                        ovs = Some(o);
+                        (tb, Some(pid))
                     }
-                } else {
-                    r.bridge_pps.push(m.delivered_pps);
+                    (Forwarder::Bridge, _) => (&tb_bridge, None),
+                    _ => (&tb_switch, Some(switch.proc.pid())),
+                };
+                let (m, _, _) = measure(tb, pid, size, args.seconds, None)?;
+                drop(ovs);
+                sender.push(m.sender_pps);
+                let per_frame = m.cpu.map(|cpu| cpu.as_nanos() as f64 / m.delivered.max(1) as f64);
+                match dut {
+                    Forwarder::Pfcswitch => {
+                        r.pfcswitch_pps.push(m.delivered_pps);
+                        cpu_ns.extend(per_frame);
+                    }
+                    Forwarder::Bridge => r.bridge_pps.push(m.delivered_pps),
+                    Forwarder::Ovs => {
+                        r.ovs_pps.push(m.delivered_pps);
+                        ovs_cpu_ns.extend(per_frame);
+                    }
                 }
                 eprintln!(
-                    "  {size} B round {round}: {} {:.0} frames/s (sender {:.0})",
-                    if is_switch { "pfcswitch" } else { "bridge   " },
+                    "  {size} B round {round}: {:<9} {:.0} frames/s (sender {:.0})",
+                    dut.name(),
                     m.delivered_pps,
                     m.sender_pps
                 );
@@ -223,6 +280,12 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
         r.bridge_median_pps = median(&r.bridge_pps);
         r.ratio = r.pfcswitch_median_pps / r.bridge_median_pps.max(1.0);
         r.cpu_ns_per_frame = median(&cpu_ns);
+        if !r.ovs_pps.is_empty() {
+            let o = median(&r.ovs_pps);
+            r.ovs_median_pps = Some(o);
+            r.ratio_vs_ovs = Some(r.pfcswitch_median_pps / o.max(1.0));
+            r.ovs_cpu_ns_per_frame = (!ovs_cpu_ns.is_empty()).then(|| median(&ovs_cpu_ns));
+        }
         r.sender_pps = median(&sender);
         if !args.no_loss_check {
             let rate = r.pfcswitch_median_pps * 0.8;
@@ -243,7 +306,8 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
                     let start_ns = pfcswitch::sys::now().as_nanos();
                     let before = SwitchLosses::read(&switch)?;
                     let waited_before = switch.stats()?.stalls.cpu_wait_us;
-                    let (m, report, sent) = measure(&tb_switch, Some(&switch), size, args.seconds, Some(rate))?;
+                    let (m, report, sent) =
+                        measure(&tb_switch, Some(switch.proc.pid()), size, args.seconds, Some(rate))?;
                     let after = SwitchLosses::read(&switch)?;
                     let stalls = switch.stats()?.stalls;
                     let stall = stalls.longest_since(start_ns).map_or(0, |s| s.us);
@@ -302,6 +366,9 @@ fn print_report(args: &ForwardArgs, results: &[SizeResult], overload: SwitchLoss
         "linux bridge f/s",
         "ratio",
         "switch CPU ns/frame",
+        "OVS-AF_XDP f/s",
+        "pfcswitch / OVS",
+        "OVS CPU ns/frame",
         "sender f/s",
         "80% check",
     ]);
@@ -326,6 +393,9 @@ fn print_report(args: &ForwardArgs, results: &[SizeResult], overload: SwitchLoss
             format!("{:.0}", r.bridge_median_pps),
             format!("{:.2}", r.ratio),
             format!("{:.0}", r.cpu_ns_per_frame),
+            r.ovs_median_pps.map_or("-".into(), |o| format!("{o:.0}")),
+            r.ratio_vs_ovs.map_or("-".into(), |x| format!("{x:.2}")),
+            r.ovs_cpu_ns_per_frame.map_or("-".into(), |ns| format!("{ns:.0}")),
             format!("{:.0}", r.sender_pps),
             check,
         ]);

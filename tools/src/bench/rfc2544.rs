@@ -55,8 +55,9 @@ pub struct Rfc2544Args {
     /// DUT survives at a high rate. 0 for RFC 2544's single trial.
     #[arg(long, default_value_t = 1)]
     pub retries: usize,
-    /// The devices under test.
-    #[arg(long, value_delimiter = ',', default_value = "pfcswitch,bridge,direct")]
+    /// The devices under test (default: pfcswitch, Open vSwitch's AF_XDP datapath when
+    /// `ovs-vswitchd` is installed, the Linux bridge and the direct path).
+    #[arg(long, value_delimiter = ',')]
     pub duts: Vec<Dut>,
     #[arg(long)]
     pub json: bool,
@@ -86,6 +87,8 @@ pub enum Dut {
     Bridge,
     /// A veth from host to host: what the sender and the sink do alone.
     Direct,
+    /// Open vSwitch's userspace datapath with AF_XDP ports (see `testbed::ovs`).
+    Ovs,
 }
 
 impl Dut {
@@ -94,7 +97,18 @@ impl Dut {
             Dut::Pfcswitch => "pfcswitch",
             Dut::Bridge => "bridge",
             Dut::Direct => "direct",
+            Dut::Ovs => "ovs-afxdp",
         }
+    }
+
+    /// What the bench compares when not told: OVS too where it is installed.
+    pub fn defaults() -> Vec<Dut> {
+        let mut d = vec![Dut::Pfcswitch];
+        if crate::testbed::ovs::installed() {
+            d.push(Dut::Ovs);
+        }
+        d.extend([Dut::Bridge, Dut::Direct]);
+        d
     }
 }
 
@@ -114,6 +128,11 @@ pub struct Trial {
     /// Through pfcswitch: what its own counters and loop say about the trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<SwitchSide>,
+    /// CPU time (user and system, all threads) the DUT's process had during the trial:
+    /// pfcswitch's or OVS's; the bridge and the direct path work in the kernel, on no
+    /// process of their own. ns, at the kernel's tick (10 ms) resolution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_cpu_ns: Option<u64>,
 }
 
 /// What pfcswitch saw of one trial through it.
@@ -172,6 +191,9 @@ pub struct SizeResult {
     pub confirmed: bool,
     /// The confirmation trials, which also give the latency, in order.
     pub latency_trials: Vec<Trial>,
+    /// The DUT's CPU time per frame it forwarded in the last confirmation trial, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dut_cpu_ns_per_frame: Option<f64>,
     pub loss: Vec<LossPoint>,
     pub trials: Vec<Trial>,
 }
@@ -183,6 +205,12 @@ pub struct Ratio {
     pub vs_bridge: Option<f64>,
     /// pfcswitch's throughput over the direct path's.
     pub vs_direct: Option<f64>,
+    /// pfcswitch's throughput over Open vSwitch's.
+    #[serde(default)]
+    pub vs_ovs: Option<f64>,
+    /// pfcswitch's frames per CPU-second over Open vSwitch's.
+    #[serde(default)]
+    pub cpu_efficiency_vs_ovs: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -288,8 +316,10 @@ pub fn loss_rates(throughput: f64, ceiling: f64) -> Vec<f64> {
 struct Bed {
     dut: Dut,
     mtu: u32,
-    tb: Testbed,
     switch: Option<SwitchProc>,
+    /// Dropped before the testbed: its daemons stop before the namespace goes.
+    ovs: Option<crate::testbed::ovs::Ovs>,
+    tb: Testbed,
     /// The switch's rx ring, frames: how long it lasts at a rate tells the machine's
     /// losses from the switch's.
     ring_size: u32,
@@ -300,7 +330,7 @@ impl Bed {
         let name = unique_name(&format!("rfc-{}", &dut.as_str()[..2]));
         let topology = match dut {
             Dut::Direct => direct_topology(),
-            Dut::Pfcswitch | Dut::Bridge => Topology::star(2),
+            Dut::Pfcswitch | Dut::Bridge | Dut::Ovs => Topology::star(2),
         };
         let tb = Testbed::up(&name, at_mtu(topology, mtu))?;
         // What a user gets without a file: nothing tuned.
@@ -315,9 +345,29 @@ impl Bed {
                 tb.make_linux_bridge("sw1")?;
                 None
             }
-            Dut::Direct => None,
+            Dut::Direct | Dut::Ovs => None,
         };
-        Ok(Bed { dut, mtu, tb, switch, ring_size })
+        Ok(Bed { dut, mtu, switch, ovs: None, tb, ring_size })
+    }
+
+    /// Starts what runs only while this DUT is measured: OVS, whose PMD thread polls its
+    /// rings with a whole CPU even when idle, and would take it from the other DUTs'
+    /// trials on this 2-core machine.
+    fn measuring(&mut self) -> Result<()> {
+        if self.dut == Dut::Ovs && self.ovs.is_none() {
+            self.ovs = Some(crate::testbed::ovs::Ovs::start(&self.tb, "sw1").context("starting Open vSwitch")?);
+        }
+        Ok(())
+    }
+
+    /// Stops what [`Bed::measuring`] started.
+    fn idle(&mut self) {
+        self.ovs = None;
+    }
+
+    /// The DUT's process, where it has one.
+    fn dut_pid(&self) -> Option<u32> {
+        self.switch.as_ref().map(|s| s.proc.pid()).or(self.ovs.as_ref().map(|o| o.pid()))
     }
 
     /// One trial of `size`-byte frames at `rate` (unpaced when `None`).
@@ -326,7 +376,8 @@ impl Bed {
             Some(s) => Some((SwitchLosses::read(s)?, pfcswitch::sys::now().as_nanos())),
             None => None,
         };
-        let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, None)?;
+        let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, self.dut_pid())?;
+        let dut_cpu_ns = run.cpu.map(|d| d.as_nanos() as u64);
         let switch = match (&self.switch, before) {
             (Some(s), Some((before, start_ns))) => {
                 let stats = s.stats()?;
@@ -351,10 +402,12 @@ impl Bed {
             latency: flow.latency,
             sink_dropped: run.sink.socket_dropped,
             switch,
+            dut_cpu_ns,
         })
     }
 
     fn down(self) {
+        drop(self.ovs);
         if let Some(s) = self.switch {
             let finished = s.stop();
             if !finished.success() {
@@ -422,6 +475,7 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         latency: at_throughput.map(|t| t.latency).unwrap_or_default(),
         latency_trial_lost: at_throughput.map_or(0, Trial::lost),
         confirmed: confirmed.held,
+        dut_cpu_ns_per_frame: at_throughput.and_then(|t| t.dut_cpu_ns.map(|ns| ns as f64 / t.received.max(1) as f64)),
         latency_trials,
         loss,
         trials,
@@ -438,7 +492,16 @@ pub fn ratios(results: &[SizeResult]) -> Vec<Ratio> {
         .filter_map(|size| {
             let own = of(Dut::Pfcswitch, size)?;
             let over = |other: Option<f64>| other.filter(|&o| o > 0.0).map(|o| own / o);
-            Some(Ratio { size, vs_bridge: over(of(Dut::Bridge, size)), vs_direct: over(of(Dut::Direct, size)) })
+            let ns = |dut| results.iter().find(|r| r.dut == dut && r.size == size).and_then(|r| r.dut_cpu_ns_per_frame);
+            // Frames per CPU-second are the inverse of CPU per frame.
+            let efficiency = ns(Dut::Ovs).zip(ns(Dut::Pfcswitch)).filter(|(_, own)| *own > 0.0).map(|(o, own)| o / own);
+            Some(Ratio {
+                size,
+                vs_bridge: over(of(Dut::Bridge, size)),
+                vs_direct: over(of(Dut::Direct, size)),
+                vs_ovs: over(of(Dut::Ovs, size)),
+                cpu_efficiency_vs_ovs: efficiency,
+            })
         })
         .collect()
 }
@@ -452,21 +515,25 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     }
     // One testbed per DUT and MTU: jumbo sizes run on links at a jumbo MTU, the others at
     // the standard one, as a user's testbed would be.
+    let duts = if args.duts.is_empty() { Dut::defaults() } else { args.duts.clone() };
     let mut beds: Vec<Bed> = Vec::new();
     let mut results = Vec::new();
-    let progress = Progress::new((args.sizes.len() * args.duts.len()) as u64, "frame sizes × DUTs", args.json);
+    let progress = Progress::new((args.sizes.len() * duts.len()) as u64, "frame sizes × DUTs", args.json);
     for (i, &size) in args.sizes.iter().enumerate() {
         let mtu = mtu_for(size);
         if !beds.iter().any(|b| b.mtu == mtu) {
-            for &dut in &args.duts {
+            for &dut in &duts {
                 beds.push(Bed::up(dut, mtu)?);
             }
         }
-        let at: Vec<&Bed> = beds.iter().filter(|b| b.mtu == mtu).collect();
+        let at: Vec<usize> = (0..beds.len()).filter(|&b| beds[b].mtu == mtu).collect();
         for k in 0..at.len() {
-            let bed = at[(i + k) % at.len()];
+            let bed = &mut beds[at[(i + k) % at.len()]];
             progress.message(format!("{size} B through {}", bed.dut.as_str()));
-            let r = measure(bed, size, args)?;
+            bed.measuring()?;
+            let r = measure(bed, size, args);
+            bed.idle();
+            let r = r?;
             progress.inc(1);
             progress.println(format!(
                 "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {} µs p99 {} \
@@ -486,7 +553,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     for bed in beds {
         bed.down();
     }
-    results.sort_by_key(|r| (r.size, args.duts.iter().position(|&d| d == r.dut)));
+    results.sort_by_key(|r| (r.size, duts.iter().position(|&d| d == r.dut)));
     let report = Report {
         trial_s: args.trial_s,
         resolution: args.resolution,
@@ -555,6 +622,7 @@ pub fn text(r: &Report) -> String {
         "Mb/s",
         "sender max f/s",
         "latency p50/p99/p99.9/max µs",
+        "DUT CPU ns/frame",
         "loss % above (offered f/s)",
     ]);
     for s in &r.results {
@@ -571,6 +639,7 @@ pub fn text(r: &Report) -> String {
             format!("{:.0}", s.throughput_bps / 1e6),
             format!("{:.0}", s.sender_max_fps),
             [s.latency.p50_us, s.latency.p99_us, s.latency.p999_us, s.latency.max_us].map(us3).join(" / "),
+            s.dut_cpu_ns_per_frame.map_or("-".into(), |ns| format!("{ns:.0}")),
             if loss.is_empty() { "-".into() } else { loss.join(", ") },
         ]);
     }
@@ -598,11 +667,19 @@ pub fn text(r: &Report) -> String {
             CONFIRM_STEP * 100.0
         );
     }
-    let mut t = Table::new(&["frame B", "pfcswitch / bridge", "pfcswitch / direct"]);
+    let mut t = Table::new(&[
+        "frame B",
+        "pfcswitch / bridge",
+        "pfcswitch / direct",
+        "pfcswitch / OVS",
+        "frames per CPU-s, pfcswitch / OVS",
+    ]);
     for x in &r.ratios {
         let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
-        t.row(vec![x.size.to_string(), f(x.vs_bridge), f(x.vs_direct)]);
+        t.row(vec![x.size.to_string(), f(x.vs_bridge), f(x.vs_direct), f(x.vs_ovs), f(x.cpu_efficiency_vs_ovs)]);
     }
+    out += "DUT CPU: the DUT process's CPU time (user and system, all its threads) per frame forwarded in the \
+            last confirmation trial; none for the bridge and the direct path, which run in the kernel\n";
     out += &t.render();
     out
 }
@@ -620,7 +697,7 @@ fn plot(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         d.dedup();
         d
     };
-    let palette = [RED, BLUE, GREEN];
+    let palette = [RED, BLUE, GREEN, MAGENTA];
     let series = |dut: Dut, y: fn(&SizeResult) -> f64| -> Vec<(f64, f64)> {
         r.results.iter().filter(|s| s.dut == dut).map(|s| (s.size as f64, y(s))).collect()
     };
@@ -780,9 +857,9 @@ mod tests {
         assert!(loss_rates(1000.0, 1000.0).is_empty(), "limited by the sender: nothing above");
     }
 
-    #[test]
-    fn ratios_compare_pfcswitch_with_each_other_dut_per_size() {
-        let r = |dut, size, fps| SizeResult {
+    /// A confirmed result of `fps` frames a second for `dut` at `size`, nothing else known.
+    fn result(dut: Dut, size: usize, fps: f64) -> SizeResult {
+        SizeResult {
             dut,
             size,
             throughput_fps: fps,
@@ -794,30 +871,35 @@ mod tests {
             latency_trial_lost: 0,
             confirmed: true,
             latency_trials: vec![],
+            dut_cpu_ns_per_frame: None,
             loss: vec![],
             trials: vec![],
-        };
+        }
+    }
+
+    #[test]
+    fn ratios_compare_pfcswitch_with_each_other_dut_per_size() {
+        let r = result;
         let results = [r(Dut::Pfcswitch, 64, 300.0), r(Dut::Bridge, 64, 250.0), r(Dut::Direct, 64, 400.0)];
-        assert_eq!(ratios(&results), vec![Ratio { size: 64, vs_bridge: Some(1.2), vs_direct: Some(0.75) }]);
+        let ratio =
+            Ratio { size: 64, vs_bridge: Some(1.2), vs_direct: Some(0.75), vs_ovs: None, cpu_efficiency_vs_ovs: None };
+        assert_eq!(ratios(&results), vec![ratio]);
+        let cpu = |dut, fps, ns| SizeResult { dut_cpu_ns_per_frame: Some(ns), ..r(dut, 64, fps) };
+        let with_ovs = [cpu(Dut::Pfcswitch, 360.0, 1500.0), cpu(Dut::Ovs, 300.0, 3000.0)];
+        let x = &ratios(&with_ovs)[0];
+        assert_eq!(
+            (x.vs_ovs, x.cpu_efficiency_vs_ovs),
+            (Some(1.2), Some(2.0)),
+            "half the CPU a frame: twice the frames a CPU-second"
+        );
         assert_eq!(wire_bits(64), 672.0);
     }
 
     #[test]
     fn the_chart_keeps_its_legend_beside_the_plots_and_labels_integer_axes_as_integers() {
         let result = |dut, size, fps| SizeResult {
-            dut,
-            size,
-            throughput_fps: fps,
-            search_fps: fps,
-            throughput_bps: 0.0,
-            sender_max_fps: 0.0,
-            sender_limited: false,
             latency: Percentiles { p50_us: 40.0, ..Default::default() },
-            latency_trial_lost: 0,
-            confirmed: true,
-            latency_trials: Vec::new(),
-            loss: Vec::new(),
-            trials: Vec::new(),
+            ..result(dut, size, fps)
         };
         let results = vec![
             result(Dut::Pfcswitch, 64, 345e3),

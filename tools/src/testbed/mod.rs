@@ -7,6 +7,8 @@
 
 pub use pfclab::topology;
 
+pub mod ovs;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -61,6 +63,8 @@ pub enum TestbedError {
     NoInterface { node: String, iface: String },
     #[error("no node {0} in this testbed")]
     NoNode(String),
+    #[error("Open vSwitch: {0}")]
+    Ovs(String),
     #[error("a testbed named {0} exists already (`pfctools testbed down {0}` removes it)")]
     Exists(String),
     #[error("namespace {ns} exists already{owner}: testbed {name} would share it (pick another name)")]
