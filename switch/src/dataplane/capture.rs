@@ -68,6 +68,9 @@ pub struct Capture {
     tokens: f64,
     refilled: Time,
     counts: Vec<[WayCounts; 2]>,
+    /// The reader is gone without stopping the capture (its thread could not reach the
+    /// dataplane in time): the next capture may take its place.
+    orphaned: bool,
 }
 
 impl Capture {
@@ -78,7 +81,8 @@ impl Capture {
         let per_s = f64::from(rate.clamp(1, MAX_RATE));
         // A burst of a tenth of a second's worth, and one frame at least.
         let tokens = (per_s / 10.0).max(1.0);
-        Capture { rx, tx, out, slots, per_s, tokens, refilled: now, counts: vec![[WayCounts::default(); 2]; ports] }
+        let counts = vec![[WayCounts::default(); 2]; ports];
+        Capture { rx, tx, out, slots, per_s, tokens, refilled: now, counts, orphaned: false }
     }
 
     /// Whether frames of `port` going `way` are captured.
@@ -104,18 +108,32 @@ impl Capture {
             c.skipped += 1;
             return;
         }
-        let Ok(mut data) = self.slots.try_recv() else {
-            // Every slot is in the queue: the reader is behind.
-            c.skipped += 1;
-            return;
+        let mut data = match self.slots.try_recv() {
+            Ok(data) => data,
+            Err(e) => {
+                // Every slot is in the queue (the reader is behind), or the reader is gone.
+                self.orphaned |= e.is_disconnected();
+                c.skipped += 1;
+                return;
+            }
         };
         self.tokens -= 1.0;
         let n = bytes.len().min(SNAP);
         data[..n].copy_from_slice(&bytes[..n]);
         let frame = CapturedFrame { port, way, at: now, len: len as u32, data };
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.out.try_send(frame) {
-            c.skipped += 1;
+        match self.out.try_send(frame) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => c.skipped += 1,
+            Err(TrySendError::Disconnected(_)) => {
+                self.orphaned = true;
+                c.skipped += 1;
+            }
         }
+    }
+
+    /// Whether its reader went away without stopping it.
+    pub fn orphaned(&self) -> bool {
+        self.orphaned
     }
 
     /// What it saw, per port (named by `name`).
@@ -212,11 +230,16 @@ mod tests {
         }
         assert_eq!(frames.try_iter().count(), 2);
         // A reader that never gives slots back: the queue's worth, then skips.
-        let (mut c, frames, _give) = capture(MAX_RATE);
+        let (mut c, frames, give) = capture(MAX_RATE);
         for i in 0..(QUEUE as u64 + 100) {
             c.offer(0, Way::Rx, Time::from_millis(1000) + Duration::from_micros(i * 100), &[0; 64], 64);
         }
         assert_eq!(frames.len(), QUEUE);
         assert_eq!(c.counts(|p| p.to_string())[0].rx.skipped, 100);
+        assert!(!c.orphaned(), "a reader that is behind is still there");
+        // The reader's thread ends: both its ends go.
+        drop((frames, give));
+        c.offer(0, Way::Rx, Time::from_millis(3000), &[0; 64], 64);
+        assert!(c.orphaned(), "one that went away is not");
     }
 }

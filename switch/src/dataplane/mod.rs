@@ -691,7 +691,7 @@ impl Dataplane {
     fn handle(&mut self, now: Time, request: &Request, ends: Option<capture::DataplaneEnds>) -> Reply {
         match request {
             Request::CaptureStart(c) => {
-                if self.capture.is_some() {
+                if self.capture.as_ref().is_some_and(|c| !c.orphaned()) {
                     return Err("a capture is already running (one at a time)".into());
                 }
                 let ends = ends.ok_or("a capture request without its queues")?;
