@@ -424,19 +424,18 @@ fn ctl(args: CtlArgs) -> Result<()> {
 
 /// The SONiC-style view `what` asks for, as text or JSON.
 fn view(what: &CtlCommand, v: &control::Views, json: bool) -> Result<String> {
-    let cleared = v.cleared.as_ref();
     let (value, text) = match what {
         CtlCommand::Pfcstat { history: false } => {
             let s = views::PfcStat::new(v);
-            (serde_json::to_value(&s)?, s.render(cleared))
+            (serde_json::to_value(&s)?, s.render())
         }
         CtlCommand::Pfcstat { history: true } => {
             let s = views::PfcHistory::new(v, &views::Clocks::now());
-            (serde_json::to_value(&s)?, s.render(cleared))
+            (serde_json::to_value(&s)?, s.render())
         }
         CtlCommand::Pfcwd { empty } => {
             let s = views::PfcwdStats::new(v, *empty);
-            (serde_json::to_value(&s)?, s.render(cleared))
+            (serde_json::to_value(&s)?, s.render())
         }
         CtlCommand::Watermark { kind } => {
             let s = views::Watermarks::new(&v.stats);

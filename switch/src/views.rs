@@ -73,8 +73,19 @@ pub fn with_commas(n: u64) -> String {
     out
 }
 
-fn cached_line(cleared: Option<&Cleared>) -> String {
-    cleared.map_or(String::new(), |c| format!("Last cached time was {}\n", unix_ms(c.at_unix_ms)))
+/// When `ctl clear` was run, as the views say it.
+fn since(cleared: Option<&Cleared>) -> Option<String> {
+    cleared.map(|c| unix_ms(c.at_unix_ms))
+}
+
+/// SONiC's line above a view shown since a clear.
+fn cached_line(since: Option<&str>) -> String {
+    since.map_or(String::new(), |t| format!("Last cached time was {t}\n"))
+}
+
+/// A header row: `first`, then one column per priority, `prefix` and its number.
+fn priority_headers(first: &str, prefix: &str) -> Vec<String> {
+    std::iter::once(first.to_string()).chain((0..PRIORITIES).map(|q| format!("{prefix}{q}"))).collect()
 }
 
 /// `ctl pfcstat`: per port, the PFC frames received and sent with each priority enabled
@@ -113,21 +124,19 @@ impl PfcStat {
                 };
                 PfcStatPort {
                     port: p.name.clone(),
-                    rx: count(|q| q.counters.xoff_received + q.counters.xon_received),
-                    tx: count(|q| q.counters.xoff_sent + q.counters.xon_sent),
+                    rx: count(|q| q.counters.pfc_received()),
+                    tx: count(|q| q.counters.pfc_sent()),
                 }
             })
             .collect();
-        PfcStat { since: cleared.map(|c| unix_ms(c.at_unix_ms)), ports }
+        PfcStat { since: since(cleared), ports }
     }
 
     /// Two tables, received then sent, as SONiC's `pfcstat` prints them.
-    pub fn render(&self, cleared: Option<&Cleared>) -> String {
+    pub fn render(&self) -> String {
         let mut out = String::new();
         for (title, rx) in [("Port Rx", true), ("Port Tx", false)] {
-            let headers: Vec<String> =
-                std::iter::once(title.to_string()).chain((0..PRIORITIES).map(|q| format!("PFC{q}"))).collect();
-            let mut t = Table::new(&headers);
+            let mut t = Table::new(&priority_headers(title, "PFC"));
             for p in &self.ports {
                 let counts = if rx { &p.rx } else { &p.tx };
                 t.row(std::iter::once(p.port.clone()).chain(counts.iter().map(|&n| with_commas(n))).collect());
@@ -135,7 +144,7 @@ impl PfcStat {
             if !out.is_empty() {
                 out.push('\n');
             }
-            out.push_str(&cached_line(cleared));
+            out.push_str(&cached_line(self.since.as_deref()));
             out.push_str(&t.render_simple());
         }
         out
@@ -184,12 +193,12 @@ impl PfcHistory {
                 });
             }
         }
-        PfcHistory { since: cleared.map(|c| unix_ms(c.at_unix_ms)), rows }
+        PfcHistory { since: since(cleared), rows }
     }
 
     /// As SONiC's `pfcstat --history` prints it: a blank line between ports; times in
     /// ms (to the µs, where SONiC rounds to whole ms).
-    pub fn render(&self, cleared: Option<&Cleared>) -> String {
+    pub fn render(&self) -> String {
         let mut t = Table::new(&[
             "Port",
             "Priority",
@@ -212,7 +221,7 @@ impl PfcHistory {
                 r.recent_rx_pause_timestamp.clone().unwrap_or_else(|| "N/A".into()),
             ]);
         }
-        cached_line(cleared) + &t.render_simple()
+        cached_line(self.since.as_deref()) + &t.render_simple()
     }
 }
 
@@ -295,10 +304,10 @@ impl PfcwdStats {
                 }
             }
         }
-        PfcwdStats { since: cleared.map(|c| unix_ms(c.at_unix_ms)), queues }
+        PfcwdStats { since: since(cleared), queues }
     }
 
-    pub fn render(&self, cleared: Option<&Cleared>) -> String {
+    pub fn render(&self) -> String {
         let mut t = Table::new(&[
             "QUEUE",
             "STATUS",
@@ -320,7 +329,7 @@ impl PfcwdStats {
                 pair(q.rx_last_ok, q.rx_last_drop),
             ]);
         }
-        cached_line(cleared) + &t.render_simple()
+        cached_line(self.since.as_deref()) + &t.render_simple()
     }
 }
 
@@ -383,9 +392,7 @@ impl Watermarks {
                 WatermarkKind::PgShared => p.pg_shared,
                 WatermarkKind::PgHeadroom => p.pg_headroom,
             };
-            let headers: Vec<String> =
-                std::iter::once("Port".to_string()).chain((0..PRIORITIES).map(|q| format!("{column}{q}"))).collect();
-            let mut t = Table::new(&headers);
+            let mut t = Table::new(&priority_headers("Port", column));
             for p in &self.ports {
                 t.row(std::iter::once(p.port.clone()).chain(pick(p).iter().map(|b| b.to_string())).collect());
             }
@@ -473,8 +480,8 @@ impl Rates {
                     rx_bps: 8.0 * per_s(k0.rx_bytes, k.rx_bytes),
                     tx_fps: per_s(k0.tx_frames, k.tx_frames),
                     tx_bps: 8.0 * per_s(k0.tx_bytes, k.tx_bytes),
-                    pauses_rx_ps: per_s(k0.xoff_received + k0.xon_received, k.xoff_received + k.xon_received),
-                    pauses_tx_ps: per_s(k0.xoff_sent + k0.xon_sent, k.xoff_sent + k.xon_sent),
+                    pauses_rx_ps: per_s(k0.pfc_received(), k.pfc_received()),
+                    pauses_tx_ps: per_s(k0.pfc_sent(), k.pfc_sent()),
                     ingress_bytes: q.ingress_bytes,
                     egress_queue_bytes: q.egress_queue_bytes,
                     xoff: if q.xoff { vec![q.priority] } else { Vec::new() },
@@ -597,7 +604,7 @@ mod tests {
         let v = views(vec![p1], Some(vec![then]));
         let cleared = PfcStat::new(&v);
         assert_eq!(cleared.ports[0].rx[3], 1020);
-        let text = cleared.render(v.cleared.as_ref());
+        let text = cleared.render();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "Last cached time was 2023-11-14T22:13:20.000Z");
         assert_eq!(lines[1], "  Port Rx    PFC0    PFC1    PFC2    PFC3    PFC4    PFC5    PFC6    PFC7");
@@ -617,7 +624,7 @@ mod tests {
         assert_eq!((r.rx_pause_transitions, r.total_rx_pause_us, r.recent_rx_pause_us), (4, 12_345, 2_500));
         assert_eq!(r.recent_rx_pause_timestamp.as_deref(), Some("2023-11-14T22:13:19.000Z"), "1 s before now");
         assert_eq!(h.rows[0].recent_rx_pause_timestamp, None);
-        let text = h.render(None);
+        let text = h.render();
         let row: Vec<&str> = text.lines().nth(5).unwrap().split_whitespace().collect();
         assert_eq!(row, ["p1", "PFC3", "4", "12.345", "2.500", "2023-11-14T22:13:19.000Z"], "{text}");
         assert!(text.lines().any(|l| l.is_empty()), "a blank line between ports:\n{text}");
@@ -643,7 +650,7 @@ mod tests {
         let v = views(quiet.stats.switch.ports.clone(), Some(quiet.stats.switch.ports.clone()));
         assert!(PfcwdStats::new(&v, false).queues.is_empty());
         assert!(PfcwdStats::new(&v, true).queues.iter().all(PfcwdQueue::is_zero));
-        let text = s.render(None);
+        let text = s.render();
         assert_eq!(
             text.lines().nth(2).unwrap().split_whitespace().collect::<Vec<_>>(),
             ["p1:3", "stormed", "2/1", "0/40", "0/0", "0/15", "0/0"]

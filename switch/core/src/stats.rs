@@ -267,6 +267,19 @@ pub struct PrioCounters {
     pub ecn_not_capable_passed: u64,
 }
 
+impl PrioCounters {
+    /// PFC frames received that named this priority, pauses and resumes (SONiC's
+    /// `PFC<n>_RX_PKTS`).
+    pub fn pfc_received(&self) -> u64 {
+        self.xoff_received + self.xon_received
+    }
+
+    /// PFC frames sent that named this priority (`PFC<n>_TX_PKTS`).
+    pub fn pfc_sent(&self) -> u64 {
+        self.xoff_sent + self.xon_sent
+    }
+}
+
 /// Live state of a (port, priority) in a snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PrioStats {

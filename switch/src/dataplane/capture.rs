@@ -86,7 +86,7 @@ impl Capture {
     }
 
     /// Whether frames of `port` going `way` are captured.
-    pub fn wants(&self, port: PortId, way: Way) -> bool {
+    fn wants(&self, port: PortId, way: Way) -> bool {
         match way {
             Way::Rx => self.rx.contains(port),
             Way::Tx => self.tx.contains(port),
@@ -138,8 +138,10 @@ impl Capture {
 
     /// What it saw, per port (named by `name`).
     pub fn counts(&self, name: impl Fn(PortId) -> String) -> Vec<PortCounts> {
-        let ports = self.rx.iter().chain(self.tx.iter()).collect::<std::collections::BTreeSet<_>>();
-        ports.into_iter().map(|p| PortCounts { port: name(p), rx: self.counts[p][0], tx: self.counts[p][1] }).collect()
+        (self.rx | self.tx)
+            .iter()
+            .map(|p| PortCounts { port: name(p), rx: self.counts[p][0], tx: self.counts[p][1] })
+            .collect()
     }
 }
 

@@ -167,15 +167,22 @@ pub struct ReadFrame {
     pub direction: Option<Direction>,
 }
 
+/// Opens capture `path` for reading.
+fn open(path: &Path) -> Result<File> {
+    File::open(path).map_err(|source| PcapError::File { what: "reading", path: path.display().to_string(), source })
+}
+
+/// What a reader's error says of `path`: not a capture it can read.
+fn not_a_capture(path: &Path) -> impl Fn(pcap_file::PcapError) -> PcapError + Copy + '_ {
+    move |e| PcapError::NotACapture(path.display().to_string(), e.to_string())
+}
+
 /// Reads the frames of a pcapng capture (or a classic pcap), in file order.
 pub fn read_capture(path: impl AsRef<Path>) -> Result<Vec<ReadFrame>> {
     let path = path.as_ref();
-    let open = || {
-        File::open(path).map_err(|source| PcapError::File { what: "reading", path: path.display().to_string(), source })
-    };
-    let not = |e: pcap_file::PcapError| PcapError::NotACapture(path.display().to_string(), e.to_string());
+    let not = not_a_capture(path);
     let mut frames = Vec::new();
-    match PcapNgReader::new(open()?) {
+    match PcapNgReader::new(open(path)?) {
         Ok(mut r) => {
             while let Some(block) = r.next_block() {
                 if let Block::EnhancedPacket(p) = block.map_err(not)? {
@@ -195,7 +202,7 @@ pub fn read_capture(path: impl AsRef<Path>) -> Result<Vec<ReadFrame>> {
             }
         }
         Err(_) => {
-            let mut r = PcapReader::new(open()?).map_err(not)?;
+            let mut r = PcapReader::new(open(path)?).map_err(not)?;
             while let Some(p) = r.next_packet() {
                 let p = p.map_err(not)?;
                 frames.push(ReadFrame {
@@ -224,13 +231,8 @@ pub struct CaptureInterface {
 pub fn read_interfaces(path: impl AsRef<Path>) -> Result<Vec<CaptureInterface>> {
     use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption as Idb;
     let path = path.as_ref();
-    let file = File::open(path).map_err(|source| PcapError::File {
-        what: "reading",
-        path: path.display().to_string(),
-        source,
-    })?;
-    let not = |e: pcap_file::PcapError| PcapError::NotACapture(path.display().to_string(), e.to_string());
-    let mut r = PcapNgReader::new(file).map_err(not)?;
+    let not = not_a_capture(path);
+    let mut r = PcapNgReader::new(open(path)?).map_err(not)?;
     let mut out: Vec<CaptureInterface> = Vec::new();
     while let Some(block) = r.next_block() {
         match block.map_err(not)? {

@@ -15,6 +15,7 @@ use pfcswitch::stats::Backlog;
 use pfcswitch_table::Table;
 
 use super::median;
+use super::rfc2544::Dut;
 use crate::harness::{self, SwitchLosses, SwitchProc};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
@@ -160,24 +161,6 @@ struct Measurement {
     cpu: Option<Duration>,
 }
 
-/// The switches the bench measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Forwarder {
-    Pfcswitch,
-    Bridge,
-    Ovs,
-}
-
-impl Forwarder {
-    fn name(self) -> &'static str {
-        match self {
-            Forwarder::Pfcswitch => "pfcswitch",
-            Forwarder::Bridge => "bridge",
-            Forwarder::Ovs => "ovs-afxdp",
-        }
-    }
-}
-
 /// One run through the switch on `tb`; `pid` is the switch's process, whose CPU time is
 /// measured (none for the bridge).
 fn measure(
@@ -235,22 +218,22 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
         let mut r = SizeResult { size, ..Default::default() };
         let (mut cpu_ns, mut ovs_cpu_ns) = (Vec::new(), Vec::new());
         let mut sender = Vec::new();
-        let mut duts = vec![Forwarder::Pfcswitch, Forwarder::Bridge];
+        let mut duts = vec![Dut::Pfcswitch, Dut::Bridge];
         if tb_ovs.is_some() {
-            duts.push(Forwarder::Ovs);
+            duts.push(Dut::Ovs);
         }
         for round in 0..args.rounds {
             for k in 0..duts.len() {
                 let dut = duts[(round + k) % duts.len()];
                 let mut ovs = None;
                 let (tb, pid) = match (dut, &tb_ovs) {
-                    (Forwarder::Ovs, Some(tb)) => {
+                    (Dut::Ovs, Some(tb)) => {
                         let o = crate::testbed::ovs::Ovs::start(tb, "sw1").context("starting Open vSwitch")?;
                         let pid = o.pid();
                         ovs = Some(o);
                         (tb, Some(pid))
                     }
-                    (Forwarder::Bridge, _) => (&tb_bridge, None),
+                    (Dut::Bridge, _) => (&tb_bridge, None),
                     _ => (&tb_switch, Some(switch.proc.pid())),
                 };
                 let (m, _, _) = measure(tb, pid, size, args.seconds, None)?;
@@ -258,19 +241,21 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
                 sender.push(m.sender_pps);
                 let per_frame = m.cpu.map(|cpu| cpu.as_nanos() as f64 / m.delivered.max(1) as f64);
                 match dut {
-                    Forwarder::Pfcswitch => {
+                    Dut::Pfcswitch => {
                         r.pfcswitch_pps.push(m.delivered_pps);
                         cpu_ns.extend(per_frame);
                     }
-                    Forwarder::Bridge => r.bridge_pps.push(m.delivered_pps),
-                    Forwarder::Ovs => {
+                    Dut::Bridge => r.bridge_pps.push(m.delivered_pps),
+                    Dut::Ovs => {
                         r.ovs_pps.push(m.delivered_pps);
                         ovs_cpu_ns.extend(per_frame);
                     }
+                    // Not among this bench's switches (`duts` above).
+                    Dut::Direct => {}
                 }
                 eprintln!(
                     "  {size} B round {round}: {:<9} {:.0} frames/s (sender {:.0})",
-                    dut.name(),
+                    dut.as_str(),
                     m.delivered_pps,
                     m.sender_pps
                 );

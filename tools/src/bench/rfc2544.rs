@@ -92,7 +92,7 @@ pub enum Dut {
 }
 
 impl Dut {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Dut::Pfcswitch => "pfcswitch",
             Dut::Bridge => "bridge",

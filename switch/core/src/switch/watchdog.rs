@@ -59,7 +59,7 @@ impl Switch {
         let (watched, events) = (self.watched(port), &mut self.pfcwd_events);
         let p = &mut self.ports[port];
         let prio = &p.prio;
-        let frames = |q: usize| PrioFrames { tx: prio[q].tx_frames, rx: prio[q].rx_frames };
+        let frames = |q: usize| PrioFrames::of(&prio[q]);
         p.pfcwd.check(now, port, watched, &seen, frames, |e| events.push(e));
     }
 
