@@ -80,6 +80,11 @@ pub struct FlowTx {
     pub priority: u8,
     pub sent: u64,
     pub bytes: u64,
+    /// The longest this flow's sender fell behind its schedule while it was allowed to
+    /// send, µs: a paced sender keeps within a loop turn of it unless the machine takes
+    /// its CPU. Resuming after a pause does not count.
+    #[serde(default)]
+    pub max_lag_us: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -116,6 +121,9 @@ struct FlowState {
     /// Frames the pacer allows in this loop turn.
     due: u64,
     tx: FlowTx,
+    /// It was allowed to send in the previous loop turn: only then is its lag the
+    /// machine's doing rather than a pause's.
+    sendable: bool,
     /// Its reaction point under `--dcqcn`, and its rate over time.
     dcqcn: Option<Dcqcn>,
 }
@@ -173,7 +181,8 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             pacer: Pacer::new(start, rate, burst),
             next_seq: 0,
             due: 0,
-            tx: FlowTx { flow: f.spec.id, priority: f.prio, sent: 0, bytes: 0 },
+            tx: FlowTx { flow: f.spec.id, priority: f.prio, ..FlowTx::default() },
+            sendable: false,
             dcqcn,
         });
     }
@@ -249,6 +258,10 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         let mut room = host.port.tx_room(BATCH).min(host.pool.free_count().saturating_sub(BATCH));
         for f in flows.iter_mut() {
             let may_send = sending && !finished(f) && !paused.contains(usize::from(f.prio));
+            if may_send && f.sendable {
+                f.tx.max_lag_us = f.tx.max_lag_us.max(f.pacer.lag(now).as_micros() as u64);
+            }
+            f.sendable = may_send;
             f.due = if may_send { f.pacer.due(now, room as u64) } else { 0 };
         }
         ids.clear();

@@ -56,6 +56,12 @@ impl Pacer {
         }
     }
 
+    /// How long the oldest frame due at `now` has waited past its time (zero when none
+    /// has, or unpaced): a sender whose loop keeps up stays within a turn of its schedule.
+    pub fn lag(&self, now: Time) -> std::time::Duration {
+        self.next_due().map_or(std::time::Duration::ZERO, |due| now.saturating_since(due))
+    }
+
     fn due_at(&self, frames: u64) -> Option<Time> {
         let rate = self.rate?;
         let secs = (self.credited + frames) as f64 / rate;
@@ -97,6 +103,7 @@ mod tests {
         assert_eq!(p.due(now, 100), 8);
         assert!(p.next_due().unwrap() > t0);
         assert!(p.next_burst_due().unwrap() > p.next_due().unwrap());
+        assert_eq!(p.lag(now), Duration::from_secs(1) - Duration::from_millis(1), "due since the stall began");
         let mut free = Pacer::new(t0, None, 1);
         assert_eq!(free.due(t0, 64), 64);
     }
