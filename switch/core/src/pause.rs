@@ -98,6 +98,12 @@ impl EgressPause {
         Priorities::matching(|p| self.timer_paused(now, p))
     }
 
+    /// Whether an 802.3x PAUSE holds the port at `now`, or a PFC pause any of `prios`:
+    /// what [`EgressPause::paused`] says of them, without building the whole set.
+    pub fn any_paused(&self, now: Time, prios: Priorities) -> bool {
+        self.timer_paused(now, PORT) || prios.iter().any(|p| self.timer_paused(now, p))
+    }
+
     /// When the earliest of `prios` resumes, if any is paused.
     pub fn resume_at(&self, now: Time, prios: Priorities) -> Option<Time> {
         let per_prio = prios.iter().filter(|&p| self.timer_paused(now, p)).map(|p| self.until[p]).min();
@@ -172,6 +178,22 @@ mod tests {
         // Paused: 0..2 ms, then 3..4 ms.
         assert_eq!(e.paused_time(t0 + 20 * MS, 3), 3 * MS);
         assert_eq!(e.paused_time(t0 + 20 * MS, 4), Duration::ZERO);
+    }
+
+    #[test]
+    fn any_paused_agrees_with_the_paused_set_and_counts_a_port_pause_for_every_priority() {
+        let mut e = EgressPause::default();
+        let t0 = Time::from_millis(10);
+        let (p3, p4) = (Priorities::only(3), Priorities::only(4));
+        e.pause_priority(t0, 3, 5 * MS);
+        for at in [t0, t0 + 4 * MS, t0 + 5 * MS] {
+            for prios in [p3, p4, p3 | p4, Priorities::NONE] {
+                assert_eq!(e.any_paused(at, prios), !(e.paused(at) & prios).is_empty(), "{at:?} {prios:?}");
+            }
+        }
+        e.pause_port(t0 + 6 * MS, MS);
+        assert!(e.any_paused(t0 + 6 * MS, p4) && e.any_paused(t0 + 6 * MS, Priorities::NONE));
+        assert!(!e.any_paused(t0 + 7 * MS, p3 | p4));
     }
 
     #[test]

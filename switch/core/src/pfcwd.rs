@@ -337,9 +337,8 @@ impl PortWatchdog {
         if self.action == WatchdogAction::Off {
             return;
         }
+        self.note_waiting(now, lossless, seen.waiting);
         for prio in lossless.iter() {
-            let w = &mut self.watch[prio];
-            w.waiting_since = if seen.waiting.contains(prio) { Some(w.waiting_since.unwrap_or(now)) } else { None };
             match self.stormed_at(prio) {
                 None => {
                     let Some(since) = self.stalled_since(prio, seen) else { continue };
@@ -377,6 +376,15 @@ impl PortWatchdog {
                     }
                 }
             }
+        }
+    }
+
+    /// What a check does when none of `lossless` is paused or stormed: it notes which
+    /// of them have frames waiting (`waiting`), and since when, and nothing else.
+    pub fn note_waiting(&mut self, now: Time, lossless: Priorities, waiting: Priorities) {
+        for prio in lossless.iter() {
+            let w = &mut self.watch[prio];
+            w.waiting_since = if waiting.contains(prio) { Some(w.waiting_since.unwrap_or(now)) } else { None };
         }
     }
 

@@ -372,8 +372,10 @@ impl Switch {
                 }
             }
         }
-        if let Some(deadline) =
-            self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, self.watched(port), &seen))
+        if let Some(deadline) = (!self.pfcwd_quiet(now, port))
+            .then(|| self.pfcwd_view(now, port))
+            .flatten()
+            .and_then(|seen| p.pfcwd.deadline(now, self.watched(port), &seen))
         {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }

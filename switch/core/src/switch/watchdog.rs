@@ -24,7 +24,8 @@ impl Switch {
             Observed { paused_since: [None; PRIORITIES], last_pause: [None; PRIORITIES], waiting: Priorities::NONE };
         let global = p.mode == PauseMode::GlobalPause;
         let stormed = p.pfcwd.stormed();
-        for prio in self.watched(port).iter() {
+        let watched = self.watched(port);
+        for prio in watched.iter() {
             if global {
                 seen.paused_since[prio] = p.tx.pause.port_paused_since(now);
             } else {
@@ -35,11 +36,29 @@ impl Switch {
             if stormed.contains(prio) {
                 seen.last_pause[prio] = if global { p.tx.pause.last_port_pause() } else { p.tx.pause.last_pause(prio) };
             }
-            if p.tx.queues.nonempty().contains(prio) || self.map.held_at_slowpath(port, prio) > 0 {
-                seen.waiting.insert(prio);
-            }
         }
+        seen.waiting = self.pfcwd_waiting(port, watched);
         Some(seen)
+    }
+
+    /// The priorities of `watched` with frames waiting to leave `port`: queued, or held
+    /// at the slowpath.
+    fn pfcwd_waiting(&self, port: PortId, watched: Priorities) -> Priorities {
+        let queued = self.ports[port].tx.queues.nonempty() & watched;
+        let held: Priorities = watched.iter().filter(|&prio| self.map.held_at_slowpath(port, prio) > 0).collect();
+        queued | held
+    }
+
+    /// Whether `port`'s watchdog, on, has nothing to judge at `now`: none of the
+    /// priorities it watches is paused by the partner or stormed. A check then only notes
+    /// what waits ([`PortWatchdog::note_waiting`]) and has no deadline; the data path
+    /// checks every port on every turn (the simulator on every frame), and most of the
+    /// time a port is in this state, so it skips building the whole view.
+    pub(super) fn pfcwd_quiet(&self, now: Time, port: PortId) -> bool {
+        let p = &self.ports[port];
+        // A superset of what the view reads as paused: an 802.3x PAUSE counts for every
+        // priority.
+        p.pfcwd.stormed().is_empty() && !p.tx.pause.any_paused(now, self.watched(port))
     }
 
     /// The priorities `port`'s watchdog watches: the lossless ones, or on a port in
@@ -55,6 +74,15 @@ impl Switch {
 
     /// Runs `port`'s PFC watchdog: detects storms, restores quiet priorities.
     pub(super) fn check_pfcwd(&mut self, now: Time, port: PortId) {
+        if self.ports[port].pfcwd.action() == WatchdogAction::Off {
+            return;
+        }
+        if self.pfcwd_quiet(now, port) {
+            let watched = self.watched(port);
+            let waiting = self.pfcwd_waiting(port, watched);
+            self.ports[port].pfcwd.note_waiting(now, watched, waiting);
+            return;
+        }
         let Some(seen) = self.pfcwd_view(now, port) else { return };
         let (watched, events) = (self.watched(port), &mut self.pfcwd_events);
         let p = &mut self.ports[port];
