@@ -53,7 +53,7 @@ impl Speed {
 
     /// How long `bits` bit times last at this speed (rounded up to the nanosecond).
     pub fn bit_times(self, bits: u64) -> Duration {
-        Duration::from_nanos(div_ceil_u128(u128::from(bits) * 1_000_000_000, u128::from(self.0)))
+        Duration::from_nanos(div_ceil_ns(bits, self.0))
     }
 
     /// The fewest quanta that pause for at least `d` at this speed, capped at 65535.
@@ -66,7 +66,7 @@ impl Speed {
     /// Time a frame of `len` bytes (as handed to the NIC, without FCS) occupies the wire,
     /// padding and preamble, SFD, FCS and inter-frame gap included.
     pub fn wire_time(self, len: usize) -> Duration {
-        Duration::from_nanos(div_ceil_u128(u128::from(wire_bytes(len)) * 8 * 1_000_000_000, u128::from(self.0)))
+        Duration::from_nanos(div_ceil_ns(wire_bytes(len) * 8, self.0))
     }
 
     /// Bytes per second on the wire.
@@ -78,6 +78,16 @@ impl Speed {
 /// Bytes a frame of `len` bytes (without FCS) takes on the wire.
 pub fn wire_bytes(len: usize) -> u64 {
     (len as u64).max(MIN_FRAME_NO_FCS) + WIRE_OVERHEAD
+}
+
+/// `bits` at `bps`, in nanoseconds rounded up. Every frame's time on the wire is worked
+/// out here, in the simulator twice per hop: in 64 bits whenever the product fits (any
+/// frame's bits do), since a 128-bit division is a call several times as slow.
+fn div_ceil_ns(bits: u64, bps: u64) -> u64 {
+    match bits.checked_mul(1_000_000_000) {
+        Some(a) => a.div_ceil(bps.max(1)),
+        None => div_ceil_u128(u128::from(bits) * 1_000_000_000, u128::from(bps)),
+    }
 }
 
 fn div_ceil_u128(a: u128, b: u128) -> u64 {
@@ -182,6 +192,19 @@ mod tests {
         assert_eq!(Speed::gbps(10).wire_time(60), Duration::from_nanos(68));
         assert_eq!(Speed::gbps(10).wire_time(10), Duration::from_nanos(68));
         assert_eq!(Speed::gbps(1).wire_time(1514), Duration::from_nanos(12_304));
+    }
+
+    #[test]
+    fn the_64_bit_division_rounds_as_the_128_bit_one_and_huge_counts_still_work() {
+        for bps in [1_000_000_000u64, 25_000_000_000, 100_000_000_000, 400_000_000_000, 3] {
+            for bits in [0u64, 1, 672, 12_304, 9_999_999, u64::MAX / 1_000_000_000, u64::MAX / 999_999_999] {
+                assert_eq!(
+                    div_ceil_ns(bits, bps),
+                    div_ceil_u128(u128::from(bits) * 1_000_000_000, u128::from(bps)),
+                    "{bits} bits at {bps}"
+                );
+            }
+        }
     }
 
     #[test]
