@@ -27,7 +27,7 @@ pub enum BenchCommand {
     Dcfit(dcfit::DcfitArgs),
     /// The PFC watchdog's accuracy: storm start to detection against detection_ms.
     Pfcwd(pfcwd::PfcwdArgs),
-    /// The simulator's speed on one core, from a ring to a k=8 fat-tree.
+    /// The simulator's speed on one core, from a ring to a k=16 fat-tree.
     Sim(sim::SimBenchArgs),
     /// RFC 2544 throughput, latency and frame loss per frame size, through pfcswitch with
     /// its defaults, a Linux bridge and the direct veth path, in one run.
