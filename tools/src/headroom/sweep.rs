@@ -498,11 +498,12 @@ pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepR
     let tb = Testbed::up(&unique_name("headroom"), at_mtu(Topology::star(2), mtu_for(opts.frame_size)))?;
     let (mut runs, mut disturbed) = (Vec::new(), Vec::new());
     for &delay in &opts.delays {
+        let repeats = opts.repeats.max(1);
         let mut these = Vec::new();
         // Runs set aside as out of line with the others at this delay, at most as many
         // as the runs themselves may be retried.
-        let mut replacements = opts.retries * opts.repeats.max(1);
-        while these.len() < opts.repeats.max(1) {
+        let mut replacements = opts.retries * repeats;
+        while these.len() < repeats {
             let r = harness::undisturbed(
                 opts.retries,
                 is_disturbed,
@@ -514,7 +515,7 @@ pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepR
                 },
             )?;
             these.push(r);
-            if these.len() == opts.repeats.max(1) {
+            if these.len() == repeats {
                 for i in out_of_line(opts, &these).into_iter().rev().take(replacements) {
                     let mut r = these.remove(i);
                     r.disturbed = true;
@@ -544,20 +545,16 @@ fn out_of_line(opts: &SweepOptions, runs: &[RunOutcome]) -> Vec<usize> {
         return Vec::new();
     }
     let frame_len = opts.frame_size as u64 - 4;
-    let needs = |i: usize, prio: u8| -> Vec<f64> {
-        runs.iter().filter_map(|r| Some(r.needed(r.prios.get(i)?, opts.headroom_for(prio), frame_len) as f64)).collect()
-    };
-    let medians: Vec<f64> = opts.prios.iter().enumerate().map(|(i, &prio)| median(&needs(i, prio))).collect();
-    (0..runs.len())
-        .filter(|&k| {
-            let r = &runs[k];
-            opts.prios.iter().enumerate().any(|(i, &prio)| {
-                r.prios.get(i).is_some_and(|p| {
-                    (r.needed(p, opts.headroom_for(prio), frame_len) as f64 - medians[i]).abs() > 2.0 * frame_len as f64
-                })
-            })
-        })
-        .collect()
+    let mut out = vec![false; runs.len()];
+    for (i, &prio) in opts.prios.iter().enumerate() {
+        let needs: Vec<Option<f64>> =
+            runs.iter().map(|r| Some(r.needed(r.prios.get(i)?, opts.headroom_for(prio), frame_len) as f64)).collect();
+        let m = median(&needs.iter().flatten().copied().collect::<Vec<f64>>());
+        for (far, need) in out.iter_mut().zip(&needs) {
+            *far |= need.is_some_and(|n| (n - m).abs() > 2.0 * frame_len as f64);
+        }
+    }
+    (0..runs.len()).filter(|&k| out[k]).collect()
 }
 
 /// The mean without the lowest and the highest value (with three values or more).

@@ -372,11 +372,12 @@ impl Switch {
                 }
             }
         }
-        if let Some(deadline) = (!self.pfcwd_quiet(now, port))
-            .then(|| self.pfcwd_view(now, port))
-            .flatten()
-            .and_then(|seen| p.pfcwd.deadline(now, self.watched(port), &seen))
-        {
+        let watched = self.watched(port);
+        let deadline = match self.pfcwd_quiet(now, port, watched) {
+            true => None,
+            false => self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, watched, &seen)),
+        };
+        if let Some(deadline) = deadline {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }
         let queued = p.tx.queues.nonempty();

@@ -54,11 +54,12 @@ impl Switch {
     /// what waits ([`PortWatchdog::note_waiting`]) and has no deadline; the data path
     /// checks every port on every turn (the simulator on every frame), and most of the
     /// time a port is in this state, so it skips building the whole view.
-    pub(super) fn pfcwd_quiet(&self, now: Time, port: PortId) -> bool {
+    /// `watched` is [`Switch::watched`]`(port)`, which the callers have at hand.
+    pub(super) fn pfcwd_quiet(&self, now: Time, port: PortId, watched: Priorities) -> bool {
         let p = &self.ports[port];
         // A superset of what the view reads as paused: an 802.3x PAUSE counts for every
         // priority.
-        p.pfcwd.stormed().is_empty() && !p.tx.pause.any_paused(now, self.watched(port))
+        p.pfcwd.stormed().is_empty() && !p.tx.pause.any_paused(now, watched)
     }
 
     /// The priorities `port`'s watchdog watches: the lossless ones, or on a port in
@@ -77,14 +78,14 @@ impl Switch {
         if self.ports[port].pfcwd.action() == WatchdogAction::Off {
             return;
         }
-        if self.pfcwd_quiet(now, port) {
-            let watched = self.watched(port);
+        let watched = self.watched(port);
+        if self.pfcwd_quiet(now, port, watched) {
             let waiting = self.pfcwd_waiting(port, watched);
             self.ports[port].pfcwd.note_waiting(now, watched, waiting);
             return;
         }
         let Some(seen) = self.pfcwd_view(now, port) else { return };
-        let (watched, events) = (self.watched(port), &mut self.pfcwd_events);
+        let events = &mut self.pfcwd_events;
         let p = &mut self.ports[port];
         let prio = &p.prio;
         let frames = |q: usize| PrioFrames::of(&prio[q]);
