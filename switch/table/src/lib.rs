@@ -2,6 +2,14 @@
 //! left-aligned first column and right-aligned figures, each column as wide as its
 //! widest cell. Its own crate so that a tool can print a table without depending on the
 //! AF_XDP shell.
+//!
+//! Kept by hand rather than built on `tabled` or `comfy-table`: SONiC's layout (Python
+//! `tabulate`'s `simple`) draws its rule under each column's text with two-space gaps and
+//! makes each column at least two wider than its header. Tried with `tabled` 0.22 (empty
+//! style, a horizontal line under the header, padding trimmed at the table's edges), the
+//! rule came out as one unbroken line through the gaps and blank rows as lines of spaces;
+//! matching tabulate would need this crate's own width computation on top of the crate's,
+//! so the dependency would add code instead of removing it.
 
 use std::fmt::Write;
 
