@@ -373,9 +373,10 @@ impl Switch {
             }
         }
         let watched = self.watched(port);
-        let deadline = match self.pfcwd_quiet(now, port, watched) {
-            true => None,
-            false => self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, watched, &seen)),
+        let deadline = if self.pfcwd_quiet(now, port, watched) {
+            None
+        } else {
+            self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, watched, &seen))
         };
         if let Some(deadline) = deadline {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));
