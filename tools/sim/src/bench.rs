@@ -55,8 +55,8 @@ pub struct Turns {
 /// How much simulated time each fabric runs in one turn of [`side_by_side`]: k=4's
 /// millisecond takes some 150 ms of wall time, against the other's turn having emptied
 /// the caches. Measured on 60 ms of k=4 taking twenty pairs of turns after a turn of k=8,
-/// the first of each pair (after k=8) took from 3 % less to 3 % more time per event than
-/// the second (after its own), in four runs: the refill is lost in the noise.
+/// the first of each pair (after k=8) took from 1 % less to 3 % more time per event than
+/// the second (after its own), in three runs: the refill is lost in the noise.
 pub const TURN: Duration = Duration::from_millis(1);
 
 /// Runs `a` and `b` (seed 1) in one process, taking turns of [`TURN`] simulated time each,
