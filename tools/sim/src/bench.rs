@@ -70,17 +70,16 @@ pub fn side_by_side(a: &Scenario, b: &Scenario) -> Result<[Turns; 2]> {
     for (s, f) in scenarios.iter().zip(&fabrics) {
         sims.push(Sim::new(s, f, Trace::new(f.ports.len(), None))?);
     }
-    let ends = scenarios.map(|s| Duration::from_secs_f64((s.duration_ms + s.drain_ms) / 1e3));
+    let ends = scenarios.map(Scenario::run_time);
     let mut spent = [Duration::ZERO; 2];
     let mut until = Duration::ZERO;
     while until < ends[0].max(ends[1]) {
         until += TURN;
+        // A run past its end returns at once (its time stays at the end).
         for (i, sim) in sims.iter_mut().enumerate() {
-            if sim.now() < crate::engine::EPOCH + ends[i] {
-                let started = Instant::now();
-                sim.run_until(until.min(ends[i]));
-                spent[i] += started.elapsed();
-            }
+            let started = Instant::now();
+            sim.run_until(until.min(ends[i]));
+            spent[i] += started.elapsed();
         }
     }
     Ok([0, 1].map(|i| {
@@ -151,12 +150,13 @@ fn cases() -> Vec<Scenario> {
 
 pub fn run(args: &SimBenchArgs) -> Result<()> {
     let selected = |name: &str| args.only.as_ref().is_none_or(|o| name.contains(o.as_str()));
+    let cases: Vec<Scenario> = cases().into_iter().filter(|s| selected(&s.name)).collect();
     let mut out = Vec::new();
-    for s in cases().into_iter().filter(|s| selected(&s.name)) {
+    for s in &cases {
         eprintln!("  {} ...", s.name);
         reset_peak_rss();
         let started = Instant::now();
-        let outcome = simulate(&s, 1, None)?;
+        let outcome = simulate(s, 1, None)?;
         let wall = started.elapsed().as_secs_f64();
         let r = &outcome.report;
         out.push(Case {
@@ -174,11 +174,13 @@ pub fn run(args: &SimBenchArgs) -> Result<()> {
     }
     // k=8 against k=4 once more, in turns: the target compares their rates, and the
     // cases above, one after the other, may have met different loads.
-    let turns = if selected("fattree-k4") && selected("fattree-k8") {
-        eprintln!("  fattree-k4 and fattree-k8 in turns ...");
-        Some(side_by_side(&fattree(4, 50.0, 10.0), &fattree(8, 50.0, 10.0))?)
-    } else {
-        None
+    let case = |name: &str| cases.iter().find(|s| s.name == name);
+    let turns = match (case("fattree-k4"), case("fattree-k8")) {
+        (Some(small), Some(big)) => {
+            eprintln!("  {} and {} in turns ...", small.name, big.name);
+            Some(side_by_side(small, big)?)
+        }
+        _ => None,
     };
     if args.json {
         let report = serde_json::json!({ "cases": out, "side_by_side": turns });

@@ -217,7 +217,7 @@ pub fn record_schedule(scenario: &Scenario, seed: u64) -> Result<engine::Schedul
     let fabric = Fabric::build(scenario, seed)?;
     let mut sim = Sim::new(scenario, &fabric, Trace::new(fabric.ports.len(), None))?;
     sim.record_schedule();
-    sim.run_until(Duration::from_secs_f64((scenario.duration_ms + scenario.drain_ms) / 1e3));
+    sim.run_until(scenario.run_time());
     Ok(sim.take_schedule().expect("recording"))
 }
 
@@ -257,7 +257,7 @@ fn run_scenario(
         .collect();
     trace.open_captures(&names)?;
     let mut sim = Sim::new(scenario, &fabric, trace)?;
-    let total = Duration::from_secs_f64((scenario.duration_ms + scenario.drain_ms) / 1e3);
+    let total = scenario.run_time();
     for step in 1..=PROGRESS_STEPS {
         sim.run_until(total * step / PROGRESS_STEPS);
         progress(f64::from(step) / f64::from(PROGRESS_STEPS));

@@ -387,6 +387,11 @@ impl Scenario {
         Scenario::from_toml(text)
     }
 
+    /// The simulated time a run covers: the senders' time and the drain after it.
+    pub fn run_time(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64((self.duration_ms + self.drain_ms) / 1e3)
+    }
+
     /// The same scenario with every workload at `load` percent.
     pub fn with_workload_load(mut self, load: f64) -> Result<Scenario, ScenarioError> {
         for w in &mut self.workload {
