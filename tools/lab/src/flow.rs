@@ -151,6 +151,12 @@ impl FlowTemplate {
         self.seal(buf);
     }
 
+    /// Where a frame of this flow turns to zeros to its end: past its stamp, unless it is
+    /// a RoCEv2 frame, whose invariant CRC ends it. What a holder of heads must keep.
+    pub fn zeros_from(&self) -> Option<usize> {
+        self.roce.is_none().then_some(self.stamp_at + STAMP_LEN)
+    }
+
     /// Writes the first `head.len()` bytes of a frame (at least its headers and stamp):
     /// past its stamp, a test frame is zeros, so a holder of frames that keeps only their
     /// heads (the simulator) has the rest without storing it.
@@ -301,6 +307,7 @@ mod tests {
             assert_eq!((s.flow, s.seq, s.tx_ns, s.ecn), (7, 0x0123_4567, 99, 2));
             let end = buf.len() - 4;
             assert_eq!(buf[end..], roce::wire::icrc(&buf, at.ip, end));
+            assert_eq!(t.zeros_from(), None, "the ICRC ends the frame");
             // Rewritten for the next frame: a new PSN and a new ICRC.
             t.rewrite(&mut buf, 8, 100);
             let bth = roce::wire::Bth::new_checked(&buf[at.bth..]).unwrap();
@@ -322,7 +329,8 @@ mod tests {
             let mut head = [0xaa; 128];
             t.write_head(&mut head, 41, 999);
             assert_eq!(&whole[..128], &head[..]);
-            let stamp_end = t.stamp_at + STAMP_LEN;
+            let stamp_end = t.zeros_from().expect("not RoCEv2");
+            assert_eq!(stamp_end, t.stamp_at + STAMP_LEN);
             assert!(whole[stamp_end..].iter().all(|&b| b == 0), "zeros past the stamp at {stamp_end}");
             assert_eq!(read_stamp_in(&head, t.len()).unwrap(), read_stamp(&whole).unwrap());
         }

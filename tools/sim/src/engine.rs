@@ -84,29 +84,28 @@ enum Ev {
 /// and every MAC control frame whole.
 const HEAD: usize = 124;
 
-/// A frame in two cache lines of its own: its length, and its first [`HEAD`] bytes. The
-/// length sits beside the headers, so that a hop that reads both (an arrival: the length
-/// bounds the headers it parses) waits for memory once.
+/// How much a short buffer keeps: a test frame's headers and stamp (54 bytes, 58 with a
+/// VLAN tag) and a MAC control frame whole (60), with the length in one cache line.
+const SHORT_HEAD: usize = 60;
+
+/// A frame's length and its first `N` bytes, in cache lines of its own. The length sits
+/// beside the headers, so that a hop that reads both (an arrival: the length bounds the
+/// headers it parses) waits for memory once.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Buf {
+struct Buf<const N: usize> {
     len: u32,
-    head: [u8; HEAD],
+    head: [u8; N],
 }
 
-/// Frame buffers, reused. Past its head, every frame the simulator makes is zeros (a
-/// test frame's payload after its stamp: [`FlowTemplate::write_head`]), and nothing reads
-/// or writes there, so it is not stored. Whole 1536-byte buffers, one allocation each,
-/// made the fabric's frames in flight its largest working set (23 MB at k=8, each frame's
-/// headers on a page of their own), and a host's send wrote all of a frame.
+/// Buffers of one size, reused.
 #[derive(Default)]
-struct Arena {
-    bufs: Vec<Buf>,
+struct Bufs<const N: usize> {
+    bufs: Vec<Buf<N>>,
     free: Vec<u32>,
 }
 
-impl Arena {
-    /// An empty buffer.
+impl<const N: usize> Bufs<N> {
     fn take(&mut self) -> u32 {
         match self.free.pop() {
             Some(i) => {
@@ -114,35 +113,103 @@ impl Arena {
                 i
             }
             None => {
-                self.bufs.push(Buf { len: 0, head: [0; HEAD] });
+                self.bufs.push(Buf { len: 0, head: [0; N] });
                 (self.bufs.len() - 1) as u32
             }
         }
     }
 
-    fn give(&mut self, i: u32) {
-        self.free.push(i);
-    }
-
-    /// The frame's length on its way (FCS not included).
-    fn len(&self, i: u32) -> usize {
-        self.bufs[i as usize].len as usize
-    }
-
-    /// The bytes of the frame that are kept: all of it up to [`HEAD`] bytes.
     fn head(&self, i: u32) -> &[u8] {
         let b = &self.bufs[i as usize];
-        &b.head[..(b.len as usize).min(HEAD)]
+        &b.head[..(b.len as usize).min(N)]
     }
 
     fn head_mut(&mut self, i: u32) -> &mut [u8] {
         let b = &mut self.bufs[i as usize];
-        &mut b.head[..(b.len as usize).min(HEAD)]
+        &mut b.head[..(b.len as usize).min(N)]
+    }
+}
+
+/// Frame buffers, reused. Past its head, every frame the simulator makes is zeros (a
+/// test frame's payload after its stamp: [`FlowTemplate::write_head`]), and nothing reads
+/// or writes there, so it is not stored. Whole 1536-byte buffers, one allocation each,
+/// made the fabric's frames in flight its largest working set (23 MB at k=8, each frame's
+/// headers on a page of their own), and a host's send wrote all of a frame.
+///
+/// A buffer is short (one cache line) or long (two). A host's test frame, the fabric's
+/// commonest, needs only its first 54 bytes: a long buffer for it would carry a line of
+/// zeros that every send writes and the caches hold while it waits in queues (some
+/// 15 000 frames at k=8). Frames the engine builds, whose length it says only after it
+/// has its buffer, and frames of a few dozen bytes more than a short buffer holds (which
+/// a long one holds whole, and readers may parse as whole frames) take long ones. A
+/// buffer's id says which: [`LONG`] set, or not.
+#[derive(Default)]
+struct Arena {
+    short: Bufs<SHORT_HEAD>,
+    long: Bufs<HEAD>,
+}
+
+/// The bit of a buffer id that marks a long buffer.
+const LONG: u32 = 1 << 31;
+
+impl Arena {
+    /// An empty long buffer.
+    fn take(&mut self) -> u32 {
+        self.long.take() | LONG
+    }
+
+    /// An empty buffer for a frame of `len` bytes that is zeros from byte `zeros_from` on:
+    /// a short one if that is all a long one would hold but for zeros.
+    fn take_for(&mut self, len: usize, zeros_from: Option<usize>) -> u32 {
+        let short = zeros_from.is_some_and(|z| z <= SHORT_HEAD) && (len <= SHORT_HEAD || len > HEAD);
+        if short {
+            self.short.take()
+        } else {
+            self.take()
+        }
+    }
+
+    fn give(&mut self, i: u32) {
+        if i & LONG != 0 {
+            self.long.free.push(i & !LONG);
+        } else {
+            self.short.free.push(i);
+        }
+    }
+
+    /// The frame's length on its way (FCS not included).
+    fn len(&self, i: u32) -> usize {
+        if i & LONG != 0 {
+            self.long.bufs[(i & !LONG) as usize].len as usize
+        } else {
+            self.short.bufs[i as usize].len as usize
+        }
+    }
+
+    /// The bytes of the frame that are kept: all of it up to what its buffer holds.
+    fn head(&self, i: u32) -> &[u8] {
+        if i & LONG != 0 {
+            self.long.head(i & !LONG)
+        } else {
+            self.short.head(i)
+        }
+    }
+
+    fn head_mut(&mut self, i: u32) -> &mut [u8] {
+        if i & LONG != 0 {
+            self.long.head_mut(i & !LONG)
+        } else {
+            self.short.head_mut(i)
+        }
     }
 
     /// Makes buffer `i` a `len`-byte frame of zeros; returns its head for writing.
     fn write(&mut self, i: u32, len: usize) -> &mut [u8] {
-        self.bufs[i as usize].len = len as u32;
+        if i & LONG != 0 {
+            self.long.bufs[(i & !LONG) as usize].len = len as u32;
+        } else {
+            self.short.bufs[i as usize].len = len as u32;
+        }
         let head = self.head_mut(i);
         head.fill(0);
         head
@@ -150,12 +217,24 @@ impl Arena {
 
     /// Asks the cache for buffer `i`'s first line (its length and headers) without waiting.
     fn prefetch(&self, i: u32) {
-        prefetch(&self.bufs[i as usize]);
+        if i & LONG != 0 {
+            prefetch(&self.long.bufs[(i & !LONG) as usize]);
+        } else {
+            prefetch(&self.short.bufs[i as usize]);
+        }
     }
 
-    /// Buffer `to` becomes a copy of buffer `from`.
-    fn copy(&mut self, from: u32, to: u32) {
-        self.bufs[to as usize] = self.bufs[from as usize];
+    /// A buffer of buffer `from`'s size holding a copy of it.
+    fn duplicate(&mut self, from: u32) -> u32 {
+        if from & LONG != 0 {
+            let to = self.long.take();
+            self.long.bufs[to as usize] = self.long.bufs[(from & !LONG) as usize];
+            to | LONG
+        } else {
+            let to = self.short.take();
+            self.short.bufs[to as usize] = self.short.bufs[from as usize];
+            to
+        }
     }
 }
 
@@ -244,9 +323,11 @@ impl FramePool for Pool<'_> {
     }
 
     fn duplicate(&mut self, from: FrameId) -> Option<FrameId> {
-        let to = self.alloc()?;
-        self.arena.copy(self.slots.buf[from.0 as usize], self.slots.buf[to.0 as usize]);
-        Some(to)
+        if self.slots.free_count() == 0 {
+            return None;
+        }
+        let b = self.arena.duplicate(self.slots.buf[from.0 as usize]);
+        self.slots.take(b).map(FrameId)
     }
 }
 
@@ -1016,13 +1097,13 @@ impl<'f> Sim<'f> {
             host.waiting[prio].push(i as u32);
             return;
         }
-        let buf = self.arena.take();
         let seq = f.sent as u32;
         let template = match &f.last {
             Some(last) if plan.count == Some(f.sent + 1) => last,
             _ => &f.template,
         };
         let len = template.len();
+        let buf = self.arena.take_for(len, template.zeros_from());
         template.write_head(self.arena.write(buf, len), seq, since_epoch(self.now) as u32);
         f.sent += 1;
         host.queues[prio].push_back(buf);
@@ -1295,4 +1376,76 @@ fn watch(spec: &MonitorSpec, fabric: &Fabric) -> Result<Monitor, ScenarioError> 
 
 fn is_mac_control(frame: &[u8]) -> bool {
     frame.len() >= 14 && u16::from_be_bytes([frame[12], frame[13]]) == pfc::MAC_CONTROL_ETHERTYPE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pfcswitch_core::mac::MacAddr;
+
+    fn template(wire_size: usize, vlan: Option<(u16, u8)>, roce: bool) -> FlowTemplate {
+        FlowTemplate::build(&TemplateSpec {
+            id: 7,
+            src_mac: MacAddr::local(1),
+            dst_mac: MacAddr::local(2),
+            vlan,
+            dscp: 3,
+            ecn: 0,
+            src_ip: host_ip(1),
+            dst_ip: host_ip(2),
+            wire_size,
+            roce,
+        })
+        .expect("a valid flow")
+    }
+
+    /// Writes one frame of `t` into a buffer chosen for it and one into a long buffer.
+    fn both(arena: &mut Arena, t: &FlowTemplate) -> (u32, u32) {
+        let chosen = arena.take_for(t.len(), t.zeros_from());
+        let long = arena.take();
+        for b in [chosen, long] {
+            t.write_head(arena.write(b, t.len()), 41, 999);
+        }
+        (chosen, long)
+    }
+
+    #[test]
+    fn a_test_frame_takes_one_cache_line_and_reads_as_it_would_from_two() {
+        let mut arena = Arena::default();
+        for (size, vlan) in [(1518, None), (1518, Some((100, 5))), (64, None), (9000, None)] {
+            let t = template(size, vlan, false);
+            let (short, long) = both(&mut arena, &t);
+            assert_eq!(short & LONG, 0, "{size} B, tag {vlan:?}: a short buffer");
+            assert_eq!(arena.len(short), arena.len(long));
+            let (a, b) = (arena.head(short), arena.head(long));
+            assert_eq!(a, &b[..a.len()], "the same first bytes");
+            assert!(b[a.len()..].iter().all(|&x| x == 0), "and only zeros past them");
+            assert_eq!(read_stamp_in(a, t.len()), read_stamp_in(b, t.len()));
+            assert!(read_stamp_in(a, t.len()).is_some());
+        }
+    }
+
+    #[test]
+    fn frames_a_short_buffer_would_cut_or_hold_in_part_take_long_ones() {
+        let mut arena = Arena::default();
+        // A RoCEv2 frame ends in its ICRC; a 100-byte frame fits a long buffer whole,
+        // where a short one would hold only its start.
+        for t in [template(1518, None, true), template(100, None, false)] {
+            let (chosen, _) = both(&mut arena, &t);
+            assert_ne!(chosen & LONG, 0, "{} B: a long buffer", t.len());
+        }
+    }
+
+    #[test]
+    fn a_copy_keeps_its_buffers_size_and_bytes_and_freed_buffers_are_reused_by_size() {
+        let mut arena = Arena::default();
+        let (short, long) = both(&mut arena, &template(1518, None, false));
+        for b in [short, long] {
+            let copy = arena.duplicate(b);
+            assert_eq!(copy & LONG, b & LONG);
+            assert_eq!((arena.len(copy), arena.head(copy)), (arena.len(b), arena.head(b)));
+            arena.give(copy);
+            assert_eq!(if b & LONG != 0 { arena.take() } else { arena.take_for(1514, Some(54)) }, copy);
+        }
+    }
 }
