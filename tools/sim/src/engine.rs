@@ -119,6 +119,10 @@ impl<const N: usize> Bufs<N> {
         }
     }
 
+    fn len(&self, i: u32) -> usize {
+        self.bufs[i as usize].len as usize
+    }
+
     fn head(&self, i: u32) -> &[u8] {
         let b = &self.bufs[i as usize];
         &b.head[..(b.len as usize).min(N)]
@@ -127,6 +131,21 @@ impl<const N: usize> Bufs<N> {
     fn head_mut(&mut self, i: u32) -> &mut [u8] {
         let b = &mut self.bufs[i as usize];
         &mut b.head[..(b.len as usize).min(N)]
+    }
+
+    /// Makes buffer `i` a `len`-byte frame of zeros; returns its head for writing.
+    fn write(&mut self, i: u32, len: usize) -> &mut [u8] {
+        self.bufs[i as usize].len = len as u32;
+        let head = self.head_mut(i);
+        head.fill(0);
+        head
+    }
+
+    /// A buffer holding a copy of buffer `from`.
+    fn duplicate(&mut self, from: u32) -> u32 {
+        let to = self.take();
+        self.bufs[to as usize] = self.bufs[from as usize];
+        to
     }
 }
 
@@ -142,20 +161,43 @@ impl<const N: usize> Bufs<N> {
 /// 15 000 frames at k=8). Frames the engine builds, whose length it says only after it
 /// has its buffer, and frames of a few dozen bytes more than a short buffer holds (which
 /// a long one holds whole, and readers may parse as whole frames) take long ones. A
-/// buffer's id says which: [`LONG`] set, or not.
+/// buffer's id says which ([`Size::of`]).
 #[derive(Default)]
 struct Arena {
     short: Bufs<SHORT_HEAD>,
     long: Bufs<HEAD>,
 }
 
-/// The bit of a buffer id that marks a long buffer.
-const LONG: u32 = 1 << 31;
+/// A buffer id read: the size of the buffer and its index among buffers of that size.
+enum Size {
+    Short(u32),
+    Long(u32),
+}
+
+impl Size {
+    /// The bit of a buffer id that marks a long buffer.
+    const LONG: u32 = 1 << 31;
+
+    fn of(id: u32) -> Size {
+        if id & Size::LONG != 0 {
+            Size::Long(id & !Size::LONG)
+        } else {
+            Size::Short(id)
+        }
+    }
+
+    fn id(self) -> u32 {
+        match self {
+            Size::Short(i) => i,
+            Size::Long(i) => i | Size::LONG,
+        }
+    }
+}
 
 impl Arena {
     /// An empty long buffer.
     fn take(&mut self) -> u32 {
-        self.long.take() | LONG
+        Size::Long(self.long.take()).id()
     }
 
     /// An empty buffer for a frame of `len` bytes that is zeros from byte `zeros_from` on:
@@ -163,77 +205,63 @@ impl Arena {
     fn take_for(&mut self, len: usize, zeros_from: Option<usize>) -> u32 {
         let short = zeros_from.is_some_and(|z| z <= SHORT_HEAD) && (len <= SHORT_HEAD || len > HEAD);
         if short {
-            self.short.take()
+            Size::Short(self.short.take()).id()
         } else {
             self.take()
         }
     }
 
-    fn give(&mut self, i: u32) {
-        if i & LONG != 0 {
-            self.long.free.push(i & !LONG);
-        } else {
-            self.short.free.push(i);
+    fn give(&mut self, id: u32) {
+        match Size::of(id) {
+            Size::Short(i) => self.short.free.push(i),
+            Size::Long(i) => self.long.free.push(i),
         }
     }
 
     /// The frame's length on its way (FCS not included).
-    fn len(&self, i: u32) -> usize {
-        if i & LONG != 0 {
-            self.long.bufs[(i & !LONG) as usize].len as usize
-        } else {
-            self.short.bufs[i as usize].len as usize
+    fn len(&self, id: u32) -> usize {
+        match Size::of(id) {
+            Size::Short(i) => self.short.len(i),
+            Size::Long(i) => self.long.len(i),
         }
     }
 
     /// The bytes of the frame that are kept: all of it up to what its buffer holds.
-    fn head(&self, i: u32) -> &[u8] {
-        if i & LONG != 0 {
-            self.long.head(i & !LONG)
-        } else {
-            self.short.head(i)
+    fn head(&self, id: u32) -> &[u8] {
+        match Size::of(id) {
+            Size::Short(i) => self.short.head(i),
+            Size::Long(i) => self.long.head(i),
         }
     }
 
-    fn head_mut(&mut self, i: u32) -> &mut [u8] {
-        if i & LONG != 0 {
-            self.long.head_mut(i & !LONG)
-        } else {
-            self.short.head_mut(i)
+    fn head_mut(&mut self, id: u32) -> &mut [u8] {
+        match Size::of(id) {
+            Size::Short(i) => self.short.head_mut(i),
+            Size::Long(i) => self.long.head_mut(i),
         }
     }
 
-    /// Makes buffer `i` a `len`-byte frame of zeros; returns its head for writing.
-    fn write(&mut self, i: u32, len: usize) -> &mut [u8] {
-        if i & LONG != 0 {
-            self.long.bufs[(i & !LONG) as usize].len = len as u32;
-        } else {
-            self.short.bufs[i as usize].len = len as u32;
+    /// Makes buffer `id` a `len`-byte frame of zeros; returns its head for writing.
+    fn write(&mut self, id: u32, len: usize) -> &mut [u8] {
+        match Size::of(id) {
+            Size::Short(i) => self.short.write(i, len),
+            Size::Long(i) => self.long.write(i, len),
         }
-        let head = self.head_mut(i);
-        head.fill(0);
-        head
     }
 
-    /// Asks the cache for buffer `i`'s first line (its length and headers) without waiting.
-    fn prefetch(&self, i: u32) {
-        if i & LONG != 0 {
-            prefetch(&self.long.bufs[(i & !LONG) as usize]);
-        } else {
-            prefetch(&self.short.bufs[i as usize]);
+    /// Asks the cache for buffer `id`'s first line (its length and headers) without waiting.
+    fn prefetch(&self, id: u32) {
+        match Size::of(id) {
+            Size::Short(i) => prefetch(&self.short.bufs[i as usize]),
+            Size::Long(i) => prefetch(&self.long.bufs[i as usize]),
         }
     }
 
     /// A buffer of buffer `from`'s size holding a copy of it.
     fn duplicate(&mut self, from: u32) -> u32 {
-        if from & LONG != 0 {
-            let to = self.long.take();
-            self.long.bufs[to as usize] = self.long.bufs[(from & !LONG) as usize];
-            to | LONG
-        } else {
-            let to = self.short.take();
-            self.short.bufs[to as usize] = self.short.bufs[from as usize];
-            to
+        match Size::of(from) {
+            Size::Short(i) => Size::Short(self.short.duplicate(i)).id(),
+            Size::Long(i) => Size::Long(self.long.duplicate(i)).id(),
         }
     }
 }
@@ -1415,7 +1443,7 @@ mod tests {
         for (size, vlan) in [(1518, None), (1518, Some((100, 5))), (64, None), (9000, None)] {
             let t = template(size, vlan, false);
             let (short, long) = both(&mut arena, &t);
-            assert_eq!(short & LONG, 0, "{size} B, tag {vlan:?}: a short buffer");
+            assert!(matches!(Size::of(short), Size::Short(_)), "{size} B, tag {vlan:?}: a short buffer");
             assert_eq!(arena.len(short), arena.len(long));
             let (a, b) = (arena.head(short), arena.head(long));
             assert_eq!(a, &b[..a.len()], "the same first bytes");
@@ -1432,7 +1460,7 @@ mod tests {
         // where a short one would hold only its start.
         for t in [template(1518, None, true), template(100, None, false)] {
             let (chosen, _) = both(&mut arena, &t);
-            assert_ne!(chosen & LONG, 0, "{} B: a long buffer", t.len());
+            assert!(matches!(Size::of(chosen), Size::Long(_)), "{} B: a long buffer", t.len());
         }
     }
 
@@ -1442,10 +1470,12 @@ mod tests {
         let (short, long) = both(&mut arena, &template(1518, None, false));
         for b in [short, long] {
             let copy = arena.duplicate(b);
-            assert_eq!(copy & LONG, b & LONG);
+            assert_eq!(matches!(Size::of(copy), Size::Long(_)), matches!(Size::of(b), Size::Long(_)));
             assert_eq!((arena.len(copy), arena.head(copy)), (arena.len(b), arena.head(b)));
             arena.give(copy);
-            assert_eq!(if b & LONG != 0 { arena.take() } else { arena.take_for(1514, Some(54)) }, copy);
+            let again =
+                if matches!(Size::of(b), Size::Long(_)) { arena.take() } else { arena.take_for(1514, Some(54)) };
+            assert_eq!(again, copy);
         }
     }
 }
