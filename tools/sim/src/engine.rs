@@ -1409,22 +1409,9 @@ fn is_mac_control(frame: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pfcswitch_core::mac::MacAddr;
 
     fn template(wire_size: usize, vlan: Option<(u16, u8)>, roce: bool) -> FlowTemplate {
-        FlowTemplate::build(&TemplateSpec {
-            id: 7,
-            src_mac: MacAddr::local(1),
-            dst_mac: MacAddr::local(2),
-            vlan,
-            dscp: 3,
-            ecn: 0,
-            src_ip: host_ip(1),
-            dst_ip: host_ip(2),
-            wire_size,
-            roce,
-        })
-        .expect("a valid flow")
+        FlowTemplate::build(&TemplateSpec { roce, ..TemplateSpec::example(wire_size, vlan) }).expect("a valid flow")
     }
 
     /// Writes one frame of `t` into a buffer chosen for it and one into a long buffer.
