@@ -119,8 +119,16 @@ impl<const N: usize> Bufs<N> {
         }
     }
 
+    fn give(&mut self, i: u32) {
+        self.free.push(i);
+    }
+
     fn len(&self, i: u32) -> usize {
         self.bufs[i as usize].len as usize
+    }
+
+    fn prefetch(&self, i: u32) {
+        prefetch(&self.bufs[i as usize]);
     }
 
     fn head(&self, i: u32) -> &[u8] {
@@ -213,8 +221,8 @@ impl Arena {
 
     fn give(&mut self, id: u32) {
         match Size::of(id) {
-            Size::Short(i) => self.short.free.push(i),
-            Size::Long(i) => self.long.free.push(i),
+            Size::Short(i) => self.short.give(i),
+            Size::Long(i) => self.long.give(i),
         }
     }
 
@@ -252,8 +260,8 @@ impl Arena {
     /// Asks the cache for buffer `id`'s first line (its length and headers) without waiting.
     fn prefetch(&self, id: u32) {
         match Size::of(id) {
-            Size::Short(i) => prefetch(&self.short.bufs[i as usize]),
-            Size::Long(i) => prefetch(&self.long.bufs[i as usize]),
+            Size::Short(i) => self.short.prefetch(i),
+            Size::Long(i) => self.long.prefetch(i),
         }
     }
 
@@ -318,11 +326,7 @@ struct Pool<'a> {
 
 impl FramePool for Pool<'_> {
     fn alloc(&mut self) -> Option<FrameId> {
-        if self.slots.free_count() == 0 {
-            return None;
-        }
-        let b = self.arena.take();
-        self.slots.take(b).map(FrameId)
+        self.hold(Arena::take)
     }
 
     fn free(&mut self, id: FrameId) {
@@ -351,10 +355,19 @@ impl FramePool for Pool<'_> {
     }
 
     fn duplicate(&mut self, from: FrameId) -> Option<FrameId> {
+        let from = self.slots.buf[from.0 as usize];
+        self.hold(|arena| arena.duplicate(from))
+    }
+}
+
+impl Pool<'_> {
+    /// A frame id for the buffer `take` gets from the arena, when the switch has an id
+    /// free: that is asked first, so that no buffer is taken for a frame it cannot hold.
+    fn hold(&mut self, take: impl FnOnce(&mut Arena) -> u32) -> Option<FrameId> {
         if self.slots.free_count() == 0 {
             return None;
         }
-        let b = self.arena.duplicate(self.slots.buf[from.0 as usize]);
+        let b = take(self.arena);
         self.slots.take(b).map(FrameId)
     }
 }
@@ -1414,6 +1427,10 @@ mod tests {
         FlowTemplate::build(&TemplateSpec { roce, ..TemplateSpec::example(wire_size, vlan) }).expect("a valid flow")
     }
 
+    fn is_long(id: u32) -> bool {
+        matches!(Size::of(id), Size::Long(_))
+    }
+
     /// Writes one frame of `t` into a buffer chosen for it and one into a long buffer.
     fn both(arena: &mut Arena, t: &FlowTemplate) -> (u32, u32) {
         let chosen = arena.take_for(t.len(), t.zeros_from());
@@ -1430,7 +1447,7 @@ mod tests {
         for (size, vlan) in [(1518, None), (1518, Some((100, 5))), (64, None), (9000, None)] {
             let t = template(size, vlan, false);
             let (short, long) = both(&mut arena, &t);
-            assert!(matches!(Size::of(short), Size::Short(_)), "{size} B, tag {vlan:?}: a short buffer");
+            assert!(!is_long(short), "{size} B, tag {vlan:?}: a short buffer");
             assert_eq!(arena.len(short), arena.len(long));
             let (a, b) = (arena.head(short), arena.head(long));
             assert_eq!(a, &b[..a.len()], "the same first bytes");
@@ -1447,7 +1464,7 @@ mod tests {
         // where a short one would hold only its start.
         for t in [template(1518, None, true), template(100, None, false)] {
             let (chosen, _) = both(&mut arena, &t);
-            assert!(matches!(Size::of(chosen), Size::Long(_)), "{} B: a long buffer", t.len());
+            assert!(is_long(chosen), "{} B: a long buffer", t.len());
         }
     }
 
@@ -1457,11 +1474,10 @@ mod tests {
         let (short, long) = both(&mut arena, &template(1518, None, false));
         for b in [short, long] {
             let copy = arena.duplicate(b);
-            assert_eq!(matches!(Size::of(copy), Size::Long(_)), matches!(Size::of(b), Size::Long(_)));
+            assert_eq!(is_long(copy), is_long(b));
             assert_eq!((arena.len(copy), arena.head(copy)), (arena.len(b), arena.head(b)));
             arena.give(copy);
-            let again =
-                if matches!(Size::of(b), Size::Long(_)) { arena.take() } else { arena.take_for(1514, Some(54)) };
+            let again = if is_long(b) { arena.take() } else { arena.take_for(1514, Some(54)) };
             assert_eq!(again, copy);
         }
     }
