@@ -5,7 +5,7 @@
 //! down) and reads which priorities may not be released from a [`SharedView`] of atomics
 //! the dataplane publishes every turn: no locks on either side.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -37,7 +37,8 @@ impl SharedView {
 }
 
 pub struct SlowpathThread {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the thread: its receiving end then wakes the thread at once.
+    stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -59,25 +60,32 @@ pub struct SlowpathParts {
 
 impl SlowpathThread {
     pub fn start(parts: SlowpathParts) -> std::io::Result<SlowpathThread> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = stop.clone();
-        let thread = std::thread::Builder::new().name("slowpath".into()).spawn(move || run(parts, thread_stop))?;
-        Ok(SlowpathThread { stop, thread: Some(thread) })
+        let (stop, stopped) = crossbeam_channel::bounded(0);
+        let thread = std::thread::Builder::new().name("slowpath".into()).spawn(move || run(parts, stopped))?;
+        Ok(SlowpathThread { stop: Some(stop), thread: Some(thread) })
     }
 }
 
 impl Drop for SlowpathThread {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn run(mut parts: SlowpathParts, stop: Arc<AtomicBool>) {
+/// Waits for events, requests and the stop; while frames are held, it also looks at them
+/// again every [`RECHECK`]. With none held it sleeps until something arrives: a thread
+/// that woke every millisecond for nothing took the dataplane's CPU from it a thousand
+/// times a second, and with it gave the CPU's other tasks a thousand chances to run.
+fn run(mut parts: SlowpathParts, stop: Receiver<()>) {
     let (events, control) = (parts.from_dataplane.clone(), parts.control.clone());
-    while !stop.load(Ordering::Relaxed) {
+    loop {
+        let recheck = match parts.slowpath.held() {
+            0 => crossbeam_channel::never(),
+            _ => crossbeam_channel::after(RECHECK),
+        };
         select! {
             recv(events) -> ev => match ev {
                 Ok(ev) => on_event(&mut parts.slowpath, ev),
@@ -89,7 +97,9 @@ fn run(mut parts: SlowpathParts, stop: Arc<AtomicBool>) {
                 }
                 Err(_) => break,
             },
-            default(RECHECK) => {}
+            recv(recheck) -> _ => {}
+            // Nothing is ever sent: the sender's drop disconnects it.
+            recv(stop) -> _ => break,
         }
         // At every event (an unblock wakes the thread at once) or recheck while frames
         // are held.
