@@ -16,3 +16,16 @@ pub fn prefetch<T>(value: &T) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;
 }
+
+/// Asks the cache for the line at `addr`, without waiting for it. Any address will do: a
+/// prefetch of memory that is not mapped is dropped, it does not fault.
+#[inline]
+pub fn prefetch_addr(addr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch neither faults nor changes memory, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
