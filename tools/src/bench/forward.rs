@@ -208,7 +208,7 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
     };
     // The configuration a user gets without a file: nothing tuned for the bench.
     let config = harness::switch_config(&tb_switch, "sw1");
-    let switch = SwitchProc::start(&tb_switch, "sw1", &config, &pfcswitch::cli::RunArgs::default())
+    let switch = SwitchProc::start_as_service(&tb_switch, "sw1", &config, &pfcswitch::cli::RunArgs::default())
         .context("starting pfcswitch")?;
 
     let mut results = Vec::new();

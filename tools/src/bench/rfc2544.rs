@@ -338,7 +338,7 @@ impl Bed {
         let ring_size = config.dataplane.ring_size;
         let switch = match dut {
             Dut::Pfcswitch => Some(
-                SwitchProc::start(&tb, "sw1", &config, &pfcswitch::cli::RunArgs::default())
+                SwitchProc::start_as_service(&tb, "sw1", &config, &pfcswitch::cli::RunArgs::default())
                     .context("starting pfcswitch")?,
             ),
             Dut::Bridge => {

@@ -380,17 +380,22 @@ impl Testbed {
             }
             None => Command::new("ip"),
         };
-        if let Some(nice) = placement.nice {
+        let (nice, own_session) = (placement.nice, placement.own_session);
+        if nice.is_some() || own_session {
             // An absolute value (the `nice` command adds to the caller's); what the child
-            // execs inherits it.
-            // SAFETY: setpriority is async-signal-safe and touches no memory of ours.
+            // execs inherits it, and its session.
+            // SAFETY: setpriority and setsid are async-signal-safe and touch no memory of ours.
             unsafe {
                 cmd.pre_exec(move || {
-                    if libc::setpriority(libc::PRIO_PROCESS, 0, nice) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
+                    if let Some(nice) = nice {
+                        if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
+                    if own_session && libc::setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
                 });
             }
         }
@@ -552,6 +557,13 @@ pub struct Placement {
     pub cpus: Option<String>,
     /// The nice value (-20..19); the caller's when `None`.
     pub nice: Option<i32>,
+    /// In a session of its own (setsid), as a daemon or a service is. With autogroup
+    /// scheduling (`kernel.sched_autogroup_enabled`, on in Debian's kernels) the kernel
+    /// shares CPU time between sessions first and between a session's processes after:
+    /// a switch in the caller's session shares one session's time with the sender and
+    /// the sink started beside it, where Open vSwitch, which detaches, has a session of
+    /// its own. A nice value then only ranks the process within its new session.
+    pub own_session: bool,
 }
 
 /// A process started in a namespace. Dropping it terminates it.
