@@ -381,10 +381,12 @@ impl Testbed {
             None => Command::new("ip"),
         };
         let (nice, own_session) = (placement.nice, placement.own_session);
+        let parent = std::process::id() as libc::pid_t;
         if nice.is_some() || own_session {
             // An absolute value (the `nice` command adds to the caller's); what the child
             // execs inherits it, and its session.
-            // SAFETY: setpriority and setsid are async-signal-safe and touch no memory of ours.
+            // SAFETY: setpriority, setsid, prctl and getppid are async-signal-safe and
+            // touch no memory of ours.
             unsafe {
                 cmd.pre_exec(move || {
                     if let Some(nice) = nice {
@@ -392,8 +394,19 @@ impl Testbed {
                             return Err(std::io::Error::last_os_error());
                         }
                     }
-                    if own_session && libc::setsid() < 0 {
-                        return Err(std::io::Error::last_os_error());
+                    if own_session {
+                        if libc::setsid() < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        // Out of the caller's process group, a Ctrl-C at the terminal no
+                        // longer reaches it: it is told to stop when its parent goes
+                        // instead (a parent gone already is found by getppid).
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        if libc::getppid() != parent {
+                            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                        }
                     }
                     Ok(())
                 });
@@ -562,7 +575,10 @@ pub struct Placement {
     /// shares CPU time between sessions first and between a session's processes after:
     /// a switch in the caller's session shares one session's time with the sender and
     /// the sink started beside it, where Open vSwitch, which detaches, has a session of
-    /// its own. A nice value then only ranks the process within its new session.
+    /// its own. A nice value then only ranks the process within its new session. Out of
+    /// the caller's process group, a Ctrl-C no longer reaches it: it is sent SIGTERM when
+    /// the thread that started it ends (`PR_SET_PDEATHSIG`), so start it from a thread
+    /// that lives as long as it should.
     pub own_session: bool,
 }
 
