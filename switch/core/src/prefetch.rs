@@ -29,3 +29,17 @@ pub fn prefetch_addr(addr: *const u8) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = addr;
 }
+
+/// Asks the second-level cache for the `len` bytes from `addr`, a line at a time, without
+/// waiting for them: memory that will be read soon but not at once (a frame the kernel
+/// copies when it is sent). Any address will do, as for [`prefetch_addr`].
+#[inline]
+pub fn prefetch_range_l2(addr: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..len).step_by(64) {
+        // SAFETY: a prefetch neither faults nor changes memory, whatever the address.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(addr.wrapping_add(off).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (addr, len);
+}

@@ -267,13 +267,17 @@ impl UmemPool {
 
     /// Asks the cache for what [`UmemPool::received`] and the engine read first of a frame
     /// the rx ring handed us: the arrival stamp in front of it (which `received` clears)
-    /// and its first bytes. The kernel wrote both, on whichever CPU ran the sender's
-    /// transmit; fetched one frame at a time, that wait was an eighth of the switch's CPU.
+    /// and its first bytes; and for the rest of the buffer, further out. The kernel wrote
+    /// it all, on whichever CPU ran the sender's transmit; fetched one frame at a time,
+    /// the first line's wait was an eighth of the switch's CPU.
     pub fn prefetch_received(&self, desc: &FrameDesc) {
         // SAFETY: the descriptor came off our rx ring, so it points into our UMEM.
         let data = unsafe { self.umem.data(desc) }.contents().as_ptr();
         pfcswitch_core::prefetch::prefetch_addr(data.wrapping_sub(RX_META_LEN));
         pfcswitch_core::prefetch::prefetch_addr(data);
+        // The rest goes to this core's L2: the kernel copies the whole frame out of the
+        // UMEM when it transmits it, in our `sendto`, and found it in the sender's cache.
+        pfcswitch_core::prefetch::prefetch_range_l2(data.wrapping_add(64), desc.lengths().data().saturating_sub(64));
     }
 
     /// Reads (and clears, so a later frame without metadata cannot inherit it) the
