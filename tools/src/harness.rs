@@ -65,11 +65,8 @@ impl SwitchProc {
     }
 
     /// [`SwitchProc::start`] in a session of its own, as a service or a daemon runs
-    /// ([`Placement::own_session`]). The benches that measure it beside Open vSwitch start
-    /// it so: OVS detaches into sessions of its own, and a switch left in the bench's
-    /// session shared that session's CPU time with the sender and the sink (at 64 bytes it
-    /// kept 0.80 of a CPU and was switched out 3800 times a second; in a session of its
-    /// own, 0.92 and 415 times).
+    /// ([`Placement::own_session`] says why it matters). The benches that measure it
+    /// beside Open vSwitch start it so, as OVS's daemons run.
     pub fn start_as_service(tb: &Testbed, node: &str, config: &RunConfig, args: &RunArgs) -> Result<SwitchProc> {
         let own = Placement { own_session: true, ..Placement::default() };
         SwitchProc::start_on(tb, node, config, args, &own)
@@ -412,7 +409,7 @@ impl CpuPlan {
     /// nothing pinned on one CPU.
     pub fn split() -> CpuPlan {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let raised = |cpus: Option<String>| Placement { cpus, nice: Some(TIMING_NICE), own_session: false };
+        let raised = |cpus: Option<String>| Placement { cpus, nice: Some(TIMING_NICE), ..Placement::default() };
         if n < 2 {
             return CpuPlan { switch: None, switch_process: raised(None), hosts: raised(None) };
         }

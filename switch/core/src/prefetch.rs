@@ -5,14 +5,14 @@
 //! will read them soon (a frame on the wire, the next head of a queue), a prefetch lets
 //! that wait overlap other work. A hint only: it changes nothing a program can observe.
 
+/// The cache line's size on the CPUs this runs on, the step of [`prefetch_range_l2`].
+pub const LINE: usize = 64;
+
 /// Asks the cache for the line that holds the start of `value`, without waiting for it.
 #[inline]
 pub fn prefetch<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch neither faults nor changes memory, and `value` is a live reference.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(std::ptr::from_ref(value).cast())
-    };
+    line::<{ std::arch::x86_64::_MM_HINT_T1 }>(std::ptr::from_ref(value).cast());
     #[cfg(not(target_arch = "x86_64"))]
     let _ = value;
 }
@@ -22,10 +22,7 @@ pub fn prefetch<T>(value: &T) {
 #[inline]
 pub fn prefetch_addr(addr: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch neither faults nor changes memory, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast())
-    };
+    line::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = addr;
 }
@@ -36,10 +33,17 @@ pub fn prefetch_addr(addr: *const u8) {
 #[inline]
 pub fn prefetch_range_l2(addr: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    for off in (0..len).step_by(64) {
-        // SAFETY: a prefetch neither faults nor changes memory, whatever the address.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(addr.wrapping_add(off).cast()) };
+    for off in (0..len).step_by(LINE) {
+        line::<{ std::arch::x86_64::_MM_HINT_T1 }>(addr.wrapping_add(off));
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (addr, len);
+}
+
+/// The one prefetch instruction, with the cache level `HINT` names.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn line<const HINT: i32>(addr: *const u8) {
+    // SAFETY: a prefetch neither faults nor changes memory, whatever the address.
+    unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(addr.cast()) };
 }

@@ -12,6 +12,7 @@ use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig,
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 use crate::config::BindMode;
+use crate::core::prefetch::{prefetch_addr, prefetch_range_l2, LINE};
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
 use crate::core::time::Time;
@@ -273,11 +274,11 @@ impl UmemPool {
     pub fn prefetch_received(&self, desc: &FrameDesc) {
         // SAFETY: the descriptor came off our rx ring, so it points into our UMEM.
         let data = unsafe { self.umem.data(desc) }.contents().as_ptr();
-        pfcswitch_core::prefetch::prefetch_addr(data.wrapping_sub(RX_META_LEN));
-        pfcswitch_core::prefetch::prefetch_addr(data);
+        prefetch_addr(data.wrapping_sub(RX_META_LEN));
+        prefetch_addr(data);
         // The rest goes to this core's L2: the kernel copies the whole frame out of the
         // UMEM when it transmits it, in our `sendto`, and found it in the sender's cache.
-        pfcswitch_core::prefetch::prefetch_range_l2(data.wrapping_add(64), desc.lengths().data().saturating_sub(64));
+        prefetch_range_l2(data.wrapping_add(LINE), desc.lengths().data().saturating_sub(LINE));
     }
 
     /// Reads (and clears, so a later frame without metadata cannot inherit it) the
