@@ -660,3 +660,66 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
 pub fn default_socket(name: &str) -> PathBuf {
     control::socket_path(name)
 }
+
+/// How long the hypervisor has kept each of this VM's CPUs from running so far: the
+/// `steal` column of `/proc/stat`, time a vCPU had work and the host ran something else.
+/// On the 2-core development VMs the host takes a vCPU for about 100 ms at a time, and
+/// only while both are busy; a trial at a DUT's limit keeps both busy. Empty where the
+/// file cannot be read (then nothing is ever put down to the host).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostSteal(Vec<Duration>);
+
+impl HostSteal {
+    pub fn read() -> HostSteal {
+        // SAFETY: sysconf only reads a value.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let tick = Duration::from_secs(1) / u32::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100);
+        std::fs::read_to_string("/proc/stat").map(|s| HostSteal::parse(&s, tick)).unwrap_or_default()
+    }
+
+    /// The per-CPU lines (`cpu0`, `cpu1`, ...; not the `cpu` total), ticks of `tick`.
+    fn parse(stat: &str, tick: Duration) -> HostSteal {
+        let steal = |line: &str| {
+            let mut fields = line.split_ascii_whitespace();
+            let name = fields.next()?;
+            let per_cpu =
+                name.strip_prefix("cpu").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            // user nice system idle iowait irq softirq steal
+            per_cpu.then(|| fields.nth(7)?.parse::<u32>().ok()).flatten().map(|t| tick * t)
+        };
+        HostSteal(stat.lines().filter_map(steal).collect())
+    }
+
+    /// The most the host took from any one CPU between `earlier` and this reading.
+    pub fn most_since(&self, earlier: &HostSteal) -> Duration {
+        self.0.iter().zip(&earlier.0).map(|(now, then)| now.saturating_sub(*then)).max().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  2073375 0 358177 1805162 4362 0 493600 20204 0 0
+cpu0 1009757 0 194071 915917 2623 0 242625 10366 0 0
+cpu1 1063618 0 164105 889244 1739 0 250975 9838 0 0
+intr 1 2 3
+ctxt 88
+";
+
+    #[test]
+    fn steal_is_read_per_cpu_from_the_eighth_column_and_the_total_line_is_left_out() {
+        let s = HostSteal::parse(STAT, Duration::from_millis(10));
+        assert_eq!(s, HostSteal(vec![Duration::from_millis(103_660), Duration::from_millis(98_380)]));
+    }
+
+    #[test]
+    fn what_the_host_took_is_the_largest_growth_on_one_cpu() {
+        let tick = Duration::from_millis(10);
+        let before = HostSteal::parse(STAT, tick);
+        let after = HostSteal::parse(&STAT.replace(" 10366 ", " 10368 ").replace(" 9838 ", " 9848 "), tick);
+        assert_eq!(after.most_since(&before), Duration::from_millis(100));
+        assert_eq!(before.most_since(&before), Duration::ZERO);
+        assert_eq!(after.most_since(&HostSteal::default()), Duration::ZERO, "nothing to compare with");
+    }
+}

@@ -133,6 +133,10 @@ pub struct Trial {
     /// process of their own. ns, at the kernel's tick (10 ms) resolution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dut_cpu_ns: Option<u64>,
+    /// The most the hypervisor took from one of the machine's vCPUs during the trial
+    /// (steal time, `/proc/stat`), ms, at the kernel's tick (10 ms).
+    #[serde(default)]
+    pub host_took_ms: u64,
 }
 
 /// What pfcswitch saw of one trial through it.
@@ -158,6 +162,33 @@ impl Trial {
     pub fn loss_pct(&self) -> f64 {
         100.0 * self.lost() as f64 / self.sent.max(1) as f64
     }
+
+    /// Lost frames while the host held one of the vCPUs for [`HOST_TOOK`] or more: the
+    /// trial says nothing about the DUT.
+    pub fn host_disturbed(&self) -> bool {
+        self.lost() > 0 && Duration::from_millis(self.host_took_ms) >= HOST_TOOK
+    }
+}
+
+/// A zero-loss verdict the host disturbed is not one: a trial that lost frames while the
+/// hypervisor took one of the vCPUs for this long is made again ...
+pub const HOST_TOOK: Duration = Duration::from_millis(30);
+/// ... up to this many times, for every DUT alike.
+pub const HOST_REPEATS: usize = 3;
+
+/// One trial from `trial`, made again (up to [`HOST_REPEATS`] times) while it is
+/// [`Trial::host_disturbed`]; the disturbed ones go to `set_aside`. The last one counts,
+/// disturbed or not: a machine that disturbs every attempt does not pass a rate.
+pub fn undisturbed(set_aside: &mut Vec<Trial>, mut trial: impl FnMut() -> Result<Trial>) -> Result<Trial> {
+    let mut t = trial()?;
+    for _ in 0..HOST_REPEATS {
+        if !t.host_disturbed() {
+            break;
+        }
+        set_aside.push(t);
+        t = trial()?;
+    }
+    Ok(t)
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -191,6 +222,10 @@ pub struct SizeResult {
     pub confirmed: bool,
     /// The confirmation trials, which also give the latency, in order.
     pub latency_trials: Vec<Trial>,
+    /// Search and confirmation trials the host disturbed ([`Trial::host_disturbed`]),
+    /// each made again; they count for nothing.
+    #[serde(default)]
+    pub host_disturbed: Vec<Trial>,
     /// The DUT's CPU time per frame it forwarded in the last confirmation trial, ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dut_cpu_ns_per_frame: Option<f64>,
@@ -376,7 +411,9 @@ impl Bed {
             Some(s) => Some((SwitchLosses::read(s)?, pfcswitch::sys::now().as_nanos())),
             None => None,
         };
+        let steal = harness::HostSteal::read();
         let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, self.dut_pid())?;
+        let host_took = harness::HostSteal::read().most_since(&steal);
         let dut_cpu_ns = run.cpu.map(|d| d.as_nanos() as u64);
         let switch = match (&self.switch, before) {
             (Some(s), Some((before, start_ns))) => {
@@ -403,6 +440,7 @@ impl Bed {
             sink_dropped: run.sink.socket_dropped,
             switch,
             dut_cpu_ns,
+            host_took_ms: host_took.as_millis() as u64,
         })
     }
 
@@ -441,14 +479,15 @@ fn wire_bits(size: usize) -> f64 {
 }
 
 fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
+    // The unpaced trial loses frames by design, and is not judged.
     let ceiling = bed.trial(size, args.trial_s, None)?;
-    let (throughput, mut trials) = search(&ceiling, args.resolution, args.max_trials, args.retries, |rate| {
-        bed.trial(size, args.trial_s, Some(rate))
-    })?;
+    let host_disturbed = std::cell::RefCell::new(Vec::new());
+    let paced = |rate| undisturbed(&mut host_disturbed.borrow_mut(), || bed.trial(size, args.trial_s, Some(rate)));
+    let (throughput, mut trials) = search(&ceiling, args.resolution, args.max_trials, args.retries, &paced)?;
     trials.insert(0, ceiling.clone());
     let found = throughput;
     let confirmed = if found > 0.0 {
-        confirm(found, args.retries, |rate| bed.trial(size, args.trial_s, Some(rate)))?
+        confirm(found, args.retries, &paced)?
     } else {
         Confirmed { rate: 0.0, held: false, trials: Vec::new() }
     };
@@ -477,6 +516,7 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         confirmed: confirmed.held,
         dut_cpu_ns_per_frame: at_throughput.and_then(|t| t.dut_cpu_ns.map(|ns| ns as f64 / t.received.max(1) as f64)),
         latency_trials,
+        host_disturbed: host_disturbed.into_inner(),
         loss,
         trials,
     })
@@ -537,7 +577,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
             progress.inc(1);
             progress.println(format!(
                 "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {} µs p99 {} \
-                 µs p99.9 {} µs{}",
+                 µs p99.9 {} µs{}{}",
                 bed.dut.as_str(),
                 r.throughput_fps,
                 if r.sender_limited { " (the sender's ceiling)" } else { "" },
@@ -545,7 +585,8 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
                 us3(r.latency.p50_us),
                 us3(r.latency.p99_us),
                 us3(r.latency.p999_us),
-                confirmation_note(&r)
+                confirmation_note(&r),
+                host_note(&r)
             ));
             results.push(r);
         }
@@ -607,6 +648,17 @@ fn confirmation_note(r: &SizeResult) -> String {
     format!("; confirming, lost {}{}", each.join(", "), if r.confirmed { "" } else { ": not confirmed" })
 }
 
+/// The trials the host disturbed, when there were any: how many, and the most it took.
+fn host_note(r: &SizeResult) -> String {
+    let took = r.host_disturbed.iter().map(|t| t.host_took_ms).max().unwrap_or(0);
+    match r.host_disturbed.len() {
+        0 => String::new(),
+        n => format!(
+            "; {n} trial(s) made again, having lost frames while the host held a vCPU (up to {took} ms of steal)"
+        ),
+    }
+}
+
 pub fn text(r: &Report) -> String {
     let mut out = format!(
         "bench rfc2544: h1 → DUT → h2 on veth, {} s trials, search to {:.0} %, a lossy rate tried {} more time(s); \
@@ -658,6 +710,20 @@ pub fn text(r: &Report) -> String {
             "frames above 1518 B ran on testbeds whose links have the smallest standard MTU they fit: {} \
              (pfcswitch carries them as AF_XDP multi-buffer frames)\n",
             jumbo.join(", ")
+        );
+    }
+    let disturbed: Vec<String> = r
+        .results
+        .iter()
+        .filter(|s| !s.host_disturbed.is_empty())
+        .map(|s| format!("{} at {} B {}", s.dut.as_str(), s.size, s.host_disturbed.len()))
+        .collect();
+    if !disturbed.is_empty() {
+        out += &format!(
+            "trials that lost frames while the host held one of the vCPUs for {} ms or more (steal, /proc/stat) were \
+             made again, up to {HOST_REPEATS} times each, for every DUT alike: {}\n",
+            HOST_TOOK.as_millis(),
+            disturbed.join(", ")
         );
     }
     if r.results.iter().any(|s| s.throughput_fps > 0.0 && !s.confirmed) {
@@ -857,6 +923,39 @@ mod tests {
         assert!(loss_rates(1000.0, 1000.0).is_empty(), "limited by the sender: nothing above");
     }
 
+    /// Trials in the order given, each losing `lost` frames while the host took `took_ms`.
+    fn host_sequence(trials: &[(u64, u64)]) -> impl FnMut() -> Result<Trial> + '_ {
+        let mut next = trials.iter();
+        move || {
+            let &(lost, took_ms) = next.next().expect("no more trials than given");
+            Ok(Trial { sent: 1000, received: 1000 - lost, host_took_ms: took_ms, ..Default::default() })
+        }
+    }
+
+    #[test]
+    fn a_trial_that_lost_frames_while_the_host_held_a_vcpu_is_made_again_and_set_aside() {
+        let mut aside = Vec::new();
+        let t = undisturbed(&mut aside, host_sequence(&[(50, 100), (7, 40), (0, 0)])).unwrap();
+        assert_eq!((t.lost(), aside.len()), (0, 2));
+        assert!(aside.iter().all(Trial::host_disturbed));
+    }
+
+    #[test]
+    fn a_loss_the_host_does_not_explain_counts_at_once_and_so_does_a_clean_trial_the_host_disturbed() {
+        let mut aside = Vec::new();
+        let lossy = undisturbed(&mut aside, host_sequence(&[(50, 20)])).unwrap();
+        assert_eq!((lossy.lost(), aside.len()), (50, 0), "20 ms is under HOST_TOOK: the DUT's loss");
+        let clean = undisturbed(&mut aside, host_sequence(&[(0, 300)])).unwrap();
+        assert_eq!((clean.lost(), aside.len()), (0, 0), "lossless despite the host: a pass");
+    }
+
+    #[test]
+    fn a_host_that_disturbs_every_attempt_gets_a_bounded_number_and_the_last_counts() {
+        let mut aside = Vec::new();
+        let t = undisturbed(&mut aside, host_sequence(&[(9, 100); HOST_REPEATS + 1])).unwrap();
+        assert_eq!((t.lost(), aside.len()), (9, HOST_REPEATS));
+    }
+
     /// A confirmed result of `fps` frames a second for `dut` at `size`, nothing else known.
     fn result(dut: Dut, size: usize, fps: f64) -> SizeResult {
         SizeResult {
@@ -871,6 +970,7 @@ mod tests {
             latency_trial_lost: 0,
             confirmed: true,
             latency_trials: vec![],
+            host_disturbed: vec![],
             dut_cpu_ns_per_frame: None,
             loss: vec![],
             trials: vec![],
