@@ -651,9 +651,18 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     let rest = &stat[stat.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(user_ticks(ticks, user_tick()))
+}
+
+/// The tick `/proc` counts CPU times in (USER_HZ; 10 ms on Linux here).
+fn user_tick() -> Duration {
     // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Duration::from_secs(1) / u32::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
+fn user_ticks(n: u64, tick: Duration) -> Duration {
+    Duration::from_nanos(n.saturating_mul(tick.as_nanos() as u64))
 }
 
 /// Default control socket of a switch named `name` (when not started by the harness).
@@ -671,10 +680,7 @@ pub struct HostSteal(Vec<Duration>);
 
 impl HostSteal {
     pub fn read() -> HostSteal {
-        // SAFETY: sysconf only reads a value.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let tick = Duration::from_secs(1) / u32::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100);
-        std::fs::read_to_string("/proc/stat").map(|s| HostSteal::parse(&s, tick)).unwrap_or_default()
+        std::fs::read_to_string("/proc/stat").map(|s| HostSteal::parse(&s, user_tick())).unwrap_or_default()
     }
 
     /// The per-CPU lines (`cpu0`, `cpu1`, ...; not the `cpu` total), ticks of `tick`.
@@ -685,7 +691,7 @@ impl HostSteal {
             let per_cpu =
                 name.strip_prefix("cpu").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
             // user nice system idle iowait irq softirq steal
-            per_cpu.then(|| fields.nth(7)?.parse::<u32>().ok()).flatten().map(|t| tick * t)
+            per_cpu.then(|| fields.nth(7)?.parse::<u64>().ok()).flatten().map(|t| user_ticks(t, tick))
         };
         HostSteal(stat.lines().filter_map(steal).collect())
     }
