@@ -345,17 +345,6 @@ fn testbeds_never_share_a_namespace_a_name_or_a_state_directory() {
     assert!(!left.contains(&base), "{left}");
 }
 
-/// CPU seconds process `pid` used so far (user + system).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / hz
-}
-
 #[test]
 fn a_link_that_goes_down_and_a_peer_that_goes_away_and_comes_back_leave_every_port_forwarding() {
     let _serial = serial();
@@ -407,9 +396,10 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_and_comes_back_leave_every_po
     send_to_h2("after-p3-gone");
     // Idle, with a dead port, the switch sleeps rather than spins.
     let pid = sw.proc.pid();
-    let before = cpu_seconds(pid);
+    let cpu = || pfctools::harness::cpu_time(pid).expect("the switch's /proc/PID/stat");
+    let before = cpu();
     std::thread::sleep(Duration::from_secs(2));
-    let used = cpu_seconds(pid) - before;
+    let used = (cpu() - before).as_secs_f64();
     assert!(used < 0.5, "the idle switch used {used:.2} CPU seconds in 2 s");
 
     // h3 comes back: a new namespace of the same name, a new veth under p3's interface name.
