@@ -48,7 +48,7 @@ fn congest(
 fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_valid() {
     let _serial = serial();
     let tb = star("lossless", 3);
-    // A run the machine disturbed is repeated, up to three attempts: one in which the
+    // A run the machine disturbed is repeated (`judged_attempt`): one in which the
     // sink's socket dropped frames (the receiver was off its CPU for longer than its ring
     // holds), or the switch's loop stalled for longer than the headroom lasts at one
     // sender's 80 Mb/s (frames then wait unseen in its rx ring past the point of pausing).
@@ -128,7 +128,7 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
     // Every missing frame must be a tail drop the switch counted. An attempt in which the
     // machine lost frames too (a receiver off its CPU for longer than its ring holds: the
     // sink's socket, the switch's rx rings, a veth queue) says nothing about that, and is
-    // repeated, up to three attempts.
+    // repeated.
     let ((sw, g1, g2, rx, stats, lossy, machine), attempt) = judged_attempt(|_| {
         let drops_before = link_drops(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
@@ -162,7 +162,7 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     // A storm generator that lost its CPU for longer than a pause (33.5 ms at 1G) let
     // priority 3 through, and a sender that lost it for longer than its pacing window
     // sent the background below the rate judged at the sink: such an attempt says nothing
-    // about the switch and is repeated, up to three attempts.
+    // about the switch and is repeated.
     let ((sw, g, rx), _) = judged_attempt(|_| {
         let (sw, g, rx, storm) = storm_attempt(&tb);
         let offered = g.flows.iter().find(|f| f.flow == 1).map_or(0.0, |f| f.sent as f64 / g.elapsed_s);

@@ -175,14 +175,15 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
     // (the senders' timing), so it gets up to three attempts. A run in which a switch lost
     // its CPU for longer than a ring port's headroom covers drops frames, and the drops can
     // undo the cycle (the machine, not the switch: a control once deadlocked, then kept
-    // flowing after a 101 ms stall): it is repeated as well, up to three times.
+    // flowing after a 101 ms stall): it is repeated as well, as `judged_attempt` repeats
+    // (at most `ATTEMPTS` runs the machine disturbed).
     let mut controls: Vec<lab::LabRun> = Vec::new();
     let (mut unformed, mut stalled) = (0, 0);
     loop {
         let r = ring(false);
         let (formed, machine, stall_ms) = (r.deadlock_formed, r.machine_stalled, r.longest_stall_ms);
         controls.push(r);
-        if machine && stalled < 3 {
+        if machine && stalled < ATTEMPTS - 1 {
             eprintln!("repeating the control: a switch stalled for {stall_ms:.1} ms");
             stalled += 1;
         } else if !formed && unformed < 2 {
@@ -196,9 +197,9 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
     assert!(without.lossless_lost > 0 && !without.kept_flowing, "{without:?}");
     // Three runs with the tables, each lossless. A run in which a switch lost its CPU for
     // longer than a ring port's headroom covers may drop (the machine, not the switch): it
-    // is repeated, up to three times.
+    // is repeated, as `judged_attempt` repeats.
     let (mut lossless, mut stalled) = (0, 0);
-    for attempt in 1..=6 {
+    for attempt in 1..=3 + (ATTEMPTS - 1) {
         let with = ring(true);
         let why = format!("attempt {attempt}: {with:?}");
         assert!(!with.deadlock_formed, "{why}");
@@ -208,7 +209,7 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
         assert!(with.rewrites.values().sum::<u64>() > 0, "a demoted hop rewrites tags: {why}");
         if (with.lossless_lost, with.lossless_drops) == (0, 0) {
             lossless += 1;
-        } else if with.machine_stalled && stalled < 3 {
+        } else if with.machine_stalled && stalled < ATTEMPTS - 1 {
             eprintln!("repeating: a switch stalled for {:.1} ms and the ring dropped: {why}", with.longest_stall_ms);
             stalled += 1;
         } else {
