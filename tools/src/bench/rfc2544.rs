@@ -481,13 +481,13 @@ fn wire_bits(size: usize) -> f64 {
 fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
     // The unpaced trial loses frames by design, and is not judged.
     let ceiling = bed.trial(size, args.trial_s, None)?;
-    let host_disturbed = std::cell::RefCell::new(Vec::new());
-    let paced = |rate| undisturbed(&mut host_disturbed.borrow_mut(), || bed.trial(size, args.trial_s, Some(rate)));
-    let (throughput, mut trials) = search(&ceiling, args.resolution, args.max_trials, args.retries, &paced)?;
+    let mut host_disturbed = Vec::new();
+    let mut paced = |rate| undisturbed(&mut host_disturbed, || bed.trial(size, args.trial_s, Some(rate)));
+    let (throughput, mut trials) = search(&ceiling, args.resolution, args.max_trials, args.retries, &mut paced)?;
     trials.insert(0, ceiling.clone());
     let found = throughput;
     let confirmed = if found > 0.0 {
-        confirm(found, args.retries, &paced)?
+        confirm(found, args.retries, &mut paced)?
     } else {
         Confirmed { rate: 0.0, held: false, trials: Vec::new() }
     };
@@ -516,7 +516,7 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         confirmed: confirmed.held,
         dut_cpu_ns_per_frame: at_throughput.and_then(|t| t.dut_cpu_ns.map(|ns| ns as f64 / t.received.max(1) as f64)),
         latency_trials,
-        host_disturbed: host_disturbed.into_inner(),
+        host_disturbed,
         loss,
         trials,
     })
