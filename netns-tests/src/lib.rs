@@ -84,20 +84,30 @@ pub enum Attempt<T> {
 }
 
 /// Runs `attempt(n)` until it returns something to judge, at most [`ATTEMPTS`] times,
-/// and returns that and the attempt it came from. A machine that disturbs every attempt
-/// fails the test, saying how.
+/// and returns that and the attempt it came from. A disturbed attempt is repeated after
+/// [`harness::retry_pause`], so that the repeats do not all fall in one of the host's busy
+/// spells. A machine that disturbs every attempt fails the test, saying how.
 pub fn judged_attempt<T>(mut attempt: impl FnMut(u32) -> Attempt<T>) -> (T, u32) {
-    let mut why = String::new();
+    let mut why = Vec::new();
     for n in 1..=ATTEMPTS {
+        if n > 1 {
+            pause_before_repeat(n - 1);
+        }
         match attempt(n) {
             Attempt::Judge(t) => return (t, n),
             Attempt::Disturbed(w) => {
                 eprintln!("attempt {n} disturbed by the machine: {w}");
-                why = w;
+                why.push(format!("attempt {n}: {w}"));
             }
         }
     }
-    panic!("the machine disturbed all {ATTEMPTS} attempts; the last: {why}");
+    panic!("the machine disturbed all {ATTEMPTS} attempts: {}", why.join("; "));
+}
+
+/// Waits before repeat `n` (1 for the first) of an attempt the machine disturbed, as
+/// [`judged_attempt`] does; for tests that count their repeats themselves.
+pub fn pause_before_repeat(n: u32) {
+    std::thread::sleep(harness::retry_pause(harness::RETRY_PAUSE, n));
 }
 
 /// Why an attempt at a lossless transfer that lost frames (`sent` sent, `rx` received)

@@ -186,6 +186,7 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
         if machine && stalled < ATTEMPTS - 1 {
             eprintln!("repeating the control: a switch stalled for {stall_ms:.1} ms");
             stalled += 1;
+            pause_before_repeat(stalled);
         } else if !formed && unformed < 2 {
             unformed += 1;
         } else {
@@ -212,6 +213,7 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
         } else if with.machine_stalled && stalled < ATTEMPTS - 1 {
             eprintln!("repeating: a switch stalled for {:.1} ms and the ring dropped: {why}", with.longest_stall_ms);
             stalled += 1;
+            pause_before_repeat(stalled);
         } else {
             panic!("every lossless frame arrives: {why}");
         }

@@ -485,23 +485,38 @@ fn parse_report<T: serde::de::DeserializeOwned>(f: Finished, what: &str) -> Resu
     serde_json::from_str(line).with_context(|| format!("{what} report unreadable ({}): {}", f.status, f.stderr.trim()))
 }
 
+/// The wait before the first repeat of a run the machine spoiled ([`retry_pause`]).
+pub const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// How long to wait before repeat `n` (1 for the first) of a run the machine spoiled:
+/// `first`, doubled at each repeat up to eight times `first`. A busy host disturbs in
+/// spells of seconds (DEVELOPERS.md), and runs repeated back to back fall in the same
+/// spell: on 2026-11-27 all five attempts of a headroom test were disturbed within
+/// seconds, and the same test passed at its first attempt ten minutes later.
+pub fn retry_pause(first: Duration, n: u32) -> Duration {
+    first * (1 << n.saturating_sub(1).min(3))
+}
+
 /// Runs `trial` until `disturbed` says the machine did not spoil the run, at most
-/// `retries` times more; each spoiled run goes to `set_aside`. The last run is kept even
-/// when it, too, was disturbed: a host that disturbs every attempt shows in the result.
+/// `retries` times more, waiting [`retry_pause`] from `pause` before each; each spoiled
+/// run goes to `set_aside`. The last run is kept even when it, too, was disturbed: a host
+/// that disturbs every attempt shows in the result.
 pub fn undisturbed<T>(
     retries: usize,
+    pause: Duration,
     disturbed: impl Fn(&T) -> bool,
     mut set_aside: impl FnMut(T),
     mut trial: impl FnMut() -> Result<T>,
 ) -> Result<T> {
-    let mut attempt = 0;
+    let mut repeats = 0;
     loop {
         let r = trial()?;
-        if !disturbed(&r) || attempt == retries {
+        if !disturbed(&r) || repeats as usize == retries {
             return Ok(r);
         }
         set_aside(r);
-        attempt += 1;
+        repeats += 1;
+        std::thread::sleep(retry_pause(pause, repeats));
     }
 }
 
@@ -712,6 +727,13 @@ cpu1 1063618 0 164105 889244 1739 0 250975 9838 0 0
 intr 1 2 3
 ctxt 88
 ";
+
+    #[test]
+    fn repeats_wait_longer_each_time_up_to_eight_times_the_first_pause() {
+        let waits: Vec<u64> = (1..=6).map(|n| retry_pause(RETRY_PAUSE, n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 8, 8]);
+        assert_eq!(retry_pause(Duration::ZERO, 3), Duration::ZERO);
+    }
 
     #[test]
     fn steal_is_read_per_cpu_from_the_eighth_column_and_the_total_line_is_left_out() {

@@ -278,6 +278,7 @@ fn run_at(args: &ForwardArgs, mtu: u32, sizes: &[usize]) -> Result<(Vec<SizeResu
             let mut attempts = 0;
             let check = harness::undisturbed(
                 LOSS_CHECK_ATTEMPTS as usize - 1,
+                harness::RETRY_PAUSE,
                 |c: &LossCheck| c.lost > 0 && c.lost <= c.machine_explains,
                 |_| {
                     eprintln!(

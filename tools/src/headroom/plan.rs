@@ -188,6 +188,7 @@ pub fn run(opts: &SweepOptions, delays: (u32, u32), progress: &dyn Fn(Case, &Run
     for (case, delay) in [(Case::Lossless, delays.0), (Case::Lossy, delays.1)] {
         let run = harness::undisturbed(
             opts.retries,
+            harness::RETRY_PAUSE,
             sweep::is_disturbed,
             |r| disturbed.push(r),
             || {

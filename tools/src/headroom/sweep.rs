@@ -506,6 +506,7 @@ pub fn run(opts: &SweepOptions, progress: &dyn Fn(&RunOutcome)) -> Result<SweepR
         while these.len() < repeats {
             let r = harness::undisturbed(
                 opts.retries,
+                harness::RETRY_PAUSE,
                 is_disturbed,
                 |r| disturbed.push(r),
                 || {
@@ -778,13 +779,16 @@ mod tests {
         // Disturbed twice, then clean: the clean run is kept, the others set aside.
         let mut script = vec![outcome(true, 900.0), outcome(true, 2800.0), outcome(false, 30.0)].into_iter();
         let mut aside = Vec::new();
-        let kept = harness::undisturbed(2, is_disturbed, |r| aside.push(r), || Ok(script.next().unwrap())).unwrap();
+        let kept =
+            harness::undisturbed(2, Duration::ZERO, is_disturbed, |r| aside.push(r), || Ok(script.next().unwrap()))
+                .unwrap();
         assert_eq!((kept.overhead_us, aside.len()), (30.0, 2));
         // Always disturbed: after the retries the last run stands, marked.
         let mut aside = Vec::new();
         let mut tries = 0;
         let kept = harness::undisturbed(
             2,
+            Duration::ZERO,
             is_disturbed,
             |r| aside.push(r),
             || {
@@ -796,7 +800,7 @@ mod tests {
         assert!(kept.disturbed);
         assert_eq!((tries, aside.len(), kept.overhead_us), (3, 2, 1003.0));
         // No retries: the first run stands.
-        let kept = harness::undisturbed(0, is_disturbed, |_| {}, || Ok(outcome(true, 5.0))).unwrap();
+        let kept = harness::undisturbed(0, Duration::ZERO, is_disturbed, |_| {}, || Ok(outcome(true, 5.0))).unwrap();
         assert!(kept.disturbed);
     }
 
