@@ -5,7 +5,14 @@
 use std::time::Duration;
 
 use netns_tests::*;
-use pfctools::headroom::sweep::{self, SweepOptions};
+use pfctools::headroom::sweep::{self, SweepOptions, SweepReport};
+
+/// The runs a sweep set aside as disturbed, for a failure's message: at each, the delay
+/// in quanta, how much later than the delay the paused frames kept arriving (µs), and
+/// how long the switch waited for a CPU (µs).
+fn set_aside(report: &SweepReport) -> Vec<(u32, f64, Option<u64>)> {
+    report.disturbed.iter().map(|r| (r.delay_quanta, r.overhead_us.round(), r.dut_cpu_wait_us)).collect()
+}
 
 /// One run with a short sender delay (the headroom holds) and one with a long delay
 /// (it does not), checking every step of the test plan, with `frame_size`-byte frames on
@@ -28,10 +35,11 @@ fn test_plan(prios: &[u8], frame_size: usize) {
     for run in &report.runs {
         assert!(
             !run.disturbed,
-            "the machine disturbed all {} attempts at delay {} (the last added {:.0} µs to the response)",
+            "the machine disturbed all {} attempts at delay {} (the last added {:.0} µs to the response; set aside: {:?})",
             opts.retries + 1,
             run.delay_quanta,
-            run.overhead_us
+            run.overhead_us,
+            set_aside(&report)
         );
         // 1. The storm kept the tested priorities paused throughout.
         assert!(run.storm_continuous, "delay {}: storm had a gap", run.delay_quanta);
@@ -163,7 +171,11 @@ fn two_lossless_priorities_with_different_headroom_are_tested_side_by_side() {
     opts.prio_headroom.insert(4, 128 << 10);
     let report = sweep::run(&opts, &|_| {}).unwrap();
     let run = report.runs.iter().find(|r| r.delay_quanta == 4000).unwrap();
-    assert!(!run.disturbed, "the machine disturbed every attempt: {run:?}");
+    assert!(
+        !run.disturbed,
+        "the machine disturbed every attempt (set aside: {:?}); the last: {run:?}",
+        set_aside(&report)
+    );
     let (p3, p4) = (&run.prios[0], &run.prios[1]);
     assert!(p3.drops > 0, "32 KiB overrun: {p3:?}");
     assert_eq!(p4.drops, 0, "128 KiB hold the same delay: {p4:?}");
@@ -198,7 +210,11 @@ fn the_real_switch_needs_headroom_growing_with_the_delay_as_the_calculator_says(
     // The need at each delay agreeing with the calculator to within one frame is checked
     // where it is exact, in the simulator (tools/tests/sim.rs); here, on real veth, that
     // the real switch needs what the calculator's slope says.
-    assert!(report.runs.iter().all(|r| !r.disturbed), "the machine disturbed every attempt of a run");
+    assert!(
+        report.runs.iter().all(|r| !r.disturbed),
+        "the machine disturbed every attempt of a run (set aside: {:?})",
+        set_aside(&report)
+    );
     for c in &report.checks {
         assert!(c.lossless, "{c:?}");
     }
