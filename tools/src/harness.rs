@@ -491,8 +491,8 @@ pub const RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// How long to wait before repeat `n` (1 for the first) of a run the machine spoiled:
 /// `first`, doubled at each repeat up to eight times `first`. A busy host disturbs in
 /// spells of seconds (DEVELOPERS.md), and runs repeated back to back fall in the same
-/// spell: on 2026-11-27 all five attempts of a headroom test were disturbed within
-/// seconds, and the same test passed at its first attempt ten minutes later.
+/// spell: on 2026-11-27 all five attempts of a headroom test, made one after another,
+/// were disturbed, and the same test passed at its first attempt ten minutes later.
 pub fn retry_pause(first: Duration, n: u32) -> Duration {
     first * (1 << n.saturating_sub(1).min(3))
 }
