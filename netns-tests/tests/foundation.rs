@@ -96,6 +96,11 @@ fn lossless_transfer(size: &str) {
     assert_eq!(stats.ports[0].counters.rx_frames, 100_000);
     assert_eq!(stats.ports[1].counters.tx_frames, 100_000);
     assert_eq!(stats.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
+    // Every forwarded frame is accounted in each stage it waited in: its rx ring, the
+    // engine and its tx ring (how long is the benches' business, not this test's).
+    let (l, sent) = (&stats.latency, stats.ports.iter().map(|p| p.counters.tx_frames).sum::<u64>());
+    assert_eq!(l.engine.count, sent, "{l:?}");
+    assert!(l.rx_ring.count >= stats.ports[0].counters.rx_frames && l.tx_ring.count >= sent, "{l:?}");
     assert!(sw.stop().success());
 }
 

@@ -357,6 +357,17 @@ pub fn stats_table(s: &Stats) -> String {
     if let Some(t) = &s.tagger {
         out += &tagger_table(t);
     }
+    let l = &s.latency;
+    if l.rx_ring.count > 0 {
+        let stage = |p: &crate::core::histogram::Percentiles| format!("p50 {:.0} / p99 {:.0} µs", p.p50_us, p.p99_us);
+        let _ = writeln!(
+            out,
+            "\nwhere frames waited (since start or `ctl clear`): rx ring {}, engine {}, tx ring {}",
+            stage(&l.rx_ring),
+            stage(&l.engine),
+            stage(&l.tx_ring)
+        );
+    }
     let r = &s.pfc_reaction;
     if r.count > 0 {
         let _ = writeln!(

@@ -9,6 +9,7 @@ use std::ops::Deref;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BindMode, XdpMode};
+use crate::core::histogram::Percentiles;
 use crate::core::stats::{PortStats, SwitchStats};
 
 /// What `pfcswitch ctl stats` shows.
@@ -22,6 +23,24 @@ pub struct Stats {
     /// The dataplane loop's stalls and backlog spells.
     #[serde(default)]
     pub stalls: StallStats,
+    /// Where forwarded frames waited inside the switch, stage by stage.
+    #[serde(default)]
+    pub latency: StageLatency,
+}
+
+/// Where forwarded frames waited inside the switch, since it started or since the last
+/// `ctl clear`, µs per stage. Only the engine's stage is buffer that XOFF, ECN marking and
+/// the scheduler act on; what waits on a ring is out of their reach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageLatency {
+    /// From the XDP program's arrival stamp to the loop taking the frame off its rx ring.
+    pub rx_ring: Percentiles,
+    /// From then until the engine put it on a tx ring: its queue, pauses, scheduler and
+    /// shaper.
+    pub engine: Percentiles,
+    /// From then until the kernel completed its transmit (every frame put on a tx ring,
+    /// pause frames and flood copies too).
+    pub tx_ring: Percentiles,
 }
 
 impl Deref for Stats {

@@ -25,7 +25,8 @@ pub enum Request {
     Stats,
     /// The forwarding database.
     Fdb,
-    /// Reset buffer watermarks to the current occupancy.
+    /// Reset buffer watermarks to the current occupancy, and the stage latencies
+    /// ([`crate::stats::StageLatency`]) to nothing.
     ClearWatermarks,
     /// Send frames for this port (its name or interface) to the slowpath (a controlled
     /// way to make the switch originate a pause).

@@ -500,7 +500,10 @@ pub(super) fn ask(request: Request, routes: &Routes) -> super::Reply {
             ask(Request::ClearWatermarks, routes)?;
             let at_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
             *lock(&routes.cleared) = Some(Cleared { at_unix_ms, stats });
-            Ok(Response::Done("the views start from zero now, and the watermarks from what is held now".into()))
+            Ok(Response::Done(
+                "the views and the stage latencies start from zero now, and the watermarks from what is held now"
+                    .into(),
+            ))
         }
         Request::Views => {
             let stats = stats(routes)?;

@@ -6,6 +6,7 @@ pub mod capture;
 pub mod kernel;
 pub mod port;
 pub mod slowpath;
+pub mod stages;
 pub mod stall;
 pub mod xdp;
 pub mod xsk;
@@ -400,13 +401,15 @@ impl Dataplane {
             if !switch.link_up(i) {
                 continue;
             }
-            port.reclaim(pool);
+            port.reclaim(pool, now);
             if receive {
                 let r = port.receive(pool, batch, |pool, id| {
                     if let Some(c) = capture.as_mut() {
                         c.offer(i, capture::Way::Rx, now, pool.bytes(id), pool.len(id));
                     }
-                    switch.handle_frame(now, pool, i, id)
+                    pool.leaving_rx_ring(id, now);
+                    switch.handle_frame(now, pool, i, id);
+                    pool.entered_engine(id, now);
                 });
                 work += r.frames;
                 *rx_taken += r.frames as u64;
@@ -470,7 +473,7 @@ impl Dataplane {
             }
         }
         if sent > 0 {
-            port.send(pool, tx.frames().iter().map(|f| f.id));
+            port.send(pool, now, tx.frames().iter().map(|f| f.id));
         }
         let trigger = tx.frames().iter().find_map(|f| f.xoff_trigger);
         let mut completed = 0;
@@ -495,7 +498,7 @@ impl Dataplane {
                     switch.record_pause_sent(trigger, sys::now());
                 }
             }
-            let n = port.reclaim(pool);
+            let n = port.reclaim(pool, sys::now());
             completed += n;
             if n == 0 {
                 break;
@@ -719,7 +722,8 @@ impl Dataplane {
             Request::Fdb => Ok(Response::Fdb(self.switch.fdb().rows(now))),
             Request::ClearWatermarks => {
                 self.switch.clear_watermarks();
-                Ok(Response::Done("watermarks cleared".into()))
+                self.pool.clear_stages();
+                Ok(Response::Done("watermarks and stage latencies cleared".into()))
             }
             Request::TrafficMap => Ok(Response::TrafficMap(self.switch.traffic_map())),
             Request::Block { port } => {
@@ -766,7 +770,7 @@ impl Dataplane {
         });
         let mut stalls = self.stalls.stats();
         stalls.backlogs = self.backlog.recent();
-        Stats { switch, free_frames: self.pool.free_count() as u64, stalls }
+        Stats { switch, free_frames: self.pool.free_count() as u64, stalls, latency: self.pool.stages().latency() }
     }
 }
 

@@ -8,6 +8,7 @@ use std::os::fd::RawFd;
 
 use crate::config::BindMode;
 use crate::core::queue::FrameId;
+use crate::core::time::Time;
 
 use super::xsk::{BindOn, UmemPool, XskError, XskPort};
 
@@ -104,8 +105,8 @@ impl PortSockets {
     }
 
     /// Returns completed tx frames to the pool (only the first queue's socket sends).
-    pub fn reclaim(&mut self, pool: &mut UmemPool) -> usize {
-        self.sockets.first_mut().map_or(0, |s| s.reclaim(pool))
+    pub fn reclaim(&mut self, pool: &mut UmemPool, now: Time) -> usize {
+        self.sockets.first_mut().map_or(0, |s| s.reclaim(pool, now))
     }
 
     /// Tops up every queue's fill ring, leaving `reserve` frames in the pool.

@@ -18,6 +18,8 @@ use crate::core::switch::{FramePool, TxBatch};
 use crate::core::time::Time;
 use crate::frame_size::{no_multi_buffer_advice, usable_frame_bytes};
 
+use super::stages::{Stage, StageMeter};
+
 /// How long binding keeps retrying a queue the kernel still reports busy.
 const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -82,8 +84,13 @@ pub struct UmemPool {
     /// A frame's length over all its buffers, and how many it takes (at its first buffer).
     frame_len: Vec<u32>,
     buffers: Vec<u8>,
-    /// When each received frame arrived, per the XDP program (0: unknown).
-    arrival_ns: Vec<u64>,
+    /// Per frame (its first buffer), when it entered the stage it is in (0: unknown): on
+    /// the rx ring and until the engine has taken it, its arrival per the XDP program
+    /// (what [`FramePool::arrival`] reads); in the engine, when the loop took it; on a tx
+    /// ring, when it was put there. Each transition records the stage that ended.
+    since_ns: Vec<u64>,
+    /// What those transitions recorded.
+    stages: StageMeter,
     free: Vec<FrameId>,
     /// Which socket's rings each buffer is on (a fill or tx ring, or the rx or completion
     /// ring the kernel moved it to), [`NO_SOCKET`] while it is free or the switch's: when
@@ -132,7 +139,8 @@ impl UmemPool {
             next: vec![NIL; frames as usize],
             frame_len: vec![0; frames as usize],
             buffers: vec![1; frames as usize],
-            arrival_ns: vec![0; frames as usize],
+            since_ns: vec![0; frames as usize],
+            stages: StageMeter::default(),
             free: (0..frames).rev().map(FrameId).collect(),
             pristine: descs,
             lent_to: vec![NO_SOCKET; frames as usize],
@@ -206,7 +214,7 @@ impl UmemPool {
         self.next[i] = NIL;
         self.frame_len[i] = desc.lengths().data() as u32;
         self.buffers[i] = 1;
-        self.arrival_ns[i] = self.take_arrival(desc);
+        self.since_ns[i] = self.take_arrival(desc);
         id
     }
 
@@ -217,6 +225,7 @@ impl UmemPool {
         self.lent_to[id.0 as usize] = NO_SOCKET;
         self.current[id.0 as usize] = *desc;
         self.next[id.0 as usize] = NIL;
+        self.since_ns[id.0 as usize] = 0;
         self.next[tail.0 as usize] = id.0;
         let h = head.0 as usize;
         self.frame_len[h] += desc.lengths().data() as u32;
@@ -317,6 +326,43 @@ impl UmemPool {
         n
     }
 
+    /// The loop is taking frame `id` off an rx ring at `now`: records how long it waited
+    /// there. Called before the engine handles it, which still reads the arrival stamp.
+    pub fn leaving_rx_ring(&mut self, id: FrameId, now: Time) {
+        self.stages.left(Stage::RxRing, self.since_ns[id.0 as usize], now.as_nanos());
+    }
+
+    /// The engine has taken frame `id` at `now` (queued, held or dropped it; a dropped
+    /// frame's buffer is free, and whatever takes it next stamps it anew).
+    pub fn entered_engine(&mut self, id: FrameId, now: Time) {
+        self.since_ns[id.0 as usize] = now.as_nanos();
+    }
+
+    /// Frame `id` goes onto a tx ring at `now`: records how long the engine held it.
+    fn entering_tx_ring(&mut self, id: FrameId, now: Time) {
+        let i = id.0 as usize;
+        self.stages.left(Stage::Engine, self.since_ns[i], now.as_nanos());
+        self.since_ns[i] = now.as_nanos();
+    }
+
+    /// The kernel completed buffer `id` at `now`: records how long its frame was on the
+    /// tx ring (at its first buffer; the others carry no stamp).
+    fn completed(&mut self, id: FrameId, now: Time) {
+        let i = id.0 as usize;
+        self.stages.left(Stage::TxRing, std::mem::take(&mut self.since_ns[i]), now.as_nanos());
+        self.free_buffer(id);
+    }
+
+    /// Where forwarded frames waited, stage by stage.
+    pub fn stages(&self) -> &StageMeter {
+        &self.stages
+    }
+
+    /// Starts the stage figures again (`ctl clear`).
+    pub fn clear_stages(&mut self) {
+        self.stages.clear();
+    }
+
     /// A descriptor for the fill ring (only the address matters there).
     pub fn fill_desc(&self, id: FrameId) -> FrameDesc {
         self.pristine[id.0 as usize]
@@ -358,7 +404,7 @@ impl FramePool for UmemPool {
     fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
         let i = id.0 as usize;
         self.current[i] = self.pristine[i];
-        self.arrival_ns[i] = 0;
+        self.since_ns[i] = 0;
         self.next[i] = NIL;
         self.frame_len[i] = len as u32;
         self.buffers[i] = 1;
@@ -383,7 +429,7 @@ impl FramePool for UmemPool {
     }
 
     fn arrival(&self, id: FrameId) -> Option<Time> {
-        match self.arrival_ns[id.0 as usize] {
+        match self.since_ns[id.0 as usize] {
             0 => None,
             ns => Some(Time::from_nanos(ns)),
         }
@@ -399,7 +445,7 @@ impl FramePool for UmemPool {
         self.next[h] = NIL;
         self.frame_len[h] = self.frame_len[from.0 as usize];
         self.buffers[h] = n;
-        self.arrival_ns[h] = 0;
+        self.since_ns[h] = 0;
         let mut src = from.0;
         let mut to = head;
         loop {
@@ -595,7 +641,7 @@ impl XskPort {
     }
 
     /// Returns completed tx frames to the pool; returns how many.
-    pub fn reclaim(&mut self, pool: &mut UmemPool) -> usize {
+    pub fn reclaim(&mut self, pool: &mut UmemPool, now: Time) -> usize {
         let mut total = 0;
         loop {
             let cap = self.scratch.len();
@@ -603,7 +649,7 @@ impl XskPort {
             let n = unsafe { self.comp.consume(&mut self.scratch[..cap]) };
             for d in &self.scratch[..n] {
                 let id = pool.id_of(d);
-                pool.free_buffer(id);
+                pool.completed(id, now);
             }
             self.tx_outstanding = self.tx_outstanding.saturating_sub(n as u32);
             total += n;
@@ -621,7 +667,7 @@ impl XskPort {
     /// Puts frames on the tx ring, every buffer of each (all of them: callers stay within
     /// `tx_room`). Returns false, giving the frames back to the pool, if the ring or the
     /// scratch space refused them: a frame is never sent in part.
-    pub fn send(&mut self, pool: &mut UmemPool, frames: impl Iterator<Item = FrameId> + Clone) -> bool {
+    pub fn send(&mut self, pool: &mut UmemPool, now: Time, frames: impl Iterator<Item = FrameId> + Clone) -> bool {
         let mut n = 0;
         let mut taken = 0;
         for id in frames.clone() {
@@ -641,6 +687,9 @@ impl XskPort {
         }
         // produce is all or nothing.
         let sent = if produced == n { taken } else { 0 };
+        for id in frames.clone().take(sent) {
+            pool.entering_tx_ring(id, now);
+        }
         let mut refused = false;
         for id in frames.skip(sent) {
             pool.free(id);
@@ -664,7 +713,7 @@ impl XskPort {
         if let Some((head, _)) = self.partial.take() {
             pool.free(head);
         }
-        self.reclaim(pool);
+        self.reclaim(pool, crate::sys::now());
         let socket = self.socket_id;
         // The socket's rings are unmapped and its descriptor closed here; from now on the
         // kernel touches none of the buffers still lent to it.

@@ -206,7 +206,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         if stop.load(Ordering::Relaxed) || (ended && *sending_ended.get_or_insert(now) + opts.linger <= now) {
             break;
         }
-        host.port.reclaim(&mut host.pool);
+        host.port.reclaim(&mut host.pool, now);
         // Drain the rx ring (within reason): frames from other hosts arrive in bursts.
         for _ in 0..RX_BATCHES_PER_TURN {
             if !host.receives() {
@@ -323,14 +323,14 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             }
         }
         if !ids.is_empty() {
-            host.port.send(&mut host.pool, ids.iter().copied());
+            host.port.send(&mut host.pool, now, ids.iter().copied());
         }
         for _ in 0..4 {
             if host.port.tx_outstanding() == 0 {
                 break;
             }
             let _ = host.port.kick();
-            if host.port.reclaim(&mut host.pool) == 0 {
+            if host.port.reclaim(&mut host.pool, now) == 0 {
                 break;
             }
         }

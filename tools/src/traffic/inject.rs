@@ -31,13 +31,13 @@ pub fn send(iface: &str, frame: &[u8], count: u64, gap: Duration) -> Result<u64>
     }
     let mut sent = 0;
     while sent < count {
-        host.port.reclaim(&mut host.pool);
+        host.port.reclaim(&mut host.pool, pfcswitch::sys::now());
         let Some(id) = host.pool.alloc() else {
             std::thread::sleep(Duration::from_micros(50));
             continue;
         };
         host.pool.write(id, frame.len()).copy_from_slice(frame);
-        if host.port.tx_room(1) == 0 || !host.port.send(&mut host.pool, std::iter::once(id)) {
+        if host.port.tx_room(1) == 0 || !host.port.send(&mut host.pool, pfcswitch::sys::now(), std::iter::once(id)) {
             std::thread::sleep(Duration::from_micros(50));
             continue;
         }

@@ -166,14 +166,14 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
                 }
             }
             let n = ids.len() as u64;
-            if port.send(pool, ids.into_iter()) {
+            if port.send(pool, sys::now(), ids.into_iter()) {
                 cnps_sent += n;
             } else {
                 cnps_unsent += n;
             }
             let _ = port.kick();
         }
-        port.reclaim(pool);
+        port.reclaim(pool, sys::now());
         if test_frames > 0 {
             last_frame = Some(now);
         }

@@ -65,7 +65,7 @@ impl HostPort {
         let start = std::time::Instant::now();
         while self.port.tx_outstanding() > 0 && start.elapsed() < timeout {
             let _ = self.port.kick();
-            if self.port.reclaim(&mut self.pool) == 0 {
+            if self.port.reclaim(&mut self.pool, pfcswitch::sys::now()) == 0 {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
