@@ -32,6 +32,8 @@ use crate::testbed::TestbedTopology;
 use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
 use crate::traffic::latency::us3;
 use pfclab::progress::Progress;
+use pfcswitch::control::Request;
+use pfcswitch::stats::StageLatency;
 
 /// RFC 2544's frame sizes for Ethernet (§9.1), FCS included.
 const SIZES: &str = "64,128,256,512,1024,1280,1518";
@@ -152,6 +154,13 @@ pub struct SwitchSide {
     pub machine_explains: u64,
     /// The longest stall of its loop in the trial, µs.
     pub longest_stall_us: u64,
+    /// How much of that stall its loop's thread was runnable but waiting for a CPU, µs
+    /// (the rest it spent in the kernel, or blocked).
+    #[serde(default)]
+    pub longest_stall_cpu_wait_us: u64,
+    /// Where the trial's frames waited inside the switch, stage by stage.
+    #[serde(default)]
+    pub stages: StageLatency,
 }
 
 impl Trial {
@@ -225,6 +234,22 @@ pub struct SizeResult {
     pub dut_cpu_ns_per_frame: Option<f64>,
     pub loss: Vec<LossPoint>,
     pub trials: Vec<Trial>,
+    /// Trials at the same offered loads for every DUT of the run: shares
+    /// ([`EQUAL_LOADS`]) of the lowest zero-loss rate any of them had at this size.
+    #[serde(default)]
+    pub equal_load: Vec<LoadPoint>,
+}
+
+/// The offered loads at which every DUT's latency is measured, as shares of the lowest
+/// zero-loss rate in the run (RFC 2544's latency test at loads a user compares).
+pub const EQUAL_LOADS: [f64; 3] = [0.1, 0.5, 0.9];
+
+/// One trial at an offered load every DUT of the run was given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadPoint {
+    /// The share of the lowest zero-loss rate in the run.
+    pub share: f64,
+    pub trial: Trial,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -405,6 +430,10 @@ impl Bed {
             Some(s) => Some((SwitchLosses::read(s)?, pfcswitch::sys::now().as_nanos())),
             None => None,
         };
+        if let Some(s) = &self.switch {
+            // The stage figures start from nothing, so that they are this trial's alone.
+            s.command(&Request::ClearWatermarks)?;
+        }
         let steal = harness::HostSteal::read();
         let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, self.dut_pid())?;
         let host_took = harness::HostSteal::read().most_since(&steal);
@@ -414,12 +443,15 @@ impl Bed {
                 let stats = s.stats()?;
                 let lost = SwitchLosses::of(&stats).minus(before);
                 let rx_lost = lost.rx_ring_full + lost.rx_no_frame;
+                let longest = stats.stalls.longest_since(start_ns);
                 let ring_lasts = Duration::from_secs_f64(f64::from(self.ring_size) / run.gen.pps.max(1.0));
                 Some(SwitchSide {
                     rx_lost,
                     dropped: lost.tail_drops + lost.other_drops,
                     machine_explains: stats.stalls.rx_lost_off_cpu(start_ns, ring_lasts).min(rx_lost),
-                    longest_stall_us: stats.stalls.longest_since(start_ns).map_or(0, |st| st.us),
+                    longest_stall_us: longest.map_or(0, |st| st.us),
+                    longest_stall_cpu_wait_us: longest.map_or(0, |st| st.cpu_wait_us),
+                    stages: stats.latency,
                 })
             }
             _ => None,
@@ -513,7 +545,20 @@ fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<SizeResult> {
         host_disturbed,
         loss,
         trials,
+        equal_load: Vec::new(),
     })
+}
+
+/// Trials of every DUT at [`EQUAL_LOADS`] of `lowest`, the lowest zero-loss rate of the
+/// size: latency compared at the same offered load, not each at its own limit.
+fn measure_equal_load(bed: &mut Bed, size: usize, lowest: f64, args: &Rfc2544Args) -> Result<Vec<LoadPoint>> {
+    bed.measuring()?;
+    let points = EQUAL_LOADS
+        .iter()
+        .map(|&share| Ok(LoadPoint { share, trial: bed.trial(size, args.trial_s, Some(lowest * share))? }))
+        .collect();
+    bed.idle();
+    points
 }
 
 /// pfcswitch's throughput over the others', per size.
@@ -583,6 +628,16 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
                 host_note(&r)
             ));
             results.push(r);
+        }
+        let lowest = results.iter().filter(|r| r.size == size).map(|r| r.throughput_fps).fold(f64::INFINITY, f64::min);
+        if lowest.is_finite() && lowest > 0.0 {
+            for k in 0..at.len() {
+                let bed = &mut beds[at[(i + k) % at.len()]];
+                progress.message(format!("{size} B through {} at equal loads", bed.dut.as_str()));
+                let points = measure_equal_load(bed, size, lowest, args)?;
+                let r = results.iter_mut().rev().find(|r| r.size == size && r.dut == bed.dut).expect("measured above");
+                r.equal_load = points;
+            }
         }
     }
     for bed in beds {
@@ -727,6 +782,8 @@ pub fn text(r: &Report) -> String {
             CONFIRM_STEP * 100.0
         );
     }
+    out += &equal_load_text(r);
+    out += &stages_text(r);
     let mut t = Table::new(&[
         "frame B",
         "pfcswitch / bridge",
@@ -742,6 +799,85 @@ pub fn text(r: &Report) -> String {
             last confirmation trial; none for the bridge and the direct path, which run in the kernel\n";
     out += &t.render();
     out
+}
+
+/// p50 / p99 of a latency summary, µs.
+fn p50_p99(p: &Percentiles) -> String {
+    format!("{} / {}", us3(p.p50_us), us3(p.p99_us))
+}
+
+/// Every DUT's one-way latency at the same offered loads, a row per size and load.
+fn equal_load_text(r: &Report) -> String {
+    let mut duts: Vec<Dut> = r.results.iter().filter(|s| !s.equal_load.is_empty()).map(|s| s.dut).collect();
+    if duts.is_empty() {
+        return String::new();
+    }
+    duts.sort_by_key(|d| r.results.iter().position(|s| s.dut == *d));
+    duts.dedup();
+    let mut head = vec!["frame B".to_string(), "load".to_string(), "offered f/s".to_string()];
+    head.extend(duts.iter().map(|d| format!("{} p50 / p99 / p99.9 µs", d.as_str())));
+    let mut t = Table::new(&head);
+    let mut sizes: Vec<usize> = r.results.iter().map(|s| s.size).collect();
+    sizes.dedup();
+    for size in sizes {
+        for (k, share) in EQUAL_LOADS.iter().enumerate() {
+            let at =
+                |dut: Dut| r.results.iter().find(|s| s.size == size && s.dut == dut).and_then(|s| s.equal_load.get(k));
+            let Some(first) = duts.iter().find_map(|&d| at(d)) else { continue };
+            let mut row = vec![
+                size.to_string(),
+                format!("{:.0} %", share * 100.0),
+                format!("{:.0}", first.trial.asked_fps.unwrap_or(first.trial.offered_fps)),
+            ];
+            for &d in &duts {
+                row.push(at(d).map_or("-".into(), |p| {
+                    let l = &p.trial.latency;
+                    let lost = if p.trial.lost() > 0 { format!(" ({} lost)", p.trial.lost()) } else { String::new() };
+                    format!("{} / {} / {}{lost}", us3(l.p50_us), us3(l.p99_us), us3(l.p999_us))
+                }));
+            }
+            t.row(row);
+        }
+    }
+    format!("latency at equal offered loads (shares of the lowest zero-loss rate at each size):\n{}", t.render())
+}
+
+/// Where pfcswitch's frames waited, stage by stage, at the equal loads and at its own
+/// zero-loss rate: what of the one-way latency its rings hold, out of its queues' reach.
+fn stages_text(r: &Report) -> String {
+    let mut t = Table::new(&[
+        "frame B",
+        "load",
+        "offered f/s",
+        "one-way p50 / p99 µs",
+        "rx ring p50 / p99",
+        "engine p50 / p99",
+        "tx ring p50 / p99",
+    ]);
+    for s in r.results.iter().filter(|s| s.dut == Dut::Pfcswitch) {
+        let own = s.latency_trials.last().map(|t| ("zero-loss".to_string(), t));
+        let loads = s.equal_load.iter().map(|p| (format!("{:.0} %", p.share * 100.0), &p.trial));
+        for (load, trial) in loads.chain(own) {
+            let Some(sw) = &trial.switch else { continue };
+            t.row(vec![
+                s.size.to_string(),
+                load,
+                format!("{:.0}", trial.offered_fps),
+                p50_p99(&trial.latency),
+                p50_p99(&sw.stages.rx_ring),
+                p50_p99(&sw.stages.engine),
+                p50_p99(&sw.stages.tx_ring),
+            ]);
+        }
+    }
+    if t.is_empty() {
+        return String::new();
+    }
+    format!(
+        "where pfcswitch's frames waited (µs): on its rx ring (from the XDP program's stamp), in the engine (its \
+         queues), on its tx ring (until the kernel completed the send):\n{}",
+        t.render()
+    )
 }
 
 fn plot(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
@@ -968,7 +1104,59 @@ mod tests {
             dut_cpu_ns_per_frame: None,
             loss: vec![],
             trials: vec![],
+            equal_load: vec![],
         }
+    }
+
+    /// A lossless trial at `fps` with `p99_us` one-way, through pfcswitch when `stages` says
+    /// where its frames waited.
+    fn at(fps: f64, p99_us: f64, stages: Option<StageLatency>) -> Trial {
+        Trial {
+            asked_fps: Some(fps),
+            offered_fps: fps,
+            sent: 100,
+            received: 100,
+            latency: Percentiles { p50_us: 10.0, p99_us, p999_us: p99_us * 2.0, ..Default::default() },
+            switch: stages.map(|stages| SwitchSide { stages, ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_dut_is_shown_at_the_same_loads_and_pfcswitchs_stages_at_those_and_at_its_own_limit() {
+        let ring = |p99_us| StageLatency {
+            rx_ring: Percentiles { p50_us: 5.0, p99_us, ..Default::default() },
+            ..Default::default()
+        };
+        let loads = |dut_p99: [f64; 3], stages: bool| {
+            EQUAL_LOADS
+                .iter()
+                .zip(dut_p99)
+                .map(|(&share, p99)| LoadPoint { share, trial: at(share * 300e3, p99, stages.then(|| ring(p99))) })
+                .collect()
+        };
+        let results = vec![
+            SizeResult {
+                equal_load: loads([20.0, 60.0, 900.0], true),
+                latency_trials: vec![at(360e3, 1500.0, Some(ring(1400.0)))],
+                ..result(Dut::Pfcswitch, 64, 360e3)
+            },
+            SizeResult { equal_load: loads([15.0, 40.0, 70.0], false), ..result(Dut::Ovs, 64, 300e3) },
+        ];
+        let report = Report { trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
+        let text = text(&report);
+        let row = |start: &str| {
+            text.lines()
+                .find(|l| l.split_whitespace().collect::<Vec<_>>().join(" ").starts_with(start))
+                .unwrap_or_else(|| panic!("no row {start:?} in\n{text}"))
+                .to_string()
+        };
+        // Both at 90 % of the lower zero-loss rate (OVS's 300 000): 270 000 f/s.
+        let ninety = row("64 90 % 270000");
+        assert!(ninety.contains("10.0 / 900 / 1800") && ninety.contains("10.0 / 70.0 / 140"), "{ninety}");
+        // pfcswitch's stages: at the equal loads, then at its own zero-loss rate.
+        assert!(!row("64 90 % 270000 10.0 / 900 5.00 / 900").is_empty(), "the rx ring's p99 in the stage table");
+        assert!(row("64 zero-loss 360000").contains("5.00 / 1400"));
     }
 
     #[test]
