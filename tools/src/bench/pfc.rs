@@ -202,6 +202,15 @@ pub struct ResponseTime {
     /// reached the switch late), left out: extra trials stand in for them.
     #[serde(default)]
     pub external_disturbed: usize,
+    /// Frames of the paused priority the receiver still got after the pause was sent
+    /// ([`ProbeTrial::after_pause`]), median and most over the placed trials.
+    #[serde(default)]
+    pub after_pause_p50_frames: f64,
+    #[serde(default)]
+    pub after_pause_max_frames: u32,
+    /// The size of the flow's frames on the wire (FCS included), bytes.
+    #[serde(default)]
+    pub frame_bytes: usize,
 }
 
 pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
@@ -210,14 +219,15 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
     let (trials, _, dut, arrivals) = probe_switch_with_response(speed, repeats * 2)?;
     // The testbed may hold the pause back too (its softirq work waits for a CPU): a
     // trial whose pause reached the switch late says nothing about the switch.
-    let samples: Vec<f64> = trials
+    let judged: Vec<&ProbeTrial> = trials
         .iter()
         .filter(|t| {
             let arrived = arrivals.iter().copied().find(|&a| a >= t.sent_ns);
             arrived.is_some_and(|a| Duration::from_nanos(a - t.sent_ns) <= crate::traffic::probe::PAUSE_WITHIN)
         })
-        .filter_map(|t| t.response_us)
         .collect();
+    let samples: Vec<f64> = judged.iter().filter_map(|t| t.response_us).collect();
+    let after: Vec<u32> = judged.iter().filter_map(|t| t.after_pause).collect();
     if samples.is_empty() {
         bail!(
             "none of {} trials placed the stop (the machine disturbed them: a pause sent or delivered late, or \
@@ -240,6 +250,10 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
         external_p50_quanta: p50 / quantum_us,
         samples_us: samples,
         external_disturbed: unplaced,
+        after_pause_p50_frames: median(&after.iter().map(|&n| f64::from(n)).collect::<Vec<_>>()),
+        after_pause_max_frames: after.iter().copied().max().unwrap_or(0),
+        // The probed flow is the generator's with its default frame size.
+        frame_bytes: harness::gen_to(Default::default()).size,
     })
 }
 

@@ -194,6 +194,14 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
                  p50 {:.1} µs = {:.0} quanta, max {:.1} µs",
                 r.external_count, r.external_trials, r.external_p50_us, r.external_p50_quanta, r.external_max_us
             );
+            println!(
+                "what still left after the pause was sent: p50 {:.0} frames ({:.0} B), at most {} frames ({} B) of {} B",
+                r.after_pause_p50_frames,
+                r.after_pause_p50_frames * r.frame_bytes as f64,
+                r.after_pause_max_frames,
+                r.after_pause_max_frames as usize * r.frame_bytes,
+                r.frame_bytes
+            );
         }
         return Ok(());
     }

@@ -68,6 +68,11 @@ pub struct ProbeTrial {
     /// record of when it arrived).
     #[serde(default)]
     pub sent_ns: u64,
+    /// Frames of the paused priority that still arrived after the pause was sent, up to
+    /// the stop (None where the stop is not placed, as for `response_us`): what the
+    /// switch let out after the pause, which the probe's side must have room for.
+    #[serde(default)]
+    pub after_pause: Option<u32>,
 }
 
 /// How much longer than the pause a gap may be before the trial counts as disturbed.
@@ -187,13 +192,19 @@ fn judge(
     let gaps = || arrivals.windows(2).map(|w| (w[0], w[1].saturating_since(w[0])));
     let gap = gaps().map(|(_, g)| g).max().unwrap_or(Duration::ZERO);
     let pause_gap = gaps().find(|&(start, g)| start + g > t0 && g >= expected / 2);
-    let response = pause_gap.and_then(|(last_before, g)| {
-        let (earliest, latest) = (last_before.max(t0), last_before + interval);
+    // The stop is placed by the pause's own gap, when that gap is the pause's length.
+    let placed = pause_gap.filter(|&(last_before, g)| {
+        let latest = last_before + interval;
         let matches_pause =
             g + GAP_MATCHES_PAUSE_WITHIN >= expected && g <= expected + interval + GAP_MATCHES_PAUSE_WITHIN;
-        (latest > t0 && matches_pause && send_took <= PAUSE_WITHIN)
-            .then(|| (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6)
+        latest > t0 && matches_pause && send_took <= PAUSE_WITHIN
     });
+    let response = placed.map(|(last_before, _)| {
+        let (earliest, latest) = (last_before.max(t0), last_before + interval);
+        (earliest.saturating_since(t0) + latest.saturating_since(t0)).as_secs_f64() / 2.0 * 1e6
+    });
+    let after_pause =
+        placed.map(|(last_before, _)| arrivals.iter().filter(|&&a| a > t0 && a <= last_before).count() as u32);
     ProbeTrial {
         quanta,
         expected_us: expected.as_secs_f64() * 1e6,
@@ -203,6 +214,7 @@ fn judge(
         response_us: response,
         disturbed: gap > expected + interval + DISTURBED_BEYOND || send_took > PAUSE_WITHIN,
         sent_ns: t0.as_nanos(),
+        after_pause,
     }
 }
 
@@ -242,6 +254,8 @@ mod tests {
         let r = t.response_us.unwrap();
         assert!((27.0..=35.0).contains(&r), "{t:?}");
         assert!((t.measured_us - 3355.0).abs() < 5.0, "{t:?}");
+        // Frames at 1003, 1008, ..., 1028 µs came after the pause was sent: six.
+        assert_eq!(t.after_pause, Some(6));
     }
 
     #[test]
@@ -264,6 +278,7 @@ mod tests {
         let mut a = flow(us(995), us(1001));
         a.extend(flow(us(1500) + PAUSE, us(6000)));
         assert_eq!(trial(&a, us(1000)).response_us, None);
+        assert_eq!(trial(&a, us(1000)).after_pause, None, "nothing counted where the stop is not placed");
         // Delivery to the receiver held the frames before the stop and not those after:
         // the gap is short, and where it starts is not the stop either.
         let mut b = flow(us(995), us(2000));
