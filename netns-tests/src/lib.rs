@@ -37,9 +37,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// What a test holds while it runs: the lock that serializes the tests that send
 /// traffic and, unless it measures the machine as a user has it, the request that keeps
 /// idle CPUs polling, so that a sleeping sender or switch loop wakes on time on a
-/// virtual machine (`testbed::WakeLatencyHold`).
+/// virtual machine (`pfcswitch::sys::WakeLatencyHold`).
 pub struct Serial {
-    _wake: Option<pfctools::testbed::WakeLatencyHold>,
+    _wake: Option<pfcswitch::sys::WakeLatencyHold>,
     _lock: MutexGuard<'static, ()>,
 }
 
@@ -47,7 +47,7 @@ pub struct Serial {
 /// keeps idle CPUs polling for the test's length.
 pub fn serial() -> Serial {
     let lock = serial_lock();
-    Serial { _wake: pfctools::testbed::WakeLatencyHold::hold(), _lock: lock }
+    Serial { _wake: pfcswitch::sys::WakeLatencyHold::hold(0), _lock: lock }
 }
 
 /// [`serial`] for the tests of benches that measure speed, run on the machine as a user has it: a vCPU

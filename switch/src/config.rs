@@ -38,6 +38,14 @@ pub struct DataplaneConfig {
     pub drop_without_socket: bool,
     /// Pin the dataplane thread to this CPU.
     pub cpu: Option<usize>,
+    /// While the switch runs, keep idle CPUs from sleeping deeper than this many µs
+    /// (`/dev/cpu_dma_latency`; 0: they poll). An idle loop sleeps, and on a VM whose
+    /// idle vCPUs halt, each frame that finds it asleep waits for the host to run the
+    /// vCPU again (a ping through an idle switch: 126 µs p50, 32 µs with 0). The price:
+    /// idle CPUs stay busy, and on a VM take time from their busy siblings. Absent: the
+    /// machine's own policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_latency_us: Option<u32>,
     /// Bind at most this many rx queues of each port (queues 0..N-1); every queue the
     /// interface has when absent. Frames the NIC steers to a queue left out are dropped
     /// by the classifier, never passed around the switch.
@@ -103,6 +111,7 @@ impl Default for DataplaneConfig {
             busy_poll_us: 200,
             drop_without_socket: false,
             cpu: None,
+            wake_latency_us: None,
             queues: None,
             xdp_mode: None,
             bind_mode: None,
@@ -139,6 +148,9 @@ impl DataplaneConfig {
         }
         if self.busy_poll_us > 1_000_000 {
             return invalid("busy_poll_us", "at most 1000000");
+        }
+        if self.wake_latency_us.is_some_and(|us| us > 1_000_000) {
+            return invalid("wake_latency_us", "at most 1000000");
         }
         Ok(())
     }
@@ -331,6 +343,7 @@ mod tests {
             ("frame_size = 3000", "dataplane.frame_size"),
             ("queues = 0", "dataplane.queues"),
             ("busy_poll_us = 2000000", "dataplane.busy_poll_us"),
+            ("wake_latency_us = 2000000", "dataplane.wake_latency_us"),
         ] {
             let err = RunConfig::from_toml(&format!("[dataplane]\n{table}\n{PORTS}")).unwrap_err().to_string();
             assert!(err.starts_with(field), "{table}: {err}");

@@ -329,6 +329,15 @@ impl Dataplane {
             sys::pin_to_cpu(cpu)?;
             tracing::info!(cpu, "dataplane pinned");
         }
+        // Held for as long as the loop runs (see `dataplane.wake_latency_us`).
+        let _wake = self.config.dataplane.wake_latency_us.and_then(|us| {
+            let hold = sys::WakeLatencyHold::hold(us);
+            match &hold {
+                Some(_) => tracing::info!(us, "idle CPUs held to this wake-up latency"),
+                None => tracing::warn!("dataplane.wake_latency_us: /dev/cpu_dma_latency cannot be held here"),
+            }
+            hold
+        });
         let busy_poll = Duration::from_micros(self.config.dataplane.busy_poll_us);
         let mut pollfds = self.poll_set(wake_fds);
         let mut idle_since = sys::now();

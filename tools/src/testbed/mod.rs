@@ -537,29 +537,6 @@ pub fn list() -> Vec<State> {
         .collect()
 }
 
-/// Keeps this machine's idle CPUs polling instead of halting while it lives (the PM QoS
-/// request of `/dev/cpu_dma_latency`, as cyclictest makes; the kernel drops it when the
-/// descriptor closes). On a virtual machine an idle vCPU that halts waits for the host to
-/// run it again when its timer or an interrupt fires: on the 2-core VMs here a sleep of
-/// 100 µs then overran by more than 600 µs once in a hundred and by up to 12 ms, which
-/// paced senders and the switch's loop see as stalls (DEVELOPERS.md). `None` where the
-/// machine offers no such request; timing-sensitive runs then go on as they are.
-pub struct WakeLatencyHold {
-    // Never read: the request lasts as long as the descriptor is open.
-    _request: fs::File,
-}
-
-impl WakeLatencyHold {
-    /// Asks for a wake-up latency of 0 µs for as long as the value lives.
-    pub fn hold() -> Option<WakeLatencyHold> {
-        use std::io::Write;
-        let mut f = fs::OpenOptions::new().write(true).open("/dev/cpu_dma_latency").ok()?;
-        // The request is a binary 32-bit value in µs.
-        f.write_all(&0i32.to_ne_bytes()).ok()?;
-        Some(WakeLatencyHold { _request: f })
-    }
-}
-
 /// Where a testbed process runs and how eagerly: the CPUs it may use and its nice value.
 /// Timing-sensitive runs raise their processes above the machine's ordinary ones: beside
 /// one busy process, the scheduler otherwise shares a CPU half and half between it and
