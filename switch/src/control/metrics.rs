@@ -144,6 +144,22 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
         m.registry.register("loop_cpu_wait_seconds", "Time the dataplane thread waited for a CPU", waited);
     }
 
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct StageLabels {
+        stage: Reason,
+        quantile: Reason,
+    }
+    let l = &s.latency;
+    let stages = [("rx_ring", &l.rx_ring), ("engine", &l.engine), ("tx_ring", &l.tx_ring)];
+    m.gauges(
+        "stage_wait_seconds",
+        "How long forwarded frames waited in each stage (rx_ring, engine, tx_ring) since start or ctl clear",
+        stages.iter().filter(|(_, p)| p.count > 0).flat_map(|&(stage, p)| {
+            [("0.5", p.p50_us), ("0.99", p.p99_us), ("1", p.max_us)]
+                .map(|(q, us)| (StageLabels { stage: Reason(stage), quantile: Reason(q) }, us / 1e6))
+        }),
+    );
+
     let port = |name: &str| PortLabels { port: name.to_string() };
     let ports = &s.ports;
     let per_port = |f: fn(&crate::stats::PortReport) -> u64| ports.iter().map(move |p| (port(&p.name), f(p)));
@@ -436,6 +452,8 @@ mod tests {
             ..Default::default()
         };
         s.stalls.cpu_wait_us = Some(2_500_000);
+        s.latency.rx_ring =
+            crate::core::histogram::Percentiles { count: 9, p50_us: 12.0, p99_us: 250.0, ..Default::default() };
         s
     }
 
@@ -468,6 +486,9 @@ mod tests {
         assert_eq!(value(&text, "pfcswitch_priority_xoff_threshold_bytes", &[("priority", "4")]), 98304.0);
         assert_eq!(value(&text, "pfcswitch_uptime_seconds", &[]), 1.5);
         assert_eq!(value(&text, "pfcswitch_loop_cpu_wait_seconds", &[]), 2.5);
+        let rx_ring_p99 = [("stage", "rx_ring"), ("quantile", "0.99")];
+        assert_eq!(value(&text, "pfcswitch_stage_wait_seconds", &rx_ring_p99), 250e-6);
+        assert!(!text.contains("stage=\"engine\""), "a stage that saw no frame has no samples");
         assert_eq!(value(&text, "pfcswitch_pfcwd_storms_detected", &[("port", "p2"), ("priority", "3")]), 1.0);
         assert_eq!(value(&text, "pfcswitch_pfcwd_active", &[("port", "p1")]), 1.0);
         assert!(text.contains("pfcswitch_port_rx_frames_total{port=\"p1\"} 42"), "{text}");
