@@ -801,6 +801,52 @@ pub fn text(r: &Report) -> String {
     out
 }
 
+/// The equal-load trials' p99 against the load, a line per DUT and size (labelled with
+/// the size at its end), on a logarithmic scale: tails differ by orders of magnitude.
+fn plot_by_load<DB: DrawingBackend>(
+    r: &Report,
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    duts: &[Dut],
+    palette: &[RGBColor],
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let p99s = r.results.iter().flat_map(|s| s.equal_load.iter().map(|p| p.trial.latency.p99_us));
+    let ymax = p99s.clone().fold(10.0, f64::max) * 2.0;
+    let ymin = p99s.fold(ymax, f64::min).clamp(1.0, 10.0) / 2.0;
+    let mut chart = ChartBuilder::on(area)
+        .caption("one-way latency at equal offered loads (p99)", ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..100f64, (ymin..ymax).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("offered load (% of the lowest zero-loss rate)")
+        .y_desc("µs")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()?;
+    for (i, &dut) in duts.iter().enumerate() {
+        let colour = palette[i % palette.len()];
+        for s in r.results.iter().filter(|s| s.dut == dut && !s.equal_load.is_empty()) {
+            let points: Vec<(f64, f64)> =
+                s.equal_load.iter().map(|p| (p.share * 100.0, p.trial.latency.p99_us.max(ymin))).collect();
+            chart.draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?;
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))?;
+            if let Some(&(x, y)) = points.last() {
+                chart.draw_series(std::iter::once(Text::new(
+                    format!("{} B", s.size),
+                    (x + 1.5, y),
+                    ("sans-serif", 12),
+                )))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// p50 / p99 of a latency summary, µs.
 fn p50_p99(p: &Percentiles) -> String {
     format!("{} / {}", us3(p.p50_us), us3(p.p99_us))
@@ -881,11 +927,12 @@ fn stages_text(r: &Report) -> String {
 }
 
 fn plot(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (1000, 720)).into_drawing_area();
+    let root = SVGBackend::new(path, (1000, 1080)).into_drawing_area();
     root.fill(&WHITE)?;
     // The legend gets a column of its own: inside the plot it covered a line.
     let (plots, legend) = root.split_horizontally(860);
-    let (top, bottom) = plots.split_vertically(380);
+    let (top, rest) = plots.split_vertically(360);
+    let (bottom, by_load) = rest.split_vertically(360);
     let xmax = r.results.iter().map(|s| s.size).max().unwrap_or(1518) as f64 * 1.05;
     let duts: Vec<Dut> = {
         let mut d: Vec<Dut> = r.results.iter().map(|s| s.dut).collect();
@@ -927,6 +974,7 @@ fn plot(r: &Report, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
             chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))?;
         }
     }
+    plot_by_load(r, &by_load, &duts, &palette)?;
     for (i, &dut) in duts.iter().enumerate() {
         let colour = palette[i % palette.len()];
         let y = 60 + 24 * i as i32;
