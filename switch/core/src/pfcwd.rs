@@ -152,13 +152,6 @@ pub(crate) struct PrioFrames {
     pub rx: u64,
 }
 
-impl PrioFrames {
-    /// What a priority's counters say.
-    pub fn of(c: &crate::stats::PrioCounters) -> PrioFrames {
-        PrioFrames { tx: c.tx_frames, rx: c.rx_frames }
-    }
-}
-
 /// A change of state, for the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchdogEvent {

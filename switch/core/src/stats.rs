@@ -8,7 +8,7 @@ use super::config::{PauseMode, PortRole};
 use super::histogram::Percentiles;
 use super::mac::MacAddr;
 use super::pfc::ControlReject;
-use super::pfcwd::{WatchdogAction, WatchdogCounters};
+use super::pfcwd::{PrioFrames, WatchdogAction, WatchdogCounters};
 use super::priorities::PRIORITIES;
 use super::speed::Speed;
 
@@ -265,6 +265,14 @@ pub struct PrioCounters {
     /// profile's minimum (PFC, not WRED, keeps it from overflowing).
     #[serde(default)]
     pub ecn_not_capable_passed: u64,
+}
+
+impl PrioCounters {
+    /// The frames the watchdog reads of this priority (its counters live here, the
+    /// watchdog's view of them in `pfcwd`, which does not import the stats).
+    pub(crate) fn frames(&self) -> PrioFrames {
+        PrioFrames { tx: self.tx_frames, rx: self.rx_frames }
+    }
 }
 
 impl PrioCounters {

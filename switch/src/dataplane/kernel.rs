@@ -11,14 +11,14 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use libbpf_rs::MapHandle;
 
 use crate::control::StatsFromKernel;
-use crate::stats::{SocketCounters, Stats, XdpClassCounters};
+use crate::stats::{SocketCounters, Stats};
 use crate::sys::{self, SysError};
 
 use super::port::PortSockets;
-use super::xdp::{Classifier, CLASS_COUNT};
+use super::xdp::{class_counters, Classifier};
 
 /// Every port's kernel-side counters, shared between the forwarding thread (which says
 /// what changed) and the threads that answer stats requests.
@@ -148,16 +148,4 @@ fn xdp_statistics(fd: &OwnedFd) -> Option<libc::xdp_statistics> {
     };
     // An older kernel's shorter struct would leave the ring counters at zero unsaid.
     (rc == 0 && len as usize == std::mem::size_of::<libc::xdp_statistics>()).then_some(st)
-}
-
-/// Frames the classifier saw per class, summed over CPUs.
-pub fn class_counters(map: &MapHandle) -> XdpClassCounters {
-    let mut totals = [0u64; CLASS_COUNT as usize];
-    for (class, total) in totals.iter_mut().enumerate() {
-        if let Ok(Some(per_cpu)) = map.lookup_percpu(&(class as u32).to_ne_bytes(), MapFlags::ANY) {
-            *total = per_cpu.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8]))).sum();
-        }
-    }
-    let [pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt] = totals;
-    XdpClassCounters { pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt }
 }

@@ -11,6 +11,7 @@ use libbpf_rs::libbpf_sys as sys;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
 use crate::config::XdpMode;
+use crate::stats::XdpClassCounters;
 
 /// The compiled classifier, built by build.rs with libbpf-cargo.
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/classifier.bpf.o"));
@@ -209,8 +210,8 @@ impl Classifier {
 
     /// Frames seen per class, summed over CPUs (the switch reads them off its forwarding
     /// thread, from [`Classifier::counters_map`]).
-    pub fn class_counters(&self) -> crate::stats::XdpClassCounters {
-        super::kernel::class_counters(&self.counters)
+    pub fn class_counters(&self) -> XdpClassCounters {
+        class_counters(&self.counters)
     }
 
     /// A duplicate of the per-CPU class counters map, for reading off the forwarding
@@ -264,4 +265,16 @@ fn program_name(id: u32) -> Option<String> {
         let name = CStr::from_ptr(info.name.as_ptr()).to_string_lossy().into_owned();
         Some(name)
     }
+}
+
+/// Frames the classifier saw per class, summed over CPUs.
+pub fn class_counters(map: &MapHandle) -> XdpClassCounters {
+    let mut totals = [0u64; CLASS_COUNT as usize];
+    for (class, total) in totals.iter_mut().enumerate() {
+        if let Ok(Some(per_cpu)) = map.lookup_percpu(&(class as u32).to_ne_bytes(), MapFlags::ANY) {
+            *total = per_cpu.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8]))).sum();
+        }
+    }
+    let [pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt] = totals;
+    XdpClassCounters { pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt }
 }

@@ -1,6 +1,5 @@
 //! The stats snapshot: everything `ctl stats` shows, assembled from the engine's state.
 
-use crate::pfcwd::PrioFrames;
 use crate::priorities::PRIORITIES;
 use crate::stats::{PortStats, PrioStats, SwitchStats, TagRow, TaggerStats, WatchdogStats};
 use crate::tagging::{TagTable, TAGS};
@@ -107,9 +106,7 @@ impl Switch {
                     priority: prio as u8,
                     action: p.pfcwd.action(),
                     active: p.pfcwd.stormed().contains(prio),
-                    counters: p
-                        .pfcwd
-                        .counters(prio, PrioFrames { tx: p.prio[prio].tx_frames, rx: p.prio[prio].rx_frames }),
+                    counters: p.pfcwd.counters(prio, p.prio[prio].frames()),
                 })
                 .collect(),
             checks: p.checks,

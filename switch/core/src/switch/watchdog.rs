@@ -3,7 +3,7 @@
 //! configured.
 
 use crate::config::PauseMode;
-use crate::pfcwd::{Observed, PrioFrames, WatchdogAction, WatchdogEvent};
+use crate::pfcwd::{Observed, WatchdogAction, WatchdogEvent};
 use crate::pool::FramePool;
 use crate::ports::PortId;
 use crate::priorities::Priorities;
@@ -88,7 +88,7 @@ impl Switch {
         let events = &mut self.pfcwd_events;
         let p = &mut self.ports[port];
         let prio = &p.prio;
-        let frames = |q: usize| PrioFrames::of(&prio[q]);
+        let frames = |q: usize| prio[q].frames();
         p.pfcwd.check(now, port, watched, &seen, frames, |e| events.push(e));
     }
 
