@@ -416,9 +416,8 @@ impl Dataplane {
                     if let Some(c) = capture.as_mut() {
                         c.offer(i, capture::Way::Rx, now, pool.bytes(id), pool.len(id));
                     }
-                    pool.leaving_rx_ring(id, now);
+                    pool.taken(id, now);
                     switch.handle_frame(now, pool, i, id);
-                    pool.entered_engine(id, now);
                 });
                 work += r.frames;
                 *rx_taken += r.frames as u64;

@@ -84,11 +84,9 @@ pub struct UmemPool {
     /// A frame's length over all its buffers, and how many it takes (at its first buffer).
     frame_len: Vec<u32>,
     buffers: Vec<u8>,
-    /// Per frame (its first buffer), when it entered the stage it is in (0: unknown): on
-    /// the rx ring and until the engine has taken it, its arrival per the XDP program
-    /// (what [`FramePool::arrival`] reads); in the engine, when the loop took it; on a tx
-    /// ring, when it was put there. Each transition records the stage that ended.
-    since_ns: Vec<u64>,
+    /// Per frame (at its first buffer), when it arrived and since when it is where it is
+    /// (side by side: one cache line per frame).
+    stamps: Vec<Stamps>,
     /// What those transitions recorded.
     stages: StageMeter,
     free: Vec<FrameId>,
@@ -97,6 +95,17 @@ pub struct UmemPool {
     /// a socket is closed for good, what it held comes back ([`UmemPool::reclaim_lent`]).
     lent_to: Vec<SocketId>,
     next_socket: SocketId,
+}
+
+/// What the pool remembers of a frame's time (0: unknown).
+#[derive(Clone, Copy, Debug, Default)]
+struct Stamps {
+    /// When it arrived, per the XDP program (what [`FramePool::arrival`] reads).
+    arrival_ns: u64,
+    /// When it entered the stage it is in: its arrival while on the rx ring, when the
+    /// loop took it while in the engine, when it was put on a tx ring until the kernel
+    /// completes it. Each transition records the stage that ended ([`StageMeter`]).
+    since_ns: u64,
 }
 
 /// A socket's number in the pool's ledger of lent buffers.
@@ -139,7 +148,7 @@ impl UmemPool {
             next: vec![NIL; frames as usize],
             frame_len: vec![0; frames as usize],
             buffers: vec![1; frames as usize],
-            since_ns: vec![0; frames as usize],
+            stamps: vec![Stamps::default(); frames as usize],
             stages: StageMeter::default(),
             free: (0..frames).rev().map(FrameId).collect(),
             pristine: descs,
@@ -214,7 +223,8 @@ impl UmemPool {
         self.next[i] = NIL;
         self.frame_len[i] = desc.lengths().data() as u32;
         self.buffers[i] = 1;
-        self.since_ns[i] = self.take_arrival(desc);
+        let arrived = self.take_arrival(desc);
+        self.stamps[i] = Stamps { arrival_ns: arrived, since_ns: arrived };
         id
     }
 
@@ -225,7 +235,7 @@ impl UmemPool {
         self.lent_to[id.0 as usize] = NO_SOCKET;
         self.current[id.0 as usize] = *desc;
         self.next[id.0 as usize] = NIL;
-        self.since_ns[id.0 as usize] = 0;
+        self.stamps[id.0 as usize] = Stamps::default();
         self.next[tail.0 as usize] = id.0;
         let h = head.0 as usize;
         self.frame_len[h] += desc.lengths().data() as u32;
@@ -272,6 +282,8 @@ impl UmemPool {
         debug_assert!(self.free.len() < self.pristine.len(), "more frees than buffers");
         self.next[id.0 as usize] = NIL;
         self.lent_to[id.0 as usize] = NO_SOCKET;
+        // A free buffer is in no stage: whatever takes it next starts its clock.
+        self.stamps[id.0 as usize].since_ns = 0;
         self.free.push(id);
     }
 
@@ -326,30 +338,26 @@ impl UmemPool {
         n
     }
 
-    /// The loop is taking frame `id` off an rx ring at `now`: records how long it waited
-    /// there. Called before the engine handles it, which still reads the arrival stamp.
-    pub fn leaving_rx_ring(&mut self, id: FrameId, now: Time) {
-        self.stages.left(Stage::RxRing, self.since_ns[id.0 as usize], now.as_nanos());
-    }
-
-    /// The engine has taken frame `id` at `now` (queued, held or dropped it; a dropped
-    /// frame's buffer is free, and whatever takes it next stamps it anew).
-    pub fn entered_engine(&mut self, id: FrameId, now: Time) {
-        self.since_ns[id.0 as usize] = now.as_nanos();
+    /// The loop takes frame `id` off an rx ring at `now`, to hand it to the engine:
+    /// records how long it waited on the ring. The arrival stamp, which the engine reads,
+    /// stays.
+    pub fn taken(&mut self, id: FrameId, now: Time) {
+        let stamp = &mut self.stamps[id.0 as usize];
+        self.stages.left(Stage::RxRing, stamp.since_ns, now.as_nanos());
+        stamp.since_ns = now.as_nanos();
     }
 
     /// Frame `id` goes onto a tx ring at `now`: records how long the engine held it.
     fn entering_tx_ring(&mut self, id: FrameId, now: Time) {
-        let i = id.0 as usize;
-        self.stages.left(Stage::Engine, self.since_ns[i], now.as_nanos());
-        self.since_ns[i] = now.as_nanos();
+        let stamp = &mut self.stamps[id.0 as usize];
+        self.stages.left(Stage::Engine, stamp.since_ns, now.as_nanos());
+        stamp.since_ns = now.as_nanos();
     }
 
     /// The kernel completed buffer `id` at `now`: records how long its frame was on the
     /// tx ring (at its first buffer; the others carry no stamp).
     fn completed(&mut self, id: FrameId, now: Time) {
-        let i = id.0 as usize;
-        self.stages.left(Stage::TxRing, std::mem::take(&mut self.since_ns[i]), now.as_nanos());
+        self.stages.left(Stage::TxRing, self.stamps[id.0 as usize].since_ns, now.as_nanos());
         self.free_buffer(id);
     }
 
@@ -404,7 +412,7 @@ impl FramePool for UmemPool {
     fn write(&mut self, id: FrameId, len: usize) -> &mut [u8] {
         let i = id.0 as usize;
         self.current[i] = self.pristine[i];
-        self.since_ns[i] = 0;
+        self.stamps[i] = Stamps::default();
         self.next[i] = NIL;
         self.frame_len[i] = len as u32;
         self.buffers[i] = 1;
@@ -429,7 +437,7 @@ impl FramePool for UmemPool {
     }
 
     fn arrival(&self, id: FrameId) -> Option<Time> {
-        match self.since_ns[id.0 as usize] {
+        match self.stamps[id.0 as usize].arrival_ns {
             0 => None,
             ns => Some(Time::from_nanos(ns)),
         }
@@ -445,7 +453,7 @@ impl FramePool for UmemPool {
         self.next[h] = NIL;
         self.frame_len[h] = self.frame_len[from.0 as usize];
         self.buffers[h] = n;
-        self.since_ns[h] = 0;
+        self.stamps[h] = Stamps::default();
         let mut src = from.0;
         let mut to = head;
         loop {
