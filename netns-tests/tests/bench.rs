@@ -36,9 +36,26 @@ fn rfc2544_reports_throughput_latency_and_the_switchs_view_per_dut_with_ratios_a
         if confirmed {
             assert!(fps <= x["search_fps"].as_f64().unwrap(), "{dut}: confirmed at or below the search's rate");
         }
-        // Only a trial through pfcswitch carries the switch's own account of it.
-        for t in x["trials"].as_array().unwrap().iter().chain(latency_trials) {
+        // Every DUT at the same offered loads: shares of the lower zero-loss rate.
+        let lowest = results.iter().map(|y| y["throughput_fps"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+        let loads = x["equal_load"].as_array().unwrap();
+        let shares: Vec<f64> = loads.iter().map(|p| p["share"].as_f64().unwrap()).collect();
+        assert_eq!(shares, [0.1, 0.5, 0.9], "{dut}");
+        for p in loads {
+            let asked = p["trial"]["asked_fps"].as_f64().unwrap();
+            assert!((asked - lowest * p["share"].as_f64().unwrap()).abs() < 1.0, "{dut}: {p}");
+            assert!(p["trial"]["latency"]["count"].as_u64().unwrap() > 0, "{dut}: {p}");
+        }
+        // Only a trial through pfcswitch carries the switch's own account of it, and that
+        // says where the trial's frames waited: every stage saw them.
+        let equal_load_trials: Vec<&serde_json::Value> = loads.iter().map(|p| &p["trial"]).collect();
+        for t in x["trials"].as_array().unwrap().iter().chain(latency_trials).chain(equal_load_trials) {
             assert_eq!(t.get("switch").is_some(), dut == "pfcswitch", "{dut}: {t}");
+            if let Some(sw) = t.get("switch").filter(|_| t["received"].as_u64().unwrap() > 0) {
+                for stage in ["rx_ring", "engine", "tx_ring"] {
+                    assert!(sw["stages"][stage]["count"].as_u64().unwrap() > 0, "{stage}: {t}");
+                }
+            }
         }
     }
     let ratio = r["ratios"][0]["vs_direct"].as_f64().unwrap();
