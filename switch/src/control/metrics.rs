@@ -146,8 +146,8 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
 
     #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
     struct StageLabels {
-        stage: Reason,
-        quantile: Reason,
+        stage: &'static str,
+        quantile: &'static str,
     }
     let l = &s.latency;
     let stages = [("rx_ring", &l.rx_ring), ("engine", &l.engine), ("tx_ring", &l.tx_ring)];
@@ -156,7 +156,7 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
         "How long forwarded frames waited in each stage (rx_ring, engine, tx_ring) since start or ctl clear",
         stages.iter().filter(|(_, p)| p.count > 0).flat_map(|&(stage, p)| {
             [("0.5", p.p50_us), ("0.99", p.p99_us), ("1", p.max_us)]
-                .map(|(q, us)| (StageLabels { stage: Reason(stage), quantile: Reason(q) }, us / 1e6))
+                .map(|(quantile, us)| (StageLabels { stage, quantile }, us / 1e6))
         }),
     );
 
