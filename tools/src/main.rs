@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -173,8 +174,14 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Bench { what } => bench::run(what),
         Command::PauseProbe(args) => {
             let stop = stop_on_signals()?;
-            let trials = pfctools::traffic::probe::run(&args, &stop)?;
-            println!("{}", serde_json::to_string(&trials)?);
+            let report = match args.storm_ms {
+                Some(ms) => {
+                    let storms = pfctools::traffic::probe::run_storms(&args, Duration::from_millis(ms), &stop)?;
+                    serde_json::to_string(&storms)?
+                }
+                None => serde_json::to_string(&pfctools::traffic::probe::run(&args, &stop)?)?,
+            };
+            println!("{report}");
             Ok(())
         }
         Command::Headroom(args) => pfctools::headroom::run(&args),

@@ -9,6 +9,7 @@ pub mod lab;
 pub mod pfc;
 pub mod pfcwd;
 pub mod report;
+pub mod response;
 pub mod rfc2544;
 pub mod scrape;
 pub mod soak;
@@ -23,6 +24,9 @@ pub enum BenchCommand {
     Forward(forward::ForwardArgs),
     /// PFC reaction time under congestion, and pause durations obeyed at 1G–100G.
     Pfc(pfc::PfcArgs),
+    /// How much of a paused priority still leaves after an XOFF reaches the switch, per
+    /// port speed beside 802.3's allowance, and whether a storm then holds it at zero.
+    PauseResponse(response::ResponseArgs),
     /// DCFIT deadlock detection time on a three-switch ring.
     Dcfit(dcfit::DcfitArgs),
     /// The PFC watchdog's accuracy: storm start to detection against detection_ms.
@@ -44,6 +48,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Forward(args) => forward::run(&args),
         BenchCommand::Pfc(args) => pfc::run(&args),
+        BenchCommand::PauseResponse(args) => response::run(&args),
         BenchCommand::Dcfit(args) => dcfit::run(&args),
         BenchCommand::Pfcwd(args) => pfcwd::run(&args),
         BenchCommand::Sim(args) => sim::run(&args),

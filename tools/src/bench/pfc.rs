@@ -121,27 +121,67 @@ pub fn probe_switch(
     rate: f64,
     smooth: bool,
 ) -> Result<(Vec<ProbeTrial>, Percentiles, pfcswitch::stats::Stats)> {
+    let flow = ProbedFlow { speed, batch: Some(batch), rate, size: None, smooth };
+    let (report, stats) = run_probe(&flow, quanta, repeats, None)?;
+    let trials = serde_json::from_str(&report).context("reading the pause probe's report")?;
+    Ok((trials, stats.resume_lateness, stats))
+}
+
+/// The switch and flow a pause probe runs against.
+#[derive(Clone, Copy, Debug)]
+pub struct ProbedFlow {
+    /// Every port's speed.
+    pub speed: Speed,
+    /// The dataplane's batch; None: the default.
+    pub batch: Option<usize>,
+    /// The flow's frames per second, on priority 3.
+    pub rate: f64,
+    /// The flow's frame size on the wire; None: the generator's default.
+    pub size: Option<usize>,
+    /// See [`probe_switch`].
+    pub smooth: bool,
+}
+
+/// Runs `pfctools pause-probe` (single pauses, or storms of `storm_ms`) against a fresh
+/// DUT carrying `flow`; returns the probe's JSON report and the DUT's statistics.
+pub fn run_probe(
+    flow: &ProbedFlow,
+    quanta: &[u16],
+    repeats: usize,
+    storm_ms: Option<u64>,
+) -> Result<(String, pfcswitch::stats::Stats)> {
+    let speed = flow.speed;
     let tb = star("bench-pause", 2)?;
-    let cpus = if smooth { harness::CpuPlan::split() } else { harness::CpuPlan::default() };
+    let cpus = if flow.smooth { harness::CpuPlan::split() } else { harness::CpuPlan::default() };
     let mut config = harness::switch_config(&tb, "sw1");
     for p in &mut config.ports {
         p.speed = Some(speed);
     }
     config.buffer.headroom_bytes = 512 << 10;
-    config.dataplane.batch = batch;
+    if let Some(batch) = flow.batch {
+        config.dataplane.batch = batch;
+    }
     config.dataplane.cpu = cpus.switch;
     let sw = SwitchProc::start_on(&tb, "sw1", &config, &RunArgs::default(), &cpus.switch_process)?;
+    let defaults = harness::gen_to(tb.host_iface("h2")?.mac);
     let gen_args = GenArgs {
         dscp: vec![3],
-        rate: Some(rate),
+        rate: Some(flow.rate),
         duration: Some(Duration::from_secs(300)),
         speed,
-        spin: smooth,
-        ..harness::gen_to(tb.host_iface("h2")?.mac)
+        spin: flow.smooth,
+        size: flow.size.unwrap_or(defaults.size),
+        ..defaults
     };
     let gen = harness::start_gen_on(&tb, "h1", "gen", cpus.hosts(), &gen_args)?;
-    let probe_args =
-        ProbeArgs { iface: tb.host_iface("h2")?.name.clone(), prio: 3, speed, quanta: quanta.to_vec(), repeats };
+    let probe_args = ProbeArgs {
+        iface: tb.host_iface("h2")?.name.clone(),
+        prio: 3,
+        speed,
+        quanta: quanta.to_vec(),
+        repeats,
+        storm_ms,
+    };
     let probe =
         tb.spawn_on("h2", "probe", cpus.hosts(), &harness::command_line("pfctools", "pause-probe", &probe_args)?)?;
     let finished = probe.wait(Duration::from_secs(300));
@@ -151,8 +191,7 @@ pub fn probe_switch(
     if !finished.success() {
         bail!("pause probe at {speed} failed: {}", finished.stderr.trim());
     }
-    let trials = serde_json::from_str(finished.stdout.trim()).context("reading the pause probe's report")?;
-    Ok((trials, stats.resume_lateness, stats))
+    Ok((finished.stdout.trim().to_string(), stats))
 }
 
 fn durations(speed: Speed, repeats: usize, batch: usize) -> Result<Vec<DurationRow>> {
@@ -213,10 +252,30 @@ pub struct ResponseTime {
     pub frame_bytes: usize,
 }
 
+/// `headroom --response-time`: [`response_time_of`] a dense, smooth flow of the
+/// generator's default frames (the stop can only be placed to within one interval),
+/// with batches of 8.
 pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
-    // A dense, smooth flow: the stop can only be placed to within one interval. Twice
-    // the trials asked for, so that those a busy machine disturbs can be left out.
-    let (trials, _, dut, arrivals) = probe_switch_with_response(speed, repeats * 2)?;
+    let flow = ProbedFlow { speed, batch: Some(8), rate: 200e3, size: None, smooth: true };
+    let r = response_time_of(&flow, repeats)?.0;
+    if r.external_count == 0 {
+        bail!(
+            "none of {} trials placed the stop (the machine disturbed them: a pause sent or delivered late, or \
+             a flow with holes around the pause); run again on a quieter machine",
+            r.external_trials
+        );
+    }
+    Ok(r)
+}
+
+/// The DUT's response to single pauses into `flow`, and its statistics at the end. Twice
+/// the trials asked for are run, so that those a busy machine disturbs can be left out
+/// (`external_count` says how many placed the stop: maybe none).
+pub fn response_time_of(flow: &ProbedFlow, repeats: usize) -> Result<(ResponseTime, pfcswitch::stats::Stats)> {
+    let speed = flow.speed;
+    let (report, stats) = run_probe(flow, &[u16::MAX], repeats * 2, None)?;
+    let trials: Vec<ProbeTrial> = serde_json::from_str(&report).context("reading the pause probe's report")?;
+    let (dut, arrivals) = (stats.pause_response, stats.ports[1].pause_arrivals_ns.clone());
     // The testbed may hold the pause back too (its softirq work waits for a CPU): a
     // trial whose pause reached the switch late says nothing about the switch.
     let judged: Vec<&ProbeTrial> = trials
@@ -228,17 +287,10 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
         .collect();
     let samples: Vec<f64> = judged.iter().filter_map(|t| t.response_us).collect();
     let after: Vec<u32> = judged.iter().filter_map(|t| t.after_pause).collect();
-    if samples.is_empty() {
-        bail!(
-            "none of {} trials placed the stop (the machine disturbed them: a pause sent or delivered late, or \
-             a flow with holes around the pause); run again on a quieter machine",
-            trials.len()
-        );
-    }
     let quantum_us = pfcswitch::core::speed::BITS_PER_QUANTUM as f64 / speed.bps() as f64 * 1e6;
     let unplaced = trials.len() - samples.len();
     let (p50, max) = (median(&samples), samples.iter().copied().fold(0.0, f64::max));
-    Ok(ResponseTime {
+    let r = ResponseTime {
         speed: speed.to_string(),
         dut_p50_quanta: dut.p50_us / quantum_us,
         dut_max_quanta: dut.max_us / quantum_us,
@@ -252,20 +304,9 @@ pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
         external_disturbed: unplaced,
         after_pause_p50_frames: median(&after.iter().map(|&n| f64::from(n)).collect::<Vec<_>>()),
         after_pause_max_frames: after.iter().copied().max().unwrap_or(0),
-        // The probed flow is the generator's with its default frame size.
-        frame_bytes: harness::gen_to(Default::default()).size,
-    })
-}
-
-/// The trials, the switch's resume lateness and pause response, and when the pauses
-/// arrived at the switch (the probe's port).
-fn probe_switch_with_response(
-    speed: Speed,
-    repeats: usize,
-) -> Result<(Vec<ProbeTrial>, Percentiles, Percentiles, Vec<u64>)> {
-    let (trials, _, stats) = probe_switch(speed, &[u16::MAX], repeats, 8, 200e3, true)?;
-    let arrivals = stats.ports[1].pause_arrivals_ns.clone();
-    Ok((trials, stats.resume_lateness, stats.pause_response, arrivals))
+        frame_bytes: flow.size.unwrap_or(harness::gen_to(Default::default()).size),
+    };
+    Ok((r, stats))
 }
 
 pub fn run(args: &PfcArgs) -> Result<()> {

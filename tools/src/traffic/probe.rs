@@ -15,6 +15,7 @@ use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
+use pfcswitch::core::MacAddr;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +39,41 @@ pub struct ProbeArgs {
     pub quanta: Vec<u16>,
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
+    /// Instead of single pauses: a storm of this many ms per trial, each pause refreshed
+    /// after half its length, counting the frames of the priority that still arrive
+    /// while it lasts.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storm_ms: Option<u64>,
 }
+
+/// One storm: pauses of the probed quanta sent back to back (each after half the last
+/// one's length) for the storm's length.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StormTrial {
+    pub quanta: u16,
+    pub pauses: u32,
+    /// Frames of the paused priority that arrived while the storm held: in each span of
+    /// refreshes sent on time (each within three quarters of a pause of the one before,
+    /// so the pause never ran out), from [`STORM_SETTLE`] after the span's first pause
+    /// (its response is over by then) to half a pause after its last. A refresh sent
+    /// later (the probe lost its CPU) starts a new span: the hole was the probe's, not
+    /// the switch's. None when no span lasted past its settling time.
+    pub leaked: Option<u32>,
+    /// Frames of the priority that arrived after the first pause was sent and before its
+    /// span's window opened: the response to the storm's first pause.
+    pub before_window: u32,
+    /// Refreshes sent late, each starting a span of its own.
+    #[serde(default)]
+    pub late_refreshes: u32,
+    /// The longest time between two of the storm's pauses leaving, µs.
+    #[serde(default)]
+    pub longest_refresh_us: f64,
+}
+
+/// How long after a storm's first pause its leak window opens: longer than any response
+/// to a pause (tens of µs here), shorter than the storm.
+pub const STORM_SETTLE: Duration = Duration::from_millis(1);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeTrial {
@@ -135,7 +170,8 @@ fn steady_interval(arrivals: &[Time]) -> Result<Duration> {
     Ok(span / (arrivals.len() as u32 - 1))
 }
 
-pub fn run(opts: &ProbeArgs, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
+/// Opens the probe's port and waits for the steady test flow.
+fn open(opts: &ProbeArgs, stop: &AtomicBool) -> Result<(Receiver, RawSender, MacAddr)> {
     let host = HostPort::open(&opts.iface, true, 16384, false)?;
     let raw = RawSender::open(&opts.iface)?;
     let src = host.mac;
@@ -150,6 +186,12 @@ pub fn run(opts: &ProbeArgs, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
         }
         rx.run_for(Duration::from_millis(10), stop);
     }
+    Ok((rx, raw, src))
+}
+
+/// Single pauses of each quanta value, `opts.repeats` times.
+pub fn run(opts: &ProbeArgs, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
+    let (mut rx, raw, src) = open(opts, stop)?;
     let mut trials = Vec::new();
     let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
     for &quanta in &opts.quanta {
@@ -177,6 +219,79 @@ pub fn run(opts: &ProbeArgs, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
         }
     }
     Ok(trials)
+}
+
+/// Storms of `length` of each quanta value, `opts.repeats` times.
+pub fn run_storms(opts: &ProbeArgs, length: Duration, stop: &AtomicBool) -> Result<Vec<StormTrial>> {
+    let (mut rx, raw, src) = open(opts, stop)?;
+    let mut out = Vec::new();
+    let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
+    for &quanta in &opts.quanta {
+        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(Priorities::only(usize::from(opts.prio)), quanta)));
+        let pause = opts.speed.quanta_duration(quanta);
+        let every = pause / 2;
+        for _ in 0..opts.repeats {
+            rx.run_for(pause, stop);
+            rx.arrivals.clear();
+            rx.run_for(Duration::from_millis(30), stop);
+            steady_interval(&rx.arrivals)?;
+            rx.arrivals.clear();
+            let first = sys::now();
+            let mut sent = Vec::new();
+            loop {
+                while !raw.send(&frame)? {}
+                // When it left: a refresh held up before leaving is a late one.
+                let now = sys::now();
+                sent.push(now);
+                if now.saturating_since(first) >= length || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                // Receive until the next refresh is due, spinning: a sleep here wakes
+                // hundreds of µs late, after a short pause ran out (335 µs at 100G).
+                while sys::now().saturating_since(now) < every {
+                    rx.poll();
+                }
+            }
+            rx.run_for(pause + Duration::from_millis(20), stop);
+            if stop.load(Ordering::Relaxed) {
+                bail!("stopped");
+            }
+            out.push(judge_storm(quanta, pause, &sent, &rx.arrivals));
+        }
+    }
+    Ok(out)
+}
+
+/// One storm from when its pauses were sent and when frames arrived.
+fn judge_storm(quanta: u16, pause: Duration, sent: &[Time], arrivals: &[Time]) -> StormTrial {
+    let Some(&first) = sent.first() else {
+        return StormTrial { quanta, ..StormTrial::default() };
+    };
+    let count = |from: Time, to: Time| arrivals.iter().filter(|&&a| a > from && a <= to).count() as u32;
+    // Refreshes are due every half pause; one that left over three quarters of a pause
+    // after the last may have reached the switch after that pause ran out.
+    let late = |w: &[Time]| w[1].saturating_since(w[0]) > pause * 3 / 4;
+    let mut leaked = None;
+    let mut span_start = 0;
+    for end in 1..=sent.len() {
+        if end < sent.len() && !late(&sent[end - 1..=end]) {
+            continue;
+        }
+        let (open, close) = (sent[span_start] + STORM_SETTLE, sent[end - 1] + pause / 2);
+        if close > open {
+            *leaked.get_or_insert(0) += count(open, close);
+        }
+        span_start = end;
+    }
+    let longest = sent.windows(2).map(|w| w[1].saturating_since(w[0])).max().unwrap_or_default();
+    StormTrial {
+        quanta,
+        pauses: sent.len() as u32,
+        leaked,
+        before_window: count(first, first + STORM_SETTLE),
+        late_refreshes: sent.windows(2).filter(|w| late(w)).count() as u32,
+        longest_refresh_us: longest.as_secs_f64() * 1e6,
+    }
 }
 
 /// One trial from what the receiver saw: `arrivals` runs from the last frame before the
@@ -291,6 +406,46 @@ mod tests {
         let mut a = flow(us(900), us(950));
         a.extend(flow(us(950) + PAUSE, us(6000)));
         assert_eq!(trial(&a, us(1000)).response_us, None);
+    }
+
+    #[test]
+    fn a_storm_that_holds_leaks_nothing_and_its_first_response_is_counted_apart() {
+        // Pauses every half pause from 1000 µs for 20 ms; the flow stops 20 µs after the
+        // first and resumes a pause after the last.
+        let sent: Vec<Time> = (0..13).map(|i| Time::ZERO + us(1000) + PAUSE / 2 * i).collect();
+        let last = *sent.last().unwrap();
+        let mut a = flow(us(995), us(1021));
+        a.extend(flow(last.saturating_since(Time::ZERO) + PAUSE, us(40000)));
+        let s = judge_storm(65535, PAUSE, &sent, &a);
+        // Frames at 1005, 1010, 1015 and 1020 µs answered the first pause.
+        assert_eq!((s.pauses, s.leaked, s.before_window), (13, Some(0), 4));
+    }
+
+    #[test]
+    fn a_frame_through_a_storm_is_a_leak_and_a_late_refresh_starts_a_span_of_its_own() {
+        let sent: Vec<Time> = (0..13).map(|i| Time::ZERO + us(1000) + PAUSE / 2 * i).collect();
+        let mut a = flow(us(995), us(1021));
+        a.push(Time::ZERO + us(9000));
+        a.push(Time::ZERO + us(9005));
+        let s = judge_storm(65535, PAUSE, &sent, &a);
+        assert_eq!((s.leaked, s.late_refreshes), (Some(2), 0));
+        // The seventh refresh leaves a whole pause after the sixth: the flow may go between
+        // the sixth's pause running out and the seventh's response, and those frames are
+        // not leaks; what comes after the new span settles is.
+        let mut late: Vec<Time> = sent[..6].to_vec();
+        late.extend((0..7).map(|i| sent[5] + PAUSE + PAUSE / 2 * i));
+        let mut b = flow(us(995), us(1021));
+        let resumed = late[5] + PAUSE;
+        b.extend(flow(resumed.saturating_since(Time::ZERO), resumed.saturating_since(Time::ZERO) + us(200)));
+        b.push(late[9]);
+        let s = judge_storm(65535, PAUSE, &late, &b);
+        assert_eq!((s.leaked, s.late_refreshes), (Some(1), 1), "{s:?}");
+        // A storm of short pauses (335 µs, 65535 quanta at 100G) whose every refresh
+        // was late never held past its settling time: it judges nothing.
+        let short = us(335);
+        let sparse: Vec<Time> = (0..5).map(|i| Time::ZERO + us(1000) + short * 2 * i).collect();
+        let s = judge_storm(65535, short, &sparse, &a);
+        assert_eq!((s.leaked, s.late_refreshes), (None, 4));
     }
 
     #[test]
