@@ -101,6 +101,10 @@ fn lossless_transfer(size: &str) {
     let (l, sent) = (&stats.latency, stats.ports.iter().map(|p| p.counters.tx_frames).sum::<u64>());
     assert_eq!(l.engine.count, sent, "{l:?}");
     assert!(l.rx_ring.count >= stats.ports[0].counters.rx_frames && l.tx_ring.count >= sent, "{l:?}");
+    // What the kernel had not taken yet stayed in the engine's queues: no port ever had
+    // more than two batches on its tx ring, and the one that sent had some.
+    let most: Vec<u32> = stats.ports.iter().map(|p| p.socket.tx_in_flight_max).collect();
+    assert!(most.iter().all(|&n| n as usize <= 2 * c.dataplane.batch) && most[1] > 0, "{most:?}");
     assert!(sw.stop().success());
 }
 

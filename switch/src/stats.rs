@@ -242,6 +242,10 @@ pub struct SocketCounters {
     pub tx_ring_empty: u64,
     /// Loop turns in which the kernel took none of the frames waiting on the tx ring.
     pub tx_kernel_busy: u64,
+    /// The most frames the port had on its tx ring at once, not yet completed (since
+    /// start or `ctl clear`): at most two batches, the rest wait in the engine's queues.
+    #[serde(default)]
+    pub tx_in_flight_max: u32,
 }
 
 #[cfg(test)]

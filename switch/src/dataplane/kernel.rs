@@ -104,9 +104,9 @@ impl StatsFromKernel for KernelCounters {
         {
             let ports = self.ports();
             for (report, p) in stats.switch.ports.iter_mut().zip(ports.iter()) {
-                // The loop's own count of a busy tx queue stays.
-                let busy = report.socket.tx_kernel_busy;
-                report.socket = SocketCounters { tx_kernel_busy: busy, ..p.socket_counters() };
+                // The loop's own counts of its tx ring stay.
+                let (busy, most) = (report.socket.tx_kernel_busy, report.socket.tx_in_flight_max);
+                report.socket = SocketCounters { tx_kernel_busy: busy, tx_in_flight_max: most, ..p.socket_counters() };
                 report.xdp = p.classes.as_ref().map(class_counters).unwrap_or_default();
             }
         }

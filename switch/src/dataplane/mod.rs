@@ -44,6 +44,12 @@ const MAX_SLEEP: Duration = Duration::from_millis(2);
 const SLEEP_MARGIN: Duration = Duration::from_micros(100);
 /// Kick/reclaim rounds per port per turn: copy-mode sendto sends at most 32 frames.
 const KICK_ROUNDS: usize = 16;
+/// The most frames a port may have on its tx ring, not yet completed, in batches. Each
+/// turn puts at most one batch there and kicks until the kernel stops taking frames, so
+/// frames only stay while the kernel refuses them (a full veth peer); more of them would
+/// wait where XOFF, ECN marking and the scheduler cannot see them, and would still leave
+/// after a pause arrived. Two batches let a turn add one while the last is still there.
+const TX_IN_FLIGHT_BATCHES: usize = 2;
 /// How long shutdown keeps sending what is queued.
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 /// How often the ports' link states are read.
@@ -98,6 +104,9 @@ pub struct Dataplane {
     waker: Waker,
     /// Per port: turns in which the kernel took none of the outstanding tx frames.
     tx_busy: Vec<u64>,
+    /// Per port: the most frames it had on its tx ring at once (since start or
+    /// `ctl clear`), at most [`TX_IN_FLIGHT_BATCHES`] batches.
+    tx_in_flight_max: Vec<u32>,
     /// Some port's kernel tx queue made no progress this turn.
     tx_blocked: bool,
     to_slowpath: Sender<ToSlowpath>,
@@ -261,6 +270,7 @@ impl Dataplane {
             "dataplane ready"
         );
         let tx_busy = vec![0; ports.len()];
+        let tx_in_flight_max = vec![0; ports.len()];
         // Every held frame is a UMEM frame: a channel this deep never refuses one.
         let (to_slowpath, slowpath_events) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
         let (slowpath_out, from_slowpath) = crossbeam_channel::bounded(pool.capacity() as usize + 4096);
@@ -285,6 +295,7 @@ impl Dataplane {
             buffers_per_frame,
             waker,
             tx_busy,
+            tx_in_flight_max,
             tx_blocked: false,
             to_slowpath,
             from_slowpath,
@@ -472,7 +483,8 @@ impl Dataplane {
         let port = ports[i].tx();
         // In frames, each counted at the most buffers (descriptors) a frame takes.
         let room = port.tx_room(batch * *buffers_per_frame) / *buffers_per_frame;
-        tx.reset(room.min(batch));
+        let in_flight = (port.tx_outstanding() as usize).div_ceil(*buffers_per_frame);
+        tx.reset(room.min(tx_budget(batch, in_flight)));
         switch.poll_transmit(now, pool, i, tx);
         let sent = tx.frames().len();
         if let Some(c) = capture.as_mut() {
@@ -482,6 +494,9 @@ impl Dataplane {
         }
         if sent > 0 {
             port.send(pool, now, tx.frames().iter().map(|f| f.id));
+            let on_ring = (port.tx_outstanding() as usize).div_ceil(*buffers_per_frame) as u32;
+            let most = &mut self.tx_in_flight_max[i];
+            *most = (*most).max(on_ring);
         }
         let trigger = tx.frames().iter().find_map(|f| f.xoff_trigger);
         let mut completed = 0;
@@ -731,6 +746,7 @@ impl Dataplane {
             Request::ClearWatermarks => {
                 self.switch.clear_watermarks();
                 self.pool.clear_stages();
+                self.tx_in_flight_max.fill(0);
                 Ok(Response::Done("watermarks and stage latencies cleared".into()))
             }
             Request::TrafficMap => Ok(Response::TrafficMap(self.switch.traffic_map())),
@@ -773,7 +789,11 @@ impl Dataplane {
                 xdp_mode: c.mode(),
                 bind_mode: x.bind_mode(),
                 xdp: Default::default(),
-                socket: SocketCounters { tx_kernel_busy: self.tx_busy[i], ..Default::default() },
+                socket: SocketCounters {
+                    tx_kernel_busy: self.tx_busy[i],
+                    tx_in_flight_max: self.tx_in_flight_max[i],
+                    ..Default::default()
+                },
             }
         });
         let mut stalls = self.stalls.stats();
@@ -836,6 +856,12 @@ fn speeds_from_nics(config: &mut RunConfig) -> Result<Vec<SpeedSource>, Dataplan
     Ok(from)
 }
 
+/// How many frames a port may put on its tx ring this turn, with `in_flight` still there:
+/// one batch, within [`TX_IN_FLIGHT_BATCHES`] batches on the ring.
+fn tx_budget(batch: usize, in_flight: usize) -> usize {
+    (batch * TX_IN_FLIGHT_BATCHES).saturating_sub(in_flight).min(batch)
+}
+
 /// The PFC watchdog's decisions, in the log.
 fn log_watchdog(config: &RunConfig, e: WatchdogEvent) {
     match e {
@@ -858,6 +884,15 @@ fn log_watchdog(config: &RunConfig, e: WatchdogEvent) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_adds_one_batch_a_turn_and_never_holds_over_two_on_its_tx_ring() {
+        assert_eq!(tx_budget(64, 0), 64);
+        assert_eq!(tx_budget(64, 64), 64, "one batch still there: another may join it");
+        assert_eq!(tx_budget(64, 100), 28);
+        assert_eq!(tx_budget(64, 128), 0, "the kernel refuses frames: the rest stay in the engine's queues");
+        assert_eq!(tx_budget(64, 500), 0);
+    }
 
     #[test]
     fn the_umem_geometry_follows_the_largest_mtu_and_jumbo_frames_take_several_buffers() {

@@ -161,6 +161,10 @@ pub struct SwitchSide {
     /// Where the trial's frames waited inside the switch, stage by stage.
     #[serde(default)]
     pub stages: StageLatency,
+    /// The most frames any port had on its tx ring at once in the trial (the switch
+    /// holds at most two batches there; the rest wait in its queues).
+    #[serde(default)]
+    pub tx_in_flight_max: u32,
 }
 
 impl Trial {
@@ -452,6 +456,7 @@ impl Bed {
                     longest_stall_us: longest.map_or(0, |st| st.us),
                     longest_stall_cpu_wait_us: longest.map_or(0, |st| st.cpu_wait_us),
                     stages: stats.latency,
+                    tx_in_flight_max: stats.ports.iter().map(|p| p.socket.tx_in_flight_max).max().unwrap_or(0),
                 })
             }
             _ => None,
