@@ -9,4 +9,19 @@ cargo fmt --all -- --check
 python3 scripts/check-import-cycles.py
 cargo build --release --workspace
 cargo clippy --release --workspace --all-targets -- -D warnings
+# Every repeat a test makes for the machine's sake is noted here, and said at the end.
+PFCS_REPEAT_LOG="$(mktemp /tmp/pfcs-repeats.XXXXXX)"
+export PFCS_REPEAT_LOG
+said_repeats() {
+    local n
+    n=$(wc -l < "$PFCS_REPEAT_LOG")
+    if [ "$n" -eq 0 ]; then
+        echo "repeats for the machine: none"
+    else
+        echo "repeats for the machine: $n, by test:"
+        cut -d: -f1 "$PFCS_REPEAT_LOG" | sort | uniq -c
+        echo "(why each was repeated: $PFCS_REPEAT_LOG)"
+    fi
+}
+trap said_repeats EXIT
 cargo test --release --workspace "$@"

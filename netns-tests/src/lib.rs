@@ -96,7 +96,7 @@ pub fn judged_attempt<T>(mut attempt: impl FnMut(u32) -> Attempt<T>) -> (T, u32)
         match attempt(n) {
             Attempt::Judge(t) => return (t, n),
             Attempt::Disturbed(w) => {
-                eprintln!("attempt {n} disturbed by the machine: {w}");
+                note_repeat(&format!("attempt {n} disturbed by the machine: {w}"));
                 why.push(format!("attempt {n}: {w}"));
             }
         }
@@ -104,8 +104,28 @@ pub fn judged_attempt<T>(mut attempt: impl FnMut(u32) -> Attempt<T>) -> (T, u32)
     panic!("the machine disturbed all {ATTEMPTS} attempts: {}", why.join("; "));
 }
 
+/// The file every repeat for the machine's sake is noted in, one line each, when the
+/// suite names one (`scripts/test.sh` does, and prints them at the end).
+pub const REPEAT_LOG_VAR: &str = "PFCS_REPEAT_LOG";
+
+/// Notes that the running test repeats something because the machine disturbed it:
+/// on stderr, and in the suite's log of repeats ([`REPEAT_LOG_VAR`]).
+pub fn note_repeat(why: &str) {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("{test}: {why}");
+    if let Some(path) = std::env::var_os(REPEAT_LOG_VAR) {
+        use std::io::Write;
+        let line = format!("{test}: {}\n", why.replace('\n', " "));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Err(e) = file.and_then(|mut f| f.write_all(line.as_bytes())) {
+            eprintln!("the log of repeats: {e}");
+        }
+    }
+}
+
 /// Waits before repeat `n` (1 for the first) of an attempt the machine disturbed, as
-/// [`judged_attempt`] does; for tests that count their repeats themselves.
+/// [`judged_attempt`] does; for tests that count their repeats themselves (and note
+/// them with [`note_repeat`]).
 pub fn pause_before_repeat(n: u32) {
     std::thread::sleep(harness::retry_pause(harness::RETRY_PAUSE, n));
 }

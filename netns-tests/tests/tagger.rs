@@ -184,10 +184,11 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
         let (formed, machine, stall_ms) = (r.deadlock_formed, r.machine_stalled, r.longest_stall_ms);
         controls.push(r);
         if machine && stalled < ATTEMPTS - 1 {
-            eprintln!("repeating the control: a switch stalled for {stall_ms:.1} ms");
+            note_repeat(&format!("repeating the control: a switch stalled for {stall_ms:.1} ms"));
             stalled += 1;
             pause_before_repeat(stalled);
         } else if !formed && unformed < 2 {
+            note_repeat("repeating the control: the senders' timing formed no standing cycle");
             unformed += 1;
         } else {
             break;
@@ -211,7 +212,10 @@ fn the_ring_deadlocks_without_tables_and_with_them_stays_live_and_lossless() {
         if (with.lossless_lost, with.lossless_drops) == (0, 0) {
             lossless += 1;
         } else if with.machine_stalled && stalled < ATTEMPTS - 1 {
-            eprintln!("repeating: a switch stalled for {:.1} ms and the ring dropped: {why}", with.longest_stall_ms);
+            note_repeat(&format!(
+                "repeating: a switch stalled for {:.1} ms and the ring dropped: {why}",
+                with.longest_stall_ms
+            ));
             stalled += 1;
             pause_before_repeat(stalled);
         } else {

@@ -305,6 +305,62 @@ fn the_pause_response_plan_passes_each_of_its_checks_exactly_on_priorities_3_4_a
     }
 }
 
+/// The netns test of this (`two_lossless_priorities_...` in netns-tests/tests/headroom.rs)
+/// checks the drops alone; the figures live here, where they are exact.
+#[test]
+fn two_lossless_priorities_with_their_own_headroom_take_the_same_delay_each_as_the_calculator_says() {
+    const FRAME: u64 = 1514;
+    // 4000 quanta at 10G (205 µs) at 25 % of line rate each: about 64 KiB in flight after
+    // XOFF, which overruns priority 3's 32 KiB and fits priority 4's 128 KiB.
+    let delay_quanta = 4000;
+    let mut s = built_in("headroom");
+    s.switch_defaults.insert("pfc".into(), toml::Value::Table(toml::toml! { lossless = [3, 4] }));
+    s.switch_defaults.insert(
+        "buffer".into(),
+        toml::Value::Table(toml::toml! {
+            xoff_bytes = 65536
+            headroom_bytes = 32768
+            [priority.4]
+            headroom_bytes = 131072
+        }),
+    );
+    let (test, background) = (s.flow[0].clone(), s.flow[1].clone());
+    s.flow.clear();
+    for p in [3u8, 4] {
+        s.flow.push(FlowSpec { priority: p, dscp: Some(p), load: Some(25.0), ..test.clone() });
+    }
+    for p in [0u8, 1, 2, 5, 6, 7] {
+        s.flow.push(FlowSpec { priority: p, dscp: Some(p), ..background.clone() });
+    }
+    let Action::Storm(storm) = &mut s.event[0].action else { panic!("the plan's storm") };
+    storm.priorities = vec![3, 4];
+    let response_ns = delay_quanta * 512 / 10;
+    s.host.get_mut("tx").unwrap().response_delay_ns = Some(response_ns);
+    let r = simulate(&s, 1, None).unwrap().report;
+    let port = &r.switches[0].ports[0];
+    let (p3, p4) = (&port.priorities[3], &port.priorities[4]);
+    // The calculator, per priority at its share of the load: both need more than 32 KiB
+    // and less than 128 KiB.
+    let calc = CalcInput {
+        speed: Speed::gbps(10),
+        cable_m: s.cable_m,
+        max_frame: FRAME as u32,
+        response: Duration::from_nanos(response_ns),
+        switch_delay: Duration::ZERO,
+        load: 0.25,
+    }
+    .calculate()
+    .total_bytes;
+    assert!(calc > 32 << 10 && calc < 128 << 10, "the calculator says {calc} B");
+    assert!(p3.counters.lossless_drops > 0, "32 KiB overrun: {p3:?}");
+    assert!(p3.headroom_watermark + FRAME > 32 << 10 && p3.headroom_watermark <= 32 << 10, "{p3:?}");
+    assert_eq!(p4.counters.lossless_drops, 0, "128 KiB hold the same delay: {p4:?}");
+    assert!(p4.headroom_watermark > 32 << 10, "priority 4 used more than priority 3 could: {p4:?}");
+    // What priority 4 used is the calculator's figure, never above it, within a frame
+    // and the pause's wait behind a frame in transmission (the calculator's worst case).
+    assert!(p4.headroom_watermark <= calc && calc - p4.headroom_watermark < 2 * FRAME, "{p4:?} against {calc} B");
+}
+
 #[test]
 fn a_sender_that_ignores_pauses_overruns_the_headroom_and_one_that_honours_them_loses_nothing() {
     let honours = simulate(&built_in("headroom"), 1, None).unwrap().report;

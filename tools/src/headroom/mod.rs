@@ -158,6 +158,8 @@ impl HeadroomArgs {
             repeats: self.repeats,
             max_overhead: Duration::from_secs_f64(self.max_overhead_us / 1e6),
             retries: self.retries.unwrap_or(if self.plan { 5 } else { defaults.retries }),
+            // The plan's verdicts are drops or none, at delays far from the boundary.
+            judge_by_margin: self.plan,
             ..defaults
         };
         opts.validate()?;

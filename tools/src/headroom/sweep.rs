@@ -69,6 +69,13 @@ pub struct SweepOptions {
     pub max_overhead: Duration,
     /// How many times a disturbed run is repeated before it is kept as it is.
     pub retries: usize,
+    /// Judge a run disturbed only when the testbed moved a priority's response by more
+    /// than could have changed whether it drops ([`verdict_allowance`]), never by less
+    /// than `max_overhead`: for the plan and the tests, whose verdicts are drops or none
+    /// at delays chosen far from the boundary. Off for the sweep, which measures the
+    /// need itself, and needs every run's response within `max_overhead`.
+    #[serde(default)]
+    pub judge_by_margin: bool,
 }
 
 impl Default for SweepOptions {
@@ -96,6 +103,7 @@ impl Default for SweepOptions {
             // the run's processes raised above it (`CpuPlan`): a run takes under a second,
             // and one the machine spoiled says nothing.
             retries: 4,
+            judge_by_margin: false,
         }
     }
 }
@@ -425,7 +433,12 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         .collect();
     let bg = &gen.flows[opts.prios.len()..];
     let delay_us = opts.speed.bit_times(u64::from(delay) * 512).as_secs_f64() * 1e6;
-    let overheads_us: Vec<f64> = prios.iter().filter_map(|p| Some(p.measured_response_us()? - delay_us)).collect();
+    // Per priority with a measured response: how far the testbed moved it, and how far
+    // it may before the run says nothing.
+    let overheads_us: Vec<(f64, Allowance)> = prios
+        .iter()
+        .filter_map(|p| Some((p.measured_response_us()? - delay_us, verdict_allowance(opts, delay, p.prio))))
+        .collect();
     let frame_interval = opts.speed.wire_time(opts.frame_size.saturating_sub(4)).mul_f64(100.0 / test_load);
     let mut outcome = RunOutcome {
         delay_quanta: delay,
@@ -442,10 +455,10 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         dut_reaction_max_us: stats.pfc_reaction.max_us,
         dut_longest_stall_us: stats.stalls.longest_us,
         dut_cpu_wait_us: waited_before.zip(stats.stalls.cpu_wait_us).map(|(a, b)| b.saturating_sub(a)),
-        overhead_us: overheads_us.iter().copied().fold(0.0, f64::max),
+        overhead_us: overheads_us.iter().map(|&(o, _)| o).fold(0.0, f64::max),
         disturbed: false,
     };
-    outcome.disturbed = disturbed(opts.max_overhead, frame_interval, &overheads_us, storm.continuous)
+    outcome.disturbed = !opts.max_overhead.is_zero() && disturbed_by(frame_interval, &overheads_us, storm.continuous)
         || (!opts.max_overhead.is_zero() && machine_explains_background_loss(opts, &outcome));
     Ok(outcome)
 }
@@ -480,9 +493,53 @@ fn machine_explains_background_loss(opts: &SweepOptions, r: &RunOutcome) -> bool
 /// fell behind its rate when it should still have been sending, which hides part of what
 /// the delay needs. A storm gap let the paused priorities resume. A zero allowance
 /// accepts every run.
+#[cfg(test)]
 fn disturbed(allowance: Duration, frame_interval: Duration, overheads_us: &[f64], storm_continuous: bool) -> bool {
-    let (late, early) = (allowance.as_secs_f64() * 1e6, (allowance + frame_interval).as_secs_f64() * 1e6);
-    !allowance.is_zero() && (!storm_continuous || overheads_us.iter().any(|&o| o > late || o < -early))
+    let both = Allowance { late: allowance, early: allowance };
+    let judged: Vec<(f64, Allowance)> = overheads_us.iter().map(|&o| (o, both)).collect();
+    !allowance.is_zero() && disturbed_by(frame_interval, &judged, storm_continuous)
+}
+
+/// [`disturbed`] with each priority's overhead against its own allowance.
+fn disturbed_by(frame_interval: Duration, overheads_us: &[(f64, Allowance)], storm_continuous: bool) -> bool {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    !storm_continuous
+        || overheads_us.iter().any(|&(o, a)| o > us(a.late) || o < -us(a.early.saturating_add(frame_interval)))
+}
+
+/// How far the testbed may move a priority's response, later or earlier than the
+/// sender's delay, before a run says nothing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Allowance {
+    pub late: Duration,
+    pub early: Duration,
+}
+
+/// What this testbed adds to a sender's delay when nothing disturbs it (the DUT's
+/// reaction, veth, the sender's loop: 0-70 µs, see [`SweepOptions::max_overhead`]).
+const TESTBED_ADDS: Duration = Duration::from_micros(70);
+
+/// How far the testbed may move `prio`'s response at `delay` quanta before it could
+/// change whether the run drops on it, by the calculator (whose agreement with the
+/// engine the simulator checks to a frame): where the headroom exceeds the need, half
+/// the time the surplus lasts at the priority's rate, later (earlier only hides need);
+/// where the need exceeds the headroom, half the time the shortfall lasts, earlier.
+/// Never less than `max_overhead`; just that without `judge_by_margin`.
+pub fn verdict_allowance(opts: &SweepOptions, delay: u32, prio: u8) -> Allowance {
+    let floor = opts.max_overhead;
+    if !opts.judge_by_margin {
+        return Allowance { late: floor, early: floor };
+    }
+    let delay = opts.speed.bit_times(u64::from(delay) * 512) + TESTBED_ADDS;
+    let need = opts.calc_input(delay).calculate().total_bytes;
+    let headroom = opts.headroom_for(prio);
+    let bytes_per_s = opts.speed.bps() as f64 / 8.0 * opts.test_load_per_prio() / 100.0;
+    let lasts = |bytes: u64| Duration::from_secs_f64(bytes as f64 / bytes_per_s / 2.0).max(floor);
+    if need < headroom {
+        Allowance { late: lasts(headroom - need), early: Duration::MAX }
+    } else {
+        Allowance { late: Duration::MAX, early: lasts(need - headroom) }
+    }
 }
 
 /// What [`harness::undisturbed`] asks of a run.
@@ -750,6 +807,39 @@ mod tests {
         assert!(!disturbed(allowance, Duration::from_micros(300), &[-200.0], true), "slower senders stop earlier");
         assert!(disturbed(allowance, interval, &[30.0], false), "test frames got through a gap in the storm");
         assert!(!disturbed(Duration::ZERO, interval, &[5700.0], false), "a zero allowance keeps every run");
+    }
+
+    #[test]
+    fn judged_by_margin_a_run_is_disturbed_only_by_what_could_turn_its_verdict() {
+        // 1G, 48 KiB of headroom, test traffic at 50 %: 62.5 bytes per µs.
+        let opts = SweepOptions { judge_by_margin: true, ..SweepOptions::default() };
+        let need = |quanta: u32| {
+            let delay = opts.speed.bit_times(u64::from(quanta) * 512) + TESTBED_ADDS;
+            opts.calc_input(delay).calculate().total_bytes
+        };
+        // Without a delay the headroom holds with room to spare: only a late response
+        // can turn it, by half the time the surplus lasts.
+        let enough = verdict_allowance(&opts, 0, 3);
+        let surplus_us = (opts.headroom_bytes - need(0)) as f64 / 62.5 / 2.0;
+        assert!((enough.late.as_secs_f64() * 1e6 - surplus_us).abs() < 1.0, "{enough:?} against {surplus_us}");
+        assert!(enough.late > Duration::from_micros(150) && enough.early == Duration::MAX, "{enough:?}");
+        // 3000 quanta need about twice the headroom: only an early stop can hide the drops.
+        let short = verdict_allowance(&opts, 3000, 3);
+        assert!(need(3000) > opts.headroom_bytes && short.late == Duration::MAX, "{short:?}");
+        let shortfall_us = (need(3000) - opts.headroom_bytes) as f64 / 62.5 / 2.0;
+        assert!((short.early.as_secs_f64() * 1e6 - shortfall_us).abs() < 1.0, "{short:?}");
+        // A run 2 ms late at delay 0 is disturbed; 200 µs late is not (it was at 150 µs).
+        let interval = Duration::from_micros(16);
+        assert!(disturbed_by(interval, &[(2000.0, enough)], true));
+        assert!(!disturbed_by(interval, &[(200.0, enough)], true));
+        assert!(!disturbed_by(interval, &[(5000.0, short)], true), "later only drops more");
+        // Near the boundary the floor holds: never less than max_overhead.
+        let edge = SweepOptions { headroom_bytes: need(1000) + 100, ..opts.clone() };
+        assert_eq!(verdict_allowance(&edge, 1000, 3).late, opts.max_overhead);
+        // The sweep judges as it always did.
+        let sweep = SweepOptions::default();
+        let a = verdict_allowance(&sweep, 0, 3);
+        assert_eq!((a.late, a.early), (sweep.max_overhead, sweep.max_overhead));
     }
 
     #[test]
