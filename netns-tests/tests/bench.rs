@@ -104,6 +104,31 @@ fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
 }
 
 #[test]
+fn agreement_puts_the_testbeds_headroom_beside_the_simulators_at_each_delay() {
+    let _serial = serial();
+    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
+        .args(["bench", "agreement", "--delays", "0,3000", "--repeats", "1", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = r["rows"].as_array().unwrap();
+    let delays: Vec<u64> = rows.iter().map(|x| x["delay_quanta"].as_u64().unwrap()).collect();
+    assert_eq!(delays, [0, 3000]);
+    let n = |x: &serde_json::Value, k: &str| x[k].as_i64().unwrap_or_else(|| panic!("{k} in {x}"));
+    for x in rows {
+        // The simulator never needs more than the calculator's worst case.
+        assert!(n(x, "sim_bytes") <= n(x, "calculator_bytes"), "{x}");
+        assert_eq!(n(x, "difference_bytes"), n(x, "testbed_bytes") - n(x, "sim_bytes"), "{x}");
+    }
+    // 48 KiB hold an immediate response on both sides; 3000 quanta need about twice that.
+    let (now, late) = (&rows[0], &rows[1]);
+    assert_eq!((n(now, "sim_drops"), n(now, "testbed_drops")), (0, 0), "{now}");
+    assert!(n(late, "sim_drops") > 0 && n(late, "testbed_drops") > 0, "{late}");
+}
+
+#[test]
 fn scrape_compares_runs_without_and_with_scrapers_and_accounts_for_every_frame() {
     let _serial = serial_as_the_machine_is();
     let out = std::process::Command::new(harness::bin("pfctools").unwrap())
