@@ -150,8 +150,18 @@ pub fn scenario(opts: &SweepOptions, delay: u32) -> Result<Scenario> {
         prios = list(&opts.prios),
         storm_ms = start_ms + traffic_ms,
     );
-    for (&p, headroom) in opts.prio_headroom.iter().map(|(p, h)| (p, h)) {
-        text += &format!("\n[switch_defaults.buffer.priority.{p}]\nheadroom_bytes = {headroom}\n");
+    // Per-priority profiles, as the sweep gives them to the DUT.
+    for &p in &opts.prios {
+        let (headroom, xoff) = (opts.prio_headroom.get(&p), opts.prio_xoff.get(&p));
+        if headroom.is_some() || xoff.is_some() {
+            text += &format!("\n[switch_defaults.buffer.priority.{p}]\n");
+            if let Some(h) = headroom {
+                text += &format!("headroom_bytes = {h}\n");
+            }
+            if let Some(x) = xoff {
+                text += &format!("xoff_bytes = {x}\nxon_offset_bytes = {}\n", x / 4);
+            }
+        }
     }
     let flow = |p: u8, load: f64| {
         format!(
@@ -297,5 +307,9 @@ mod tests {
         let tight = SweepOptions { headroom_bytes: 16 << 10, ..opts };
         let (need, drops) = simulated(&tight, 1000).unwrap()[0];
         assert!(drops > 0 && need == (16 << 10) + drops * 996, "{need} {drops}");
+        // A priority's own profile reaches the simulated switch as it reaches the DUT.
+        let mut own = SweepOptions { delays: vec![1000], ..SweepOptions::default() };
+        own.prio_headroom.insert(3, 16 << 10);
+        assert_eq!(simulated(&own, 1000).unwrap()[0], (need, drops));
     }
 }
