@@ -193,6 +193,10 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     assert!(p1.priorities[3].counters.xoff_sent > 0);
     assert!(g.pauses.xoff[3] > 0 && g.pauses.xoff[0] == 0, "{:?}", g.pauses);
     assert_eq!(p1.counters.drops.lossless, 0);
+    // The paused priority's frames waited in the engine, not on the stormed port's tx
+    // ring: it never held more than two batches there (the background's).
+    let batch = switch_config(&tb, "sw1").dataplane.batch as u32;
+    assert!(p2.socket.tx_in_flight_max <= 2 * batch, "{:?}", p2.socket);
     // The PFC watchdog (SONiC's default: drop after 200 ms) cut the stormed queue off once
     // frames had waited under the storm for 200 ms, never earlier.
     let wd = p2.pfcwd.iter().find(|w| w.priority == 3).unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use pfcswitch::core::speed::{Speed, BITS_PER_QUANTUM};
 use pfcswitch_table::Table;
@@ -96,7 +96,7 @@ pub fn reaction_allowance_quanta(speed: Speed) -> Option<u32> {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ResponseRow {
     pub speed: String,
     /// 802.3's allowance at this speed, in quanta and in µs (None: not tabled here).
@@ -141,13 +141,22 @@ pub struct ResponseRow {
     pub storm_longest_refresh_us: f64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ResponseResult {
     pub frame_bytes: usize,
     pub rate: f64,
     pub batch: usize,
     pub storm_ms: u64,
     pub rows: Vec<ResponseRow>,
+}
+
+impl ResponseResult {
+    /// The longest a row at `speed` took to stop the flow after a pause was sent, µs: the
+    /// response a peer's headroom must cover for a port of this switch at that speed.
+    pub fn stop_max_us(&self, speed: Speed) -> Option<f64> {
+        let row = self.rows.iter().find(|r| r.speed == speed.to_string())?;
+        (row.placed > 0).then_some(row.stop_max_us)
+    }
 }
 
 pub fn run(args: &ResponseArgs) -> Result<()> {
@@ -314,6 +323,11 @@ mod tests {
         assert!(row.within_bound, "40 frames of 64 B fit: {row:?}");
         assert_eq!((row.storms, row.storms_judged, row.storm_leaked_frames, row.storms_lapsed_at_switch), (3, 1, 0, 1));
         assert_eq!(row.storm_first_response_max_frames, 7);
+        // The calculator reads a report back for the speed it is given.
+        let report = ResponseResult { rows: vec![row.clone()], ..Default::default() };
+        let read: ResponseResult = serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+        assert_eq!(read.stop_max_us(Speed::gbps(10)), Some(row.stop_max_us));
+        assert_eq!(read.stop_max_us(Speed::gbps(25)), None);
         let over = super::super::pfc::ResponseTime { after_pause_max_frames: 200, ..r };
         assert!(!super::row(Speed::gbps(10), 64, 64, &over, &storms).within_bound);
     }

@@ -9,7 +9,7 @@ pub mod sweep;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use pfcswitch::core::speed::Speed;
 use pfcswitch_table::Table;
@@ -79,6 +79,10 @@ pub struct HeadroomArgs {
     /// ...plus this many µs.
     #[arg(long, default_value_t = 0.0, value_parser = crate::cli::parse_non_negative)]
     pub response_us: f64,
+    /// Calculator: add the response `bench pause-response --json` measured at --speed
+    /// (its longest stop), read from this file.
+    #[arg(long)]
+    pub response_from: Option<PathBuf>,
     /// Calculator: the switch's delay from XOFF to sending the pause, µs.
     #[arg(long, default_value_t = 0.0, value_parser = crate::cli::parse_non_negative)]
     pub switch_delay_us: f64,
@@ -169,7 +173,17 @@ impl HeadroomArgs {
 
 pub fn run(args: &HeadroomArgs) -> Result<()> {
     if args.calc {
-        let input = args.calc_input();
+        let mut input = args.calc_input();
+        if let Some(path) = &args.response_from {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let measured: crate::bench::response::ResponseResult = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a `bench pause-response --json` report", path.display()))?;
+            let Some(us) = measured.stop_max_us(args.speed) else {
+                bail!("{}: no row at {} with a placed stop", path.display(), args.speed);
+            };
+            eprintln!("the response at {} from {}: {us:.1} µs added", args.speed, path.display());
+            input.response += Duration::from_secs_f64(us / 1e6);
+        }
         if !(args.load > 0.0 && args.load <= 100.0) {
             bail!("--load is a percentage: 0 < load <= 100");
         }
