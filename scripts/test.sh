@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo fmt --all -- --check
-# No module imports one that imports it back (the README's Architecture relies on it).
+# No module imports one that imports it back (docs/architecture.md relies on it).
 python3 scripts/check-import-cycles.py
 cargo build --release --workspace
 cargo clippy --release --workspace --all-targets -- -D warnings
