@@ -1,0 +1,87 @@
+//! A PFC pause obeyed, without a network: the engine holds a paused priority's frames
+//! in its queue, lets the other priorities pass, says when the pause ends
+//! (`poll_timeout`), and sends the held frames once it has (`handle_timeout`, then
+//! `poll_transmit`).
+//!
+//! Run with `cargo run -p pfcswitch-core --example pause`.
+
+use std::time::Duration;
+
+use pfcswitch_core::heap_pool::HeapPool;
+use pfcswitch_core::pfc::{self, MacControl, Pfc};
+use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Priorities, Speed, Switch, Time, TxBatch};
+
+const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
+const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
+
+/// A UDP datagram from `src` to `dst` marked with `dscp` (by default DSCP 3 is
+/// priority 3, lossless; DSCP 0 is priority 0, lossy).
+fn udp(src: MacAddr, dst: MacAddr, dscp: u8) -> Vec<u8> {
+    let mut ip =
+        etherparse::Ipv4Header::new(0, 64, etherparse::IpNumber::UDP, [10, 0, 0, src.0[5]], [10, 0, 0, dst.0[5]])
+            .expect("a valid IPv4 header");
+    ip.dscp = etherparse::Ipv4Dscp::try_new(dscp).expect("DSCP is 0..63");
+    let builder = etherparse::PacketBuilder::ethernet2(src.0, dst.0)
+        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(4000, 4000);
+    let mut frame = Vec::new();
+    builder.write(&mut frame, &[0u8; 100]).expect("a frame into a Vec");
+    frame
+}
+
+/// The DSCP of each frame `port` sends now; the frames go back to the pool.
+fn sent_on(sw: &mut Switch, pool: &mut HeapPool, now: Time, port: usize) -> Vec<u8> {
+    let mut batch = TxBatch::new();
+    batch.reset(TxBatch::CAPACITY);
+    sw.poll_transmit(now, pool, port, &mut batch);
+    let dscp = batch.frames().iter().map(|f| pool.contents(f.id)[15] >> 2).collect();
+    for f in batch.frames() {
+        pool.free(f.id);
+    }
+    dscp
+}
+
+pub fn main() {
+    let mut config = Config::for_interfaces(&["p0", "p1"]);
+    for p in &mut config.ports {
+        p.speed = Some(Speed::gbps(10));
+    }
+    let start = Time::from_millis(1);
+    let mut sw = Switch::new(&config, None, PoolSize::without_rings(256), start);
+    let mut pool = HeapPool::new(256);
+    let rx = |sw: &mut Switch, pool: &mut HeapPool, now: Time, port: usize, bytes: &[u8]| {
+        let id = pool.put(bytes).expect("room in the pool");
+        sw.handle_frame(now, pool, port, id);
+    };
+
+    // B speaks first, so the switch knows it is behind port 1; then B's NIC pauses
+    // priority 3 for the longest a PFC frame can: 65535 quanta, 3.355 ms at 10G.
+    rx(&mut sw, &mut pool, start, 1, &udp(B, A, 0));
+    assert_eq!(sent_on(&mut sw, &mut pool, start, 0), [0], "flooded to A's port: A is not known yet");
+    let mut xoff = vec![0u8; pfc::MIN_FRAME_LEN];
+    pfc::encode(&mut xoff, B, &MacControl::Pfc(Pfc::pause(Priorities::only(3), u16::MAX)));
+    rx(&mut sw, &mut pool, start, 1, &xoff);
+
+    // A sends three frames on priority 3 and one on priority 0.
+    let now = start + Duration::from_micros(5);
+    for dscp in [3, 3, 0, 3] {
+        rx(&mut sw, &mut pool, now, 0, &udp(A, B, dscp));
+    }
+    let first = sent_on(&mut sw, &mut pool, now, 1);
+    println!("while paused, port 1 sends DSCP {first:?}");
+    assert_eq!(first, [0], "priority 0 passes; priority 3 waits in its queue");
+
+    // The engine says when it next has something to do: the pause's end.
+    let wake = sw.poll_timeout(now);
+    let paused_for = wake.saturating_since(start);
+    println!("the pause ends {:.1} µs after it arrived", paused_for.as_secs_f64() * 1e6);
+    assert_eq!(paused_for, Speed::gbps(10).quanta_duration(u16::MAX));
+    assert!(sent_on(&mut sw, &mut pool, wake - Duration::from_nanos(1), 1).is_empty(), "not a ns early");
+
+    sw.handle_timeout(wake);
+    let after = sent_on(&mut sw, &mut pool, wake, 1);
+    println!("at its end, port 1 sends DSCP {after:?}");
+    assert_eq!(after, [3, 3, 3], "the held frames, in order");
+    let p3 = &sw.stats(wake).ports[1].priorities[3];
+    println!("port 1, priority 3: {} XOFF received, paused {} µs", p3.counters.xoff_received, p3.paused_us);
+}

@@ -1,0 +1,73 @@
+//! A two-port switch driven by hand, without a network: frames in with
+//! `handle_frame`, frames out with `poll_transmit`, time passed in.
+//!
+//! Station A (on port 0) sends to station B before the switch knows where B is: the
+//! frame is flooded. B answers, so the switch learns B on port 1; A's next frame goes to
+//! port 1 alone. Run with `cargo run -p pfcswitch-core --example two_port`.
+
+use std::time::Duration;
+
+use pfcswitch_core::heap_pool::HeapPool;
+use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Switch, Time, TxBatch};
+
+const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
+const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
+
+/// A UDP datagram from `src` to `dst` with `dscp`, as the hosts' stacks would send it.
+fn udp(src: MacAddr, dst: MacAddr, dscp: u8) -> Vec<u8> {
+    let mut ip =
+        etherparse::Ipv4Header::new(0, 64, etherparse::IpNumber::UDP, [10, 0, 0, src.0[5]], [10, 0, 0, dst.0[5]])
+            .expect("a valid IPv4 header");
+    ip.dscp = etherparse::Ipv4Dscp::try_new(dscp).expect("DSCP is 0..63");
+    let builder = etherparse::PacketBuilder::ethernet2(src.0, dst.0)
+        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(4000, 4000);
+    let payload = [0u8; 18];
+    let mut frame = Vec::with_capacity(builder.size(payload.len()));
+    builder.write(&mut frame, &payload).expect("a frame into a Vec");
+    frame
+}
+
+/// What each port sends now, as (port, destination MAC) pairs; the frames go back to the pool.
+fn transmit(sw: &mut Switch, pool: &mut HeapPool, now: Time, batch: &mut TxBatch) -> Vec<(usize, MacAddr)> {
+    let mut out = Vec::new();
+    for port in 0..2 {
+        batch.reset(TxBatch::CAPACITY);
+        sw.poll_transmit(now, pool, port, batch);
+        for f in batch.frames() {
+            let bytes = pool.contents(f.id);
+            out.push((port, MacAddr(bytes[0..6].try_into().unwrap())));
+            pool.free(f.id);
+        }
+    }
+    out
+}
+
+pub fn main() {
+    let config = Config::for_interfaces(&["p0", "p1"]);
+    let mut now = Time::from_millis(1);
+    let mut sw = Switch::new(&config, None, PoolSize::without_rings(256), now);
+    let mut pool = HeapPool::new(256);
+    let mut batch = TxBatch::new();
+
+    // A to B, B unknown: flooded to every other port (here, port 1 only, but as a flood).
+    let id = pool.put(&udp(A, B, 0)).unwrap();
+    sw.handle_frame(now, &mut pool, 0, id);
+    let first = transmit(&mut sw, &mut pool, now, &mut batch);
+    println!("A -> B before B spoke: {first:?}");
+    assert_eq!(first, [(1, B)]);
+
+    // B answers from port 1: now the switch knows both.
+    now = now + Duration::from_micros(10);
+    let id = pool.put(&udp(B, A, 0)).unwrap();
+    sw.handle_frame(now, &mut pool, 1, id);
+    let answer = transmit(&mut sw, &mut pool, now, &mut batch);
+    println!("B -> A: {answer:?}");
+    assert_eq!(answer, [(0, A)]);
+
+    let stats = sw.stats(now);
+    let (p0, p1) = (&stats.ports[0].counters, &stats.ports[1].counters);
+    println!("port 0: {} in, {} out; port 1: {} in, {} out", p0.rx_frames, p0.tx_frames, p1.rx_frames, p1.tx_frames);
+    assert_eq!((p0.rx_frames, p0.tx_frames, p1.rx_frames, p1.tx_frames), (1, 1, 1, 1));
+    assert_eq!(pool.free_count(), 256, "every frame came back to the pool");
+}
