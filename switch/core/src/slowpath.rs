@@ -11,6 +11,7 @@
 //! traffic map).
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,7 @@ use super::dcfit::DeadlockEvent;
 use super::ports::PortId;
 use super::priorities::Priorities;
 use super::queue::FrameId;
+use super::time::Time;
 
 /// A frame the dataplane handed to the slowpath because its egress was blocked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +128,10 @@ pub struct DeadlockReport {
     pub recent_forwards: Vec<ForwardRecord>,
 }
 
+/// How long frames held for a port wait, with no event, before the slowpath looks at
+/// them again: a pause on their egress may have run out, which no event reports.
+pub const RECHECK: Duration = Duration::from_millis(1);
+
 /// The most deadlocks remembered: a flood of them cannot grow memory.
 pub const DEADLOCK_LOG: usize = 256;
 /// The most forwards remembered.
@@ -143,6 +149,9 @@ pub struct Slowpath {
     released: Vec<HeldFrame>,
     /// Something may have become free to go since the last release.
     recheck: bool,
+    /// When the held frames are looked at again with no event ([`RECHECK`] after a look
+    /// that found some held), if that look is due.
+    next_look: Option<Time>,
 }
 
 impl Slowpath {
@@ -159,6 +168,7 @@ impl Slowpath {
             forwards: VecDeque::with_capacity(FORWARD_LOG),
             released: Vec::with_capacity(frames.min(4096)),
             recheck: false,
+            next_look: None,
         }
     }
 
@@ -216,6 +226,32 @@ impl Slowpath {
         self.released.clear();
         self.held.release(stopped, &mut self.released);
         &self.released
+    }
+
+    /// The driver looked at the slowpath at `now` (took its events, or released): with
+    /// frames held and no look due, the next is [`RECHECK`] from now, which this returns
+    /// for the driver to wake at. A look already due stays, even once nothing is held.
+    pub fn looked(&mut self, now: Time) -> Option<Time> {
+        if self.held.is_empty() || self.next_look.is_some() {
+            return None;
+        }
+        self.next_look = Some(now + RECHECK);
+        self.next_look
+    }
+
+    /// When the slowpath next wants a look without an event, if at all.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.next_look
+    }
+
+    /// Time passed: whether the look that was due is, so that the driver releases now
+    /// ([`Slowpath::release`], then [`Slowpath::looked`]).
+    pub fn handle_timeout(&mut self, now: Time) -> bool {
+        if self.next_look.is_some_and(|t| t <= now) {
+            self.next_look = None;
+            return true;
+        }
+        false
     }
 
     /// Frames held now.
@@ -277,6 +313,29 @@ mod tests {
 
     fn frame(id: u32, ingress: PortId, egress: PortId, prio: u8) -> HeldFrame {
         HeldFrame { id: FrameId(id), len: 100, ingress, egress, prio }
+    }
+
+    #[test]
+    fn held_frames_are_looked_at_again_a_recheck_after_the_first_look_that_found_them() {
+        let mut s = Slowpath::new("sw1", vec!["p0".into(), "p1".into()], 16);
+        let t0 = Time::from_millis(5);
+        assert_eq!(s.looked(t0), None, "nothing held: no look due");
+        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
+        assert_eq!(s.looked(t0), Some(t0 + RECHECK));
+        // Later looks leave the one due alone.
+        assert_eq!(s.looked(t0 + RECHECK / 2), None);
+        assert_eq!(s.poll_timeout(), Some(t0 + RECHECK));
+        assert!(!s.handle_timeout(t0 + RECHECK - Duration::from_nanos(1)), "not a ns early");
+        assert!(s.handle_timeout(t0 + RECHECK));
+        assert_eq!(s.poll_timeout(), None, "taken: the driver releases and looks again");
+        let paused = |_| Priorities::ALL;
+        assert!(s.release(paused).is_empty());
+        assert_eq!(s.looked(t0 + RECHECK), Some(t0 + RECHECK * 2), "still held: another look");
+        // Once the frame went, a look already due stays (the driver's wake-up is set),
+        // and none is added after it.
+        assert_eq!(s.release(|_| Priorities::NONE).len(), 1);
+        assert!(s.handle_timeout(t0 + RECHECK * 2));
+        assert_eq!(s.looked(t0 + RECHECK * 2), None);
     }
 
     #[test]

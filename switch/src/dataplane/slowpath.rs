@@ -8,7 +8,6 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use crossbeam_channel::{select, Receiver, Sender};
 
@@ -16,9 +15,6 @@ use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::priorities::Priorities;
 use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::sys::Waker;
-
-/// How often held frames are looked at again (a pause on their egress may have ended).
-const RECHECK: Duration = Duration::from_millis(1);
 
 /// What the dataplane publishes for the slowpath after every turn.
 #[derive(Debug)]
@@ -75,16 +71,17 @@ impl Drop for SlowpathThread {
     }
 }
 
-/// Waits for events, requests and the stop; while frames are held, it also looks at them
-/// again every [`RECHECK`]. With none held it sleeps until something arrives: a thread
-/// that woke every millisecond for nothing took the dataplane's CPU from it a thousand
-/// times a second, and with it gave the CPU's other tasks a thousand chances to run.
+/// Waits for events, requests and the stop; while frames are held, it also wakes when
+/// the slowpath wants to look at them again ([`Slowpath::poll_timeout`]). With none held
+/// it sleeps until something arrives: a thread that woke every millisecond for nothing
+/// took the dataplane's CPU from it a thousand times a second, and with it gave the
+/// CPU's other tasks a thousand chances to run.
 fn run(mut parts: SlowpathParts, stop: Receiver<()>) {
     let (events, control) = (parts.from_dataplane.clone(), parts.control.clone());
     loop {
-        let recheck = match parts.slowpath.held() {
-            0 => crossbeam_channel::never(),
-            _ => crossbeam_channel::after(RECHECK),
+        let recheck = match parts.slowpath.poll_timeout() {
+            None => crossbeam_channel::never(),
+            Some(at) => crossbeam_channel::after(at.saturating_since(crate::sys::now())),
         };
         select! {
             recv(events) -> ev => match ev {
@@ -101,11 +98,14 @@ fn run(mut parts: SlowpathParts, stop: Receiver<()>) {
             // Nothing is ever sent: the sender's drop disconnects it.
             recv(stop) -> _ => break,
         }
-        // At every event (an unblock wakes the thread at once) or recheck while frames
+        // At every event (an unblock wakes the thread at once) or look due while frames
         // are held.
+        let now = crate::sys::now();
+        parts.slowpath.handle_timeout(now);
         if parts.slowpath.held() > 0 {
             release(&mut parts);
         }
+        parts.slowpath.looked(now);
     }
     let left = parts.slowpath.drain().len();
     if left > 0 {

@@ -29,7 +29,6 @@ use pfclab::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
 /// Simulated time starts here, not at zero: the engine reads "zero" as "never".
 pub const EPOCH: Time = Time::from_millis(1000);
 /// How often the slowpath looks at its held frames again (as its thread does).
-const SLOWPATH_RECHECK: Duration = Duration::from_millis(1);
 const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
@@ -399,7 +398,6 @@ struct SwitchState {
     /// Events on their way to the slowpath, and released frames on their way back.
     slow_in: VecDeque<(Time, ToSlowpath)>,
     slow_out: VecDeque<(Time, HeldFrame)>,
-    tick_scheduled: bool,
     /// No port of this switch has a timer due before this (a lower bound: a timer that
     /// fired or moved leaves it where it was until the next look at every port).
     earliest_wake: Time,
@@ -563,7 +561,6 @@ impl<'f> Sim<'f> {
                     slots: Slots::new(frames),
                     slow_in: VecDeque::new(),
                     slow_out: VecDeque::new(),
-                    tick_scheduled: false,
                     earliest_wake: Time::MAX,
                     rx_no_frame: vec![0; s.config.ports.len()],
                 }
@@ -764,8 +761,9 @@ impl<'f> Sim<'f> {
             Ev::SlowIn { sw } => self.slow_in(sw as usize),
             Ev::SlowOut { sw } => self.slow_out(sw as usize),
             Ev::SlowTick { sw } => {
-                self.switches[sw as usize].tick_scheduled = false;
-                self.slow_release(sw as usize);
+                if self.switches[sw as usize].slowpath.handle_timeout(at) {
+                    self.slow_release(sw as usize);
+                }
             }
             Ev::Action { index } => self.action(index as usize),
             Ev::Storm { index } => self.storm(index as usize),
@@ -962,9 +960,8 @@ impl<'f> Sim<'f> {
         let s = &mut self.switches[sw];
         if s.slowpath.wants_release() {
             self.slow_release(sw);
-        } else if s.slowpath.held() > 0 && !s.tick_scheduled {
-            s.tick_scheduled = true;
-            self.at(now + SLOWPATH_RECHECK, Ev::SlowTick { sw: sw as u32 });
+        } else if let Some(at) = s.slowpath.looked(now) {
+            self.at(at, Ev::SlowTick { sw: sw as u32 });
         }
     }
 
@@ -982,10 +979,8 @@ impl<'f> Sim<'f> {
         if any && was_empty {
             self.at(at, Ev::SlowOut { sw: sw as u32 });
         }
-        let s = &mut self.switches[sw];
-        if s.slowpath.held() > 0 && !s.tick_scheduled {
-            s.tick_scheduled = true;
-            self.at(self.now + SLOWPATH_RECHECK, Ev::SlowTick { sw: sw as u32 });
+        if let Some(at) = self.switches[sw].slowpath.looked(now) {
+            self.at(at, Ev::SlowTick { sw: sw as u32 });
         }
     }
 
