@@ -336,8 +336,8 @@ fn unpadded_pause_frames_laid_out_as_sonics_storm_script_sends_them_pause_the_po
     let stats = sw.stats().unwrap();
     let (m2, m3) = (stats.ports[1].counters.mac_control, stats.ports[2].counters.mac_control);
     eprintln!("802.3x: {} sent, {m2:?}\nPFC: {} sent, {m3:?}", sent[0], sent[1]);
-    assert_eq!((m2.pause_received, m2.short, m2.truncated, m2.pause_ignored), (sent[0], sent[0], 0, 0));
-    assert_eq!((m3.pfc_received, m3.short, m3.truncated, m3.pfc_ignored), (sent[1], sent[1], 0, 0));
+    assert_eq!((m2.pause_received, m2.short, m2.rejected.truncated, m2.pause_ignored), (sent[0], sent[0], 0, 0));
+    assert_eq!((m3.pfc_received, m3.short, m3.rejected.truncated, m3.pfc_ignored), (sent[1], sent[1], 0, 0));
     assert!(stats.ports[2].priorities[3].counters.xoff_received > 0);
     assert!(sw.stop().success());
 }
@@ -370,7 +370,13 @@ fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
     assert_eq!(rx.received, g.sent, "no malformed frame paused anything");
     let m = sw.stats().unwrap().ports[1].counters.mac_control;
     assert_eq!(
-        (m.no_class_enabled, m.truncated, m.unknown_opcode, m.reserved_bits, m.wrong_destination),
+        (
+            m.rejected.no_class_enabled,
+            m.rejected.truncated,
+            m.rejected.unknown_opcode,
+            m.rejected.reserved_bits,
+            m.rejected.wrong_destination
+        ),
         (3, 3, 3, 3, 3)
     );
     assert_eq!((m.lossy_class_ignored, m.zero_source), (2, 1));

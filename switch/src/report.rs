@@ -211,37 +211,20 @@ pub fn stats_table(s: &Stats) -> String {
         out += &drops.render();
     }
 
-    let mut control = Table::new(&[
-        "mac control",
-        "received",
-        "truncated",
-        "opcode",
-        "dest",
-        "reserved",
-        "no class",
-        "zero src",
-        "short",
-        "lossy cls",
-        "802.3x ign",
-        "pfc ign",
-    ]);
+    let rejects = crate::core::pfc::ControlReject::ALL;
+    let titles: Vec<&str> = ["mac control", "received"]
+        .into_iter()
+        .chain(rejects.iter().map(|r| r.title()))
+        .chain(["zero src", "short", "lossy cls", "802.3x ign", "pfc ign"])
+        .collect();
+    let mut control = Table::new(&titles);
     for p in &s.ports {
         let m = &p.counters.mac_control;
         if m.received > 0 {
-            control.row(vec![
-                p.name.clone(),
-                n(m.received),
-                n(m.truncated),
-                n(m.unknown_opcode),
-                n(m.wrong_destination),
-                n(m.reserved_bits),
-                n(m.no_class_enabled),
-                n(m.zero_source),
-                n(m.short),
-                n(m.lossy_class_ignored),
-                n(m.pause_ignored),
-                n(m.pfc_ignored),
-            ]);
+            let mut row = vec![p.name.clone(), n(m.received)];
+            row.extend(rejects.iter().map(|&r| n(m.rejects(r))));
+            row.extend([m.zero_source, m.short, m.lossy_class_ignored, m.pause_ignored, m.pfc_ignored].map(n));
+            control.row(row);
         }
     }
     if !control.is_empty() {

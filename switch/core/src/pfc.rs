@@ -84,51 +84,76 @@ pub struct ControlFrame {
     pub short: bool,
 }
 
-/// Why a MAC control frame was not acted on. Each reason has its own counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ControlReject {
-    #[error("frame too short for its opcode's fields")]
-    /// Shorter than its opcode's fields.
-    Truncated,
-    #[error("opcode is neither PAUSE (0x0001) nor PFC (0x0101)")]
-    /// An opcode other than PAUSE and PFC.
-    UnknownOpcode,
-    #[error("destination is not 01:80:c2:00:00:01")]
-    /// Sent neither to 01:80:C2:00:00:01 nor to this port.
-    WrongDestination,
-    #[error("reserved upper byte of the class-enable vector is not zero")]
-    /// Bits the standard reserves are set in the class-enable vector.
-    ReservedBits,
-    #[error("class-enable vector enables no priority")]
-    /// A PFC frame that enables no priority.
-    NoClassEnabled,
+/// Declares [`ControlReject`] and [`RejectCounters`] from one list: each reason, what
+/// it says as an error, and its counter (the counter's name is its JSON key and its
+/// Prometheus `reason` label); a short title for text tables.
+macro_rules! control_rejects {
+    ($( $(#[doc = $doc:literal])* $variant:ident => $field:ident, $title:literal, $msg:literal; )*) => {
+        /// Why a MAC control frame was not acted on. Each reason has its own counter.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+        pub enum ControlReject {
+            $( $(#[doc = $doc])* #[error($msg)] $variant, )*
+        }
+
+        impl ControlReject {
+            /// Every reason, in counter order.
+            pub const ALL: &'static [ControlReject] = &[$(ControlReject::$variant),*];
+
+            /// The reason's position in [`ControlReject::ALL`].
+            pub fn index(self) -> usize {
+                self as usize
+            }
+
+            /// The reason's counter name.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(ControlReject::$variant => stringify!($field),)*
+                }
+            }
+
+            /// A short column title for text tables.
+            pub const fn title(self) -> &'static str {
+                match self {
+                    $(ControlReject::$variant => $title,)*
+                }
+            }
+        }
+
+        /// MAC control frames the decoder rejected, per reason.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        pub struct RejectCounters {
+            $( $(#[doc = $doc])* pub $field: u64, )*
+        }
+
+        impl RejectCounters {
+            /// Counts one frame rejected for `reason`.
+            pub fn count(&mut self, reason: ControlReject) {
+                match reason {
+                    $(ControlReject::$variant => self.$field += 1,)*
+                }
+            }
+
+            /// Frames rejected for `reason`.
+            pub fn get(&self, reason: ControlReject) -> u64 {
+                match reason {
+                    $(ControlReject::$variant => self.$field,)*
+                }
+            }
+        }
+    };
 }
 
-impl ControlReject {
-    /// Every reason, in counter order.
-    pub const ALL: [ControlReject; 5] = [
-        ControlReject::Truncated,
-        ControlReject::UnknownOpcode,
-        ControlReject::WrongDestination,
-        ControlReject::ReservedBits,
-        ControlReject::NoClassEnabled,
-    ];
-
-    /// The reason's position in [`ControlReject::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The reason's counter name.
-    pub fn name(self) -> &'static str {
-        match self {
-            ControlReject::Truncated => "truncated",
-            ControlReject::UnknownOpcode => "unknown_opcode",
-            ControlReject::WrongDestination => "wrong_destination",
-            ControlReject::ReservedBits => "reserved_bits",
-            ControlReject::NoClassEnabled => "no_class_enabled",
-        }
-    }
+control_rejects! {
+    /// Shorter than its opcode's fields.
+    Truncated => truncated, "truncated", "frame too short for its opcode's fields";
+    /// An opcode other than PAUSE and PFC.
+    UnknownOpcode => unknown_opcode, "opcode", "opcode is neither PAUSE (0x0001) nor PFC (0x0101)";
+    /// Sent neither to 01:80:C2:00:00:01 nor to this port.
+    WrongDestination => wrong_destination, "dest", "destination is not 01:80:c2:00:00:01";
+    /// Bits the standard reserves are set in the class-enable vector.
+    ReservedBits => reserved_bits, "reserved", "reserved upper byte of the class-enable vector is not zero";
+    /// A PFC frame that enables no priority.
+    NoClassEnabled => no_class_enabled, "no class", "class-enable vector enables no priority";
 }
 
 /// Decodes a frame whose EtherType is 0x8808, received on a port whose MAC is `own_mac`.

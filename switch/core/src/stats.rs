@@ -7,7 +7,7 @@ pub use crate::pause::PauseHistory;
 use super::config::{PauseMode, PortRole};
 use super::histogram::Percentiles;
 use super::mac::MacAddr;
-use super::pfc::ControlReject;
+use super::pfc::{ControlReject, RejectCounters};
 use super::pfcwd::{PrioFrames, WatchdogAction, WatchdogCounters};
 use super::priorities::PRIORITIES;
 use super::speed::Speed;
@@ -166,16 +166,9 @@ pub struct MacControlCounters {
     /// (a raw socket on a veth sends them so) and then acted on like any other.
     #[serde(default)]
     pub short: u64,
-    /// Rejected: shorter than their fields.
-    pub truncated: u64,
-    /// Rejected: an opcode other than PAUSE and PFC.
-    pub unknown_opcode: u64,
-    /// Rejected: for another destination.
-    pub wrong_destination: u64,
-    /// Rejected: reserved bits set.
-    pub reserved_bits: u64,
-    /// Rejected: a PFC frame enabling no priority.
-    pub no_class_enabled: u64,
+    /// Rejected by the decoder, per reason (their keys sit among these, as before).
+    #[serde(flatten)]
+    pub rejected: RejectCounters,
     /// PFC frames sent.
     pub pfc_sent: u64,
     /// 802.3x PAUSE frames sent.
@@ -187,24 +180,12 @@ pub struct MacControlCounters {
 impl MacControlCounters {
     /// Counts a frame the decoder rejected.
     pub fn reject(&mut self, r: ControlReject) {
-        *match r {
-            ControlReject::Truncated => &mut self.truncated,
-            ControlReject::UnknownOpcode => &mut self.unknown_opcode,
-            ControlReject::WrongDestination => &mut self.wrong_destination,
-            ControlReject::ReservedBits => &mut self.reserved_bits,
-            ControlReject::NoClassEnabled => &mut self.no_class_enabled,
-        } += 1;
+        self.rejected.count(r);
     }
 
     /// Frames the decoder rejected for `reason`.
     pub fn rejects(&self, reason: ControlReject) -> u64 {
-        match reason {
-            ControlReject::Truncated => self.truncated,
-            ControlReject::UnknownOpcode => self.unknown_opcode,
-            ControlReject::WrongDestination => self.wrong_destination,
-            ControlReject::ReservedBits => self.reserved_bits,
-            ControlReject::NoClassEnabled => self.no_class_enabled,
-        }
+        self.rejected.get(reason)
     }
 
     /// MAC-control frames received and not acted on, by why (the counter's name): the
@@ -216,13 +197,13 @@ impl MacControlCounters {
             ("pfc_ignored", self.pfc_ignored),
             ("lossy_class_ignored", self.lossy_class_ignored),
         ];
-        let rejected = ControlReject::ALL.into_iter().map(|r| (r.name(), self.rejects(r)));
+        let rejected = ControlReject::ALL.iter().map(|&r| (r.name(), self.rejects(r)));
         ignored.into_iter().chain(rejected).chain([("zero_source", self.zero_source)])
     }
 
     /// Frames the decoder rejected.
     pub fn rejected(&self) -> u64 {
-        ControlReject::ALL.into_iter().map(|r| self.rejects(r)).sum()
+        ControlReject::ALL.iter().map(|&r| self.rejects(r)).sum()
     }
 }
 

@@ -438,7 +438,7 @@ mod tests {
         let mut p = PortStats { name: "p1".into(), link_up: true, ..Default::default() };
         p.counters.rx_frames = 42;
         p.counters.drops.lossy = 7;
-        p.counters.mac_control.truncated = 2;
+        p.counters.mac_control.rejected.truncated = 2;
         p.priorities = (0..8)
             .map(|q| PrioStats { priority: q, lossless: q == 3 || q == 4, xoff_threshold: 98304, ..Default::default() })
             .collect();

@@ -194,7 +194,7 @@ fn invalid_and_lossy_pfc_is_counted_and_ignored() {
     r.rx(0, &data(1, 2, 3, 200));
     assert_eq!(r.tx(1).len(), 1, "priority 1 is lossy: not paused; 3 is paused by the zero-source frame");
     let c = r.stats().ports[1].counters.mac_control;
-    assert_eq!((c.reserved_bits, c.no_class_enabled, c.truncated), (1, 1, 1));
+    assert_eq!((c.rejected.reserved_bits, c.rejected.no_class_enabled, c.rejected.truncated), (1, 1, 1));
     assert_eq!((c.lossy_class_ignored, c.zero_source, c.received), (1, 1, 5));
     assert_eq!(r.stats().ports[1].counters.drops.total(), 0);
 }
@@ -210,7 +210,7 @@ fn an_unpadded_pfc_frame_pauses_its_priority_and_is_counted_short() {
     r.rx(0, &data(1, 2, 3, 200));
     assert!(r.tx(1).is_empty(), "priority 3 is paused");
     let c = r.stats().ports[1].counters.mac_control;
-    assert_eq!((c.pfc_received, c.short, c.truncated), (1, 1, 0));
+    assert_eq!((c.pfc_received, c.short, c.rejected.truncated), (1, 1, 0));
     assert_eq!(r.stats().ports[1].priorities[3].counters.xoff_received, 1);
 }
 
