@@ -104,10 +104,10 @@ fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
 }
 
 #[test]
-fn agreement_puts_the_testbeds_headroom_beside_the_simulators_at_each_delay() {
+fn headroom_compare_puts_the_testbeds_headroom_beside_the_simulators_at_each_delay() {
     let _serial = serial();
     let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-        .args(["bench", "agreement", "--delays", "0,3000", "--repeats", "1", "--json"])
+        .args(["headroom", "--compare", "--delays", "0,3000", "--repeats", "1", "--json"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -7,27 +7,16 @@
 
 use std::time::Duration;
 
+#[path = "common/frames.rs"]
+mod frames;
+
+use frames::udp;
 use pfcswitch_core::heap_pool::HeapPool;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
 use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Priorities, Speed, Switch, Time, TxBatch};
 
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
-
-/// A UDP datagram from `src` to `dst` marked with `dscp` (by default DSCP 3 is
-/// priority 3, lossless; DSCP 0 is priority 0, lossy).
-fn udp(src: MacAddr, dst: MacAddr, dscp: u8) -> Vec<u8> {
-    let mut ip =
-        etherparse::Ipv4Header::new(0, 64, etherparse::IpNumber::UDP, [10, 0, 0, src.0[5]], [10, 0, 0, dst.0[5]])
-            .expect("a valid IPv4 header");
-    ip.dscp = etherparse::Ipv4Dscp::try_new(dscp).expect("DSCP is 0..63");
-    let builder = etherparse::PacketBuilder::ethernet2(src.0, dst.0)
-        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
-        .udp(4000, 4000);
-    let mut frame = Vec::new();
-    builder.write(&mut frame, &[0u8; 100]).expect("a frame into a Vec");
-    frame
-}
 
 /// The DSCP of each frame `port` sends now; the frames go back to the pool.
 fn sent_on(sw: &mut Switch, pool: &mut HeapPool, now: Time, port: usize) -> Vec<u8> {
@@ -56,7 +45,7 @@ pub fn main() {
 
     // B speaks first, so the switch knows it is behind port 1; then B's NIC pauses
     // priority 3 for the longest a PFC frame can: 65535 quanta, 3.355 ms at 10G.
-    rx(&mut sw, &mut pool, start, 1, &udp(B, A, 0));
+    rx(&mut sw, &mut pool, start, 1, &udp(B, A, 0, 100));
     assert_eq!(sent_on(&mut sw, &mut pool, start, 0), [0], "flooded to A's port: A is not known yet");
     let mut xoff = vec![0u8; pfc::MIN_FRAME_LEN];
     pfc::encode(&mut xoff, B, &MacControl::Pfc(Pfc::pause(Priorities::only(3), u16::MAX)));
@@ -65,7 +54,7 @@ pub fn main() {
     // A sends three frames on priority 3 and one on priority 0.
     let now = start + Duration::from_micros(5);
     for dscp in [3, 3, 0, 3] {
-        rx(&mut sw, &mut pool, now, 0, &udp(A, B, dscp));
+        rx(&mut sw, &mut pool, now, 0, &udp(A, B, dscp, 100));
     }
     let first = sent_on(&mut sw, &mut pool, now, 1);
     println!("while paused, port 1 sends DSCP {first:?}");

@@ -7,26 +7,15 @@
 
 use std::time::Duration;
 
+#[path = "common/frames.rs"]
+mod frames;
+
+use frames::udp;
 use pfcswitch_core::heap_pool::HeapPool;
 use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Switch, Time, TxBatch};
 
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
-
-/// A UDP datagram from `src` to `dst` with `dscp`, as the hosts' stacks would send it.
-fn udp(src: MacAddr, dst: MacAddr, dscp: u8) -> Vec<u8> {
-    let mut ip =
-        etherparse::Ipv4Header::new(0, 64, etherparse::IpNumber::UDP, [10, 0, 0, src.0[5]], [10, 0, 0, dst.0[5]])
-            .expect("a valid IPv4 header");
-    ip.dscp = etherparse::Ipv4Dscp::try_new(dscp).expect("DSCP is 0..63");
-    let builder = etherparse::PacketBuilder::ethernet2(src.0, dst.0)
-        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
-        .udp(4000, 4000);
-    let payload = [0u8; 18];
-    let mut frame = Vec::with_capacity(builder.size(payload.len()));
-    builder.write(&mut frame, &payload).expect("a frame into a Vec");
-    frame
-}
 
 /// What each port sends now, as (port, destination MAC) pairs; the frames go back to the pool.
 fn transmit(sw: &mut Switch, pool: &mut HeapPool, now: Time, batch: &mut TxBatch) -> Vec<(usize, MacAddr)> {
@@ -51,7 +40,7 @@ pub fn main() {
     let mut batch = TxBatch::new();
 
     // A to B, B unknown: flooded to every other port (here, port 1 only, but as a flood).
-    let id = pool.put(&udp(A, B, 0)).unwrap();
+    let id = pool.put(&udp(A, B, 0, 18)).unwrap();
     sw.handle_frame(now, &mut pool, 0, id);
     let first = transmit(&mut sw, &mut pool, now, &mut batch);
     println!("A -> B before B spoke: {first:?}");
@@ -59,7 +48,7 @@ pub fn main() {
 
     // B answers from port 1: now the switch knows both.
     now = now + Duration::from_micros(10);
-    let id = pool.put(&udp(B, A, 0)).unwrap();
+    let id = pool.put(&udp(B, A, 0, 18)).unwrap();
     sw.handle_frame(now, &mut pool, 1, id);
     let answer = transmit(&mut sw, &mut pool, now, &mut batch);
     println!("B -> A: {answer:?}");

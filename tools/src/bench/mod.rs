@@ -2,7 +2,6 @@
 //! binaries, and prints its figures (ratios measured side by side in one run); `sim`
 //! times the simulator.
 
-pub mod agreement;
 pub mod dcfit;
 pub mod demo;
 pub mod forward;
@@ -25,9 +24,6 @@ pub enum BenchCommand {
     Forward(forward::ForwardArgs),
     /// PFC reaction time under congestion, and pause durations obeyed at 1G–100G.
     Pfc(pfc::PfcArgs),
-    /// The headroom sweep on the testbed and in the simulator, side by side, with the
-    /// testbed's disturbance: where the real path departs from the model.
-    Agreement(agreement::AgreementArgs),
     /// How much of a paused priority still leaves after an XOFF reaches the switch, per
     /// port speed beside 802.3's allowance, and whether a storm then holds it at zero.
     PauseResponse(response::ResponseArgs),
@@ -52,7 +48,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Forward(args) => forward::run(&args),
         BenchCommand::Pfc(args) => pfc::run(&args),
-        BenchCommand::Agreement(args) => agreement::run(&args),
         BenchCommand::PauseResponse(args) => response::run(&args),
         BenchCommand::Dcfit(args) => dcfit::run(&args),
         BenchCommand::Pfcwd(args) => pfcwd::run(&args),

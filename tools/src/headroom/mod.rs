@@ -2,6 +2,7 @@
 //! DUT's response-time measurement, and their reports.
 
 pub use pfclab::headroom as calc;
+pub mod compare;
 pub mod plan;
 pub mod plot;
 pub mod sweep;
@@ -25,9 +26,14 @@ pub struct HeadroomArgs {
     /// Measure how long the DUT takes from receiving a pause to stopping the priority.
     #[arg(long, conflicts_with = "calc")]
     pub response_time: bool,
+    /// Sweep: run the sweep on the testbed and in the simulator, and print both side by
+    /// side with the testbed's disturbance (a benchmark: where the real path departs
+    /// from the model).
+    #[arg(long, conflicts_with_all = ["calc", "response_time"])]
+    pub compare: bool,
     /// Run the pause-response test plan as written: a lossless and a lossy case, each
     /// check PASS or FAIL; exits non-zero unless every check passes.
-    #[arg(long, conflicts_with_all = ["calc", "response_time"])]
+    #[arg(long, conflicts_with_all = ["calc", "response_time", "compare"])]
     pub plan: bool,
     /// Plan: the sender's response delay, quanta, that the headroom must absorb (default:
     /// the calculator's delay needing half the headroom).
@@ -194,6 +200,9 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
             print!("{}", c.text(&input));
         }
         return Ok(());
+    }
+    if args.compare {
+        return compare::run(&args.sweep_options()?, args.json);
     }
     if args.response_time {
         let r = crate::bench::pfc::response_time(args.speed, args.repeats.max(5))?;

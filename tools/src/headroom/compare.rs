@@ -1,6 +1,6 @@
-//! `bench agreement`: the headroom sweep on the netns testbed and in the simulator, side
-//! by side, with the testbed's disturbance beside each row: where the real path departs
-//! from the model, and by how much.
+//! `headroom --compare`: the headroom sweep on the netns testbed and in the simulator,
+//! side by side, with the testbed's disturbance beside each row: where the real path
+//! departs from the model, and by how much. A benchmark, not a test.
 //!
 //! Both run the production engine with the same buffer configuration, the same sender
 //! delays, loads and frame size. The testbed adds veth, the kernel's softirq work and
@@ -11,41 +11,12 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::Args;
 use serde::Serialize;
 
 use pfcsim::scenario::Scenario;
-use pfcswitch::core::speed::Speed;
 use pfcswitch_table::Table;
 
-use crate::headroom::sweep::{self, SweepOptions, SweepReport};
-
-#[derive(Args, Clone, Debug)]
-pub struct AgreementArgs {
-    /// Port speed.
-    #[arg(long, default_value = "1G")]
-    pub speed: Speed,
-    /// Lossless priorities under test (they share the test load).
-    #[arg(long, value_delimiter = ',', default_value = "3")]
-    pub prios: Vec<u8>,
-    /// Sender response delays in quanta.
-    #[arg(long, value_delimiter = ',', default_value = "0,500,1000,1500,2000,3000")]
-    pub delays: Vec<u32>,
-    /// Headroom per (port, lossless priority), bytes.
-    #[arg(long, default_value_t = 48 << 10)]
-    pub headroom_bytes: u64,
-    /// XOFF threshold, bytes.
-    #[arg(long, default_value_t = 64 << 10)]
-    pub xoff_bytes: u64,
-    /// Frame size on the wire, FCS included.
-    #[arg(long, default_value_t = 1000)]
-    pub frame_size: usize,
-    /// Testbed runs per delay (the need is their mean without the extremes).
-    #[arg(long, default_value_t = 3)]
-    pub repeats: usize,
-    #[arg(long)]
-    pub json: bool,
-}
+use super::sweep::{self, SweepOptions, SweepReport};
 
 /// One (delay, priority): the need on the testbed, in the simulator, and by the calculator.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -80,21 +51,6 @@ pub struct AgreementReport {
     pub headroom_bytes: u64,
     pub xoff_bytes: u64,
     pub rows: Vec<AgreementRow>,
-}
-
-impl AgreementArgs {
-    fn sweep_options(&self) -> SweepOptions {
-        SweepOptions {
-            speed: self.speed,
-            prios: self.prios.clone(),
-            delays: self.delays.clone(),
-            headroom_bytes: self.headroom_bytes,
-            xoff_bytes: self.xoff_bytes,
-            frame_size: self.frame_size,
-            repeats: self.repeats,
-            ..SweepOptions::default()
-        }
-    }
 }
 
 /// The simulated run of the sweep's trial at `delay`: tx → DUT → rx, rx storming the
@@ -234,13 +190,13 @@ pub fn compare(opts: &SweepOptions, testbed: &SweepReport) -> Result<AgreementRe
     })
 }
 
-pub fn run(args: &AgreementArgs) -> Result<()> {
-    let opts = args.sweep_options();
-    opts.validate()?;
+/// Runs the sweep `opts` on the testbed, then each of its delays in the simulator, and
+/// prints both side by side.
+pub fn run(opts: &SweepOptions, json: bool) -> Result<()> {
     eprintln!("  the sweep on the testbed ({} delays, {} runs each)", opts.delays.len(), opts.repeats);
-    let testbed = sweep::run(&opts, &|_| {})?;
-    let report = compare(&opts, &testbed)?;
-    if args.json {
+    let testbed = sweep::run(opts, &|_| {})?;
+    let report = compare(opts, &testbed)?;
+    if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render(&report));
