@@ -1,0 +1,532 @@
+//! The discrete-event run: links that serialize frames at their rate and delay them by
+//! their length, hosts that send paced flows and answer pauses, and on every switch the
+//! engine and slowpath of `pfcswitch run` — the same code, fed simulated time.
+//!
+//! One queue of timed events, ordered by (time, insertion) ([`EventQueue`]): the same
+//! scenario and seed replay exactly. Frame bytes live in one arena of buffers; a switch's frame pool maps
+//! its frame ids onto them, so a frame is never copied on its way through a switch.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use pfcswitch_core::histogram::Histogram;
+use pfcswitch_core::pfc::{self, MacControl, Pfc, PRIORITIES};
+use pfcswitch_core::pool::{PoolSize, DEFAULT_RING_SIZE};
+use pfcswitch_core::prefetch::prefetch;
+use pfcswitch_core::priorities::Priorities;
+use pfcswitch_core::queue::FrameId;
+use pfcswitch_core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
+use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
+use pfcswitch_core::time::Time;
+
+use crate::fabric::{Fabric, Owner};
+use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
+use crate::queue::EventQueue;
+use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, StormSpec};
+use crate::trace::{PauseTimeline, Trace};
+use pfclab::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
+
+/// Simulated time starts here, not at zero: the engine reads "zero" as "never".
+pub const EPOCH: Time = Time::from_millis(1000);
+/// How often the slowpath looks at its held frames again (as its thread does).
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// A frame's last bit reaches `port`.
+    Arrive {
+        port: u32,
+        buf: u32,
+        epoch: u32,
+    },
+    /// `port` finished putting a frame on the wire.
+    TxDone {
+        port: u32,
+    },
+    /// `port` may have something to send now (a timer).
+    Wake {
+        port: u32,
+    },
+    Flow {
+        flow: u32,
+    },
+    /// A host's NIC acts on the pause frame in `buf` (after its response delay).
+    HostPause {
+        host: u32,
+        buf: u32,
+    },
+    SlowIn {
+        sw: u32,
+    },
+    SlowOut {
+        sw: u32,
+    },
+    SlowTick {
+        sw: u32,
+    },
+    Action {
+        index: u32,
+    },
+    Storm {
+        index: u32,
+    },
+    /// `[monitor]` takes its samples.
+    Sample,
+    /// A DCQCN sender's reaction point has a timer due (rate increase, a pending cut).
+    Rp {
+        flow: u32,
+    },
+}
+
+mod arena;
+mod dcqcn;
+mod events;
+mod hosts;
+mod links;
+mod results;
+mod sampling;
+mod switches;
+
+use arena::*;
+
+/// What a link's sending end is doing: read by nearly every event, so four ports share a
+/// cache line (their counts are in [`LinkCounts`]).
+struct PortState {
+    busy: bool,
+    up: bool,
+    /// Bumped when the link goes down: frames on the wire then never arrive.
+    epoch: u32,
+    /// When a Wake event is due for it (`Time::MAX`: none).
+    wake_at: Time,
+}
+
+/// What went over a link, from its sending end.
+#[derive(Clone, Copy, Default)]
+struct LinkCounts {
+    tx_frames: u64,
+    tx_bytes: u64,
+    pause_frames: u64,
+    lost_link_down: u64,
+}
+
+struct SwitchState {
+    switch: Switch,
+    slowpath: Slowpath,
+    slots: Slots,
+    /// Events on their way to the slowpath, and released frames on their way back.
+    slow_in: VecDeque<(Time, ToSlowpath)>,
+    slow_out: VecDeque<(Time, HeldFrame)>,
+    /// No port of this switch has a timer due before this (a lower bound: a timer that
+    /// fired or moved leaves it where it was until the next look at every port).
+    earliest_wake: Time,
+    /// Per port: frames that arrived when the pool had no free frame (dropped).
+    rx_no_frame: Vec<u64>,
+}
+
+struct HostState {
+    queues: [VecDeque<u32>; PRIORITIES],
+    control: VecDeque<u32>,
+    paused_until: [Time; PRIORITIES],
+    honour: bool,
+    /// Flows waiting for room in a priority's queue.
+    waiting: [Vec<u32>; PRIORITIES],
+}
+
+/// What a host received of one flow.
+#[derive(Clone, Debug, Default)]
+pub struct Received {
+    pub frames: u64,
+    pub next_seq: u32,
+    pub reordered: u64,
+    pub latency: Histogram,
+    pub last_ns: u64,
+    /// Bytes of the frames received, FCS included.
+    pub bytes: u64,
+    /// Frames that arrived marked Congestion Experienced.
+    pub ce: u64,
+    /// A flow with a count: when its last frame arrived, if all of them did (ns since the
+    /// run's start).
+    pub completed_ns: Option<u64>,
+}
+
+struct FlowState {
+    template: FlowTemplate,
+    /// A workload's flow whose last frame is shorter: that frame's template.
+    last: Option<FlowTemplate>,
+    sent: u64,
+    done: bool,
+    blocked: bool,
+    rx: Received,
+    /// Under `[dcqcn]`: its sender's rate control and its receiver's CNP pacing.
+    cc: Option<Box<FlowCc>>,
+}
+
+/// A flow under DCQCN.
+struct FlowCc {
+    rp: roce::ReactionPoint,
+    np: roce::CnpPacer,
+    /// Bits a frame takes on the wire (preamble and gap included).
+    frame_bits: f64,
+    /// When its next frame is due at its current rate: a flow event before it is early.
+    due: Time,
+    /// The flow event scheduled for it, if any ([`Sim::schedule_flow`]).
+    pending: Option<Time>,
+    /// The reaction point's timer event scheduled, if any.
+    timer_at: Option<Time>,
+    /// CNPs its receiver sent.
+    cnps_sent: u64,
+}
+
+impl FlowCc {
+    /// A frame's time on the wire at the reaction point's rate: the gap between sends.
+    fn frame_time(&self) -> Duration {
+        Duration::from_secs_f64(self.frame_bits / self.rp.rate_bps())
+    }
+}
+
+struct Storm {
+    spec: StormSpec,
+    host: usize,
+    until: Time,
+}
+
+/// Every event a run scheduled, with where it ran and what it scheduled in turn: the run's
+/// event pattern without its work, so that event engines can be compared on it
+/// (`cargo bench -p tools --bench des_engines`).
+#[derive(Clone, Debug, Default)]
+pub struct Schedule {
+    /// Switches first (0..switches), then hosts; [`Schedule::WORLD`] for scenario actions.
+    pub nodes: u32,
+    /// Per node, the nodes at the other end of its links.
+    pub neighbours: Vec<Vec<u32>>,
+    /// Per event, by the order it was scheduled in: when it is due (ns) and at which node.
+    pub at: Vec<u64>,
+    pub node: Vec<u32>,
+    /// Per event that ran: the first event it scheduled and how many (they are consecutive).
+    pub children: Vec<(u32, u32)>,
+    /// Events scheduled before the run started.
+    pub roots: u32,
+    /// The run's end (ns); events due later never ran.
+    pub end: u64,
+}
+
+impl Schedule {
+    pub const WORLD: u32 = u32::MAX;
+}
+
+/// Counts of what the run did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunCounts {
+    pub events: u64,
+    pub frame_hops: u64,
+}
+
+pub struct Sim<'f> {
+    pub fabric: &'f Fabric,
+    /// Simulated time: the engine's [`Time`], from [`EPOCH`] on.
+    now: Time,
+    seq: u64,
+    queue: EventQueue<Ev>,
+    arena: Arena,
+    ports: Vec<PortState>,
+    link_counts: Vec<LinkCounts>,
+    switches: Vec<SwitchState>,
+    hosts: Vec<HostState>,
+    flows: Vec<FlowState>,
+    actions: Vec<Action>,
+    storms: Vec<Storm>,
+    batch: TxBatch,
+    slowpath_delay: Duration,
+    pub counts: RunCounts,
+    pub trace: Trace,
+    schedule: Option<Schedule>,
+    /// DCQCN at the hosts, and the queue their CNPs leave by.
+    dcqcn: Option<roce::DcqcnParams>,
+    cnp_priority: usize,
+    monitor: Option<Monitor>,
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+/// Host `h`'s IPv4 address in every frame the simulator builds.
+fn host_ip(h: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(10, 0, (h >> 8) as u8, h as u8)
+}
+
+/// Simulated time since [`EPOCH`], ns: what traces and reports show.
+fn since_epoch(now: Time) -> u64 {
+    ns(now - EPOCH)
+}
+
+impl<'f> Sim<'f> {
+    pub fn new(scenario: &Scenario, fabric: &'f Fabric, trace: Trace) -> Result<Sim<'f>, ScenarioError> {
+        let start = EPOCH;
+        let switches = fabric
+            .switches
+            .iter()
+            .map(|s| {
+                // The pool `pfcswitch run` would have on these ports (one queue each).
+                let n = s.config.ports.len();
+                let pool = PoolSize::for_rings(n, n, DEFAULT_RING_SIZE, None);
+                let frames = pool.frames;
+                let switch = Switch::new(&s.config, s.tags.clone(), pool, start);
+                let names = switch.port_names();
+                SwitchState {
+                    slowpath: Slowpath::new(&s.name, names, 64),
+                    switch,
+                    slots: Slots::new(frames),
+                    slow_in: VecDeque::new(),
+                    slow_out: VecDeque::new(),
+                    earliest_wake: Time::MAX,
+                    rx_no_frame: vec![0; s.config.ports.len()],
+                }
+            })
+            .collect();
+        let ports = fabric
+            .ports
+            .iter()
+            .map(|p| PortState { busy: false, up: !p.failed, epoch: 0, wake_at: Time::MAX })
+            .collect();
+        let hosts = fabric
+            .hosts
+            .iter()
+            .map(|_| HostState {
+                queues: Default::default(),
+                control: VecDeque::new(),
+                paused_until: [Time::ZERO; PRIORITIES],
+                honour: true,
+                waiting: Default::default(),
+            })
+            .collect();
+        let mut flows = Vec::new();
+        for f in &fabric.flows {
+            let (a, b) = (&fabric.hosts[f.from], &fabric.hosts[f.to]);
+            let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority));
+            let spec = TemplateSpec {
+                id: f.id,
+                src_mac: fabric.ports[a.port].mac,
+                dst_mac: fabric.ports[b.port].mac,
+                vlan: None,
+                dscp,
+                // ECT(0) under DCQCN; otherwise not ECN-capable, and the switches' WRED only
+                // counts them on lossless queues.
+                ecn: f.ecn.unwrap_or(if scenario.dcqcn.is_some() { 2 } else { 0 }),
+                src_ip: host_ip(f.from),
+                dst_ip: host_ip(f.to),
+                wire_size: f.size,
+                roce: false,
+            };
+            let build = |wire_size| {
+                FlowTemplate::build(&TemplateSpec { wire_size, ..spec.clone() })
+                    .map_err(|e| invalid(format!("flow {}", f.id), e.to_string()))
+            };
+            let template = build(f.size)?;
+            let last = if f.last_size != f.size { Some(build(f.last_size)?) } else { None };
+            let cc = scenario.dcqcn.as_ref().map(|p| {
+                let frame_bits = template.wire_bits();
+                let line = 1e9 / f.interval.as_nanos().max(1) as f64 * frame_bits;
+                Box::new(FlowCc {
+                    rp: roce::ReactionPoint::new(p, line),
+                    np: roce::CnpPacer::default(),
+                    frame_bits,
+                    due: start + f.start,
+                    pending: Some(start + f.start),
+                    timer_at: None,
+                    cnps_sent: 0,
+                })
+            });
+            flows.push(FlowState { template, last, sent: 0, done: false, blocked: false, rx: Received::default(), cc });
+        }
+        let mut sim = Sim {
+            fabric,
+            now: start,
+            seq: 0,
+            queue: EventQueue::new(start.as_nanos()),
+            arena: Arena::default(),
+            link_counts: vec![LinkCounts::default(); fabric.ports.len()],
+            ports,
+            switches,
+            hosts,
+            flows,
+            actions: Vec::new(),
+            storms: Vec::new(),
+            batch: TxBatch::new(),
+            slowpath_delay: Duration::from_nanos((scenario.slowpath_delay_us * 1e3).round() as u64),
+            counts: RunCounts::default(),
+            trace,
+            schedule: None,
+            dcqcn: scenario.dcqcn.clone(),
+            cnp_priority: usize::from(scenario.cnp_priority).min(PRIORITIES - 1),
+            monitor: None,
+        };
+        if let Some(m) = &scenario.monitor {
+            sim.monitor = Some(watch(m, fabric)?);
+            let every = sim.monitor.as_ref().map_or(0, |m| m.every_ns);
+            sim.at(start + Duration::from_nanos(every), Ev::Sample);
+        }
+        for (i, f) in fabric.flows.iter().enumerate() {
+            sim.at(start + f.start, Ev::Flow { flow: i as u32 });
+        }
+        for (i, e) in scenario.event.iter().enumerate() {
+            let at = start + Duration::from_nanos((e.at_ms * 1e6).round() as u64);
+            sim.actions.push(e.action.clone());
+            sim.at(at, Ev::Action { index: i as u32 });
+        }
+        Ok(sim)
+    }
+
+    fn at(&mut self, at: Time, ev: Ev) {
+        let node = if self.schedule.is_some() { self.node_of(&ev) } else { 0 };
+        if let Some(s) = &mut self.schedule {
+            s.at.push(at.as_nanos());
+            s.node.push(node);
+            s.children.push((0, 0));
+        }
+        self.seq += 1;
+        self.queue.push(at.as_nanos(), self.seq, ev);
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Runs every event up to `until` (simulated time since the start).
+    pub fn run_until(&mut self, until: Duration) {
+        let end = EPOCH + until;
+        while let Some((at, seq, ev)) = self.queue.pop_until(end.as_nanos()) {
+            let at = Time::from_nanos(at);
+            self.now = at;
+            self.counts.events += 1;
+            let first_child = self.seq;
+            self.dispatch(at, ev);
+            if let Some(s) = &mut self.schedule {
+                let id = (seq - 1) as usize;
+                s.children[id] = (first_child as u32, (self.seq - first_child) as u32);
+            }
+        }
+        self.now = self.now.max(end);
+        if let Some(s) = &mut self.schedule {
+            s.end = end.as_nanos();
+        }
+    }
+
+    /// Starts recording the [`Schedule`]; call before the run.
+    pub fn record_schedule(&mut self) {
+        let f = self.fabric;
+        let nodes = (f.switches.len() + f.hosts.len()) as u32;
+        let mut neighbours = vec![Vec::new(); nodes as usize];
+        for p in &f.ports {
+            let (a, b) = (self.node_of_port(p.owner), self.node_of_port(f.ports[p.peer].owner));
+            neighbours[a as usize].push(b);
+        }
+        // The events scheduled before this call are the roots.
+        let mut s = Schedule { nodes, neighbours, roots: self.seq as u32, ..Schedule::default() };
+        let mut roots = self.queue.pending();
+        roots.sort_by_key(|&(_, seq, _)| seq);
+        for (at, _, ev) in roots {
+            s.at.push(at);
+            s.node.push(self.node_of(&ev));
+            s.children.push((0, 0));
+        }
+        self.schedule = Some(s);
+    }
+
+    pub fn take_schedule(&mut self) -> Option<Schedule> {
+        self.schedule.take()
+    }
+
+    fn node_of_port(&self, owner: Owner) -> u32 {
+        match owner {
+            Owner::Switch(sw, _) => sw as u32,
+            Owner::Host(h) => (self.fabric.switches.len() + h) as u32,
+        }
+    }
+
+    fn node_of(&self, ev: &Ev) -> u32 {
+        let host = |h: usize| (self.fabric.switches.len() + h) as u32;
+        match *ev {
+            Ev::Arrive { port, .. } | Ev::TxDone { port } | Ev::Wake { port } => {
+                self.node_of_port(self.fabric.ports[port as usize].owner)
+            }
+            Ev::Flow { flow } => host(self.fabric.flows[flow as usize].from),
+            Ev::HostPause { host: h, .. } => host(h as usize),
+            Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => sw,
+            Ev::Action { .. } => Schedule::WORLD,
+            Ev::Storm { index } => host(self.storms[index as usize].host),
+            Ev::Rp { flow } => host(self.fabric.flows[flow as usize].from),
+            Ev::Sample => Schedule::WORLD,
+        }
+    }
+
+    fn dispatch(&mut self, at: Time, ev: Ev) {
+        match ev {
+            Ev::Arrive { port, buf, epoch } => self.arrive(port as usize, buf, epoch),
+            Ev::TxDone { port } => {
+                self.ports[port as usize].busy = false;
+                self.try_tx(port as usize);
+            }
+            Ev::Wake { port } => {
+                let p = &mut self.ports[port as usize];
+                if p.wake_at == at {
+                    p.wake_at = Time::MAX;
+                    self.try_tx(port as usize);
+                }
+            }
+            Ev::Flow { flow } => self.flow_send(flow as usize),
+            Ev::HostPause { host, buf } => self.host_pause(host as usize, buf),
+            Ev::SlowIn { sw } => self.slow_in(sw as usize),
+            Ev::SlowOut { sw } => self.slow_out(sw as usize),
+            Ev::SlowTick { sw } => {
+                if self.switches[sw as usize].slowpath.handle_timeout(at) {
+                    self.slow_release(sw as usize);
+                }
+            }
+            Ev::Action { index } => self.action(index as usize),
+            Ev::Storm { index } => self.storm(index as usize),
+            Ev::Rp { flow } => self.rp_timer(flow as usize, at),
+            Ev::Sample => self.sample(at),
+        }
+    }
+}
+
+/// The monitor for `spec`: its queues resolved to switch ports, its flows to indices.
+fn watch(spec: &MonitorSpec, fabric: &Fabric) -> Result<Monitor, ScenarioError> {
+    if spec.queues.len() > 64 {
+        return Err(invalid("monitor.queues", "at most 64 ports"));
+    }
+    let mut queues = Vec::new();
+    for label in &spec.queues {
+        let port = fabric.port_named(label).ok_or_else(|| invalid("monitor.queues", format!("no port {label:?}")))?;
+        let Owner::Switch(switch, local) = fabric.ports[port].owner else {
+            return Err(invalid("monitor.queues", format!("{label:?} is a host's: name a switch's port")));
+        };
+        queues.push(WatchedQueue { label: fabric.ports[port].label.clone(), switch, local, samples: Vec::new() });
+    }
+    let flows: Vec<usize> = match &spec.flows {
+        Some(ids) => ids
+            .iter()
+            .map(|&id| {
+                fabric
+                    .flows
+                    .iter()
+                    .position(|f| f.id == id)
+                    .ok_or_else(|| invalid("monitor.flows", format!("no flow {id}")))
+            })
+            .collect::<Result<_, _>>()?,
+        None => (0..fabric.flows.len()).filter(|&i| fabric.flows[i].bytes.is_none()).take(64).collect(),
+    };
+    if flows.len() > 64 {
+        return Err(invalid("monitor.flows", "at most 64 flows"));
+    }
+    let flows = flows
+        .into_iter()
+        .map(|flow| WatchedFlow { flow, bytes_before: 0, received_gbps: Vec::new(), dcqcn_gbps: Vec::new() })
+        .collect();
+    Ok(Monitor { every_ns: ((spec.every_us * 1e3).round() as u64).max(100), queues, flows })
+}
+
+fn is_mac_control(frame: &[u8]) -> bool {
+    frame.len() >= 14 && u16::from_be_bytes([frame[12], frame[13]]) == pfc::MAC_CONTROL_ETHERTYPE
+}
