@@ -12,6 +12,13 @@
 //! idle between requests is closed too (so idle clients cannot keep every slot), and
 //! shutdown never waits for a client.
 
+mod access;
+mod streaming;
+
+pub use access::SocketAccess;
+use access::*;
+use streaming::*;
+
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -45,51 +52,6 @@ const MAX_CLIENTS: usize = 8;
 /// How long a connection may sit without a request before it is closed: `ctl` sends its
 /// request as soon as it connects, and one connection per request is the protocol.
 const IDLE_TIME: Duration = Duration::from_secs(2);
-
-/// Who may use the control socket besides its owner and root.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SocketAccess {
-    /// A group whose members may connect too (socket mode 0660).
-    pub group: Option<(String, u32)>,
-}
-
-impl SocketAccess {
-    /// The owner (and root) only: mode 0600.
-    pub fn owner_only() -> SocketAccess {
-        SocketAccess::default()
-    }
-
-    /// Also the members of group `name`, which must exist.
-    pub fn group(name: &str) -> Result<SocketAccess, ControlError> {
-        let c = std::ffi::CString::new(name).map_err(|_| ControlError::NoGroup(name.to_string()))?;
-        // SAFETY: getgrnam returns a pointer into static storage or null; we read one
-        // field at once, before any other call could overwrite it.
-        let gr = unsafe { libc::getgrnam(c.as_ptr()) };
-        if gr.is_null() {
-            return Err(ControlError::NoGroup(name.to_string()));
-        }
-        // SAFETY: non-null, as checked.
-        let gid = unsafe { (*gr).gr_gid };
-        Ok(SocketAccess { group: Some((name.to_string(), gid)) })
-    }
-
-    fn mode(&self) -> u32 {
-        if self.group.is_some() {
-            0o660
-        } else {
-            0o600
-        }
-    }
-
-    /// Whether a peer with these credentials may talk to the switch.
-    fn allows(&self, peer: &PeerCred) -> bool {
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        peer.uid == 0
-            || peer.uid == me
-            || self.group.as_ref().is_some_and(|(_, gid)| peer.gid == *gid || in_group(peer.pid, *gid))
-    }
-}
 
 /// The listening control socket; removes its path when dropped.
 #[derive(Debug)]
@@ -141,62 +103,6 @@ impl Drop for ControlServer {
         }
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-/// Makes the socket's directory (0755, so that members of `--socket-group` can reach the
-/// socket) or checks the one there: a real directory (not a symlink), owned by us or root,
-/// and writable by no one else unless sticky (as /tmp is: there no one else may rename or
-/// remove what we create). Anything else would let another user replace the socket.
-fn ensure_socket_dir(dir: &Path) -> Result<(), ControlError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let unsafe_dir = |why: &str| ControlError::UnsafeDir { path: dir.display().to_string(), why: why.to_string() };
-    let io = |source| ControlError::Io { path: dir.display().to_string(), source };
-    match std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io(e)),
-    }
-    let meta = std::fs::symlink_metadata(dir).map_err(io)?;
-    if meta.file_type().is_symlink() {
-        return Err(unsafe_dir("is a symbolic link"));
-    }
-    if !meta.is_dir() {
-        return Err(unsafe_dir("is not a directory"));
-    }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me && meta.uid() != 0 {
-        return Err(unsafe_dir(&format!("belongs to uid {}, neither this user nor root", meta.uid())));
-    }
-    if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
-        return Err(unsafe_dir(&format!("is writable by others (mode {:o}) and not sticky", meta.mode() & 0o7777)));
-    }
-    Ok(())
-}
-
-/// Binds the socket in a directory only we can enter, gives it its mode (and group) there,
-/// then renames it to `path`: the path never names a socket with a looser mode, and no one
-/// can swap what a chmod by path would act on.
-fn bind_with_mode(path: &Path, dir: &Path, access: &SocketAccess) -> Result<UnixListener, ControlError> {
-    use std::os::unix::fs::DirBuilderExt;
-    let io = |source| ControlError::Io { path: path.display().to_string(), source };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let nonce = crate::sys::now().as_nanos();
-    let private = dir.join(format!(".{name}.{}.{nonce}", std::process::id()));
-    std::fs::DirBuilder::new().mode(0o700).create(&private).map_err(io)?;
-    let inside = private.join("socket");
-    let bound = (|| {
-        let listener = UnixListener::bind(&inside)?;
-        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(access.mode()))?;
-        if let Some((_, gid)) = &access.group {
-            std::os::unix::fs::chown(&inside, None, Some(*gid))?;
-        }
-        std::fs::rename(&inside, path)?;
-        Ok(listener)
-    })();
-    let _ = std::fs::remove_file(&inside);
-    let _ = std::fs::remove_dir(&private);
-    bound.map_err(io)
 }
 
 /// Where requests go.
@@ -329,142 +235,6 @@ fn handle(mut stream: UnixStream, routes: &Routes, stop: &AtomicBool) -> std::io
     }
 }
 
-/// The most frames one capture may ask for, and the longest it may run: what a local
-/// user can start is bounded.
-const MAX_CAPTURE_FRAMES: u64 = 100_000_000;
-const MAX_CAPTURE_TIME: Duration = Duration::from_secs(24 * 3600);
-/// How long the capture's reader waits for a frame before it looks at the clock and the
-/// client again.
-const CAPTURE_POLL: Duration = Duration::from_millis(20);
-
-/// Serves `ctl capture`: starts the capture in the dataplane, answers with a reply line,
-/// then writes the frames as a pcapng stream (an interface per port, each frame's
-/// direction in its flags) until the asked count or time, a line from the client, or
-/// the switch stopping; stops the capture and ends the stream with each interface's
-/// statistics: frames the switch saw there during the capture, and frames the capture
-/// skipped (its rate, or a reader that fell behind) as the drop count.
-fn stream_capture(
-    stream: &mut UnixStream,
-    c: &CaptureRequest,
-    routes: &Routes,
-    stop: &AtomicBool,
-) -> std::io::Result<()> {
-    if let Err(why) = check_capture(c) {
-        return write_reply(stream, Err(why));
-    }
-    let (ends, reader) = capture::queues();
-    let (reply, answer) = crossbeam_channel::bounded(1);
-    let msg = ControlMsg { request: Request::CaptureStart(c.clone()), reply, capture: Some(ends) };
-    if routes.dataplane.send(msg).is_err() {
-        return write_reply(stream, Err("the dataplane has stopped".into()));
-    }
-    routes.dataplane_waker.wake();
-    let ports = match answer.recv_timeout(REPLY_TIMEOUT) {
-        Ok(Ok(Response::CaptureStarted(ports))) => ports,
-        Ok(Ok(other)) => return write_reply(stream, Err(format!("the dataplane answered {other:?}"))),
-        Ok(Err(why)) => return write_reply(stream, Err(why)),
-        Err(_) => return write_reply(stream, Err("the dataplane did not answer in time".into())),
-    };
-    let streamed = write_reply(stream, Ok(Response::CaptureStarted(ports.clone())))
-        .and_then(|()| pump(stream, c, &ports, &reader, stop, routes));
-    if streamed.is_err() {
-        // The client went away: the capture still ends here.
-        let _ = ask_switch(Request::CaptureStop, routes);
-    }
-    streamed
-}
-
-/// What a capture request may ask for.
-fn check_capture(c: &CaptureRequest) -> Result<(), String> {
-    if c.ports.is_empty() || c.ports.len() > crate::core::MAX_PORTS {
-        return Err(format!("a capture names 1 to {} ports", crate::core::MAX_PORTS));
-    }
-    if !c.rx && !c.tx {
-        return Err("a capture records rx, tx or both".into());
-    }
-    if !(1..=capture::MAX_RATE).contains(&c.rate) {
-        return Err(format!("a capture's rate is 1 to {} frames a second", capture::MAX_RATE));
-    }
-    if c.count.is_some_and(|n| n == 0 || n > MAX_CAPTURE_FRAMES) {
-        return Err(format!("a capture's count is 1 to {MAX_CAPTURE_FRAMES}"));
-    }
-    if c.duration_ms.is_some_and(|ms| ms == 0 || Duration::from_millis(ms) > MAX_CAPTURE_TIME) {
-        return Err(format!("a capture lasts up to {} s", MAX_CAPTURE_TIME.as_secs()));
-    }
-    Ok(())
-}
-
-/// Whether the client sent something (or closed): a capture's stop.
-fn client_spoke(stream: &UnixStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut fd = crate::sys::pollfd(stream.as_raw_fd());
-    // SAFETY: one valid pollfd, no wait.
-    unsafe { libc::poll(&mut fd, 1, 0) > 0 }
-}
-
-/// The capture's pcapng stream (see [`stream_capture`]).
-fn pump(
-    stream: &mut UnixStream,
-    c: &CaptureRequest,
-    ports: &[(usize, String)],
-    reader: &capture::ReaderEnds,
-    stop: &AtomicBool,
-    routes: &Routes,
-) -> std::io::Result<()> {
-    let broken = |e: pfclab::pcap::PcapError| std::io::Error::other(e.to_string());
-    let mut w = CaptureWriter::new(std::io::BufWriter::new(&*stream)).map_err(broken)?;
-    let mut iface = vec![u32::MAX; crate::core::MAX_PORTS];
-    for (p, name) in ports {
-        iface[*p] = w.interface(name).map_err(broken)?;
-    }
-    // The switch stamps frames with its monotonic clock; the file wants the wall clock.
-    let (mono, wall) = (crate::sys::now().as_nanos(), SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default());
-    let to_wall = |at: Time| (wall + Duration::from_nanos(at.as_nanos())).saturating_sub(Duration::from_nanos(mono));
-    let deadline = c.duration_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-    let mut written = 0u64;
-    let full = |written: u64| c.count.is_some_and(|n| written >= n);
-    let write = |w: &mut CaptureWriter<_>, f: capture::CapturedFrame, written: &mut u64| {
-        let data = &f.data[..(f.len as usize).min(capture::SNAP)];
-        let way = match f.way {
-            capture::Way::Rx => Direction::Inbound,
-            capture::Way::Tx => Direction::Outbound,
-        };
-        let r = w.frame(iface[f.port], to_wall(f.at), data, f.len as usize, Some(way));
-        *written += 1;
-        let _ = reader.slots.send(f.data);
-        r.map_err(broken)
-    };
-    while !full(written)
-        && deadline.is_none_or(|d| Instant::now() < d)
-        && !stop.load(Ordering::Relaxed)
-        && !client_spoke(stream)
-    {
-        match reader.frames.recv_timeout(CAPTURE_POLL) {
-            Ok(f) => write(&mut w, f, &mut written)?,
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let counts = match ask_switch(Request::CaptureStop, routes) {
-        Ok(Response::CaptureCounts(counts)) => counts,
-        _ => Vec::new(),
-    };
-    // What the dataplane queued before it stopped belongs to the capture too.
-    while let Ok(f) = reader.frames.try_recv() {
-        if full(written) {
-            break;
-        }
-        write(&mut w, f, &mut written)?;
-    }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    for (p, name) in ports {
-        if let Some(k) = counts.iter().find(|k| &k.port == name) {
-            w.stats(iface[*p], now, k.rx.seen + k.tx.seen, k.rx.skipped + k.tx.skipped).map_err(broken)?;
-        }
-    }
-    w.flush().map_err(broken)
-}
-
 /// Takes the first complete line (through its newline) off what a connection sent. With
 /// [`decode_request`], the protocol's framing as plain functions over bytes: the fuzz
 /// checks drive them without a socket.
@@ -547,43 +317,6 @@ fn ask_switch(request: Request, routes: &Routes) -> super::Reply {
         kernel.complete(stats);
     }
     reply
-}
-
-/// Who is at the other end of a Unix socket.
-#[derive(Clone, Copy, Debug)]
-struct PeerCred {
-    pid: i32,
-    uid: u32,
-    gid: u32,
-}
-
-fn peer_cred(stream: &UnixStream) -> std::io::Result<PeerCred> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(PeerCred { pid: cred.pid, uid: cred.uid, gid: cred.gid })
-}
-
-/// Whether process `pid` has `gid` among its supplementary groups.
-fn in_group(pid: i32, gid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .is_some_and(|groups| groups.split_whitespace().any(|g| g.parse() == Ok(gid)))
 }
 
 #[cfg(test)]
