@@ -142,6 +142,19 @@ pub struct ProbedFlow {
     pub smooth: bool,
 }
 
+impl ProbedFlow {
+    /// The flow's frame size on the wire (FCS included).
+    pub fn frame_bytes(&self) -> usize {
+        frame_bytes(self.size)
+    }
+}
+
+/// A probed flow's frame size on the wire (FCS included): `size`, or the generator's
+/// default.
+pub fn frame_bytes(size: Option<usize>) -> usize {
+    size.unwrap_or_else(|| harness::gen_to(Default::default()).size)
+}
+
 /// Runs `pfctools pause-probe` (single pauses, or storms of `storm_ms`) against a fresh
 /// DUT carrying `flow`; returns the probe's JSON report and the DUT's statistics.
 pub fn run_probe(
@@ -163,15 +176,14 @@ pub fn run_probe(
     }
     config.dataplane.cpu = cpus.switch;
     let sw = SwitchProc::start_on(&tb, "sw1", &config, &RunArgs::default(), &cpus.switch_process)?;
-    let defaults = harness::gen_to(tb.host_iface("h2")?.mac);
     let gen_args = GenArgs {
         dscp: vec![3],
         rate: Some(flow.rate),
         duration: Some(Duration::from_secs(300)),
         speed,
         spin: flow.smooth,
-        size: flow.size.unwrap_or(defaults.size),
-        ..defaults
+        size: flow.frame_bytes(),
+        ..harness::gen_to(tb.host_iface("h2")?.mac)
     };
     let gen = harness::start_gen_on(&tb, "h1", "gen", cpus.hosts(), &gen_args)?;
     let probe_args = ProbeArgs {
@@ -304,7 +316,7 @@ pub fn response_time_of(flow: &ProbedFlow, repeats: usize) -> Result<(ResponseTi
         external_disturbed: unplaced,
         after_pause_p50_frames: median(&after.iter().map(|&n| f64::from(n)).collect::<Vec<_>>()),
         after_pause_max_frames: after.iter().copied().max().unwrap_or(0),
-        frame_bytes: flow.size.unwrap_or(harness::gen_to(Default::default()).size),
+        frame_bytes: flow.frame_bytes(),
     };
     Ok((r, stats))
 }

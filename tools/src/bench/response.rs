@@ -16,7 +16,6 @@ use pfcswitch::core::speed::{Speed, BITS_PER_QUANTUM};
 use pfcswitch_table::Table;
 
 use super::pfc::{response_time_of, run_probe, ProbedFlow};
-use crate::harness;
 use crate::traffic::probe::{StormTrial, STORM_SETTLE};
 
 #[derive(Args, Clone, Debug)]
@@ -160,7 +159,7 @@ impl ResponseResult {
 }
 
 pub fn run(args: &ResponseArgs) -> Result<()> {
-    let frame_bytes = args.size.unwrap_or(harness::gen_to(Default::default()).size);
+    let frame_bytes = super::pfc::frame_bytes(args.size);
     let batch = pfcswitch::config::DataplaneConfig::default().batch;
     let mut rows = Vec::new();
     for &speed in &args.speeds {

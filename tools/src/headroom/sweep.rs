@@ -458,7 +458,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         overhead_us: overheads_us.iter().map(|&(o, _)| o).fold(0.0, f64::max),
         disturbed: false,
     };
-    outcome.disturbed = !opts.max_overhead.is_zero() && disturbed_by(frame_interval, &overheads_us, storm.continuous)
+    outcome.disturbed = !opts.max_overhead.is_zero() && disturbed(frame_interval, &overheads_us, storm.continuous)
         || (!opts.max_overhead.is_zero() && machine_explains_background_loss(opts, &outcome));
     Ok(outcome)
 }
@@ -486,22 +486,14 @@ fn machine_explains_background_loss(opts: &SweepOptions, r: &RunOutcome) -> bool
 }
 
 /// Whether the host disturbed a run. `overheads_us` holds, per paused priority, how much
-/// longer than the sender's delay its frames kept arriving after XOFF. More than
-/// `allowance`: the DUT or the sender lost its CPU after the pause, and the headroom would
-/// be blamed for it. Short of the delay by more than `allowance` and one of the sender's
-/// frame intervals (its last frame before the deadline may come that early): the sender
-/// fell behind its rate when it should still have been sending, which hides part of what
-/// the delay needs. A storm gap let the paused priorities resume. A zero allowance
-/// accepts every run.
-#[cfg(test)]
-fn disturbed(allowance: Duration, frame_interval: Duration, overheads_us: &[f64], storm_continuous: bool) -> bool {
-    let both = Allowance { late: allowance, early: allowance };
-    let judged: Vec<(f64, Allowance)> = overheads_us.iter().map(|&o| (o, both)).collect();
-    !allowance.is_zero() && disturbed_by(frame_interval, &judged, storm_continuous)
-}
-
-/// [`disturbed`] with each priority's overhead against its own allowance.
-fn disturbed_by(frame_interval: Duration, overheads_us: &[(f64, Allowance)], storm_continuous: bool) -> bool {
+/// longer than the sender's delay its frames kept arriving after XOFF, and how far it
+/// may be from the delay ([`verdict_allowance`]). Later by more than its `late`: the DUT
+/// or the sender lost its CPU after the pause, and the headroom would be blamed for it.
+/// Short of the delay by more than its `early` and one of the sender's frame intervals
+/// (its last frame before the deadline may come that early): the sender fell behind its
+/// rate when it should still have been sending, which hides part of what the delay
+/// needs. A storm gap let the paused priorities resume.
+fn disturbed(frame_interval: Duration, overheads_us: &[(f64, Allowance)], storm_continuous: bool) -> bool {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     !storm_continuous
         || overheads_us.iter().any(|&(o, a)| o > us(a.late) || o < -us(a.early.saturating_add(frame_interval)))
@@ -798,6 +790,12 @@ mod tests {
 
     #[test]
     fn a_slow_testbed_a_lagging_sender_or_a_storm_gap_disturbs_a_run() {
+        // Every priority held to the same allowance both ways, as the sweep judges.
+        let disturbed = |allowance: Duration, interval, overheads: &[f64], storm_continuous| {
+            let both = Allowance { late: allowance, early: allowance };
+            let judged: Vec<(f64, Allowance)> = overheads.iter().map(|&o| (o, both)).collect();
+            !allowance.is_zero() && super::disturbed(interval, &judged, storm_continuous)
+        };
         let (allowance, interval) = (Duration::from_micros(150), Duration::from_micros(16));
         assert!(!disturbed(allowance, interval, &[60.0], true));
         assert!(!disturbed(allowance, interval, &[-16.0, 40.0], true), "the last frame came one interval early");
@@ -830,9 +828,9 @@ mod tests {
         assert!((short.early.as_secs_f64() * 1e6 - shortfall_us).abs() < 1.0, "{short:?}");
         // A run 2 ms late at delay 0 is disturbed; 200 µs late is not (it was at 150 µs).
         let interval = Duration::from_micros(16);
-        assert!(disturbed_by(interval, &[(2000.0, enough)], true));
-        assert!(!disturbed_by(interval, &[(200.0, enough)], true));
-        assert!(!disturbed_by(interval, &[(5000.0, short)], true), "later only drops more");
+        assert!(disturbed(interval, &[(2000.0, enough)], true));
+        assert!(!disturbed(interval, &[(200.0, enough)], true));
+        assert!(!disturbed(interval, &[(5000.0, short)], true), "later only drops more");
         // Near the boundary the floor holds: never less than max_overhead.
         let edge = SweepOptions { headroom_bytes: need(1000) + 100, ..opts.clone() };
         assert_eq!(verdict_allowance(&edge, 1000, 3).late, opts.max_overhead);

@@ -145,6 +145,15 @@ impl Receiver {
         n
     }
 
+    /// Lets the switch drain what the last pause (of `pause`) queued, then times the
+    /// steady flow for 30 ms: its interval, the arrivals of those 30 ms kept.
+    fn settle(&mut self, pause: Duration, stop: &AtomicBool) -> Result<Duration> {
+        self.run_for(pause, stop);
+        self.arrivals.clear();
+        self.run_for(Duration::from_millis(30), stop);
+        steady_interval(&self.arrivals)
+    }
+
     /// Receives for `d`. Arrival times come from the XDP program, so sleeping between
     /// frames costs no precision and leaves the CPU to the switch.
     fn run_for(&mut self, d: Duration, stop: &AtomicBool) {
@@ -198,11 +207,7 @@ pub fn run(opts: &ProbeArgs, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
         pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(Priorities::only(usize::from(opts.prio)), quanta)));
         let expected = opts.speed.quanta_duration(quanta);
         for _ in 0..opts.repeats {
-            // Let the switch drain what the last pause queued, then time the steady flow.
-            rx.run_for(expected, stop);
-            rx.arrivals.clear();
-            rx.run_for(Duration::from_millis(30), stop);
-            let interval = steady_interval(&rx.arrivals)?;
+            let interval = rx.settle(expected, stop)?;
             // Keep the last arrival: it may be the last frame before the pause.
             let last = rx.arrivals.last().copied();
             rx.arrivals.clear();
@@ -231,10 +236,7 @@ pub fn run_storms(opts: &ProbeArgs, length: Duration, stop: &AtomicBool) -> Resu
         let pause = opts.speed.quanta_duration(quanta);
         let every = pause / 2;
         for _ in 0..opts.repeats {
-            rx.run_for(pause, stop);
-            rx.arrivals.clear();
-            rx.run_for(Duration::from_millis(30), stop);
-            steady_interval(&rx.arrivals)?;
+            rx.settle(pause, stop)?;
             rx.arrivals.clear();
             let first = sys::now();
             let mut sent = Vec::new();
