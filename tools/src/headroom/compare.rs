@@ -145,8 +145,7 @@ fn simulated(opts: &SweepOptions, delay: u32) -> Result<Vec<(u64, u64)>> {
         .map(|&p| {
             let g = &port.priorities[usize::from(p)];
             let drops = g.counters.lossless_drops;
-            let need = if drops == 0 { g.headroom_watermark } else { opts.headroom_for(p) + drops * frame_len };
-            (need, drops)
+            (sweep::headroom_needed(drops, g.headroom_watermark, opts.headroom_for(p), frame_len), drops)
         })
         .collect())
 }

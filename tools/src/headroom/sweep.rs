@@ -264,14 +264,19 @@ impl RunOutcome {
         self.prios.iter().filter_map(PrioOutcome::measured_response_us).reduce(f64::max).unwrap_or(self.delay_us)
     }
 
-    /// Headroom this run needed for `p`: the watermark when nothing was dropped, else at
-    /// least the configured headroom plus what was dropped.
+    /// Headroom this run needed for `p` ([`headroom_needed`]).
     pub fn needed(&self, p: &PrioOutcome, configured: u64, frame_len: u64) -> u64 {
-        if p.drops == 0 {
-            p.headroom_watermark
-        } else {
-            configured + p.drops * frame_len
-        }
+        headroom_needed(p.drops, p.headroom_watermark, configured, frame_len)
+    }
+}
+
+/// Headroom a lossless priority needed in a run: its watermark when nothing was dropped,
+/// else at least the `configured` headroom plus the `drops` frames of `frame_len` bytes.
+pub fn headroom_needed(drops: u64, watermark: u64, configured: u64, frame_len: u64) -> u64 {
+    if drops == 0 {
+        watermark
+    } else {
+        configured + drops * frame_len
     }
 }
 
