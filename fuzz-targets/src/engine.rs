@@ -26,6 +26,7 @@ use pfcswitch_core::speed::Speed;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::tagging::TagTable;
 use pfcswitch_core::time::Time;
+use pfcswitch_core::turn;
 
 const PORTS: usize = 4;
 const FRAMES: u32 = 512;
@@ -308,7 +309,7 @@ pub fn run(data: &[u8]) {
             ),
             5 => {
                 now = now + Duration::from_micros(u64::from(s.u16().unwrap_or(0)));
-                sw.handle_timeout(now);
+                sw.handle_timeout(now, &mut pool);
             }
             6 => {
                 let blocked = sw.is_blocked(port);
@@ -340,7 +341,7 @@ pub fn run(data: &[u8]) {
             break;
         }
         now = now + Duration::from_millis(5);
-        sw.handle_timeout(now);
+        sw.handle_timeout(now, &mut pool);
     }
     let stats = sw.stats(now);
     assert_eq!((sw.queued_frames(), slow.held()), (0, 0), "frames stuck after everything was let go");
@@ -364,8 +365,7 @@ fn transmit(
     port: usize,
     limit: usize,
 ) {
-    batch.reset(limit.min(TxBatch::CAPACITY));
-    sw.poll_transmit(now, pool, port, batch);
+    turn::transmit(sw, now, pool, port, limit, batch);
     for f in batch.frames() {
         assert_eq!(pool.len(f.id), f.len as usize, "a frame's length is what the batch says");
         oracle.left(&pool.contents(f.id), port);
@@ -376,15 +376,7 @@ fn transmit(
 /// Hands the engine's events to the slowpath (or, when `refuse`, back to the engine as a
 /// full channel would) and puts back what the slowpath releases.
 fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Time, refuse: bool) {
-    sw.poll_slowpath(pool, |ev| {
-        if refuse && matches!(ev, ToSlowpath::Held(_)) {
-            return Err(ev);
-        }
-        slow.handle_event(ev);
-        Ok(())
-    });
-    let released = slow.release(|e| sw.stopped(now, e));
-    sw.handle_released(now, pool, released.iter().copied());
+    turn::slowpath_round_trip(sw, slow, pool, now, |ev| refuse && matches!(ev, ToSlowpath::Held(_)));
 }
 
 #[cfg(test)]

@@ -18,10 +18,12 @@ use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Priorities, Speed, Sw
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
 
-/// The DSCP of each frame `port` sends now; the frames go back to the pool.
+/// The DSCP of each frame `port` sends now, after the timers due have run (a turn's steps
+/// 3 and 4); the frames go back to the pool.
 fn sent_on(sw: &mut Switch, pool: &mut HeapPool, now: Time, port: usize) -> Vec<u8> {
     let mut batch = TxBatch::new();
     batch.reset(TxBatch::CAPACITY);
+    sw.handle_timeout(now, pool);
     sw.poll_transmit(now, pool, port, &mut batch);
     let dscp = batch.frames().iter().map(|f| pool.contents(f.id)[15] >> 2).collect();
     for f in batch.frames() {
@@ -67,7 +69,6 @@ pub fn main() {
     assert_eq!(paused_for, Speed::gbps(10).quanta_duration(u16::MAX));
     assert!(sent_on(&mut sw, &mut pool, wake - Duration::from_nanos(1), 1).is_empty(), "not a ns early");
 
-    sw.handle_timeout(wake);
     let after = sent_on(&mut sw, &mut pool, wake, 1);
     println!("at its end, port 1 sends DSCP {after:?}");
     assert_eq!(after, [3, 3, 3], "the held frames, in order");

@@ -17,9 +17,11 @@ use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Switch, Time, TxBatch
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
 
-/// What each port sends now, as (port, destination MAC) pairs; the frames go back to the pool.
+/// What each port sends now, as (port, destination MAC) pairs, after the timers due have
+/// run (a turn's steps 3 and 4); the frames go back to the pool.
 fn transmit(sw: &mut Switch, pool: &mut HeapPool, now: Time, batch: &mut TxBatch) -> Vec<(usize, MacAddr)> {
     let mut out = Vec::new();
+    sw.handle_timeout(now, pool);
     for port in 0..2 {
         batch.reset(TxBatch::CAPACITY);
         sw.poll_transmit(now, pool, port, batch);

@@ -41,6 +41,8 @@ pub mod switch;
 pub mod tagging;
 pub mod time;
 pub mod traffic_map;
+#[cfg(any(test, feature = "testing"))]
+pub mod turn;
 
 pub use config::Config;
 pub use mac::MacAddr;

@@ -443,7 +443,7 @@ impl Dataplane {
                 rx_taken,
             });
         }
-        self.switch.handle_timeout(now);
+        self.switch.handle_timeout(now, &mut self.pool);
         self.tx_blocked = false;
         for i in 0..self.ports.len() {
             if self.switch.link_up(i) {

@@ -170,8 +170,6 @@ impl Switch {
         if !self.ports[port].link_up {
             return;
         }
-        self.check_pfcwd(now, port);
-        self.empty_dropped_queues(now, pool, port);
         self.build_pause_frame(now, pool, port);
         let p = &mut self.ports[port];
         while out.has_room() {

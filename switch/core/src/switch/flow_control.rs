@@ -200,18 +200,26 @@ impl Switch {
         self.reaction.record(sent.saturating_since(trigger));
     }
 
+    /// Marks the pauses `port` must refresh by `now`: a group still above XON pauses its
+    /// upstream again before the last pause runs out there.
+    pub(super) fn due_refreshes(&mut self, now: Time, port: PortId) {
+        let p = &mut self.ports[port];
+        if p.mode == PauseMode::Off {
+            return;
+        }
+        for prio in self.lossless.iter() {
+            if self.buffer.group(port, prio).xoff && now >= p.upstream.pending.refresh_at[prio] {
+                p.upstream.pending.pause.insert(prio);
+            }
+        }
+    }
+
     /// Builds one frame carrying every pause, refresh and resume `port` owes.
     pub(super) fn build_pause_frame<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
         let p = &mut self.ports[port];
         if p.mode == PauseMode::Off {
             p.upstream.pending = PendingPause { refresh_at: p.upstream.pending.refresh_at, ..PendingPause::default() };
             return;
-        }
-        // Refresh pauses before they expire upstream while the group is still above XON.
-        for prio in self.lossless.iter() {
-            if self.buffer.group(port, prio).xoff && now >= p.upstream.pending.refresh_at[prio] {
-                p.upstream.pending.pause.insert(prio);
-            }
         }
         let (pause, resume) = (p.upstream.pending.pause, p.upstream.pending.resume);
         if (pause | resume).is_empty() {

@@ -11,11 +11,22 @@
 //!
 //! 1. [`Switch::handle_released`]: the frames the slowpath released rejoin their queues;
 //! 2. [`Switch::handle_frame`] for every frame received this turn;
-//! 3. [`Switch::handle_timeout`]: pauses expire, XOFF refreshes, the watchdog and FDB aging run;
-//! 4. [`Switch::poll_transmit`] per port with room on its tx ring;
+//! 3. [`Switch::handle_timeout`]: the timers due run (the watchdog, the end of drop
+//!    windows, XOFF refreshes, FDB aging); a received pause needs none, its end is a time
+//!    the pause gate compares with `now`;
+//! 4. [`Switch::poll_transmit`] per port with room on its tx ring: the pause frames owed,
+//!    then data;
 //! 5. [`Switch::poll_slowpath`]: the turn's events to the slowpath;
 //! 6. [`Switch::poll_watchdog_event`] until it returns `None`, then
 //!    [`Switch::poll_timeout`] or [`Switch::poll_port_timeout`] for when to look again.
+//!
+//! The orders that matter: released frames go in before new arrivals, so they keep their
+//! place ahead of what came after them; the timers run before the port transmits, so a
+//! drop window that ended lets its queue go in the same turn and a refresh leaves before
+//! the pause it renews runs out upstream. A driver that keeps a timer per port calls
+//! [`Switch::handle_port_timeout`] for a port just before it polls it, and
+//! [`Switch::handle_switch_timeout`] for the rest. `crate::turn` (the `testing` feature)
+//! writes steps 3 to 5 once for the drivers that need no IO.
 //!
 //! [`Switch::set_blocked`], [`Switch::set_link`], [`Switch::stats`] and
 //! [`Switch::traffic_map`] may come between turns.
@@ -335,8 +346,35 @@ impl Switch {
         self.ports[port].link_up
     }
 
-    /// Periodic work not tied to a frame: FDB aging.
-    pub fn handle_timeout(&mut self, now: Time) {
+    /// Runs every timer due by `now`: each port's ([`Switch::handle_port_timeout`]) and
+    /// the switch's own (FDB aging). The dataplane and the tests call it once per turn,
+    /// before [`Switch::poll_transmit`]; [`Switch::poll_timeout`] says when it is next due.
+    pub fn handle_timeout<P: FramePool>(&mut self, now: Time, pool: &mut P) {
+        for port in 0..self.ports.len() {
+            self.handle_port_timeout(now, pool, port);
+        }
+        self.handle_switch_timeout(now);
+    }
+
+    /// The timers of one port that is up, in this order: the PFC watchdog's check (a
+    /// storm detected or a priority restored), the end of drop windows (the queues still
+    /// in one are emptied), and the XOFF refreshes due (what a paused ingress owes its
+    /// upstream before the last pause runs out there). The frames they call for leave
+    /// through [`Switch::poll_transmit`]. A driver that keeps a timer per port (the
+    /// simulator, through [`Switch::poll_port_timeout`]) calls it for a port before it
+    /// polls that port, and [`Switch::handle_switch_timeout`] for the rest.
+    pub fn handle_port_timeout<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
+        self.clock = self.clock.max(now);
+        if !self.ports[port].link_up {
+            return;
+        }
+        self.check_pfcwd(now, port);
+        self.empty_dropped_queues(now, pool, port);
+        self.due_refreshes(now, port);
+    }
+
+    /// The switch's own timer, not tied to a port: FDB aging.
+    pub fn handle_switch_timeout(&mut self, now: Time) {
         if now >= self.next_aging {
             self.fdb.age(now);
             self.next_aging = now + FDB_AGING_PERIOD;

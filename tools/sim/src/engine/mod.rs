@@ -18,6 +18,7 @@ use pfcswitch_core::queue::FrameId;
 use pfcswitch_core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::time::Time;
+use pfcswitch_core::turn;
 
 use crate::fabric::{Fabric, Owner};
 use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};

@@ -18,9 +18,9 @@ impl Sim<'_> {
     pub(super) fn switch_tx(&mut self, sw: usize, local: usize, port: usize) {
         let now = self.now;
         let s = &mut self.switches[sw];
-        self.batch.reset(1);
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-        s.switch.poll_transmit(now, &mut pool, local, &mut self.batch);
+        // One frame: the wire takes it whole before the port looks again.
+        turn::transmit(&mut s.switch, now, &mut pool, local, 1, &mut self.batch);
         if let Some(f) = self.batch.frames().first().copied() {
             let buf = s.slots.give(f.id.0);
             if let Some(trigger) = f.xoff_trigger {
@@ -55,7 +55,7 @@ impl Sim<'_> {
     /// nothing (it was looked at when it last went idle), so it is not asked again:
     /// asking every port made each arrival cost as much as the switch has ports.
     pub(super) fn after_switch(&mut self, sw: usize) {
-        self.switches[sw].switch.handle_timeout(self.now);
+        self.switches[sw].switch.handle_switch_timeout(self.now);
         self.pass_to_slowpath(sw);
         let ready = self.switches[sw].switch.poll_ready_ports();
         let fabric = self.fabric;

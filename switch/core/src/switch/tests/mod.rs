@@ -99,8 +99,7 @@ impl Rig {
     }
 
     pub(crate) fn tx_limited(&mut self, port: PortId, limit: usize) -> Vec<Vec<u8>> {
-        self.batch.reset(limit);
-        self.sw.poll_transmit(self.now, &mut self.pool, port, &mut self.batch);
+        crate::turn::transmit(&mut self.sw, self.now, &mut self.pool, port, limit, &mut self.batch);
         let out: Vec<Vec<u8>> = self.batch.frames().iter().map(|f| self.pool.contents(f.id)).collect();
         for f in self.batch.frames().to_vec() {
             self.pool.free(f.id);
