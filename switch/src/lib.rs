@@ -16,7 +16,7 @@
 pub mod cli;
 pub mod config;
 pub mod control;
-/// The engine, a crate of its own (`switch/core`): re-exported so paths read `pfcswitch::core`.
+/// The engine, a crate of its own (`engine/`): re-exported so paths read `pfcswitch::core`.
 pub use pfcswitch_core as core;
 pub mod dataplane;
 pub mod frame_size;

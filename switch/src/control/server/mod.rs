@@ -35,7 +35,7 @@ use crate::core::time::Time;
 use crate::dataplane::capture;
 use crate::stats::Stats;
 use crate::sys::Waker;
-use pfclab::pcap::{CaptureWriter, Direction};
+use pfcpcap::{CaptureWriter, Direction};
 
 /// How long a request may wait for the dataplane.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);

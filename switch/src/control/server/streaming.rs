@@ -85,7 +85,7 @@ pub(super) fn pump(
     stop: &AtomicBool,
     routes: &Routes,
 ) -> std::io::Result<()> {
-    let broken = |e: pfclab::pcap::PcapError| std::io::Error::other(e.to_string());
+    let broken = |e: pfcpcap::PcapError| std::io::Error::other(e.to_string());
     let mut w = CaptureWriter::new(std::io::BufWriter::new(&*stream)).map_err(broken)?;
     let mut iface = vec![u32::MAX; crate::core::MAX_PORTS];
     for (p, name) in ports {

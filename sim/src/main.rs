@@ -1,5 +1,5 @@
 //! `pfcsim`: the simulator on its own. It builds with cargo alone: no clang, libbpf,
-//! kernel headers or root (`cargo build --release -p pfcswitch-sim`), and takes the
+//! kernel headers or root (`cargo build --release -p pfcsim`), and takes the
 //! arguments of `pfctools sim`.
 
 use clap::Parser;

@@ -8,7 +8,7 @@
 //!    the cycle; the rest flows again, at the price of the frames dropped.
 //! 3. Tagger's tables: the same ring, flows and block, and no deadlock forms at all.
 //!
-//! Run with `cargo run -p pfcswitch-sim --example deadlock`.
+//! Run with `cargo run -p pfcsim --example deadlock`.
 
 use pfcsim::scenario::Scenario;
 use pfcsim::{simulate, SimReport};

@@ -6,7 +6,8 @@
 
 pub mod flow;
 pub mod headroom;
-pub mod pcap;
+/// Captures in pcapng, a crate of its own so that the switch can write them without the rest of this one.
+pub use pfcpcap as pcap;
 pub mod progress;
 pub mod topology;
 

@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn reads_back_what_it_writes_with_interfaces_directions_times_and_statistics() {
-        let path = std::env::temp_dir().join(format!("pfclab-capture-{}.pcapng", std::process::id()));
+        let path = std::env::temp_dir().join(format!("pfcpcap-capture-{}.pcapng", std::process::id()));
         let mut w = CaptureWriter::create(&path).unwrap();
         let (a, b) = (w.interface("p1").unwrap(), w.interface("p2").unwrap());
         w.frame(a, Duration::from_nanos(1_000_000_123), &[1, 2, 3], 3, Some(Direction::Inbound)).unwrap();

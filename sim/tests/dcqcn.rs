@@ -1,4 +1,4 @@
-//! DCQCN at the simulated hosts (pfcswitch-roce's reaction and notification points) under
+//! DCQCN at the simulated hosts (roce's reaction and notification points) under
 //! the switches' ECN marking: deterministic, exact figures.
 
 use std::time::Duration;

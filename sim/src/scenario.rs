@@ -141,7 +141,7 @@ pub struct Scenario {
     pub monitor: Option<MonitorSpec>,
     #[serde(default)]
     pub event: Vec<EventSpec>,
-    /// `[dcqcn]`: every host runs DCQCN (pfcswitch-roce's, as the traffic tools do): its
+    /// `[dcqcn]`: every host runs DCQCN (roce's, as the traffic tools do): its
     /// flows' frames are ECN-capable (ECT(0)), a receiver answers CE-marked frames with
     /// CNPs on `cnp_priority`, and a sender's rate follows its reaction point. The NIC's
     /// parameter names; a table left empty takes their defaults.
