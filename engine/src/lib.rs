@@ -18,6 +18,7 @@ pub(crate) mod buffer;
 pub mod checking;
 pub(crate) mod classify;
 pub mod config;
+pub mod counters;
 pub mod dcfit;
 pub(crate) mod ether;
 pub mod fdb;

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::counters::counters;
 use super::ports::PortId;
 use super::priorities::Priorities;
 use super::priorities::PRIORITIES;
@@ -85,15 +86,16 @@ impl WatchdogConfig {
     }
 }
 
+counters! {
 /// What the watchdog did on one priority of one port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchdogCounters {
-    /// Storms detected.
-    pub storms_detected: u64,
-    /// Storms over (the priority restored).
-    pub restored: u64,
+    /// PFC storms the watchdog detected on the priority.
+    pub storms_detected: u64 => count,
+    /// Storms over: the watchdog restored the priority.
+    pub restored: u64 => count,
     /// Frames dropped while the priority was stormed (action `drop`).
-    pub dropped_frames: u64,
+    pub dropped_frames: u64 => count,
     /// From the start of the continuous pause to the last detection, µs.
     pub last_detection_us: u64,
     /// When the last detection happened (the switch's monotonic clock, ns; 0: never),
@@ -107,6 +109,7 @@ pub struct WatchdogCounters {
     /// The same during the latest storm, up to now if it goes on (SONiC's LAST columns).
     #[serde(default)]
     pub last_storm_traffic: StormTraffic,
+}
 }
 
 /// One priority's frames while it was stormed: what its egress queue sent and dropped,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::pause::PauseHistory;
 
 use super::config::{PauseMode, PortRole};
+use super::counters::counters;
 use super::histogram::Percentiles;
 use super::mac::MacAddr;
 use super::pfc::{ControlReject, RejectCounters};
@@ -145,23 +146,24 @@ drop_reasons! {
     Wred => wred, "wred";
 }
 
+counters! {
 /// MAC control (0x8808) frames. Not counted as data rx/tx or as drops.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MacControlCounters {
     /// MAC control frames received.
     pub received: u64,
     /// PFC frames received.
-    pub pfc_received: u64,
+    pub pfc_received: u64 => count,
     /// 802.3x PAUSE frames received.
-    pub pause_received: u64,
+    pub pause_received: u64 => count,
     /// 802.3x PAUSE received on a port not in global-pause mode.
-    pub pause_ignored: u64,
+    pub pause_ignored: u64 => ignored,
     /// PFC received on a port not in PFC mode.
-    pub pfc_ignored: u64,
+    pub pfc_ignored: u64 => ignored,
     /// PFC classes naming a lossy priority (ignored).
-    pub lossy_class_ignored: u64,
+    pub lossy_class_ignored: u64 => ignored,
     /// Honoured frames that came with an all-zero source address.
-    pub zero_source: u64,
+    pub zero_source: u64 => ignored,
     /// Frames shorter than Ethernet's minimum, read as their NIC would have padded them
     /// (a raw socket on a veth sends them so) and then acted on like any other.
     #[serde(default)]
@@ -170,11 +172,12 @@ pub struct MacControlCounters {
     #[serde(flatten)]
     pub rejected: RejectCounters,
     /// PFC frames sent.
-    pub pfc_sent: u64,
+    pub pfc_sent: u64 => count,
     /// 802.3x PAUSE frames sent.
-    pub pause_sent: u64,
+    pub pause_sent: u64 => count,
     /// Pauses that could not be built for want of a free buffer (retried).
     pub send_deferred: u64,
+}
 }
 
 impl MacControlCounters {
@@ -189,16 +192,12 @@ impl MacControlCounters {
     }
 
     /// MAC-control frames received and not acted on, by why (the counter's name): the
-    /// ones the port's mode or lossless priorities ignore, the ones the decoder rejects
-    /// ([`ControlReject::name`]), and honoured frames with an all-zero source.
+    /// fields marked `=> ignored` (frames the port's mode or lossless priorities ignore,
+    /// honoured frames with an all-zero source), then the ones the decoder rejects
+    /// ([`ControlReject::name`]).
     pub fn not_acted_on(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        let ignored = [
-            ("pause_ignored", self.pause_ignored),
-            ("pfc_ignored", self.pfc_ignored),
-            ("lossy_class_ignored", self.lossy_class_ignored),
-        ];
-        let rejected = ControlReject::ALL.iter().map(|&r| (r.name(), self.rejects(r)));
-        ignored.into_iter().chain(rejected).chain([("zero_source", self.zero_source)])
+        let ignored = self.ignored().map(|(c, v)| (c.name, v));
+        ignored.chain(ControlReject::ALL.iter().map(|&r| (r.name(), self.rejects(r))))
     }
 
     /// Frames the decoder rejected.
@@ -207,45 +206,47 @@ impl MacControlCounters {
     }
 }
 
+counters! {
 /// Counters per (port, priority).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrioCounters {
     /// Data frames received, charged to this priority.
-    pub rx_frames: u64,
+    pub rx_frames: u64 => count,
     /// Data frames sent from this priority's egress queue.
-    pub tx_frames: u64,
-    /// Bytes of the frames in `rx_frames`.
+    pub tx_frames: u64 => count,
+    /// Data bytes received, charged to this priority (the frames in `rx_frames`).
     #[serde(default)]
-    pub rx_bytes: u64,
-    /// Bytes of the frames in `tx_frames`.
+    pub rx_bytes: u64 => count,
+    /// Data bytes sent from this priority's egress queue (the frames in `tx_frames`).
     #[serde(default)]
-    pub tx_bytes: u64,
+    pub tx_bytes: u64 => count,
     /// Pause frames sent for this priority (XOFF and refreshes).
-    pub xoff_sent: u64,
+    pub xoff_sent: u64 => count,
     /// Zero-quanta resumes sent.
-    pub xon_sent: u64,
+    pub xon_sent: u64 => count,
     /// Pauses received for this priority.
-    pub xoff_received: u64,
+    pub xoff_received: u64 => count,
     /// Zero-quanta resumes received for this priority.
-    pub xon_received: u64,
+    pub xon_received: u64 => count,
     /// Lossless frames dropped (headroom exhausted, or a deadlock or storm cut off).
-    pub lossless_drops: u64,
+    pub lossless_drops: u64 => count,
     /// Pauses the ingress group's frame limit caused before its bytes would have (many
     /// small frames, see `buffer.lossless_frames`).
     #[serde(default)]
-    pub xoff_by_frames: u64,
+    pub xoff_by_frames: u64 => count,
     /// Lossy frames dropped.
-    pub lossy_drops: u64,
+    pub lossy_drops: u64 => count,
     /// Frames this egress queue marked ECN Congestion Experienced (its WRED profile).
     #[serde(default)]
-    pub ecn_marked: u64,
+    pub ecn_marked: u64 => count,
     /// Frames not ECN-capable that this lossy egress queue's WRED profile dropped.
     #[serde(default)]
-    pub wred_dropped: u64,
+    pub wred_dropped: u64 => count,
     /// Frames not ECN-capable that this lossless egress queue let pass above its WRED
     /// profile's minimum (PFC, not WRED, keeps it from overflowing).
     #[serde(default)]
-    pub ecn_not_capable_passed: u64,
+    pub ecn_not_capable_passed: u64 => count,
+}
 }
 
 impl PrioCounters {
@@ -325,37 +326,39 @@ pub struct PrioStats {
     pub upstream_response_max_us: f64,
 }
 
+counters! {
 /// A port's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[repr(C)] // the four counters every frame writes first, in one cache line with the port's settings
 pub struct PortCounters {
     /// Data frames received.
-    pub rx_frames: u64,
+    pub rx_frames: u64 => count,
     /// Data bytes received.
-    pub rx_bytes: u64,
+    pub rx_bytes: u64 => count,
     /// Data frames sent.
-    pub tx_frames: u64,
+    pub tx_frames: u64 => count,
     /// Data bytes sent.
-    pub tx_bytes: u64,
+    pub tx_bytes: u64 => count,
     /// Frames not forwarded, by reason.
     pub drops: DropCounters,
     /// PAUSE and PFC frames.
     pub mac_control: MacControlCounters,
     /// Stations that moved here from another port.
-    pub fdb_moves: u64,
+    pub fdb_moves: u64 => count,
     /// Source addresses not learned because the FDB was full (the frames still went on).
     #[serde(default)]
-    pub fdb_full: u64,
+    pub fdb_full: u64 => count,
     /// Source addresses not learned (or not moved here) because the port had learned its
     /// `fdb.max_per_port` already (the frames still went on).
     #[serde(default)]
-    pub fdb_port_full: u64,
+    pub fdb_port_full: u64 => count,
     /// Unicast frames flooded because their destination was not in the FDB.
     #[serde(default)]
-    pub unknown_unicast_flooded: u64,
+    pub unknown_unicast_flooded: u64 => count,
     /// Times the link went down (or the interface went away).
     #[serde(default)]
-    pub link_downs: u64,
+    pub link_downs: u64 => count,
+}
 }
 
 /// The PFC watchdog on one lossless priority of a port.

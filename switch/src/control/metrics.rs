@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use super::http::{Answer, Head, HttpServer, Limits, Refusal, Refusals};
 use super::server::{ask, Routes};
 use super::{ControlError, Request, Response};
+use crate::core::counters::CounterField;
 use crate::core::stats::{DropCounters, MacControlCounters};
 use crate::stats::Stats;
 
@@ -83,6 +84,27 @@ impl Scrape {
             family.get_or_create(&labels).inc_by(v);
         }
         self.registry.register(name, help, family);
+    }
+
+    /// A family per count of a struct declared with `counters!`, named `PREFIX_FIELD`
+    /// with the field's doc as help, and a sample per row.
+    fn counts<L, I>(&mut self, prefix: &str, rows: impl IntoIterator<Item = (L, I)>)
+    where
+        L: EncodeLabelSet + Clone + Hash + Eq + std::fmt::Debug + Send + Sync + 'static,
+        I: Iterator<Item = (&'static CounterField, u64)>,
+    {
+        let mut families: Vec<(&'static CounterField, Vec<(L, u64)>)> = Vec::new();
+        for (labels, counts) in rows {
+            for (i, (counter, v)) in counts.enumerate() {
+                if families.len() == i {
+                    families.push((counter, Vec::new()));
+                }
+                families[i].1.push((labels.clone(), v));
+            }
+        }
+        for (counter, rows) in families {
+            self.counters(&format!("{prefix}_{}", counter.name), counter.help(), rows);
+        }
     }
 
     fn gauges<L>(&mut self, name: &str, help: &str, rows: impl IntoIterator<Item = (L, f64)>)
@@ -163,36 +185,14 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
     let port = |name: &str| PortLabels { port: name.to_string() };
     let ports = &s.ports;
     let per_port = |f: fn(&crate::stats::PortReport) -> u64| ports.iter().map(move |p| (port(&p.name), f(p)));
-    m.counters("port_rx_frames", "Data frames received", per_port(|p| p.counters.rx_frames));
-    m.counters("port_rx_bytes", "Data bytes received", per_port(|p| p.counters.rx_bytes));
-    m.counters("port_tx_frames", "Data frames sent", per_port(|p| p.counters.tx_frames));
-    m.counters("port_tx_bytes", "Data bytes sent", per_port(|p| p.counters.tx_bytes));
-    m.counters("port_pfc_received", "PFC frames received", per_port(|p| p.counters.mac_control.pfc_received));
-    m.counters(
-        "port_pause_received",
-        "802.3x PAUSE frames received",
-        per_port(|p| p.counters.mac_control.pause_received),
-    );
-    m.counters("port_pfc_sent", "PFC frames sent", per_port(|p| p.counters.mac_control.pfc_sent));
-    m.counters("port_pause_sent", "802.3x PAUSE frames sent", per_port(|p| p.counters.mac_control.pause_sent));
+    // The engine's counts, each under its field's name with its doc as help.
+    m.counts("port", ports.iter().map(|p| (port(&p.name), p.counters.counts())));
+    m.counts("port", ports.iter().map(|p| (port(&p.name), p.counters.mac_control.counts())));
     m.counters(
         "port_mac_control_short",
         "MAC-control frames shorter than Ethernet's minimum, read as padded with zeros",
         per_port(|p| p.counters.mac_control.short),
     );
-    m.counters("port_fdb_full", "Source addresses not learned: the FDB was full", per_port(|p| p.counters.fdb_full));
-    m.counters(
-        "port_fdb_port_full",
-        "Source addresses not learned or moved here: the port had learned fdb.max_per_port",
-        per_port(|p| p.counters.fdb_port_full),
-    );
-    m.counters("port_fdb_moves", "Stations that moved here from another port", per_port(|p| p.counters.fdb_moves));
-    m.counters(
-        "port_unknown_unicast_flooded",
-        "Unicast frames flooded for want of an FDB entry",
-        per_port(|p| p.counters.unknown_unicast_flooded),
-    );
-    m.counters("port_link_downs", "Times the link went down", per_port(|p| p.counters.link_downs));
     m.counters(
         "port_socket_rx_ring_full",
         "Frames the kernel dropped: the AF_XDP rx ring was full",
@@ -233,58 +233,7 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
             p.priorities.iter().map(move |q| (PrioLabels { port: p.name.clone(), priority: q.priority }, q))
         })
     };
-    m.counters(
-        "priority_rx_frames",
-        "Data frames received, per priority",
-        prios().map(|(l, q)| (l, q.counters.rx_frames)),
-    );
-    m.counters("priority_tx_frames", "Data frames sent, per priority", prios().map(|(l, q)| (l, q.counters.tx_frames)));
-    m.counters(
-        "priority_xoff_sent",
-        "Pauses sent for the priority (XOFF and refreshes)",
-        prios().map(|(l, q)| (l, q.counters.xoff_sent)),
-    );
-    m.counters("priority_xon_sent", "Zero-quanta resumes sent", prios().map(|(l, q)| (l, q.counters.xon_sent)));
-    m.counters(
-        "priority_xoff_received",
-        "Pauses received for the priority",
-        prios().map(|(l, q)| (l, q.counters.xoff_received)),
-    );
-    m.counters(
-        "priority_xon_received",
-        "Resumes received for the priority",
-        prios().map(|(l, q)| (l, q.counters.xon_received)),
-    );
-    m.counters(
-        "priority_lossless_drops",
-        "Frames dropped beyond a lossless priority's headroom",
-        prios().map(|(l, q)| (l, q.counters.lossless_drops)),
-    );
-    m.counters(
-        "priority_xoff_by_frames",
-        "Pauses a lossless group's frame limit caused before its bytes would have",
-        prios().map(|(l, q)| (l, q.counters.xoff_by_frames)),
-    );
-    m.counters(
-        "priority_lossy_drops",
-        "Frames tail-dropped on a lossy priority",
-        prios().map(|(l, q)| (l, q.counters.lossy_drops)),
-    );
-    m.counters(
-        "priority_ecn_marked",
-        "Frames the egress queue marked ECN Congestion Experienced (WRED/ECN profile)",
-        prios().map(|(l, q)| (l, q.counters.ecn_marked)),
-    );
-    m.counters(
-        "priority_wred_dropped",
-        "Frames not ECN-capable the lossy egress queue's WRED profile dropped",
-        prios().map(|(l, q)| (l, q.counters.wred_dropped)),
-    );
-    m.counters(
-        "priority_ecn_not_capable_passed",
-        "Frames not ECN-capable that passed the lossless egress queue above its WRED minimum",
-        prios().map(|(l, q)| (l, q.counters.ecn_not_capable_passed)),
-    );
+    m.counts("priority", prios().map(|(l, q)| (l, q.counters.counts())));
     let lossless = || prios().filter(|(_, q)| q.lossless);
     m.gauges(
         "priority_ingress_bytes",
@@ -358,17 +307,7 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
             .iter()
             .flat_map(|p| p.pfcwd.iter().map(move |w| (PrioLabels { port: p.name.clone(), priority: w.priority }, w)))
     };
-    m.counters(
-        "pfcwd_storms_detected",
-        "PFC storms the watchdog detected",
-        wd().map(|(l, w)| (l, w.counters.storms_detected)),
-    );
-    m.counters("pfcwd_restored", "Priorities the watchdog restored", wd().map(|(l, w)| (l, w.counters.restored)));
-    m.counters(
-        "pfcwd_dropped_frames",
-        "Frames the watchdog dropped",
-        wd().map(|(l, w)| (l, w.counters.dropped_frames)),
-    );
+    m.counts("pfcwd", wd().map(|(l, w)| (l, w.counters.counts())));
     m.gauges(
         "pfcwd_active",
         "1 while the watchdog acts on the priority",
@@ -496,6 +435,31 @@ mod tests {
             !text.contains("priority_xoff_threshold_bytes{port=\"p1\",priority=\"0\"}"),
             "lossy priorities have no profile"
         );
+    }
+
+    /// The engine declares each count once (`counters!`): every one is served under its
+    /// field's name, with the field's doc as help, without this file naming it.
+    #[test]
+    fn every_count_the_engine_declares_is_served_with_its_doc_as_help() {
+        use crate::core::counters::CounterKind;
+        use crate::core::pfcwd::WatchdogCounters;
+        use crate::core::stats::{PortCounters, PrioCounters};
+        let text = encode(&snapshot());
+        let declared = [
+            ("port", PortCounters::FIELDS),
+            ("port", MacControlCounters::FIELDS),
+            ("priority", PrioCounters::FIELDS),
+            ("pfcwd", WatchdogCounters::FIELDS),
+        ];
+        let mut served = 0;
+        for (prefix, fields) in declared {
+            for c in fields.iter().filter(|c| c.kind == CounterKind::Count) {
+                let help = format!("# HELP pfcswitch_{prefix}_{} {}.\n", c.name, c.help());
+                assert!(text.contains(&help), "{prefix} {}: no family with its doc as help\n{text}", c.name);
+                served += 1;
+            }
+        }
+        assert_eq!(served, 9 + 4 + 14 + 3);
     }
 
     /// The Grafana dashboard in `docs/grafana` queries the switch by name: a name it asks
