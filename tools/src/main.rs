@@ -100,43 +100,10 @@ fn main() {
     let cli = Cli::parse();
     let filter = cli.log.clone().or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    if matches!(cli.command, Command::Sim(_) | Command::Bench { what: bench::BenchCommand::Sim(_) }) {
-        run_again_with_huge_pages();
-    }
     if let Err(e) = dispatch(cli.command) {
         eprintln!("pfctools: {e:#}");
         std::process::exit(1);
     }
-}
-
-/// The simulator's tables are read all over at random (a k=16 fat-tree's take 210 MiB,
-/// and a frame's hop touches a few dozen lines scattered over them), so with 4 KiB pages
-/// most hops also miss the TLB. glibc's malloc puts its heap and its large blocks on
-/// transparent huge pages only when `GLIBC_TUNABLES` asks for it as the program starts
-/// (`glibc.malloc.hugetlb=1`), and where the kernel gives them only on request (THP
-/// `madvise`, as on Debian), nothing else does: so `sim` and `bench sim` run themselves
-/// again, once, with it added. Five alternating pairs of 1 ms of the k=16 fat-tree took
-/// 0.69 to 0.94 of the time with it (median 0.80). Nothing happens where glibc is not the
-/// C library, where THP is `always` or `never`, or where the variable already names the
-/// tunable (the run again, or a user who chose).
-fn run_again_with_huge_pages() {
-    use std::os::unix::process::CommandExt;
-    const TUNABLE: &str = "glibc.malloc.hugetlb";
-    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
-        return;
-    }
-    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    if tunables.contains(TUNABLE) || !thp.contains("[madvise]") {
-        return;
-    }
-    let Ok(exe) = std::env::current_exe() else { return };
-    let mut args = std::env::args_os();
-    let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
-    let value = if tunables.is_empty() { format!("{TUNABLE}=1") } else { format!("{tunables}:{TUNABLE}=1") };
-    // Only returns if the program could not be run again; it then goes on as it is.
-    let err = std::process::Command::new(&exe).arg0(arg0).args(args).env("GLIBC_TUNABLES", value).exec();
-    tracing::debug!("running again with huge pages failed ({err}); going on without");
 }
 
 fn stop_on_signals() -> Result<Arc<AtomicBool>> {

@@ -245,7 +245,7 @@ impl Switch {
             tracker: DeadlockTracker::default(),
             check_seq: 0,
             deadlocks: 0,
-            outbox: Vec::with_capacity(n * 256 + 64),
+            outbox: Vec::new(),
             slowpath_overflow: 0,
             pfcwd_events: WatchdogEvents::default(),
             clock: now,
@@ -315,7 +315,8 @@ impl Switch {
     }
 
     /// Fills out the tables that otherwise grow with use (the per-frame table to the whole
-    /// pool, the FDB to `fdb.max_entries`), so that the data path never allocates. A
+    /// pool, the FDB to `fdb.max_entries`, the slowpath's outbox to a turn's worst case),
+    /// so that the data path never allocates. A
     /// driver whose pool is all in use from the start calls it once, before the first
     /// frame: the AF_XDP shell, where a table growing under the first frames held one
     /// turn of the loop up for hundreds of microseconds (a late pause). The simulator
@@ -323,6 +324,10 @@ impl Switch {
     pub fn reserve_tables(&mut self) {
         self.frames.reserve_all();
         self.fdb.reserve_all();
+        // A turn holds at most a batch per port for blocked egresses, and a few DCFIT
+        // records; a simulated switch sends a handful of events a turn, so it grows the
+        // outbox as it needs (up front, a k=16 fat-tree's would take 96 MiB).
+        self.outbox.reserve(self.ports.len() * 256 + 64);
     }
 
     /// Ports whose queues, received pauses or pending pause frames changed since the last
