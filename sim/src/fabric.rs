@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tagger::algo::Algorithm;
 use tagger::routes::explicit::Explicit;
-use tagger::system::{Priorities, TagSystem};
+use tagger::system::{TagPriorities, TagSystem};
 use tagger::topology::{Peer, Topology};
 
 use pfclab::topology::TestbedTopology;
@@ -730,7 +730,7 @@ fn tag_tables(
     let file = pfclab::routes_file(paths);
     let model = Explicit::from_file(t, &file).map_err(|e| bad(e.to_string()))?;
     let tagging = Algorithm::Greedy.run(t, &model).map_err(|e| bad(e.to_string()))?;
-    let priorities = Priorities { lossless: s.tagger_priorities.clone(), lossy: 0 };
+    let priorities = TagPriorities { lossless: s.tagger_priorities.clone(), lossy: 0 };
     let sys = TagSystem::new(t, &tagging, &priorities).map_err(|e| bad(e.to_string()))?;
     tagger::verify::verify(t, &model, &sys).map_err(|v| bad(format!("the tables fail verification: {v}")))?;
     Ok(sys.tables(t))

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use tagger::algo::Algorithm;
 use tagger::routes::explicit::RoutesFile;
 use tagger::routes::RouteSpec;
-use tagger::system::{self, Format, Priorities, SwitchTables, TagSystem};
+use tagger::system::{self, Format, SwitchTables, TagPriorities, TagSystem};
 use tagger::topology::NodeRef;
 
 use crate::testbed::TestbedTopology;
@@ -52,7 +52,7 @@ pub fn compute(topology: &Topology, routes: &RoutesFile, priorities: &[u8], dir:
     let t = tagger::load_topology(&topo_file.display().to_string())?;
     let model = RouteSpec::File(routes_file).model(&t)?;
     let tagging = Algorithm::Greedy.run(&t, model.as_ref())?;
-    let sys = TagSystem::new(&t, &tagging, &Priorities { lossless: priorities.to_vec(), lossy: 0 })?;
+    let sys = TagSystem::new(&t, &tagging, &TagPriorities { lossless: priorities.to_vec(), lossy: 0 })?;
     if let Err(v) = tagger::verify::verify(&t, model.as_ref(), &sys) {
         bail!("the tables fail verification: {v}");
     }

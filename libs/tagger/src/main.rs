@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tagger::algo::Algorithm;
 use tagger::eval::{self, Outcome};
 use tagger::routes::RouteSpec;
-use tagger::system::{self, Format, Priorities, TagSystem};
+use tagger::system::{self, Format, TagPriorities, TagSystem};
 use tagger::topology::file::TopologyFile;
 use tagger::verify::{verify, TaggedGraph};
 
@@ -100,7 +100,7 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
         Cmd::Compute { topology, routes, algorithm, out, format, priorities, lossy_priority, dot } => {
-            let mut prio = Priorities::with_lossy(lossy_priority);
+            let mut prio = TagPriorities::with_lossy(lossy_priority);
             if let Some(p) = priorities {
                 prio.lossless = p;
             }
@@ -202,7 +202,7 @@ fn compute(
     algorithm: Algorithm,
     out: &std::path::Path,
     format: Format,
-    prio: &Priorities,
+    prio: &TagPriorities,
 ) -> Result<()> {
     let t = tagger::load_topology(topology)?;
     let spec: RouteSpec = routes.parse()?;

@@ -58,22 +58,22 @@ pub enum SystemError {
 
 /// Which priority each lossless tag uses: tag t → `lossless[t - 1]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Priorities {
+pub struct TagPriorities {
     pub lossless: Vec<u8>,
     pub lossy: u8,
 }
 
-impl Default for Priorities {
+impl Default for TagPriorities {
     /// Tag t at priority t, lossy at 0.
-    fn default() -> Priorities {
-        Priorities { lossless: (1..=7).collect(), lossy: 0 }
+    fn default() -> TagPriorities {
+        TagPriorities { lossless: (1..=7).collect(), lossy: 0 }
     }
 }
 
-impl Priorities {
+impl TagPriorities {
     /// Tag t at priority t, skipping the lossy priority (and taking 0 last when it is free).
-    pub fn with_lossy(lossy: u8) -> Priorities {
-        Priorities { lossless: (1..=7).chain([0]).filter(|&p| p != lossy).collect(), lossy }
+    pub fn with_lossy(lossy: u8) -> TagPriorities {
+        TagPriorities { lossless: (1..=7).chain([0]).filter(|&p| p != lossy).collect(), lossy }
     }
 
     fn check(&self, tags: u8) -> Result<(), SystemError> {
@@ -112,7 +112,7 @@ pub struct TagSystem {
 }
 
 impl TagSystem {
-    pub fn new(t: &Topology, tagging: &Tagging, priorities: &Priorities) -> Result<TagSystem, SystemError> {
+    pub fn new(t: &Topology, tagging: &Tagging, priorities: &TagPriorities) -> Result<TagSystem, SystemError> {
         priorities.check(tagging.tags)?;
         Ok(TagSystem::build(t, tagging, priorities.lossy, |tag| priorities.lossless[tag as usize - 1]))
     }

@@ -4,7 +4,7 @@
 
 use tagger::algo::{Algorithm, Tagging};
 use tagger::routes::RouteSpec;
-use tagger::system::{Priorities, TagSystem};
+use tagger::system::{TagPriorities, TagSystem};
 use tagger::topology::Topology;
 use tagger::verify::{verify, Violation};
 
@@ -128,7 +128,7 @@ fn a_missing_or_lossy_rule_is_named() {
 fn two_tags_in_one_queue_are_refused() {
     let (t, g) = ring();
     let m = RouteSpec::Shortest.model(&t).unwrap();
-    let mut sys = TagSystem::new(&t, &g, &Priorities::default()).unwrap();
+    let mut sys = TagSystem::new(&t, &g, &TagPriorities::default()).unwrap();
     for prio in sys.queue.values_mut() {
         *prio = 3;
     }
@@ -138,7 +138,7 @@ fn two_tags_in_one_queue_are_refused() {
 #[test]
 fn tables_round_trip_through_switch_files() {
     let (t, g) = ring();
-    let sys = TagSystem::new(&t, &g, &Priorities { lossless: vec![3, 4], lossy: 0 }).unwrap();
+    let sys = TagSystem::new(&t, &g, &TagPriorities { lossless: vec![3, 4], lossy: 0 }).unwrap();
     let tables: Vec<(String, _)> = sys.tables(&t).into_iter().map(|s| (format!("{}.toml", s.switch), s)).collect();
     for (_, tab) in &tables {
         let text = toml::to_string(tab).unwrap();
@@ -149,6 +149,6 @@ fn tables_round_trip_through_switch_files() {
     assert_eq!(back.queue, sys.queue);
     assert_eq!(back.rewrite, sys.rewrite);
     assert!(sys.queue.values().all(|&p| p == 3 || p == 4));
-    let too_few = TagSystem::new(&t, &g, &Priorities { lossless: vec![3], lossy: 0 });
+    let too_few = TagSystem::new(&t, &g, &TagPriorities { lossless: vec![3], lossy: 0 });
     assert!(too_few.unwrap_err().to_string().contains("2 lossless tags need 2 lossless priorities"));
 }
