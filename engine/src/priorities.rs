@@ -138,6 +138,89 @@ impl fmt::Debug for Priorities {
     }
 }
 
+/// At most one setting per priority: the `[buffer.priority.N]` and `[wred.priority.N]`
+/// tables, read from a table keyed "0" to "7" and checked as they are read, so that a
+/// lookup is an index and a key that is not a priority is a parse error.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PerPriority<T>([Option<T>; PRIORITIES]);
+
+impl<T> Default for PerPriority<T> {
+    fn default() -> Self {
+        PerPriority(std::array::from_fn(|_| None))
+    }
+}
+
+impl<T> PerPriority<T> {
+    /// Priority `prio`'s setting, if it has one (none out of range).
+    pub fn get(&self, prio: u8) -> Option<&T> {
+        self.0.get(usize::from(prio))?.as_ref()
+    }
+
+    /// Sets priority `prio`'s, returning the one it replaces. `prio` must be 0..7.
+    pub fn insert(&mut self, prio: u8, value: T) -> Option<T> {
+        assert!(usize::from(prio) < PRIORITIES, "priorities are 0..8");
+        self.0[usize::from(prio)].replace(value)
+    }
+
+    /// The priorities that have a setting, lowest first, with it.
+    pub fn iter(&self) -> impl Iterator<Item = (u8, &T)> {
+        self.0.iter().enumerate().filter_map(|(p, v)| Some((p as u8, v.as_ref()?)))
+    }
+
+    /// Whether no priority has a setting.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
+impl<T> FromIterator<(u8, T)> for PerPriority<T> {
+    fn from_iter<I: IntoIterator<Item = (u8, T)>>(iter: I) -> Self {
+        let mut out = PerPriority::default();
+        for (p, v) in iter {
+            out.insert(p, v);
+        }
+        out
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for PerPriority<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<T: serde::Serialize> serde::Serialize for PerPriority<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter().map(|(p, v)| (p.to_string(), v)))
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for PerPriority<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = PerPriority<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a table keyed by priority, 0..7")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                use serde::de::Error;
+                let mut out = PerPriority::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    let prio = key.parse::<u8>().ok().filter(|&p| usize::from(p) < PRIORITIES).ok_or_else(|| {
+                        A::Error::custom(format!("`{key}` is not a priority: keyed by priority, 0..7"))
+                    })?;
+                    if out.insert(prio, map.next_value()?).is_some() {
+                        return Err(A::Error::custom(format!("priority {prio} given twice")));
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -458,14 +458,14 @@ pub fn profiles_comment(config: &crate::core::config::Config) -> String {
         let _ = writeln!(out, "# {line}");
     }
     let lossless = config.lossless_priorities();
-    let wide = config.buffer.priority.keys().map(|k| ("buffer.priority".to_string(), k));
+    let wide = config.buffer.priority.iter().map(|(k, _)| ("buffer.priority".to_string(), k));
     let per_port = config
         .ports
         .iter()
         .enumerate()
-        .flat_map(|(i, p)| p.priority.keys().map(move |k| (format!("port[{i}].priority"), k)));
+        .flat_map(|(i, p)| p.priority.iter().map(move |(k, _)| (format!("port[{i}].priority"), k)));
     for (level, key) in wide.chain(per_port) {
-        if !key.parse::<u8>().is_ok_and(|p| lossless.contains(&p)) {
+        if !lossless.contains(&key) {
             let _ = writeln!(out, "# {level}.{key}: priority {key} is lossy here; its profile has no effect");
         }
     }

@@ -1,12 +1,11 @@
 //! The shared buffer: XOFF and XON rules, headroom, per-priority profiles and the
 //! frame caps that keep the pool from running dry.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::priorities::PRIORITIES;
+use crate::priorities::PerPriority;
 
 use super::{invalid, ConfigError, MAX_BUFFER_BYTES};
 
@@ -48,8 +47,8 @@ pub struct BufferConfig {
     pub lossless_frames: Option<u32>,
     /// `[buffer.priority.N]`: priority N's own profile on every port, overriding the
     /// buffer-wide XOFF, XON and headroom rules it sets.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub priority: BTreeMap<String, BufferProfile>,
+    #[serde(default, skip_serializing_if = "PerPriority::is_empty")]
+    pub priority: PerPriority<BufferProfile>,
 }
 
 /// A priority group's buffer settings, every one optional: `[buffer.priority.N]` for
@@ -144,7 +143,7 @@ impl Default for BufferConfig {
             lossy_port_frames: None,
             slowpath_frames: None,
             lossless_frames: None,
-            priority: BTreeMap::new(),
+            priority: PerPriority::default(),
         }
     }
 }
@@ -209,17 +208,14 @@ impl BufferConfig {
     }
 }
 
-/// One level's profiles on their own: keys that are priorities, one form of each rule,
-/// sizes in range.
+/// One level's profiles on their own (their keys were checked as they were read): one
+/// form of each rule, sizes in range.
 pub(super) fn check_profiles(
     prefix: impl fmt::Display,
-    profiles: &BTreeMap<String, BufferProfile>,
+    profiles: &PerPriority<BufferProfile>,
 ) -> Result<(), ConfigError> {
-    for (key, p) in profiles {
+    for (key, p) in profiles.iter() {
         let field = |f: &str| format!("{prefix}.{key}.{f}");
-        if !key.parse::<u8>().is_ok_and(|prio| usize::from(prio) < PRIORITIES) {
-            return Err(invalid(format!("{prefix}.{key}"), "profiles are keyed by priority, 0..7"));
-        }
         if p.xoff_bytes.is_some() && p.xoff_alpha.is_some() {
             return Err(invalid(field("xoff_alpha"), "give either xoff_bytes or xoff_alpha, not both"));
         }

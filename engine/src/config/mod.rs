@@ -307,12 +307,11 @@ impl Config {
     /// priority, then the port's `xoff_bytes`/`headroom_bytes`, then
     /// `[buffer.priority.N]`, then `[buffer]`, then the defaults.
     pub fn group_profile(&self, port: usize, prio: u8) -> GroupProfile {
-        let key = prio.to_string();
         let p = &self.ports[port];
         let port_wide =
             BufferProfile { xoff_bytes: p.xoff_bytes, headroom_bytes: p.headroom_bytes, ..Default::default() };
         let wide = self.buffer.wide_profile();
-        let levels = [p.priority.get(&key), Some(&port_wide), self.buffer.priority.get(&key), Some(&wide)];
+        let levels = [p.priority.get(prio), Some(&port_wide), self.buffer.priority.get(prio), Some(&wide)];
         let levels = || levels.iter().flatten();
         GroupProfile {
             xoff: levels().find_map(|l| l.xoff()).unwrap_or(XoffRule::Static(DEFAULT_XOFF_BYTES)),
@@ -327,13 +326,13 @@ impl Config {
     /// lossless queues, nothing on lossy ones).
     pub fn wred_profile(&self, port: usize, prio: u8) -> WredProfile {
         let wide = self.wred_wide(prio);
-        self.ports[port].wred.priority.get(&prio.to_string()).map_or(wide, |s| wide.with(s))
+        self.ports[port].wred.priority.get(prio).map_or(wide, |s| wide.with(s))
     }
 
     /// `[wred.priority.N]` for every priority, each setting given: what the switch-wide
     /// level comes to with the defaults (`check-config` prints it).
     pub fn wred_filled(&self) -> WredConfig {
-        let priority = (0..PRIORITIES as u8).map(|prio| (prio.to_string(), self.wred_wide(prio).settings())).collect();
+        let priority = (0..PRIORITIES as u8).map(|prio| (prio, self.wred_wide(prio).settings())).collect();
         WredConfig { seed: self.wred.seed, priority }
     }
 
@@ -341,7 +340,7 @@ impl Config {
     /// defaults.
     fn wred_wide(&self, prio: u8) -> WredProfile {
         let base = WredProfile::default_for(self.lossless().contains(usize::from(prio)));
-        self.wred.priority.get(&prio.to_string()).map_or(base, |s| base.with(s))
+        self.wred.priority.get(prio).map_or(base, |s| base.with(s))
     }
 
     /// The frame caps for a switch with frame pool `pool`. By default the frames the

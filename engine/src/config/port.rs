@@ -1,8 +1,8 @@
 //! A port's configuration: its interface, speed, pause mode, role and scheduler.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
+
+use crate::priorities::PerPriority;
 
 use crate::mac::MacAddr;
 use crate::pfcwd::WatchdogOverride;
@@ -55,8 +55,8 @@ pub struct PortConfig {
     pub xoff_bytes: Option<u64>,
     /// `[port.priority.N]`: this port's own profile for priority N, overriding every
     /// other level.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub priority: BTreeMap<String, BufferProfile>,
+    #[serde(default, skip_serializing_if = "PerPriority::is_empty")]
+    pub priority: PerPriority<BufferProfile>,
     /// How its egress queues share the link.
     #[serde(default)]
     pub scheduler: Scheduler,
@@ -169,7 +169,7 @@ impl PortConfig {
             max_frame: None,
             headroom_bytes: None,
             xoff_bytes: None,
-            priority: BTreeMap::new(),
+            priority: PerPriority::default(),
             scheduler: Scheduler::default(),
             pfcwd: None,
             wred: PortWred::default(),

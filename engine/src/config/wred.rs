@@ -9,12 +9,11 @@
 //! one (PFC, not WRED, keeps a lossless queue from overflowing). Without
 //! `wred_green_enable` the profile does nothing.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::priorities::PRIORITIES;
+use crate::priorities::PerPriority;
 
 use super::{invalid, ConfigError, MAX_BUFFER_BYTES};
 
@@ -58,8 +57,8 @@ pub struct WredConfig {
     /// reproducible.
     pub seed: u64,
     /// `[wred.priority.N]`.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub priority: BTreeMap<String, WredSettings>,
+    #[serde(skip_serializing_if = "PerPriority::is_empty")]
+    pub priority: PerPriority<WredSettings>,
 }
 
 /// `[port.wred]`: one port's own profiles.
@@ -67,8 +66,8 @@ pub struct WredConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct PortWred {
     /// `[port.wred.priority.N]`.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub priority: BTreeMap<String, WredSettings>,
+    #[serde(skip_serializing_if = "PerPriority::is_empty")]
+    pub priority: PerPriority<WredSettings>,
 }
 
 /// A queue's WRED profile, every level resolved.
@@ -131,17 +130,11 @@ impl WredProfile {
     }
 }
 
-/// Checks one level's settings: keyed by priority, thresholds within the buffer's bounds
+/// Checks one level's settings (their keys were checked as they were read): thresholds within the buffer's bounds
 /// and in order where both are given, a probability in percent.
-pub(super) fn check_settings(
-    prefix: impl fmt::Display,
-    levels: &BTreeMap<String, WredSettings>,
-) -> Result<(), ConfigError> {
-    for (key, s) in levels {
+pub(super) fn check_settings(prefix: impl fmt::Display, levels: &PerPriority<WredSettings>) -> Result<(), ConfigError> {
+    for (key, s) in levels.iter() {
         let field = |f: &str| format!("{prefix}.{key}.{f}");
-        if !key.parse::<u8>().is_ok_and(|prio| usize::from(prio) < PRIORITIES) {
-            return Err(invalid(format!("{prefix}.{key}"), "WRED profiles are keyed by priority, 0..7"));
-        }
         for (name, v) in
             [("green_min_threshold", s.green_min_threshold), ("green_max_threshold", s.green_max_threshold)]
         {

@@ -97,7 +97,7 @@ mod tests {
 
     fn wred(settings: WredSettings) -> Wred {
         let mut c = Config::for_interfaces(&["a", "b"]);
-        c.wred.priority.insert("0".into(), settings);
+        c.wred.priority.insert(0, settings);
         Wred::new(&c)
     }
 

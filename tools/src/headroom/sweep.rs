@@ -354,7 +354,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
                 xon_offset_bytes: xoff.map(|x| x / 4),
                 ..Default::default()
             };
-            config.buffer.priority.insert(p.to_string(), profile);
+            config.buffer.priority.insert(p, profile);
         }
     }
     // The background must all arrive, but a userspace DUT sharing two cores with a sender,

@@ -92,7 +92,7 @@ fn a_lossy_queue_with_wred_drops_what_is_not_ecn_capable_and_marks_what_is() {
         green_max_threshold: Some(0),
         green_drop_probability: Some(100),
     };
-    c.wred.priority.insert("0".into(), all);
+    c.wred.priority.insert(0, all);
     let mut r = held(c, 0);
     r.rx(0, &ect(0, 0x01, 500));
     r.rx(0, &ect(0, 0x00, 500));
@@ -110,7 +110,7 @@ fn a_lossy_queue_with_wred_drops_what_is_not_ecn_capable_and_marks_what_is() {
 fn a_port_of_its_own_overrides_the_switch_wide_profile() {
     let mut c = Rig::ports(2);
     let off = WredSettings { wred_green_enable: Some(false), ..Default::default() };
-    c.ports[1].wred.priority.insert("3".into(), off);
+    c.ports[1].wred.priority.insert(3, off);
     let mut r = held(c, 3);
     for _ in 0..100 {
         r.rx(0, &ect(3, 0x02, 1000));

@@ -8,10 +8,9 @@ fn each_lossless_priority_pauses_at_its_own_profile() {
     c.buffer.xoff_bytes = Some(10_000);
     c.buffer.headroom_bytes = 5_000;
     // Priority 4 pauses at 3000 B and may take 20 000 B after its pause.
-    c.buffer.priority.insert(
-        "4".into(),
-        BufferProfile { xoff_bytes: Some(3_000), headroom_bytes: Some(20_000), ..Default::default() },
-    );
+    c.buffer
+        .priority
+        .insert(4, BufferProfile { xoff_bytes: Some(3_000), headroom_bytes: Some(20_000), ..Default::default() });
     c.buffer.xon_offset_bytes = Some(1_000);
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
