@@ -31,8 +31,10 @@ pub struct PauseHistory {
     pub transitions: u64,
     /// Time the priority has been paused in all, µs.
     pub paused_us: u64,
-    /// When the latest run began (the switch's monotonic clock, ns; 0: never).
-    pub recent_start_ns: u64,
+    /// When the latest run began (the switch's monotonic clock, ns); `None` if none has
+    /// (0 in JSON).
+    #[serde(with = "crate::time::ns_or_zero")]
+    pub recent_start_ns: Option<u64>,
     /// How long the latest run lasted, up to now if it holds, µs.
     pub recent_us: u64,
 }
@@ -143,7 +145,7 @@ impl EgressPause {
         PauseHistory {
             transitions: h.runs,
             paused_us: self.total(now, prio).as_micros() as u64,
-            recent_start_ns: recent.map_or(0, |(start, _)| start.as_nanos()),
+            recent_start_ns: recent.map(|(start, _)| start.as_nanos()),
             recent_us: recent.map_or(0, |(_, d)| d.as_micros() as u64),
         }
     }
@@ -228,7 +230,7 @@ mod tests {
         let h = e.history(t0 + 30 * MS, 3);
         assert_eq!(h.transitions, 2);
         assert_eq!(h.paused_us, 11_000);
-        assert_eq!(h.recent_start_ns, (t0 + 20 * MS).as_nanos());
+        assert_eq!(h.recent_start_ns, Some((t0 + 20 * MS).as_nanos()));
         assert_eq!(h.recent_us, 2000);
         // An 802.3x pause is not a PFC run.
         e.pause_port(t0 + 40 * MS, MS);

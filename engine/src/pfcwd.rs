@@ -98,10 +98,10 @@ pub struct WatchdogCounters {
     pub dropped_frames: u64 => count,
     /// From the start of the continuous pause to the last detection, µs.
     pub last_detection_us: u64,
-    /// When the last detection happened (the switch's monotonic clock, ns; 0: never),
-    /// for comparing with when a storm tool started.
-    #[serde(default)]
-    pub last_detection_ns: u64,
+    /// When the last detection happened (the switch's monotonic clock, ns; `None`: never,
+    /// 0 in JSON), for comparing with when a storm tool started.
+    #[serde(default, with = "crate::time::ns_or_zero")]
+    pub last_detection_ns: Option<u64>,
     /// The priority's frames during every storm so far, the one going on included
     /// (SONiC's `pfcwd show stats` TX OK/DROP and RX OK/DROP).
     #[serde(default)]
@@ -345,7 +345,7 @@ impl PortWatchdog {
                         let c = &mut self.counters[prio].counters;
                         c.storms_detected += 1;
                         c.last_detection_us = now.saturating_since(since).as_micros() as u64;
-                        c.last_detection_ns = now.as_nanos();
+                        c.last_detection_ns = Some(now.as_nanos());
                         event(WatchdogEvent::StormDetected {
                             port,
                             prio: prio as u8,

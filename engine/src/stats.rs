@@ -24,8 +24,9 @@ pub struct XoffEpisode {
     pub prio: u8,
     /// Monotonic clock, ns.
     pub start_ns: u64,
-    /// 0 while it lasts.
-    pub end_ns: u64,
+    /// When it ended (monotonic clock, ns); `None` while it lasts (0 in JSON).
+    #[serde(with = "crate::time::ns_or_zero")]
+    pub end_ns: Option<u64>,
 }
 
 /// DCFIT checking messages on a port.
@@ -318,8 +319,10 @@ pub struct PrioStats {
     /// The link partner's PFC pauses of this priority (`pfcstat --history`).
     #[serde(default)]
     pub pfc_history: PauseHistory,
-    /// Since when this port has been pausing its upstream (monotonic ns; 0 if not).
-    pub xoff_since_ns: u64,
+    /// Since when this port has been pausing its upstream (monotonic ns); `None` if it is
+    /// not (0 in JSON).
+    #[serde(with = "crate::time::ns_or_zero")]
+    pub xoff_since_ns: Option<u64>,
     /// The longest frames of this priority kept arriving after an XOFF, µs: the link
     /// partner's pause response seen from here (the wire, its reaction and what it had in
     /// flight). It is what the headroom must absorb, in time.

@@ -70,6 +70,24 @@ impl Sub<Time> for Time {
     }
 }
 
+/// An instant that may not have happened (`None`), as the snapshots' JSON has always
+/// written it: nanoseconds of the monotonic clock, with 0 for none. The engine's types
+/// say `Option<u64>`; only the wire keeps the zero, for the readers of `ctl stats --json`
+/// and of the simulator's reports (a monotonic clock never reads 0 once running).
+pub mod ns_or_zero {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `None` as 0.
+    pub fn serialize<S: Serializer>(at: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(at.unwrap_or(0))
+    }
+
+    /// Reads 0 as `None`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Ok(Some(u64::deserialize(d)?).filter(|&ns| ns != 0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

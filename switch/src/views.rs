@@ -32,11 +32,9 @@ impl Clocks {
         Clocks { monotonic_ns: crate::sys::now().as_nanos(), wall: SystemTime::now() }
     }
 
-    /// The wall-clock time of monotonic instant `ns` (0: never), in RFC 3339 (UTC, ms).
-    fn wall_time(&self, ns: u64) -> Option<String> {
-        if ns == 0 {
-            return None;
-        }
+    /// The wall-clock time of monotonic instant `ns` (if it happened), in RFC 3339 (UTC, ms).
+    fn wall_time(&self, ns: Option<u64>) -> Option<String> {
+        let ns = ns?;
         let back = Duration::from_nanos(self.monotonic_ns.saturating_sub(ns));
         Some(humantime::format_rfc3339_millis(self.wall - back).to_string())
     }
@@ -617,7 +615,7 @@ mod tests {
     fn history_times_are_shown_in_ms_and_the_latest_pause_on_the_wall_clock() {
         let mut p1 = port("p1");
         p1.engine.priorities[3].pfc_history =
-            PauseHistory { transitions: 4, paused_us: 12_345, recent_start_ns: 9_000_000_000, recent_us: 2_500 };
+            PauseHistory { transitions: 4, paused_us: 12_345, recent_start_ns: Some(9_000_000_000), recent_us: 2_500 };
         let clocks = Clocks { monotonic_ns: 10_000_000_000, wall: UNIX_EPOCH + Duration::from_secs(1_700_000_000) };
         let h = PfcHistory::new(&views(vec![p1, port("p2")], None), &clocks);
         let r = &h.rows[3];

@@ -90,7 +90,7 @@ impl Switch {
     pub(super) fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
         let p = &mut self.ports[port];
         p.upstream.log.xoff_since[prio] = now;
-        let k = p.upstream.log.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: 0 });
+        let k = p.upstream.log.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: None });
         p.upstream.log.open_episode[prio] = Some(k);
         let pending = &mut self.ports[port].upstream.pending;
         pending.pause.insert(prio);
@@ -103,8 +103,8 @@ impl Switch {
         let now = self.clock;
         let p = &mut self.ports[port];
         let open = p.upstream.log.open_episode[prio].take().and_then(|k| p.upstream.log.episodes.get_mut(k));
-        if let Some(e) = open.filter(|e| e.prio == prio as u8 && e.start_ns != 0 && e.end_ns == 0) {
-            e.end_ns = now.as_nanos().max(e.start_ns);
+        if let Some(e) = open.filter(|e| e.prio == prio as u8 && e.end_ns.is_none()) {
+            e.end_ns = Some(now.as_nanos().max(e.start_ns));
         }
         if !self.lossless.iter().any(|q| self.buffer.group(port, q).xoff) {
             p.dcfit.originated.clear();

@@ -83,7 +83,7 @@ impl Switch {
                     egress_paused: paused.contains(prio),
                     paused_us: p.tx.pause.paused_time(now, prio).as_micros() as u64,
                     pfc_history: p.tx.pause.history(now, prio),
-                    xoff_since_ns: if g.xoff { p.upstream.log.xoff_since[prio].as_nanos() } else { 0 },
+                    xoff_since_ns: g.xoff.then(|| p.upstream.log.xoff_since[prio].as_nanos()),
                     upstream_response_max_us: p.upstream.log.upstream_response[prio].as_secs_f64() * 1e6,
                 }
             })

@@ -27,7 +27,11 @@ use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, Sto
 use crate::trace::{PauseTimeline, Trace};
 use pfclab::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
 
-/// Simulated time starts here, not at zero: the engine reads "zero" as "never".
+/// Simulated time starts here. The engine no longer needs it (its "not yet" is an
+/// `Option`, and a switch started at zero works: see the core's
+/// `a_switch_whose_clock_starts_at_zero_...` test), but the reports carry the switches'
+/// own clock readings (pause arrivals, XOFF episodes), and starting here keeps them
+/// byte-identical to every report written before.
 pub const EPOCH: Time = Time::from_millis(1000);
 /// How often the slowpath looks at its held frames again (as its thread does).
 const NONE: u32 = u32::MAX;

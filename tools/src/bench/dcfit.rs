@@ -48,7 +48,7 @@ fn cycle_closed_at(stats: &[Stats], t: u64) -> Option<u64> {
         let start = ccw
             .xoff_episodes
             .iter()
-            .filter(|e| e.prio == 3 && e.start_ns <= t && (e.end_ns == 0 || e.end_ns >= t))
+            .filter(|e| e.prio == 3 && e.start_ns <= t && e.end_ns.is_none_or(|end| end >= t))
             .map(|e| e.start_ns)
             .max()?;
         closed = closed.max(start);
@@ -146,7 +146,10 @@ mod tests {
     fn switch(starts: &[(u64, u64)]) -> Stats {
         let ccw = PortStats {
             name: "ccw".into(),
-            xoff_episodes: starts.iter().map(|&(s, e)| XoffEpisode { prio: 3, start_ns: s, end_ns: e }).collect(),
+            xoff_episodes: starts
+                .iter()
+                .map(|&(s, e)| XoffEpisode { prio: 3, start_ns: s, end_ns: Some(e).filter(|&e| e != 0) })
+                .collect(),
             ..Default::default()
         };
         let switch =

@@ -120,7 +120,8 @@ fn one_run(args: &PfcwdArgs) -> Result<Option<PfcwdRun>> {
     if wd.counters.storms_detected != 1 {
         bail!("the watchdog fired {} times on one storm: {wd:?}", wd.counters.storms_detected);
     }
-    let after = (wd.counters.last_detection_ns as f64 - storm.first_frame_ns as f64) / 1e6;
+    let detected = wd.counters.last_detection_ns.context("a storm detected with no time of detection")?;
+    let after = (detected as f64 - storm.first_frame_ns as f64) / 1e6;
     Ok(Some(PfcwdRun {
         detected_after_ms: after,
         error_ms: after - args.detection_ms as f64,

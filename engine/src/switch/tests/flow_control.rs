@@ -60,7 +60,7 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     let g = &s.ports[0].priorities[3];
     assert!(g.xoff);
     let open: Vec<_> = s.ports[0].xoff_episodes.iter().map(|e| (e.prio, e.start_ns > 0, e.end_ns)).collect();
-    assert_eq!(open, [(3, true, 0)], "an XOFF episode lasts while the group is above XON");
+    assert_eq!(open, [(3, true, None)], "an XOFF episode lasts while the group is above XON");
     assert_eq!((g.headroom_bytes, g.counters.lossless_drops), (5_000, 1));
     assert_eq!(s.ports[0].counters.drops.lossless, 1);
 
@@ -87,7 +87,7 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     let episodes = &s.ports[0].xoff_episodes;
     assert_eq!(episodes.len(), 1);
     // The rig's clock has not moved since the pause: the episode ended when it began.
-    assert_eq!((episodes[0].prio, episodes[0].end_ns), (3, episodes[0].start_ns), "the resume ended it");
+    assert_eq!((episodes[0].prio, episodes[0].end_ns), (3, Some(episodes[0].start_ns)), "the resume ended it");
 }
 
 #[test]
@@ -304,4 +304,35 @@ fn reaction_time_is_recorded_for_the_xoff_frame() {
     r.sw.record_pause_sent(now, now + Duration::from_micros(7));
     assert_eq!(r.stats().pfc_reaction.count, 1);
     assert_eq!(r.stats().pfc_reaction.p50_us, 7.0);
+}
+
+/// Time zero is an instant like any other: the engine's "not yet" is an `Option`, not a
+/// zero, so a switch whose clock starts at zero (a simulation from its first instant)
+/// keeps a pause that begins then, and ends it.
+#[test]
+fn a_switch_whose_clock_starts_at_zero_records_a_pause_that_begins_at_zero_and_its_end() {
+    let mut c = Rig::ports(2);
+    c.buffer.xoff_bytes = Some(10_000);
+    c.buffer.xon_offset_bytes = Some(4_000);
+    c.buffer.headroom_bytes = 5_000;
+    let mut r = Rig::new_at(c, Time::ZERO);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    let frame = data(1, 2, 3, 1000);
+    for _ in 0..11 {
+        r.rx(0, &frame);
+    }
+    assert_eq!(pfc_of(&r.tx(0)[0]).quanta[3], 65535, "XOFF at time zero");
+    let s = r.stats();
+    assert_eq!(s.ports[0].priorities[3].xoff_since_ns, Some(0));
+    let e = s.ports[0].xoff_episodes[0];
+    assert_eq!((e.start_ns, e.end_ns), (0, None), "open, from zero");
+    while r.stats().ports[0].priorities[3].xoff {
+        r.advance(Duration::from_micros(10));
+        r.tx(1);
+        r.tx(0);
+        assert!(r.now < Time::from_millis(10), "the queue drains and the group resumes");
+    }
+    let e = r.stats().ports[0].xoff_episodes[0];
+    assert_eq!((e.start_ns, e.end_ns), (0, Some(r.now.as_nanos())), "ended by the resume");
 }

@@ -47,7 +47,11 @@ pub(crate) fn mac(n: u64) -> MacAddr {
 
 impl Rig {
     pub(crate) fn new(config: Config) -> Rig {
-        let now = Time::from_millis(1000);
+        Rig::new_at(config, Time::from_millis(1000))
+    }
+
+    /// A switch whose clock starts at `now`.
+    pub(crate) fn new_at(config: Config, now: Time) -> Rig {
         let sw = Switch::new(&config, None, PoolSize::without_rings(POOL), now);
         Rig { sw, pool: VecPool::new(POOL), now, batch: TxBatch::new() }
     }
