@@ -22,6 +22,7 @@ pub mod counters;
 pub mod dcfit;
 pub(crate) mod ether;
 pub mod fdb;
+pub mod headroom;
 pub mod heap_pool;
 pub mod histogram;
 pub mod mac;

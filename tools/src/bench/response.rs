@@ -84,16 +84,7 @@ impl Storm {
 /// sending when a pause arrives, which it completes.
 const MAX_FRAME_WIRE: u64 = 1518;
 
-/// IEEE 802.3 Table 31B-1: the pause_quanta within which a MAC must stop after a PAUSE
-/// (Annex 31D applies the same to PFC), at the speeds whose entry this project uses.
-pub fn reaction_allowance_quanta(speed: Speed) -> Option<u32> {
-    match speed.bps() {
-        1_000_000_000 => Some(2),
-        10_000_000_000 => Some(67),
-        100_000_000_000 => Some(394),
-        _ => None,
-    }
-}
+pub use pfcswitch_core::headroom::reaction_allowance_quanta;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ResponseRow {

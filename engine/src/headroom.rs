@@ -18,16 +18,30 @@
 
 use std::time::Duration;
 
-use pfcswitch_core::pfc::MIN_FRAME_LEN;
-use pfcswitch_core::speed::{wire_bytes, Speed, BITS_PER_QUANTUM};
+use crate::pfc::MIN_FRAME_LEN;
+use crate::speed::{wire_bytes, Speed, BITS_PER_QUANTUM};
 use serde::{Deserialize, Serialize};
+
+/// IEEE 802.3 Table 31B-1: the pause_quanta within which a MAC must stop after a PAUSE
+/// (Annex 31D applies the same to PFC), at the speeds whose entry this project uses.
+pub fn reaction_allowance_quanta(speed: Speed) -> Option<u32> {
+    match speed.bps() {
+        1_000_000_000 => Some(2),
+        10_000_000_000 => Some(67),
+        100_000_000_000 => Some(394),
+        _ => None,
+    }
+}
 
 /// Signal propagation in copper and fibre: about 5 ns per metre.
 pub const CABLE_NS_PER_M: f64 = 5.0;
 
+/// What the headroom of one lossless (port, priority) depends on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalcInput {
+    /// The port's line rate.
     pub speed: Speed,
+    /// The cable to the upstream sender, metres.
     pub cable_m: f64,
     /// Largest frame as buffered (without FCS), e.g. 1514 for MTU 1500, 1518 tagged.
     pub max_frame: u32,
@@ -39,15 +53,21 @@ pub struct CalcInput {
     pub load: f64,
 }
 
+/// One term of the sum: what arrives, and how many bytes of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Component {
+    /// What it is, in words.
     pub what: String,
+    /// Bytes buffered.
     pub bytes: f64,
 }
 
+/// The headroom a lossless (port, priority) needs, term by term.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Calc {
+    /// The terms, in the order the bytes arrive.
     pub components: Vec<Component>,
+    /// Their sum, rounded up.
     pub total_bytes: u64,
 }
 
@@ -69,6 +89,7 @@ impl CalcInput {
         wire_bytes_per_s * d.as_secs_f64() * efficiency
     }
 
+    /// The headroom this input needs, term by term.
     pub fn calculate(&self) -> Calc {
         let cable = Duration::from_secs_f64(self.cable_m * CABLE_NS_PER_M * 1e-9);
         let max = f64::from(self.max_frame);
@@ -94,6 +115,7 @@ impl CalcInput {
 }
 
 impl Calc {
+    /// The terms and their sum as text, with the input they came from.
     pub fn text(&self, input: &CalcInput) -> String {
         let mut out = format!(
             "headroom for {} with {} m of cable, {} B frames, sender response {:.2} µs, switch delay {:.2} µs, load {:.0} %:\n",
