@@ -28,6 +28,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("pfc_codec", pfc_codec),
     ("checking_codec", checking_codec),
     ("config", config),
+    ("sonic_config", sonic_config),
     ("tagger_table", tagger_table),
     ("control_lines", control_lines),
     ("metrics_head", metrics_head),
@@ -112,6 +113,18 @@ pub fn config(data: &[u8]) {
     for i in 0..c.ports.len() {
         let _ = c.ports[i].speed().quanta_duration(c.pfc.quanta);
     }
+}
+
+/// A SONiC CONFIG_DB document, its first ports mapped: never a panic; what translates is
+/// a valid configuration that writes and reads back as itself.
+pub fn sonic_config(data: &[u8]) {
+    use pfcswitch_core::config::sonic::{translate, PortMap};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let ports: Vec<PortMap> = ["Ethernet0=p1", "Ethernet4=p2"].iter().map(|p| p.parse().expect("a mapping")).collect();
+    let Ok(t) = translate(text, &ports) else { return };
+    let again = Config::from_toml(&t.config.to_toml())
+        .unwrap_or_else(|e| panic!("{text:?} translated to a config that does not read back: {e}"));
+    assert_eq!(again, t.config, "{text:?}");
 }
 
 /// A Tagger table file (TOML or JSON): parsed and compiled for switches of 1..=8 ports,

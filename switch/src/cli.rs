@@ -14,6 +14,15 @@ pub struct RunArgs {
     /// TOML configuration file (ports, buffers, PFC...). Flags below override it.
     #[arg(long, short)]
     pub config: Option<PathBuf>,
+    /// A SONiC CONFIG_DB document (`config_db.json`, `sonic-cfggen`'s output) to run as
+    /// written, its ports mapped to interfaces with --port (see `check-config
+    /// --sonic-config` for the translation).
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub sonic_config: Option<PathBuf>,
+    /// With --sonic-config: a SONiC port and the interface it becomes, SONIC=IFACE
+    /// (e.g. Ethernet0=p1); repeat for each port, in the order they are numbered.
+    #[arg(long = "port", value_name = "SONIC=IFACE", requires = "sonic_config")]
+    pub sonic_ports: Vec<String>,
     /// An interface to switch between; repeat for each port.
     #[arg(long = "iface", short = 'i')]
     pub ifaces: Vec<String>,

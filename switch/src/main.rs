@@ -15,7 +15,7 @@ use pfcswitch::config::{BindMode, RunConfig, XdpMode};
 use pfcswitch::control::metrics::MetricsServer;
 use pfcswitch::control::server::{ControlServer, Routes, SocketAccess};
 use pfcswitch::control::{self, client, Request, Response};
-use pfcswitch::core::config::{Config, TaggerConfig, DEFAULT_LOSSY_QUEUE_BYTES, LOSSY_QUEUE_MIN_FRAMES};
+use pfcswitch::core::config::{sonic, Config, TaggerConfig, DEFAULT_LOSSY_QUEUE_BYTES, LOSSY_QUEUE_MIN_FRAMES};
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::kernel::KernelCounters;
 use pfcswitch::dataplane::{Dataplane, Options};
@@ -51,10 +51,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Validate a config file (and its Tagger table) and print it with every default filled in.
+    /// Validate a config file (and its Tagger table) and print it with every default filled in;
+    /// with --sonic-config, print what a SONiC document comes to, with what was derived and
+    /// what is not honoured.
     CheckConfig {
         /// The TOML config file.
-        file: PathBuf,
+        #[arg(required_unless_present = "sonic_config")]
+        file: Option<PathBuf>,
+        /// A SONiC CONFIG_DB document (`config_db.json`) instead of a TOML file.
+        #[arg(long, value_name = "FILE", conflicts_with = "file")]
+        sonic_config: Option<PathBuf>,
+        /// With --sonic-config: a SONiC port and the interface it becomes, SONIC=IFACE; repeat.
+        #[arg(long = "port", value_name = "SONIC=IFACE", requires = "sonic_config")]
+        ports: Vec<String>,
         /// Accept a Tagger table written for another switch.
         #[arg(long)]
         force: bool,
@@ -164,7 +173,9 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Ctl(args) => ctl(args),
-        Command::CheckConfig { file, force } => check_config(&file, force),
+        Command::CheckConfig { file: Some(file), force, .. } => check_config(&file, force),
+        Command::CheckConfig { sonic_config: Some(doc), ports, .. } => check_sonic_config(&doc, &ports),
+        Command::CheckConfig { .. } => Err(anyhow::anyhow!("give a TOML file or --sonic-config FILE")),
         Command::Doctor { ifaces, json } => doctor(&ifaces, json),
     };
     if let Err(e) = result {
@@ -231,14 +242,39 @@ fn load_tags(config: &mut Config, config_file: Option<&Path>, force: bool) -> Re
     Ok(Some(table))
 }
 
+/// The configuration a SONiC document comes to for `ports` (`SONIC=IFACE` each), with
+/// what it could not take as written.
+fn load_sonic(path: &Path, ports: &[String]) -> Result<sonic::Translation> {
+    let ports: Vec<sonic::PortMap> = ports.iter().map(|p| p.parse()).collect::<Result<_, _>>()?;
+    let size = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len();
+    if size > sonic::MAX_DOCUMENT_BYTES as u64 {
+        bail!(
+            "{}: {size} bytes; a CONFIG_DB document of at most {} is read",
+            path.display(),
+            sonic::MAX_DOCUMENT_BYTES
+        );
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    sonic::translate(&text, &ports).with_context(|| format!("in {}", path.display()))
+}
+
 fn run(args: RunArgs) -> Result<()> {
-    let mut config = match &args.config {
-        Some(path) => load_config(path)?,
-        None if args.ifaces.is_empty() => bail!("give the ports with --iface IF (repeated) or --config FILE"),
-        None => RunConfig::for_interfaces(&args.ifaces),
+    let mut config = match (&args.config, &args.sonic_config) {
+        (Some(path), _) => load_config(path)?,
+        (None, Some(path)) => {
+            let t = load_sonic(path, &args.sonic_ports)?;
+            for n in &t.notes {
+                tracing::info!(table = %n.table, key = %n.key, kind = ?n.kind, "SONiC: {}", n.text);
+            }
+            RunConfig { switch: t.config, dataplane: Default::default() }
+        }
+        (None, None) if args.ifaces.is_empty() => {
+            bail!("give the ports with --iface IF (repeated), --config FILE or --sonic-config FILE --port SONIC=IF")
+        }
+        (None, None) => RunConfig::for_interfaces(&args.ifaces),
     };
-    if args.config.is_some() && !args.ifaces.is_empty() {
-        bail!("--iface and --config are exclusive: list the ports in the config file");
+    if (args.config.is_some() || args.sonic_config.is_some()) && !args.ifaces.is_empty() {
+        bail!("--iface goes without --config and --sonic-config: the ports are in the file (and --port)");
     }
     if let Some(name) = args.name {
         config.name = name;
@@ -445,6 +481,34 @@ fn view(what: &CtlCommand, v: &control::Views, json: bool) -> Result<String> {
         _ => bail!("the switch answered with views to a request for something else"),
     };
     Ok(if json { serde_json::to_string_pretty(&value)? + "\n" } else { text })
+}
+
+/// What `check-config --sonic-config` prints: the translation as pfcswitch's TOML (every
+/// default filled in, so that a user can keep it), then each derived figure and each key
+/// not honoured, as comments.
+fn check_sonic_config(doc: &Path, ports: &[String]) -> Result<()> {
+    let t = load_sonic(doc, ports)?;
+    let mut config = t.config;
+    config.wred = config.wred_filled();
+    println!(
+        "# pfcswitch's configuration for {} ({} ports), translated from SONiC's CONFIG_DB",
+        doc.display(),
+        ports.len()
+    );
+    print!("{}", config.to_toml());
+    print!("{}", report::profiles_comment(&config));
+    for kind in [sonic::NoteKind::Derived, sonic::NoteKind::NotHonoured] {
+        let notes: Vec<_> = t.notes.iter().filter(|n| n.kind == kind).collect();
+        if notes.is_empty() {
+            continue;
+        }
+        println!("\n# {}:", if kind == sonic::NoteKind::Derived { "Derived, not read" } else { "Not honoured" });
+        for n in notes {
+            let key = if n.key.is_empty() { n.table.clone() } else { format!("{}|{}", n.table, n.key) };
+            println!("#   {key}: {}", n.text);
+        }
+    }
+    Ok(())
 }
 
 fn check_config(file: &Path, force: bool) -> Result<()> {

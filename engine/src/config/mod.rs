@@ -18,6 +18,7 @@ use crate::speed::Speed;
 
 mod buffer;
 mod port;
+pub mod sonic;
 mod wred;
 
 pub use buffer::*;

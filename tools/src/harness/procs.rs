@@ -27,6 +27,45 @@ impl SwitchProc {
         SwitchProc::start_on(tb, node, config, args, &own)
     }
 
+    /// pfcswitch in `node` run from a SONiC CONFIG_DB document as written (`run
+    /// --sonic-config DOC --port SONIC=IFACE ...`), named `name`, with the harness's
+    /// control socket.
+    pub fn start_sonic(
+        tb: &Testbed,
+        node: &str,
+        name: &str,
+        doc: &std::path::Path,
+        ports: &[String],
+    ) -> Result<SwitchProc> {
+        let socket = tb.work_dir().join(format!("{name}.sock"));
+        let run = RunArgs {
+            sonic_config: Some(doc.to_path_buf()),
+            sonic_ports: ports.to_vec(),
+            name: Some(name.to_string()),
+            socket: Some(socket.clone()),
+            ..RunArgs::default()
+        };
+        let proc = tb.spawn_on(node, name, &Placement::default(), &command_line("pfcswitch", "run", &run)?)?;
+        SwitchProc::wait_up(name, socket, proc)
+    }
+
+    /// Waits until the switch's control socket answers.
+    fn wait_up(name: &str, socket: PathBuf, mut proc: Proc) -> Result<SwitchProc> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if client::request(&socket, &Request::Stats).is_ok() {
+                return Ok(SwitchProc { name: name.to_string(), socket, proc });
+            }
+            if !proc.is_running() {
+                bail!("pfcswitch {name} exited at start-up: {}", proc.stderr_so_far().trim());
+            }
+            if Instant::now() > deadline {
+                bail!("pfcswitch {name} did not come up: {}", proc.stderr_so_far().trim());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// [`SwitchProc::start`], the process placed as `placement` says.
     pub fn start_on(
         tb: &Testbed,
@@ -39,20 +78,8 @@ impl SwitchProc {
         std::fs::write(&path, config.to_toml()).with_context(|| format!("writing {}", path.display()))?;
         let socket = tb.work_dir().join(format!("{}.sock", config.name));
         let run = RunArgs { config: Some(path), socket: Some(socket.clone()), ..args.clone() };
-        let mut proc = tb.spawn_on(node, &config.name, placement, &command_line("pfcswitch", "run", &run)?)?;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if client::request(&socket, &Request::Stats).is_ok() {
-                return Ok(SwitchProc { name: config.name.clone(), socket, proc });
-            }
-            if !proc.is_running() {
-                bail!("pfcswitch {} exited at start-up: {}", config.name, proc.stderr_so_far().trim());
-            }
-            if Instant::now() > deadline {
-                bail!("pfcswitch {} did not come up: {}", config.name, proc.stderr_so_far().trim());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let proc = tb.spawn_on(node, &config.name, placement, &command_line("pfcswitch", "run", &run)?)?;
+        SwitchProc::wait_up(&config.name, socket, proc)
     }
 
     pub fn stats(&self) -> Result<Stats> {
