@@ -837,6 +837,12 @@ fn speeds_from_nics(config: &mut RunConfig) -> Result<Vec<SpeedSource>, Dataplan
     let mut from = Vec::new();
     for port in &mut config.ports {
         let source = match (port.speed, crate::nic::line_rate(&port.iface)) {
+            (Some(set), Some(rate)) if set != rate => {
+                // A SONiC document's or a file's speed on hardware that links at
+                // another: the shaper paces at the configured one, which may be wrong.
+                tracing::warn!(iface = %port.iface, configured = %set, nic = %rate, "the configured speed is not the NIC's link speed; the port is shaped to the configured one");
+                SpeedSource::Config
+            }
             (Some(_), _) => SpeedSource::Config,
             (None, Some(rate)) => {
                 port.speed = Some(rate);
