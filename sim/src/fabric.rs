@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pfcswitch_core::config::{max_frame_for_mtu, Config, PortRole, StaticFdbEntry};
+use pfcswitch_core::config::{max_frame_for_mtu, sonic, Config, PortRole, StaticFdbEntry};
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::tagging::TagTable;
@@ -293,6 +293,19 @@ impl Fabric {
         }
 
         let tables = if s.tagger { Some(tag_tables(s, &t, &paths)?) } else { None };
+        let sonic = match &s.sonic_config {
+            Some(path) => {
+                let size = std::fs::metadata(path).map_err(|e| invalid("sonic_config", format!("{path}: {e}")))?.len();
+                if size > sonic::MAX_DOCUMENT_BYTES as u64 {
+                    return Err(invalid(
+                        "sonic_config",
+                        format!("{path}: {size} bytes, at most {}", sonic::MAX_DOCUMENT_BYTES),
+                    ));
+                }
+                Some(std::fs::read_to_string(path).map_err(|e| invalid("sonic_config", format!("{path}: {e}")))?)
+            }
+            None => None,
+        };
         let mut switches = Vec::new();
         for (sw, spec) in t.switches.iter().enumerate() {
             let local: Vec<usize> = spec.ports.iter().map(|&p| p as usize).collect();
@@ -303,9 +316,33 @@ impl Fabric {
                     t.ports[p as usize].name.clone().unwrap_or_else(|| format!("p{}", t.ports[p as usize].number))
                 })
                 .collect();
-            let mut c = Config::for_interfaces(&names);
+            let mut c = match &sonic {
+                Some(text) => {
+                    if s.sonic_ports.len() < names.len() {
+                        return Err(invalid(
+                            "sonic_ports",
+                            format!(
+                                "switch {} has {} ports; {} are named",
+                                spec.name,
+                                names.len(),
+                                s.sonic_ports.len()
+                            ),
+                        ));
+                    }
+                    let maps: Vec<sonic::PortMap> = names
+                        .iter()
+                        .zip(&s.sonic_ports)
+                        .map(|(iface, name)| sonic::PortMap { sonic: name.clone(), iface: iface.clone() })
+                        .collect();
+                    sonic::translate(text, &maps).map_err(|e| invalid("sonic_config", e.to_string()))?.config
+                }
+                None => {
+                    let mut c = Config::for_interfaces(&names);
+                    c.pfc.lossless = Some(vec![3]);
+                    c
+                }
+            };
             c.name = spec.name.clone();
-            c.pfc.lossless = Some(vec![3]);
             for (k, p) in c.ports.iter_mut().enumerate() {
                 let g = &ports[local[k]];
                 p.speed = Some(g.speed);

@@ -118,6 +118,16 @@ pub struct Scenario {
     /// to hand a released frame back.
     #[serde(default = "default_slowpath_delay_us")]
     pub slowpath_delay_us: f64,
+    /// A SONiC CONFIG_DB document (`config_db.json`) every switch starts from, as
+    /// `pfcswitch run --sonic-config` would (a path relative to the scenario file); the
+    /// fabric's links still set each port's speed and cable, and `switch_defaults` and
+    /// `[switch.NAME]` are merged over it.
+    #[serde(default)]
+    pub sonic_config: Option<String>,
+    /// With `sonic_config`: the document's port names, given to each switch's ports in
+    /// its order (a switch uses as many as it has ports).
+    #[serde(default)]
+    pub sonic_ports: Vec<String>,
     /// Merged into every switch's configuration (the TOML of `pfcswitch run`).
     #[serde(default)]
     pub switch_defaults: toml::Table,
@@ -371,6 +381,13 @@ impl Scenario {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ScenarioError::Parse(format!("reading {}: {e}", path.display())))?;
         let mut s = Scenario::from_toml(&text).map_err(|e| ScenarioError::Parse(format!("{}: {e}", path.display())))?;
+        // A SONiC document named relative to the scenario.
+        if let Some(doc) = &s.sonic_config {
+            let beside = path.parent().unwrap_or(Path::new(".")).join(doc);
+            if !Path::new(doc).is_file() && beside.is_file() {
+                s.sonic_config = Some(beside.display().to_string());
+            }
+        }
         // A topology file named relative to the scenario.
         if let TopologySource::Spec(spec) = &s.topology {
             let beside = path.parent().unwrap_or(Path::new(".")).join(spec);
