@@ -198,6 +198,7 @@ pub fn translate(text: &str, ports: &[PortMap]) -> Result<Translation, SonicErro
     }
     let value: Value = serde_json::from_str(text).map_err(|e| SonicError::Parse(e.to_string()))?;
     let Value::Object(tables) = value else { return Err(SonicError::Parse("the top level is not an object".into())) };
+    let tables = nested(tables);
     let entries: usize = tables.values().filter_map(Value::as_object).map(Map::len).sum();
     if entries > MAX_ENTRIES {
         return Err(SonicError::TooLarge(format!("{entries} entries, at most {MAX_ENTRIES}")));
@@ -229,6 +230,38 @@ pub fn translate(text: &str, ports: &[PortMap]) -> Result<Translation, SonicErro
     unread_tables(&mut doc);
     config.validate().map_err(|e| invalid("(translation)", "", e.to_string()))?;
     Ok(Translation { config, notes: doc.notes })
+}
+
+/// The document as tables of entries. Besides the nested form (`sonic-cfggen`,
+/// `config_db.json`), the flat one of a database dump is taken: top-level keys
+/// `TABLE|KEY`, each entry its fields, or `{"type": "hash", "value": {fields}}` as
+/// `sonic-db-dump` writes them.
+fn nested(top: Map<String, Value>) -> Map<String, Value> {
+    let mut tables = Map::new();
+    for (key, value) in top {
+        let Some((table, entry)) = key.split_once('|') else {
+            match (tables.get_mut(&key), value) {
+                (Some(Value::Object(have)), Value::Object(more)) => have.extend(more),
+                (_, value) => {
+                    tables.insert(key, value);
+                }
+            }
+            continue;
+        };
+        let fields = match value {
+            Value::Object(mut o)
+                if o.get("type").and_then(Value::as_str) == Some("hash")
+                    && o.get("value").is_some_and(Value::is_object) =>
+            {
+                o.remove("value").unwrap_or_default()
+            }
+            other => other,
+        };
+        if let Value::Object(t) = tables.entry(table.to_string()).or_insert_with(|| Value::Object(Map::new())) {
+            t.insert(entry.to_string(), fields);
+        }
+    }
+    tables
 }
 
 /// `PORT` and `CABLE_LENGTH`.

@@ -203,3 +203,20 @@ fn a_document_without_pfc_makes_a_switch_with_no_lossless_priority_and_no_pauses
     assert!(t.config.ports.iter().all(|p| p.pause_mode == PauseMode::Off && p.priority.is_empty()));
     assert_eq!(note(&t, "PORT_QOS_MAP", "Ethernet0.pfc_enable").kind, NoteKind::Derived);
 }
+
+#[test]
+fn a_database_dump_with_flat_table_keys_reads_as_the_nested_document() {
+    let nested: Value = serde_json::from_str(SAMPLE).unwrap();
+    let mut flat = Map::new();
+    for (table, entries) in nested.as_object().unwrap() {
+        for (key, fields) in entries.as_object().unwrap() {
+            // Half as plain fields, half as sonic-db-dump's hashes.
+            let value =
+                if key.len() % 2 == 0 { serde_json::json!({"type": "hash", "value": fields}) } else { fields.clone() };
+            flat.insert(format!("{table}|{key}"), value);
+        }
+    }
+    let ports = map(&[("Ethernet0", "p1"), ("Ethernet4", "p2"), ("Ethernet8", "p3")]);
+    let from_flat = translate(&Value::Object(flat).to_string(), &ports).unwrap();
+    assert_eq!(from_flat.config, sample().config);
+}
