@@ -76,3 +76,39 @@ fn a_switch_with_more_ports_than_the_scenario_names_is_refused() {
     let e = simulate(&s, 1, None).err().expect("refused").to_string();
     assert!(e.contains("sonic_ports") && e.contains("3 ports; 2 are named"), "{e}");
 }
+
+#[test]
+fn a_storm_from_the_receiver_pauses_the_documents_lossless_class_and_it_loses_nothing() {
+    let s = Scenario::from_toml(&format!(
+        r#"
+        name = "sonic-storm"
+        speed = "10G"
+        duration_ms = 4
+        drain_ms = 10
+        sonic_config = "{DOC}"
+        sonic_ports = ["Ethernet0", "Ethernet4", "Ethernet8"]
+        [topology]
+        host = [{{ name = "a" }}, {{ name = "b" }}, {{ name = "c" }}]
+        switch = [{{ name = "sw" }}]
+        link = [{{ a = "a:eth0", b = "sw:p1" }}, {{ a = "b:eth0", b = "sw:p2" }}, {{ a = "c:eth0", b = "sw:p3" }}]
+        [[flow]]
+        from = "a"
+        to = "c"
+        priority = 3
+        dscp = 3
+        size = 1518
+        load = 20
+        [[event]]
+        at_ms = 1
+        storm = {{ host = "c", priorities = [3], quanta = 65535, interval_us = 500, duration_ms = 2 }}
+        "#
+    ))
+    .unwrap();
+    let r = simulate(&s, 1, None).unwrap().report;
+    let sw = &r.switches[0].switch;
+    let e8 = &sw.ports[2].engine.priorities[3];
+    assert!(e8.counters.xoff_received >= 4, "the storm reached Ethernet8: {}", e8.counters.xoff_received);
+    assert!(e8.paused_us >= 2_000, "Ethernet8's priority 3 paused for the storm: {} µs", e8.paused_us);
+    assert_eq!((r.lossless_lost, r.lossless_dropped), (0, 0));
+    assert_eq!(r.flows[0].received, r.flows[0].sent, "held through the storm, delivered after it");
+}
