@@ -293,7 +293,15 @@ fn ports_table(doc: &mut Doc, config: &mut Config, ports: &[PortMap]) -> Result<
                     "down: pfcswitch has no administrative state; the port forwards (leave it out of --port to leave it out)",
                 );
             }
-            for key in entry.keys().filter(|k| !["speed", "mtu", "admin_status"].contains(&k.as_str())) {
+            if field(&entry, "pfc_asym").is_some_and(|s| s == "on") {
+                doc.note(
+                    "PORT",
+                    &format!("{}.pfc_asym", p.sonic),
+                    NoteKind::NotHonoured,
+                    "on: pfcswitch sends and obeys PFC on the same priorities (symmetric)",
+                );
+            }
+            for key in entry.keys().filter(|k| !["speed", "mtu", "admin_status", "pfc_asym"].contains(&k.as_str())) {
                 doc.note(
                     "PORT",
                     key,
