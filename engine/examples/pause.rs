@@ -13,7 +13,7 @@ mod frames;
 use frames::udp;
 use pfcswitch_core::heap_pool::HeapPool;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
-use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Priorities, Speed, Switch, Time, TxBatch};
+use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, PortId, Priorities, Speed, Switch, Time, TxBatch};
 
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
@@ -24,7 +24,7 @@ fn sent_on(sw: &mut Switch, pool: &mut HeapPool, now: Time, port: usize) -> Vec<
     let mut batch = TxBatch::new();
     batch.reset(TxBatch::CAPACITY);
     sw.handle_timeout(now, pool);
-    sw.poll_transmit(now, pool, port, &mut batch);
+    sw.poll_transmit(now, pool, PortId::new(port), &mut batch);
     let dscp = batch.frames().iter().map(|f| pool.contents(f.id)[15] >> 2).collect();
     for f in batch.frames() {
         pool.free(f.id);
@@ -42,7 +42,7 @@ pub fn main() {
     let mut pool = HeapPool::new(256);
     let rx = |sw: &mut Switch, pool: &mut HeapPool, now: Time, port: usize, bytes: &[u8]| {
         let id = pool.put(bytes).expect("room in the pool");
-        sw.handle_frame(now, pool, port, id);
+        sw.handle_frame(now, pool, PortId::new(port), id);
     };
 
     // B speaks first, so the switch knows it is behind port 1; then B's NIC pauses

@@ -12,7 +12,7 @@ mod frames;
 
 use frames::udp;
 use pfcswitch_core::heap_pool::HeapPool;
-use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, Switch, Time, TxBatch};
+use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, PortId, Switch, Time, TxBatch};
 
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
@@ -24,7 +24,7 @@ fn transmit(sw: &mut Switch, pool: &mut HeapPool, now: Time, batch: &mut TxBatch
     sw.handle_timeout(now, pool);
     for port in 0..2 {
         batch.reset(TxBatch::CAPACITY);
-        sw.poll_transmit(now, pool, port, batch);
+        sw.poll_transmit(now, pool, PortId::new(port), batch);
         for f in batch.frames() {
             let bytes = pool.contents(f.id);
             out.push((port, MacAddr(bytes[0..6].try_into().unwrap())));
@@ -43,7 +43,7 @@ pub fn main() {
 
     // A to B, B unknown: flooded to every other port (here, port 1 only, but as a flood).
     let id = pool.put(&udp(A, B, 0, 18)).unwrap();
-    sw.handle_frame(now, &mut pool, 0, id);
+    sw.handle_frame(now, &mut pool, PortId::new(0), id);
     let first = transmit(&mut sw, &mut pool, now, &mut batch);
     println!("A -> B before B spoke: {first:?}");
     assert_eq!(first, [(1, B)]);
@@ -51,7 +51,7 @@ pub fn main() {
     // B answers from port 1: now the switch knows both.
     now = now + Duration::from_micros(10);
     let id = pool.put(&udp(B, A, 0, 18)).unwrap();
-    sw.handle_frame(now, &mut pool, 1, id);
+    sw.handle_frame(now, &mut pool, PortId::new(1), id);
     let answer = transmit(&mut sw, &mut pool, now, &mut batch);
     println!("B -> A: {answer:?}");
     assert_eq!(answer, [(0, A)]);

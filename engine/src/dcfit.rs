@@ -62,6 +62,7 @@
 //! congestion, and the next pause on that port sends a fresh message; once a deadlock
 //! has formed, that one comes back to a switch where nothing moved.
 
+use crate::ports::PortId;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -125,7 +126,7 @@ impl PortChecks {
 /// (`groups`), and those paused queues (`queues`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Cause {
-    pub port: usize,
+    pub port: PortId,
     pub groups: Priorities,
     pub queues: Priorities,
 }
@@ -133,7 +134,7 @@ pub(crate) struct Cause {
 /// The rule above for a pause of the groups `paused` sent on ingress `i`. `causes`: the
 /// egress ports holding its traffic back; `ports`: every port's state (`ports[i]` is the
 /// ingress).
-pub(crate) fn choose(i: usize, paused: Priorities, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
+pub(crate) fn choose(i: PortId, paused: Priorities, causes: &[Cause], ports: &mut [PortChecks]) -> CheckChoice {
     let retry = ports[i].retry & paused;
     if let Some(lowest) = retry.iter().next() {
         let group = Priorities::only(lowest);
@@ -201,8 +202,8 @@ pub(crate) struct DeadlockTracker {
 impl DeadlockTracker {
     /// An own message came back on `port` at `now`. A new cycle yields an event; a cycle
     /// seen within [`CYCLE_MEMORY`] only counts as a confirmation (returned as `Err(id)`).
-    pub fn observe(&mut self, now: Time, port: usize, msg: CheckingMessage) -> Result<DeadlockEvent, u64> {
-        let origin = usize::from(msg.origin_port);
+    pub fn observe(&mut self, now: Time, port: PortId, msg: CheckingMessage) -> Result<DeadlockEvent, u64> {
+        let (origin, port) = (usize::from(msg.origin_port), port.index());
         self.active.retain(|a| now.saturating_since(a.3) < CYCLE_MEMORY);
         if let Some(a) = self.active.iter_mut().find(|a| a.0 == origin && a.1 == port) {
             a.3 = now;
@@ -251,34 +252,34 @@ mod tests {
     #[test]
     fn local_causes_originate_downstream_causes_forward() {
         let mut ports = [PortChecks::default(); 3];
-        let at2 = [Cause { port: 2, groups: P3, queues: P3 }];
+        let at2 = [Cause { port: PortId::new(2), groups: P3, queues: P3 }];
         // Nothing holds ingress 0's traffic back downstream (its egress is not paused, or
         // not in the queues it waits in): congestion or a blocked port here. Originate.
-        assert_eq!(choose(0, P3, &[], &mut ports), CheckChoice::Originate(P3));
+        assert_eq!(choose(PortId::new(0), P3, &[], &mut ports), CheckChoice::Originate(P3));
         // Egress 2 is paused downstream but no message came with it yet: plain pause.
-        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Plain);
+        assert_eq!(choose(PortId::new(0), P3, &at2, &mut ports), CheckChoice::Plain);
         // With a stored message there: forward it, one hop further.
         ports[2].stored = Some(msg(7, 1, 9));
         let expected = CheckingMessage { hops: 1, ..msg(7, 1, 9) };
-        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(PortId::new(0), P3, &at2, &mut ports), CheckChoice::Forward(expected));
         // What the switch queued for this port wins, once.
         ports[0].to_forward = Some(msg(3, 3, 3));
-        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
-        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(PortId::new(0), P3, &at2, &mut ports), CheckChoice::Forward(msg(3, 3, 3)));
+        assert_eq!(choose(PortId::new(0), P3, &at2, &mut ports), CheckChoice::Forward(expected));
         // A detected cycle keeps originating.
         ports[2].in_cycle = true;
-        assert_eq!(choose(0, P3, &at2, &mut ports), CheckChoice::Originate(P3));
+        assert_eq!(choose(PortId::new(0), P3, &at2, &mut ports), CheckChoice::Originate(P3));
     }
 
     #[test]
     fn a_retry_originates_for_each_group_that_asked_for_one_once() {
         let mut ports = [PortChecks::default(); 3];
-        let at2 = [Cause { port: 2, groups: P34, queues: P3 }];
+        let at2 = [Cause { port: PortId::new(2), groups: P34, queues: P3 }];
         ports[0].retry = P34;
         // A frame pausing only group 4 looks again for group 4; group 3 waits its turn.
-        assert_eq!(choose(0, P4, &at2, &mut ports), CheckChoice::Originate(P4));
-        assert_eq!(choose(0, P34, &at2, &mut ports), CheckChoice::Originate(P3));
-        assert_eq!(choose(0, P34, &at2, &mut ports), CheckChoice::Plain);
+        assert_eq!(choose(PortId::new(0), P4, &at2, &mut ports), CheckChoice::Originate(P4));
+        assert_eq!(choose(PortId::new(0), P34, &at2, &mut ports), CheckChoice::Originate(P3));
+        assert_eq!(choose(PortId::new(0), P34, &at2, &mut ports), CheckChoice::Plain);
     }
 
     #[test]
@@ -297,12 +298,12 @@ mod tests {
         let mut ports = [PortChecks::default(); 3];
         // The stored message follows priority 3's pauses; the traffic waits in queue 4.
         ports[2].stored = Some(msg(7, 1, 9));
-        let in4 = [Cause { port: 2, groups: P4, queues: P4 }];
-        assert_eq!(choose(0, P4, &in4, &mut ports), CheckChoice::Plain);
+        let in4 = [Cause { port: PortId::new(2), groups: P4, queues: P4 }];
+        assert_eq!(choose(PortId::new(0), P4, &in4, &mut ports), CheckChoice::Plain);
         // Group 4 waits in queue 3 (a Tagger rewrite): the message goes on, following group 4.
-        let in3 = [Cause { port: 2, groups: P4, queues: P3 }];
+        let in3 = [Cause { port: PortId::new(2), groups: P4, queues: P3 }];
         let expected = CheckingMessage { hops: 1, prios: P4, ..msg(7, 1, 9) };
-        assert_eq!(choose(0, P4, &in3, &mut ports), CheckChoice::Forward(expected));
+        assert_eq!(choose(PortId::new(0), P4, &in3, &mut ports), CheckChoice::Forward(expected));
     }
 
     #[test]
@@ -310,13 +311,17 @@ mod tests {
         let mut t = DeadlockTracker::default();
         let t0 = Time::from_millis(10);
         let back = CheckingMessage { hops: 2, ..msg(5, 1, 1) };
-        let ev = t.observe(t0, 2, back).unwrap();
+        let ev = t.observe(t0, PortId::new(2), back).unwrap();
         assert_eq!((ev.id, ev.origin_port, ev.return_port, ev.path_length), (1, 1, 2, 3));
-        assert_eq!(t.observe(t0 + Duration::from_millis(5), 2, back), Err(1), "same cycle: a confirmation");
+        assert_eq!(
+            t.observe(t0 + Duration::from_millis(5), PortId::new(2), back),
+            Err(1),
+            "same cycle: a confirmation"
+        );
         // Another cycle through other ports is another event.
-        assert_eq!(t.observe(t0 + Duration::from_millis(6), 0, back).unwrap().id, 2);
+        assert_eq!(t.observe(t0 + Duration::from_millis(6), PortId::new(0), back).unwrap().id, 2);
         // The same ports long after the cycle was last seen: a new deadlock.
         let later = t0 + CYCLE_MEMORY + Duration::from_millis(100);
-        assert_eq!(t.observe(later, 2, back).unwrap().id, 3);
+        assert_eq!(t.observe(later, PortId::new(2), back).unwrap().id, 3);
     }
 }

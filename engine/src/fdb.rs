@@ -104,7 +104,7 @@ impl Fdb {
 
     /// Records that `mac` was seen on `port`. Callers must not learn multicast or zero sources.
     pub(crate) fn learn(&mut self, mac: MacAddr, port: PortId, now: Time) -> Learned {
-        let port = port as u16;
+        let port = port.index() as u16;
         let learned = self.entries.len() - self.statics;
         let port_full = self.port_full(port);
         let was = match self.entries.get_mut(&mac.as_u64()) {
@@ -142,13 +142,13 @@ impl Fdb {
         if !self.entries.get(&mac.as_u64()).is_some_and(|e| e.is_static) {
             self.statics += 1;
         }
-        self.entries.insert(mac.as_u64(), Entry { port: port as u16, last_seen: Time::ZERO, is_static: true });
+        self.entries.insert(mac.as_u64(), Entry { port: port.index() as u16, last_seen: Time::ZERO, is_static: true });
     }
 
     /// The port `mac` was last seen on, if that is recent enough.
     pub fn lookup(&self, mac: MacAddr, now: Time) -> Option<PortId> {
         let e = self.entries.get(&mac.as_u64())?;
-        (e.is_static || now.saturating_since(e.last_seen) < self.aging).then_some(usize::from(e.port))
+        (e.is_static || now.saturating_since(e.last_seen) < self.aging).then_some(PortId::new(usize::from(e.port)))
     }
 
     /// Forgets entries older than the aging time; returns how many.
@@ -170,15 +170,15 @@ impl Fdb {
 
     /// Forgets what was learned on `port` (its link went away).
     pub fn flush_port(&mut self, port: PortId) {
-        self.entries.retain(|_, e| e.is_static || usize::from(e.port) != port);
-        if let Some(n) = self.per_port.get_mut(port) {
+        self.entries.retain(|_, e| e.is_static || usize::from(e.port) != port.index());
+        if let Some(n) = self.per_port.get_mut(port.index()) {
             *n = 0;
         }
     }
 
     /// Stations port `port` has learned (static entries not counted).
     pub fn learned_on(&self, port: PortId) -> u32 {
-        self.per_port.get(port).copied().unwrap_or(0)
+        self.per_port.get(port.index()).copied().unwrap_or(0)
     }
 
     /// Entries, learned and static.
@@ -198,7 +198,7 @@ impl Fdb {
             .iter()
             .map(|(&k, e)| FdbRow {
                 mac: MacAddr::from_slice(&k.to_be_bytes()[2..]),
-                port: usize::from(e.port),
+                port: PortId::new(usize::from(e.port)),
                 age_s: now.saturating_since(e.last_seen).as_secs(),
                 is_static: e.is_static,
             })
@@ -219,11 +219,11 @@ mod tests {
         let mut fdb = Fdb::new(2, AGING, 3, None);
         let a = MacAddr::local(1);
         let t0 = Time::from_millis(1);
-        assert_eq!(fdb.learn(a, 1, t0), Learned::New);
-        assert_eq!(fdb.lookup(a, t0), Some(1));
-        assert_eq!(fdb.learn(a, 1, t0), Learned::Refreshed);
-        assert_eq!(fdb.learn(a, 2, t0), Learned::Moved);
-        assert_eq!(fdb.lookup(a, t0), Some(2));
+        assert_eq!(fdb.learn(a, PortId::new(1), t0), Learned::New);
+        assert_eq!(fdb.lookup(a, t0), Some(PortId::new(1)));
+        assert_eq!(fdb.learn(a, PortId::new(1), t0), Learned::Refreshed);
+        assert_eq!(fdb.learn(a, PortId::new(2), t0), Learned::Moved);
+        assert_eq!(fdb.lookup(a, t0), Some(PortId::new(2)));
         let later = t0 + AGING;
         assert_eq!(fdb.lookup(a, later), None, "stale entries are not used even before a sweep");
         assert_eq!(fdb.age(later), 1);
@@ -234,14 +234,14 @@ mod tests {
     fn full_table_does_not_learn_and_static_entries_stay() {
         let mut fdb = Fdb::new(1, AGING, 4, None);
         let t = Time::ZERO;
-        fdb.add_static(MacAddr::local(9), 3);
-        assert_eq!(fdb.learn(MacAddr::local(9), 1, t), Learned::Static);
-        assert_eq!(fdb.learn(MacAddr::local(1), 0, t), Learned::New);
-        assert_eq!(fdb.learn(MacAddr::local(2), 0, t), Learned::TableFull);
+        fdb.add_static(MacAddr::local(9), PortId::new(3));
+        assert_eq!(fdb.learn(MacAddr::local(9), PortId::new(1), t), Learned::Static);
+        assert_eq!(fdb.learn(MacAddr::local(1), PortId::new(0), t), Learned::New);
+        assert_eq!(fdb.learn(MacAddr::local(2), PortId::new(0), t), Learned::TableFull);
         assert_eq!(fdb.lookup(MacAddr::local(2), t), None);
         fdb.age(t + AGING * 2);
-        fdb.flush_port(3);
-        assert_eq!(fdb.lookup(MacAddr::local(9), t + AGING * 2), Some(3));
+        fdb.flush_port(PortId::new(3));
+        assert_eq!(fdb.lookup(MacAddr::local(9), t + AGING * 2), Some(PortId::new(3)));
         assert_eq!(fdb.rows(t).len(), 1);
     }
 
@@ -249,20 +249,24 @@ mod tests {
     fn a_port_learns_at_most_its_limit_and_takes_no_station_from_another_beyond_it() {
         let mut fdb = Fdb::new(100, AGING, 2, Some(2));
         let t = Time::ZERO;
-        assert_eq!(fdb.learn(MacAddr::local(1), 0, t), Learned::New);
-        assert_eq!(fdb.learn(MacAddr::local(2), 0, t), Learned::New);
-        assert_eq!(fdb.learn(MacAddr::local(3), 0, t), Learned::PortFull);
-        assert_eq!(fdb.learn(MacAddr::local(1), 0, t), Learned::Refreshed, "a known station is still refreshed");
-        assert_eq!(fdb.learn(MacAddr::local(3), 1, t), Learned::New, "the other port has room");
-        assert_eq!(fdb.learn(MacAddr::local(3), 0, t), Learned::PortFull, "nor may it move in");
-        assert_eq!(fdb.lookup(MacAddr::local(3), t), Some(1));
-        assert_eq!(fdb.learn(MacAddr::local(1), 1, t), Learned::Moved, "moving out frees a place");
-        assert_eq!((fdb.learned_on(0), fdb.learned_on(1)), (1, 2));
-        assert_eq!(fdb.learn(MacAddr::local(4), 0, t), Learned::New);
-        fdb.flush_port(1);
-        assert_eq!(fdb.learned_on(1), 0);
+        assert_eq!(fdb.learn(MacAddr::local(1), PortId::new(0), t), Learned::New);
+        assert_eq!(fdb.learn(MacAddr::local(2), PortId::new(0), t), Learned::New);
+        assert_eq!(fdb.learn(MacAddr::local(3), PortId::new(0), t), Learned::PortFull);
+        assert_eq!(
+            fdb.learn(MacAddr::local(1), PortId::new(0), t),
+            Learned::Refreshed,
+            "a known station is still refreshed"
+        );
+        assert_eq!(fdb.learn(MacAddr::local(3), PortId::new(1), t), Learned::New, "the other port has room");
+        assert_eq!(fdb.learn(MacAddr::local(3), PortId::new(0), t), Learned::PortFull, "nor may it move in");
+        assert_eq!(fdb.lookup(MacAddr::local(3), t), Some(PortId::new(1)));
+        assert_eq!(fdb.learn(MacAddr::local(1), PortId::new(1), t), Learned::Moved, "moving out frees a place");
+        assert_eq!((fdb.learned_on(PortId::new(0)), fdb.learned_on(PortId::new(1))), (1, 2));
+        assert_eq!(fdb.learn(MacAddr::local(4), PortId::new(0), t), Learned::New);
+        fdb.flush_port(PortId::new(1));
+        assert_eq!(fdb.learned_on(PortId::new(1)), 0);
         assert_eq!(fdb.age(t + AGING), 2);
-        assert_eq!(fdb.learned_on(0), 0, "aged entries leave their port's count");
+        assert_eq!(fdb.learned_on(PortId::new(0)), 0, "aged entries leave their port's count");
     }
 
     #[test]

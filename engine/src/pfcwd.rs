@@ -449,22 +449,24 @@ mod tests {
         let paused = seen(Some(t0), Some(t0 + 150 * MS), true);
         // Frames it has not seen waiting yet: look now.
         assert_eq!(w.deadline(t0, P3, &paused), Some(t0));
-        w.check(t0, 1, P3, &paused, no_frames, |e| events.push(e));
+        w.check(t0, PortId::new(1), P3, &paused, no_frames, |e| events.push(e));
         assert_eq!(w.deadline(t0, P3, &paused), Some(t0 + 200 * MS));
-        w.check(t0 + 199 * MS, 1, P3, &paused, no_frames, |e| events.push(e));
+        w.check(t0 + 199 * MS, PortId::new(1), P3, &paused, no_frames, |e| events.push(e));
         assert!(events.is_empty() && w.stormed().is_empty());
-        w.check(t0 + 200 * MS, 1, P3, &paused, no_frames, |e| events.push(e));
+        w.check(t0 + 200 * MS, PortId::new(1), P3, &paused, no_frames, |e| events.push(e));
         assert_eq!(w.dropping(), P3);
         assert!(
-            matches!(events[0], WatchdogEvent::StormDetected { port: 1, prio: 3, stalled_since, .. } if stalled_since == t0)
+            matches!(events[0], WatchdogEvent::StormDetected { port, prio: 3, stalled_since, .. } if port == PortId::new(1) && stalled_since == t0)
         );
         assert_eq!(w.counters(3, PrioFrames::default()).last_detection_us, 200_000);
         // Pauses keep coming until 300 ms: restored 100 ms after the last one.
         let storming = seen(Some(t0), Some(t0 + 300 * MS), true);
         assert_eq!(w.deadline(t0, P3, &storming), Some(t0 + 400 * MS));
-        w.check(t0 + 399 * MS, 1, P3, &storming, no_frames, |e| events.push(e));
+        w.check(t0 + 399 * MS, PortId::new(1), P3, &storming, no_frames, |e| events.push(e));
         assert_eq!(w.stormed(), P3);
-        w.check(t0 + 400 * MS, 1, P3, &seen(None, Some(t0 + 300 * MS), true), no_frames, |e| events.push(e));
+        w.check(t0 + 400 * MS, PortId::new(1), P3, &seen(None, Some(t0 + 300 * MS), true), no_frames, |e| {
+            events.push(e)
+        });
         assert_eq!(w.stormed(), NONE);
         assert!(matches!(events[1], WatchdogEvent::Restored { prio: 3, stormed_for, .. } if stormed_for == 200 * MS));
         assert_eq!(
@@ -478,11 +480,13 @@ mod tests {
         let mut w = watchdog(WatchdogAction::Drop);
         let t0 = Time::from_millis(1000);
         // Paused since t0, idle until 500 ms: nothing held back until frames arrive.
-        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), false), no_frames, |_| panic!("idle"));
-        w.check(t0 + 500 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("just began to wait"));
-        w.check(t0 + 699 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("199 ms"));
+        w.check(t0 + 500 * MS, PortId::new(0), P3, &seen(Some(t0), Some(t0), false), no_frames, |_| panic!("idle"));
+        w.check(t0 + 500 * MS, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| {
+            panic!("just began to wait")
+        });
+        w.check(t0 + 699 * MS, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("199 ms"));
         let mut fired = false;
-        w.check(t0 + 700 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| fired = true);
+        w.check(t0 + 700 * MS, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| fired = true);
         assert!(fired && w.counters(3, PrioFrames::default()).last_detection_us == 200_000);
     }
 
@@ -491,13 +495,13 @@ mod tests {
         let t0 = Time::from_millis(1000);
         let late = t0 + 10_000 * MS;
         let mut w = watchdog(WatchdogAction::Drop);
-        w.check(late, 0, P3, &seen(Some(t0), Some(t0), false), no_frames, |_| panic!("idle"));
-        w.check(late, 0, Priorities::only(4), &seen(Some(t0), Some(t0), true), no_frames, |_| {
+        w.check(late, PortId::new(0), P3, &seen(Some(t0), Some(t0), false), no_frames, |_| panic!("idle"));
+        w.check(late, PortId::new(0), Priorities::only(4), &seen(Some(t0), Some(t0), true), no_frames, |_| {
             panic!("priority 3 is not lossless here")
         });
         assert_eq!(w.deadline(late, P3, &seen(Some(t0), Some(t0), false)), None);
         let mut off = watchdog(WatchdogAction::Off);
-        off.check(late, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("off"));
+        off.check(late, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("off"));
         assert_eq!(off.deadline(late, P3, &seen(Some(t0), Some(t0), true)), None);
     }
 
@@ -508,8 +512,8 @@ mod tests {
             [(WatchdogAction::Forward, NONE, P3), (WatchdogAction::Alert, NONE, NONE), (WatchdogAction::Drop, P3, NONE)]
         {
             let mut w = watchdog(action);
-            w.check(t0, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| {});
-            w.check(t0 + 200 * MS, 0, P3, &seen(Some(t0), Some(t0), true), no_frames, |_| {});
+            w.check(t0, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| {});
+            w.check(t0 + 200 * MS, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| {});
             assert_eq!((w.stormed(), w.dropping(), w.forwarding()), (P3, dropping, forwarding), "{action:?}");
         }
     }
@@ -520,8 +524,8 @@ mod tests {
         let t0 = Time::from_millis(1000);
         let frames = |tx, rx| move |_: usize| PrioFrames { tx, rx };
         let stalled = seen(Some(t0), Some(t0), true);
-        w.check(t0, 0, P3, &stalled, frames(100, 50), |_| {});
-        w.check(t0 + 200 * MS, 0, P3, &stalled, frames(100, 50), |_| {});
+        w.check(t0, PortId::new(0), P3, &stalled, frames(100, 50), |_| {});
+        w.check(t0 + 200 * MS, PortId::new(0), P3, &stalled, frames(100, 50), |_| {});
         for _ in 0..7 {
             w.note_dropped(3);
         }
@@ -529,7 +533,7 @@ mod tests {
         let during = w.counters(3, PrioFrames { tx: 101, rx: 60 });
         let so_far = StormTraffic { tx_ok: 1, tx_dropped: 7, rx_ok: 10, rx_dropped: 0 };
         assert_eq!((during.storm_traffic, during.last_storm_traffic), (so_far, so_far));
-        w.check(t0 + 300 * MS, 0, P3, &seen(None, Some(t0), true), frames(102, 70), |_| {});
+        w.check(t0 + 300 * MS, PortId::new(0), P3, &seen(None, Some(t0), true), frames(102, 70), |_| {});
         assert_eq!(w.stormed(), NONE);
         // Frames after the storm count for nothing; a second storm adds to the total.
         let after = w.counters(3, PrioFrames { tx: 500, rx: 500 });
@@ -537,10 +541,10 @@ mod tests {
         assert_eq!((after.storm_traffic, after.last_storm_traffic), (first, first));
         let t1 = t0 + 1000 * MS;
         let stalled = seen(Some(t1), Some(t1), true);
-        w.check(t1, 0, P3, &stalled, frames(500, 500), |_| {});
-        w.check(t1 + 200 * MS, 0, P3, &stalled, frames(500, 500), |_| {});
+        w.check(t1, PortId::new(0), P3, &stalled, frames(500, 500), |_| {});
+        w.check(t1 + 200 * MS, PortId::new(0), P3, &stalled, frames(500, 500), |_| {});
         w.note_dropped(3);
-        w.check(t1 + 300 * MS, 0, P3, &seen(None, Some(t1), true), frames(503, 504), |_| {});
+        w.check(t1 + 300 * MS, PortId::new(0), P3, &seen(None, Some(t1), true), frames(503, 504), |_| {});
         let both = w.counters(3, PrioFrames { tx: 900, rx: 900 });
         let second = StormTraffic { tx_ok: 3, tx_dropped: 1, rx_ok: 4, rx_dropped: 0 };
         assert_eq!(both.last_storm_traffic, second);

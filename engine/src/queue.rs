@@ -33,7 +33,7 @@ const NO_PORT: u16 = u16::MAX;
 impl FrameMeta {
     /// The port the frame arrived on and is charged to; none for a frame the switch built.
     pub fn ingress(&self) -> Option<PortId> {
-        (self.ingress != NO_PORT).then_some(usize::from(self.ingress))
+        (self.ingress != NO_PORT).then_some(PortId::new(usize::from(self.ingress)))
     }
 }
 
@@ -78,7 +78,7 @@ impl FrameTable {
             let room = (i + 1).next_power_of_two().max(1024).min(self.frames as usize).max(i + 1);
             self.meta.resize(room, FrameMeta::default());
         }
-        let ingress = ingress.map_or(NO_PORT, |p| p as u16);
+        let ingress = ingress.map_or(NO_PORT, |p| p.index() as u16);
         self.meta[i] = FrameMeta { len, buffers, ingress, prio, enqueued: now, next: NIL };
     }
 
@@ -235,10 +235,10 @@ mod tests {
         let mut t = FrameTable::new(8);
         let (mut a, mut b) = (Fifo::default(), Fifo::default());
         for i in 0..4 {
-            t.set(FrameId(i), 100 + i, 1 + i as u8, Some(0), 0, Time::ZERO);
+            t.set(FrameId(i), 100 + i, 1 + i as u8, Some(PortId::new(0)), 0, Time::ZERO);
             a.push(&mut t, FrameId(i));
         }
-        t.set(FrameId(7), 10, 1, Some(0), 0, Time::ZERO);
+        t.set(FrameId(7), 10, 1, Some(PortId::new(0)), 0, Time::ZERO);
         b.push(&mut t, FrameId(7));
         assert_eq!((a.len(), a.bytes(), a.buffers()), (4, 406, 10));
         assert_eq!(a.pop(&mut t), Some(FrameId(0)));
@@ -256,7 +256,7 @@ mod tests {
         let mut t = FrameTable::new(8);
         let mut q = DataQueues::default();
         for i in 0..3 {
-            t.set(FrameId(i), 100, 1, Some(0), 0, Time::ZERO);
+            t.set(FrameId(i), 100, 1, Some(PortId::new(0)), 0, Time::ZERO);
         }
         q.push(3, &mut t, FrameId(0));
         q.push(3, &mut t, FrameId(1));

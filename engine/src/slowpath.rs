@@ -63,7 +63,7 @@ impl HeldFrames {
 
     /// Frames held for `egress`.
     #[cfg(test)]
-    pub fn held_for(&self, egress: usize) -> usize {
+    pub fn held_for(&self, egress: PortId) -> usize {
         self.held.iter().flatten().filter(|f| f.egress == egress).count()
     }
 
@@ -71,7 +71,7 @@ impl HeldFrames {
     /// (`stopped(egress)`: all priorities while the port is blocked) —
     /// walking each ingress port's frames in arrival order, so order within each
     /// (ingress, egress, priority) holds.
-    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities, out: &mut Vec<HeldFrame>) {
+    pub fn release(&mut self, stopped: impl Fn(PortId) -> Priorities, out: &mut Vec<HeldFrame>) {
         for queue in &mut self.held {
             queue.retain(|f| {
                 let may_go = !stopped(f.egress).contains(usize::from(f.prio));
@@ -185,7 +185,8 @@ impl Slowpath {
                 if self.forwards.len() == FORWARD_LOG {
                     self.forwards.pop_front();
                 }
-                let record = ForwardRecord { message: msg, from_port: self.name(from), to_port: self.name(to) };
+                let record =
+                    ForwardRecord { message: msg, from_port: self.name(from.index()), to_port: self.name(to.index()) };
                 self.forwards.push_back(record);
             }
             ToSlowpath::Deadlock(event) => {
@@ -221,7 +222,7 @@ impl Slowpath {
     /// The held frames that may go now (their priority not in `stopped(egress)`: all of
     /// them while the port is blocked), in arrival order per ingress port; the
     /// caller hands them back to the engine ([`crate::switch::Switch::handle_released`]).
-    pub fn release(&mut self, stopped: impl Fn(usize) -> Priorities) -> &[HeldFrame] {
+    pub fn release(&mut self, stopped: impl Fn(PortId) -> Priorities) -> &[HeldFrame] {
         self.recheck = false;
         self.released.clear();
         self.held.release(stopped, &mut self.released);
@@ -311,8 +312,8 @@ pub enum ToSlowpath {
 mod tests {
     use super::*;
 
-    fn frame(id: u32, ingress: PortId, egress: PortId, prio: u8) -> HeldFrame {
-        HeldFrame { id: FrameId(id), len: 100, ingress, egress, prio }
+    fn frame(id: u32, ingress: usize, egress: usize, prio: u8) -> HeldFrame {
+        HeldFrame { id: FrameId(id), len: 100, ingress: PortId::new(ingress), egress: PortId::new(egress), prio }
     }
 
     #[test]
@@ -346,7 +347,7 @@ mod tests {
         }
         s.hold(frame(9, 1, 2, 3));
         let mut out = Vec::new();
-        let blocked = |e| if e == 2 { Priorities::ALL } else { Priorities::NONE };
+        let blocked = |e: PortId| if e.index() == 2 { Priorities::ALL } else { Priorities::NONE };
         s.release(blocked, &mut out);
         assert!(out.is_empty(), "nothing goes while the egress is blocked");
         s.release(|_| Priorities::NONE, &mut out);
@@ -363,10 +364,10 @@ mod tests {
         s.hold(frame(3, 0, 1, 3));
         let mut out = Vec::new();
         // Priority 4 is paused at egress 1.
-        s.release(|e| if e == 1 { Priorities::only(4) } else { Priorities::NONE }, &mut out);
+        s.release(|e| if e == PortId::new(1) { Priorities::only(4) } else { Priorities::NONE }, &mut out);
         let ids: Vec<u32> = out.iter().map(|f| f.id.0).collect();
         assert_eq!(ids, vec![1, 3], "frame 2 is still held");
-        assert_eq!(s.held_for(1), 1);
+        assert_eq!(s.held_for(PortId::new(1)), 1);
         out.clear();
         s.release(|_| Priorities::NONE, &mut out);
         assert_eq!(out[0].id.0, 2);
@@ -419,7 +420,7 @@ mod tests {
     #[test]
     fn an_unblock_asks_for_a_release_only_when_something_is_held() {
         let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
-        s.handle_event(ToSlowpath::Unblocked { port: 1 });
+        s.handle_event(ToSlowpath::Unblocked { port: PortId::new(1) });
         assert!(!s.wants_release());
         s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
         assert!(s.wants_release());

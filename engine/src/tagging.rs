@@ -15,6 +15,7 @@
 //! The table is compiled once into dense arrays (at most 64 ports and 64 tags, as DSCP has
 //! six bits), so classifying a frame is an index, never a hash or an allocation.
 
+use crate::ports::PortId;
 use std::fmt;
 
 use tagger::system::{IngressEntry, RewriteEntry, SwitchTables};
@@ -267,14 +268,14 @@ impl TagTable {
     }
 
     /// The lossless priority of a frame that arrived on `port` with `tag`, if a rule says so.
-    pub fn ingress(&self, port: usize, tag: u8) -> Option<u8> {
-        let p = *self.ingress.get(port * TAGS + usize::from(tag))?;
+    pub fn ingress(&self, port: PortId, tag: u8) -> Option<u8> {
+        let p = *self.ingress.get(port.index() * TAGS + usize::from(tag))?;
         (p != NO_RULE).then_some(p)
     }
 
     /// The tag a frame of (`ingress`, `tag`) leaves `egress` with, if a rule says so.
-    pub fn rewrite(&self, ingress: usize, tag: u8, egress: usize) -> Option<u8> {
-        let t = *self.rewrite.get((ingress * TAGS + usize::from(tag)) * self.ports + egress)?;
+    pub fn rewrite(&self, ingress: PortId, tag: u8, egress: PortId) -> Option<u8> {
+        let t = *self.rewrite.get((ingress.index() * TAGS + usize::from(tag)) * self.ports + egress.index())?;
         (t != NO_RULE).then_some(t)
     }
 
@@ -290,7 +291,7 @@ impl TagTable {
 
     /// The egress queues at `egress` that frames of `ingress` charged to the priorities
     /// in `groups` wait in: those of the tags they leave with.
-    pub fn egress_queues(&self, ingress: usize, groups: Priorities, egress: usize) -> Priorities {
+    pub fn egress_queues(&self, ingress: PortId, groups: Priorities, egress: PortId) -> Priorities {
         groups
             .iter()
             .filter_map(|p| self.rewrite(ingress, self.tag_of(p)?, egress))
@@ -365,11 +366,26 @@ pub(crate) mod tests {
     fn rules_compile_into_lookups() {
         let t = TagTable::compile(&tables(TABLE), "sw1.toml", 3, None).unwrap();
         assert_eq!(
-            (t.ingress(0, 2), t.ingress(1, 1), t.ingress(0, 1), t.ingress(2, 2)),
+            (
+                t.ingress(PortId::new(0), 2),
+                t.ingress(PortId::new(1), 1),
+                t.ingress(PortId::new(0), 1),
+                t.ingress(PortId::new(2), 2)
+            ),
             (Some(4), Some(3), None, None)
         );
-        assert_eq!((t.rewrite(0, 2, 1), t.rewrite(0, 2, 2), t.rewrite(1, 1, 2)), (Some(1), Some(2), Some(1)));
-        assert_eq!((t.rewrite(1, 1, 0), t.rewrite(0, 1, 1)), (None, None));
+        assert_eq!(
+            (
+                t.rewrite(PortId::new(0), 2, PortId::new(1)),
+                t.rewrite(PortId::new(0), 2, PortId::new(2)),
+                t.rewrite(PortId::new(1), 1, PortId::new(2))
+            ),
+            (Some(1), Some(2), Some(1))
+        );
+        assert_eq!(
+            (t.rewrite(PortId::new(1), 1, PortId::new(0)), t.rewrite(PortId::new(0), 1, PortId::new(1))),
+            (None, None)
+        );
         assert_eq!((t.priority_of(1), t.priority_of(2)), (3, 4));
         assert_eq!(t.lossless_priorities(), vec![3, 4]);
         assert_eq!((t.ingress_rules, t.rewrite_rules, t.initial_tag), (2, 3, 2));

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ports::{PortSet, MAX_PORTS};
+use super::ports::{PortId, PortSet, MAX_PORTS};
 use super::priorities::PRIORITIES;
 
 #[derive(Clone, Debug)]
@@ -48,9 +48,9 @@ impl TrafficMap {
 
     /// A frame of (i, e), for e's queue `prio`, in `buffers` pool buffers, is about to be
     /// handed to the slowpath.
-    pub fn handed_to_slowpath(&mut self, i: usize, e: usize, prio: usize, buffers: u8) {
+    pub fn handed_to_slowpath(&mut self, i: PortId, e: PortId, prio: usize, buffers: u8) {
         self.slowpath_rows[i].insert(e);
-        self.at_slowpath[i * self.n + e] += 1;
+        self.at_slowpath[i.index() * self.n + e.index()] += 1;
         self.held[e][prio] += 1;
         self.held_buffers += u32::from(buffers);
     }
@@ -58,8 +58,8 @@ impl TrafficMap {
     /// A frame of (i, e) for e's queue `prio` that was handed to the slowpath is back:
     /// released (it joins e's queue at once, which keeps the pair marked), or dropped on
     /// its way there or back. The last one of the pair clears the pair's slowpath mark.
-    pub fn returned_from_slowpath(&mut self, i: usize, e: usize, prio: usize, buffers: u8) {
-        let c = &mut self.at_slowpath[i * self.n + e];
+    pub fn returned_from_slowpath(&mut self, i: PortId, e: PortId, prio: usize, buffers: u8) {
+        let c = &mut self.at_slowpath[i.index() * self.n + e.index()];
         *c = c.saturating_sub(1);
         if *c == 0 {
             self.slowpath_rows[i].remove(e);
@@ -73,7 +73,7 @@ impl TrafficMap {
 
     /// Frames for egress `e`'s queue `prio` the slowpath holds (or that are on their way
     /// to or from it).
-    pub fn held_at_slowpath(&self, e: usize, prio: usize) -> u32 {
+    pub fn held_at_slowpath(&self, e: PortId, prio: usize) -> u32 {
         self.held[e][prio]
     }
 
@@ -83,20 +83,20 @@ impl TrafficMap {
     }
 
     /// Frames for egress `e` the slowpath holds, all priorities.
-    pub fn held_at_slowpath_for(&self, e: usize) -> u64 {
+    pub fn held_at_slowpath_for(&self, e: PortId) -> u64 {
         self.held[e].iter().map(|&n| u64::from(n)).sum()
     }
 
-    pub fn queued(&mut self, i: usize, e: usize) {
-        let c = &mut self.queued[i * self.n + e];
+    pub fn queued(&mut self, i: PortId, e: PortId) {
+        let c = &mut self.queued[i.index() * self.n + e.index()];
         *c += 1;
         if *c == 1 {
             self.queued_rows[i].insert(e);
         }
     }
 
-    pub fn dequeued(&mut self, i: usize, e: usize) {
-        let c = &mut self.queued[i * self.n + e];
+    pub fn dequeued(&mut self, i: PortId, e: PortId) {
+        let c = &mut self.queued[i.index() * self.n + e.index()];
         *c = c.saturating_sub(1);
         if *c == 0 {
             self.queued_rows[i].remove(e);
@@ -104,12 +104,12 @@ impl TrafficMap {
     }
 
     /// Egress ports ingress `i` has traffic waiting for.
-    pub fn row(&self, i: usize) -> PortSet {
+    pub fn row(&self, i: PortId) -> PortSet {
         self.slowpath_rows[i] | self.queued_rows[i]
     }
 
     /// The slowpath part of the row alone.
-    pub fn slowpath_row(&self, i: usize) -> PortSet {
+    pub fn slowpath_row(&self, i: PortId) -> PortSet {
         self.slowpath_rows[i]
     }
 
@@ -134,8 +134,8 @@ pub struct TrafficMapView {
 impl TrafficMap {
     /// The map with the ports' names.
     pub fn view(&self, ports: Vec<String>) -> TrafficMapView {
-        let rows = |row: &dyn Fn(usize) -> PortSet| -> Vec<Vec<bool>> {
-            (0..self.n).map(|i| (0..self.n).map(|e| row(i).contains(e)).collect()).collect()
+        let rows = |row: &dyn Fn(PortId) -> PortSet| -> Vec<Vec<bool>> {
+            PortId::all(self.n).map(|i| PortId::all(self.n).map(|e| row(i).contains(e)).collect()).collect()
         };
         TrafficMapView { ports, waiting: rows(&|i| self.row(i)), at_slowpath: rows(&|i| self.slowpath_row(i)) }
     }
@@ -145,54 +145,58 @@ impl TrafficMap {
 mod tests {
     use super::*;
 
+    fn p(i: usize) -> PortId {
+        PortId::new(i)
+    }
+
     #[test]
     fn slowpath_marks_until_the_last_frame_leaves() {
         let mut m = TrafficMap::new(3);
-        m.handed_to_slowpath(0, 2, 3, 1);
-        m.handed_to_slowpath(0, 2, 3, 1);
-        assert_eq!(m.row(0), PortSet::only(2));
-        assert_eq!((m.held_at_slowpath(2, 3), m.held_at_slowpath(2, 4), m.held_at_slowpath_for(2)), (2, 0, 2));
-        m.returned_from_slowpath(0, 2, 3, 1);
-        m.returned_from_slowpath(0, 2, 3, 1);
+        m.handed_to_slowpath(p(0), p(2), 3, 1);
+        m.handed_to_slowpath(p(0), p(2), 3, 1);
+        assert_eq!(m.row(p(0)), PortSet::only(p(2)));
+        assert_eq!((m.held_at_slowpath(p(2), 3), m.held_at_slowpath(p(2), 4), m.held_at_slowpath_for(p(2))), (2, 0, 2));
+        m.returned_from_slowpath(p(0), p(2), 3, 1);
+        m.returned_from_slowpath(p(0), p(2), 3, 1);
         // Back from the slowpath but still queued: marked.
-        m.queued(0, 2);
-        m.queued(0, 2);
-        m.dequeued(0, 2);
-        assert_eq!(m.row(0), PortSet::only(2), "the first frame was not the last of the pair");
-        m.dequeued(0, 2);
-        assert_eq!(m.row(0), PortSet::EMPTY, "sending the last frame clears the pair");
+        m.queued(p(0), p(2));
+        m.queued(p(0), p(2));
+        m.dequeued(p(0), p(2));
+        assert_eq!(m.row(p(0)), PortSet::only(p(2)), "the first frame was not the last of the pair");
+        m.dequeued(p(0), p(2));
+        assert_eq!(m.row(p(0)), PortSet::EMPTY, "sending the last frame clears the pair");
     }
 
     #[test]
     fn a_frame_handed_over_later_keeps_the_pair_marked() {
         let mut m = TrafficMap::new(2);
-        m.handed_to_slowpath(1, 0, 3, 1);
-        m.returned_from_slowpath(1, 0, 3, 1);
-        m.handed_to_slowpath(1, 0, 3, 1);
-        assert_eq!(m.slowpath_row(1), PortSet::only(0), "one frame of the pair is still at the slowpath");
-        m.returned_from_slowpath(1, 0, 3, 1);
-        assert_eq!(m.slowpath_row(1), PortSet::EMPTY);
+        m.handed_to_slowpath(p(1), p(0), 3, 1);
+        m.returned_from_slowpath(p(1), p(0), 3, 1);
+        m.handed_to_slowpath(p(1), p(0), 3, 1);
+        assert_eq!(m.slowpath_row(p(1)), PortSet::only(p(0)), "one frame of the pair is still at the slowpath");
+        m.returned_from_slowpath(p(1), p(0), 3, 1);
+        assert_eq!(m.slowpath_row(p(1)), PortSet::EMPTY);
     }
 
     #[test]
     fn frames_dropped_on_the_way_to_or_from_the_slowpath_unmark_their_pair_with_the_last() {
         let mut m = TrafficMap::new(2);
-        m.handed_to_slowpath(0, 1, 3, 1);
-        m.handed_to_slowpath(0, 1, 3, 1);
-        m.returned_from_slowpath(0, 1, 3, 1);
-        assert_eq!((m.row(0), m.held_buffers()), (PortSet::only(1), 1), "one frame still held");
-        m.returned_from_slowpath(0, 1, 3, 1);
-        assert_eq!((m.row(0), m.held_buffers(), m.held_at_slowpath(1, 3)), (PortSet::EMPTY, 0, 0));
+        m.handed_to_slowpath(p(0), p(1), 3, 1);
+        m.handed_to_slowpath(p(0), p(1), 3, 1);
+        m.returned_from_slowpath(p(0), p(1), 3, 1);
+        assert_eq!((m.row(p(0)), m.held_buffers()), (PortSet::only(p(1)), 1), "one frame still held");
+        m.returned_from_slowpath(p(0), p(1), 3, 1);
+        assert_eq!((m.row(p(0)), m.held_buffers(), m.held_at_slowpath(p(1), 3)), (PortSet::EMPTY, 0, 0));
     }
 
     #[test]
     fn queued_frames_mark_their_pair() {
         let mut m = TrafficMap::new(4);
-        m.queued(3, 1);
-        m.queued(2, 1);
-        assert_eq!((m.row(3), m.row(2), m.row(0)), (PortSet::only(1), PortSet::only(1), PortSet::EMPTY));
-        m.dequeued(3, 1);
-        assert_eq!(m.row(3), PortSet::EMPTY);
+        m.queued(p(3), p(1));
+        m.queued(p(2), p(1));
+        assert_eq!((m.row(p(3)), m.row(p(2)), m.row(p(0))), (PortSet::only(p(1)), PortSet::only(p(1)), PortSet::EMPTY));
+        m.dequeued(p(3), p(1));
+        assert_eq!(m.row(p(3)), PortSet::EMPTY);
         assert_eq!(m.ports(), 4);
     }
 }

@@ -20,6 +20,7 @@ use pfcswitch_core::config::{BufferProfile, Config, DeadlockResolution, PauseMod
 use pfcswitch_core::heap_pool::HeapPool as Pool;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
+use pfcswitch_core::ports::PortId;
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::slowpath::{Slowpath, ToSlowpath};
 use pfcswitch_core::speed::Speed;
@@ -265,14 +266,14 @@ pub fn run(data: &[u8]) {
                 let mut raw = s.bytes(len).to_vec();
                 unmark(&mut raw);
                 if let Some(id) = pool.put(&raw) {
-                    sw.handle_frame(now, &mut pool, port, id);
+                    sw.handle_frame(now, &mut pool, PortId::new(port), id);
                 }
             }
             1 => {
                 let (mut f, class) = data_frame(&mut s);
                 oracle.mark(&mut f, port, class);
                 if let Some(id) = pool.put(&f) {
-                    sw.handle_frame(now, &mut pool, port, id);
+                    sw.handle_frame(now, &mut pool, PortId::new(port), id);
                 }
             }
             2 => {
@@ -289,13 +290,13 @@ pub fn run(data: &[u8]) {
                     rest = tail;
                 }
                 if let Some(id) = pool.put_pieces(&pieces) {
-                    sw.handle_frame(now, &mut pool, port, id);
+                    sw.handle_frame(now, &mut pool, PortId::new(port), id);
                 }
             }
             3 => {
                 let f = pfc_frame(&mut s);
                 if let Some(id) = pool.put(&f) {
-                    sw.handle_frame(now, &mut pool, port, id);
+                    sw.handle_frame(now, &mut pool, PortId::new(port), id);
                 }
             }
             4 => transmit(
@@ -312,15 +313,15 @@ pub fn run(data: &[u8]) {
                 sw.handle_timeout(now, &mut pool);
             }
             6 => {
-                let blocked = sw.is_blocked(port);
-                sw.set_blocked(port, !blocked);
+                let blocked = sw.is_blocked(PortId::new(port));
+                sw.set_blocked(PortId::new(port), !blocked);
             }
             _ => {
                 let b = s.byte().unwrap_or(0);
                 refuse_next = b & 1 == 1;
                 if b & 2 != 0 {
-                    let up = sw.link_up(port);
-                    sw.set_link(&mut pool, port, !up);
+                    let up = sw.link_up(PortId::new(port));
+                    sw.set_link(&mut pool, PortId::new(port), !up);
                 }
             }
         }
@@ -329,8 +330,8 @@ pub fn run(data: &[u8]) {
     // Let everything go: unblocked ports with their links up, time for every pause and
     // drop window to end.
     for port in 0..PORTS {
-        sw.set_blocked(port, false);
-        sw.set_link(&mut pool, port, true);
+        sw.set_blocked(PortId::new(port), false);
+        sw.set_link(&mut pool, PortId::new(port), true);
     }
     for _ in 0..2000 {
         slowpath_turn(&mut sw, &mut slow, &mut pool, now, false);
@@ -365,7 +366,7 @@ fn transmit(
     port: usize,
     limit: usize,
 ) {
-    turn::transmit(sw, now, pool, port, limit, batch);
+    turn::transmit(sw, now, pool, PortId::new(port), limit, batch);
     for f in batch.frames() {
         assert_eq!(pool.len(f.id), f.len as usize, "a frame's length is what the batch says");
         oracle.left(&pool.contents(f.id), port);
@@ -395,7 +396,7 @@ mod tests {
         assert!(c.buffer.xoff_alpha.is_some() && c.buffer.priority.get(4).is_some());
         assert_eq!(c.buffer.lossless_frames, Some(38));
         let t = tagger(variant, &mut c).expect("a table from these bytes compiles");
-        assert_eq!(t.ingress(0, 1), Some(3), "the first port's tag 1 is priority 3");
+        assert_eq!(t.ingress(PortId::new(0), 1), Some(3), "the first port's tag 1 is priority 3");
         assert_eq!(c.pfc.lossless.as_deref(), Some(&[3u8, 4][..]));
     }
 }

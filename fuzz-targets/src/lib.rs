@@ -16,6 +16,7 @@ use pfcswitch_core::config::Config;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
 use pfcswitch_core::pool::{PoolSize, DEFAULT_RING_SIZE};
+use pfcswitch_core::ports::PortId;
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::tagging::TagTable;
 
@@ -137,9 +138,9 @@ pub fn tagger_table(data: &[u8]) {
         for wanted in [None, Some(&lossless[..])] {
             let Ok(t) = TagTable::compile(&tables, "fuzz", ports, wanted) else { continue };
             for tag in 0..=255u8 {
-                for i in 0..ports {
+                for i in PortId::all(ports) {
                     let _ = t.ingress(i, tag);
-                    for e in 0..ports {
+                    for e in PortId::all(ports) {
                         let _ = t.rewrite(i, tag, e);
                         let _ = t.egress_queues(i, Priorities::from_bits(tag), e);
                     }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use netns_tests::*;
 use pfcswitch::config::{BindMode, XdpMode};
+use pfcswitch::core::ports::PortId;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::stats::SpeedSource;
 
@@ -385,7 +386,7 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_and_comes_back_leave_every_po
     let s = sw.stats().unwrap();
     let p3 = port(&s, "p3");
     assert!(!p3.link_up && p3.counters.link_downs == 1, "{p3:?}");
-    assert!(sw.fdb().unwrap().iter().all(|r| r.port != 2), "what p3 learned is forgotten");
+    assert!(sw.fdb().unwrap().iter().all(|r| r.port != PortId::new(2)), "what p3 learned is forgotten");
     send_to_h2("while-p3-down");
 
     // Up again: it carries traffic again.

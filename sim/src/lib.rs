@@ -22,6 +22,7 @@ use clap::Args;
 use serde::Serialize;
 
 use pfcswitch_core::histogram::Percentiles;
+use pfcswitch_core::ports::PortId;
 use pfcswitch_core::slowpath::DeadlockRecord;
 use pfcswitch_core::stats::{PortStats, SwitchStats};
 use pfcswitch_table::Table;
@@ -295,7 +296,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
         let s = &fabric.switches[sw];
         let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority));
         let lossless = match &s.tags {
-            Some(t) => t.ingress(local, dscp).is_some(),
+            Some(t) => t.ingress(PortId::new(local), dscp).is_some(),
             None => s.config.lossless_priorities().contains(&s.config.classify.dscp_table()[usize::from(dscp & 63)]),
         };
         let rx = sim.received(i);

@@ -99,7 +99,7 @@ impl Switch {
             self.port_checks[port].on_pause(Some(msg), false);
             // Passed on upstream by every ingress whose paused traffic waits here in one of
             // the queues this message follows, on its next pause.
-            for i in 0..self.ports.len() {
+            for i in PortId::all(self.ports.len()) {
                 let groups = self.groups_waiting_in(i, self.xoff(i), port, msg.prios);
                 if !groups.is_empty() {
                     let forwarded = msg.forwarded(groups);
@@ -115,18 +115,20 @@ impl Switch {
         // it left for wait in a queue paused here: a message that came back through
         // another group's or another priority's pauses closed no cycle of buffers.
         self.ports[port].checks.own_returned += 1;
-        let origin = usize::from(msg.origin_port);
-        let sent = self.ports.get(origin).and_then(|o| o.dcfit.originated.iter().find(|m| m.seq == msg.seq).copied());
-        let waiting = sent.map_or(Priorities::NONE, |m| {
-            self.groups_waiting_in(origin, m.groups & self.xoff(origin), port, msg.prios)
-        });
-        let Some(sent) = sent.filter(|_| !waiting.is_empty()) else {
+        // The port it names is read off the wire: it may be none of ours.
+        let origin = PortId::checked(usize::from(msg.origin_port)).filter(|o| o.index() < self.ports.len());
+        let sent = origin.and_then(|o| self.ports[o].dcfit.originated.iter().find(|m| m.seq == msg.seq).copied());
+        let waiting = match (origin, sent) {
+            (Some(o), Some(m)) => self.groups_waiting_in(o, m.groups & self.xoff(o), port, msg.prios),
+            _ => Priorities::NONE,
+        };
+        let (Some(origin), Some(sent)) = (origin, sent.filter(|_| !waiting.is_empty())) else {
             self.ports[port].checks.stale_returns += 1;
             // The chain it travelled broke behind it, yet pauses still lead round to this
             // port. If the port pauses its upstream again, a cycle may have formed since
             // (with no local cause left anywhere to originate a message, only the old one
             // would go round for ever): its next pause carries a fresh message.
-            if self.ports.get(origin).is_some() {
+            if let Some(origin) = origin {
                 let xoff = self.xoff(origin);
                 self.port_checks[origin].retry |= xoff;
             }
@@ -176,7 +178,7 @@ impl Switch {
     pub(super) fn checking_for(&mut self, now: Time, port: PortId, prios: Priorities) -> Option<CheckingMessage> {
         let mut causes = [Cause::default(); 64];
         let mut n = 0;
-        for e in 0..self.ports.len() {
+        for e in PortId::all(self.ports.len()) {
             let paused = self.ports[e].tx.pause.paused(now);
             let groups = self.groups_waiting_in(port, prios, e, paused);
             if !groups.is_empty() {
@@ -198,7 +200,7 @@ impl Switch {
                 self.remember_originated(port, self.check_seq, group);
                 Some(CheckingMessage {
                     origin_switch: self.switch_id,
-                    origin_port: port as u16,
+                    origin_port: port.index() as u16,
                     seq: self.check_seq,
                     hops: 0,
                     prios: group,

@@ -112,7 +112,7 @@ impl Switch {
         let Some(table) = &self.tags else {
             return Class { prio: self.classifier.priority(h), tag: Tagged::Off, ip, vlan, ecn_capable };
         };
-        let slot = port * TAG_SLOTS + h.dscp.map_or(TAGS, usize::from);
+        let slot = port.index() * TAG_SLOTS + h.dscp.map_or(TAGS, usize::from);
         match h.dscp.and_then(|tag| Some((tag, table.ingress(port, tag)?))) {
             Some((tag, prio)) => {
                 self.tag_counters[slot].classified += 1;
@@ -139,7 +139,7 @@ impl Switch {
                     Placement { group: class.prio, queue: table.priority_of(next), tag: Some(next), by_rule: true }
                 }
                 None => {
-                    self.tag_counters[ingress * TAG_SLOTS + usize::from(tag)].default_egress += 1;
+                    self.tag_counters[ingress.index() * TAG_SLOTS + usize::from(tag)].default_egress += 1;
                     default
                 }
             },
@@ -155,13 +155,14 @@ impl Switch {
         }
         let changed = class.ip.is_some_and(|ip| ether::set_dscp(frame, ip, tag));
         if let (true, true, Tagged::Lossless(from)) = (changed, at.by_rule, class.tag) {
-            self.tag_counters[ingress * TAG_SLOTS + usize::from(from)].rewritten += 1;
+            self.tag_counters[ingress.index() * TAG_SLOTS + usize::from(from)].rewritten += 1;
         }
     }
 
     fn flood<P: FramePool>(&mut self, now: Time, pool: &mut P, ingress: PortId, id: FrameId, len: usize, class: Class) {
-        let targets: PortSet =
-            (0..self.ports.len()).filter(|&i| i != ingress && self.ports[i].flood && self.ports[i].link_up).collect();
+        let targets: PortSet = PortId::all(self.ports.len())
+            .filter(|&i| i != ingress && self.ports[i].flood && self.ports[i].link_up)
+            .collect();
         let Some(last) = targets.last() else {
             self.drop_frame(pool, ingress, id, DropReason::Filtered);
             return;

@@ -205,7 +205,7 @@ impl Switch {
         let mut fdb = Fdb::new(config.fdb.max_entries, aging, config.ports.len(), config.fdb.max_per_port);
         for e in &config.fdb_entries {
             if let Some(port) = config.port_index(&e.port) {
-                fdb.add_static(e.mac, port);
+                fdb.add_static(e.mac, PortId::new(port));
             }
         }
         let n = config.ports.len();
@@ -343,7 +343,7 @@ impl Switch {
     /// Every port may have something new to send (after a rare input that reaches many:
     /// a MAC control frame, a release from the slowpath, a link or block change).
     pub(super) fn all_ready(&mut self) {
-        self.ready = (0..self.ports.len()).collect();
+        self.ready = PortId::all(self.ports.len()).collect();
     }
 
     /// Whether `port`'s link is up (as the shell last said).
@@ -355,7 +355,7 @@ impl Switch {
     /// the switch's own (FDB aging). The dataplane and the tests call it once per turn,
     /// before [`Switch::poll_transmit`]; [`Switch::poll_timeout`] says when it is next due.
     pub fn handle_timeout<P: FramePool>(&mut self, now: Time, pool: &mut P) {
-        for port in 0..self.ports.len() {
+        for port in PortId::all(self.ports.len()) {
             self.handle_port_timeout(now, pool, port);
         }
         self.handle_switch_timeout(now);
@@ -389,7 +389,7 @@ impl Switch {
     /// When the switch next has something to do without new input; `Some(now)` or earlier
     /// means right away.
     pub fn poll_timeout(&self, now: Time) -> Time {
-        (0..self.ports.len()).filter_map(|i| self.poll_port_timeout(now, i)).fold(self.next_aging, Time::min)
+        PortId::all(self.ports.len()).filter_map(|i| self.poll_port_timeout(now, i)).fold(self.next_aging, Time::min)
     }
 
     /// When `port` next has something to send without new input (`now` or earlier: right
@@ -439,7 +439,7 @@ impl Switch {
 
     /// Bytes queued at `port`'s egress for `prio` (what a monitor samples); 0 out of range.
     pub fn egress_queue_bytes(&self, port: PortId, prio: usize) -> u64 {
-        self.ports.get(port).filter(|_| prio < PRIORITIES).map_or(0, |p| p.tx.queues[prio].bytes())
+        self.ports.get(port.index()).filter(|_| prio < PRIORITIES).map_or(0, |p| p.tx.queues[prio].bytes())
     }
 
     /// Frames held in egress queues.

@@ -1,5 +1,6 @@
 //! The stats snapshot: everything `ctl stats` shows, assembled from the engine's state.
 
+use crate::ports::PortId;
 use crate::priorities::PRIORITIES;
 use crate::stats::{PortStats, PrioStats, SwitchStats, TagRow, TaggerStats, WatchdogStats};
 use crate::tagging::{TagTable, TAGS};
@@ -26,7 +27,7 @@ impl Switch {
             deadlocks_detected: self.deadlocks,
             slowpath_overflow: self.slowpath_overflow,
             pfcwd_events_forgotten: self.pfcwd_events.forgotten,
-            ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, i, p)).collect(),
+            ports: self.ports.iter().enumerate().map(|(i, p)| self.port_stats(now, PortId::new(i), p)).collect(),
             tagger: self.tags.as_ref().map(|t| self.tagger_stats(t)),
         }
     }
@@ -57,7 +58,7 @@ impl Switch {
         }
     }
 
-    fn port_stats(&self, now: Time, index: usize, p: &Port) -> PortStats {
+    fn port_stats(&self, now: Time, index: PortId, p: &Port) -> PortStats {
         let paused = p.tx.pause.paused(now);
         let priorities = (0..PRIORITIES)
             .map(|prio| {

@@ -114,11 +114,11 @@ mod tests {
     #[test]
     fn below_the_minimum_nothing_happens_and_above_the_maximum_everything_does() {
         let mut w = wred(curve(1000, 2000, 10));
-        assert_eq!(w.verdict(0, 0, 999, true, false), Verdict::Pass);
-        assert_eq!(w.verdict(0, 0, 2000, true, false), Verdict::Mark);
-        assert_eq!(w.verdict(0, 0, 5000, false, false), Verdict::Drop, "not capable, lossy: dropped");
-        assert_eq!(w.verdict(0, 0, 5000, false, true), Verdict::PassNotCapable, "lossless never drops");
-        assert_eq!(w.verdict(0, 0, 1500, false, true), Verdict::PassNotCapable);
+        assert_eq!(w.verdict(PortId::new(0), 0, 999, true, false), Verdict::Pass);
+        assert_eq!(w.verdict(PortId::new(0), 0, 2000, true, false), Verdict::Mark);
+        assert_eq!(w.verdict(PortId::new(0), 0, 5000, false, false), Verdict::Drop, "not capable, lossy: dropped");
+        assert_eq!(w.verdict(PortId::new(0), 0, 5000, false, true), Verdict::PassNotCapable, "lossless never drops");
+        assert_eq!(w.verdict(PortId::new(0), 0, 1500, false, true), Verdict::PassNotCapable);
     }
 
     #[test]
@@ -127,7 +127,7 @@ mod tests {
         // so 5 % ± 0.5 % is over four of them.
         let mut w = wred(curve(1000, 3000, 10));
         let n = 40_000;
-        let marked = (0..n).filter(|_| w.verdict(0, 0, 2000, true, false) == Verdict::Mark).count();
+        let marked = (0..n).filter(|_| w.verdict(PortId::new(0), 0, 2000, true, false) == Verdict::Mark).count();
         let f = marked as f64 / f64::from(n);
         assert!((f - 0.05).abs() < 0.005, "{f}");
     }
@@ -135,8 +135,8 @@ mod tests {
     #[test]
     fn a_profile_that_does_not_mark_drops_capable_frames_on_lossy_queues_too() {
         let mut w = wred(WredSettings { ecn: Some(EcnMode::EcnNone), ..curve(0, 100, 100) });
-        assert_eq!(w.verdict(0, 0, 100, true, false), Verdict::Drop);
-        assert_eq!(w.verdict(0, 0, 100, true, true), Verdict::PassNotCapable);
+        assert_eq!(w.verdict(PortId::new(0), 0, 100, true, false), Verdict::Drop);
+        assert_eq!(w.verdict(PortId::new(0), 0, 100, true, true), Verdict::PassNotCapable);
     }
 
     #[test]
@@ -144,15 +144,15 @@ mod tests {
         let c = Config::for_interfaces(&["a"]);
         let mut w = Wred::new(&c);
         let lossless = c.lossless_priorities()[0];
-        assert_eq!(w.verdict(0, usize::from(lossless), 64 << 10, true, true), Verdict::Mark);
-        assert_eq!(w.verdict(0, 0, 1 << 20, false, false), Verdict::Pass, "lossy queues have WRED off");
+        assert_eq!(w.verdict(PortId::new(0), usize::from(lossless), 64 << 10, true, true), Verdict::Mark);
+        assert_eq!(w.verdict(PortId::new(0), 0, 1 << 20, false, false), Verdict::Pass, "lossy queues have WRED off");
     }
 
     #[test]
     fn the_same_seed_draws_the_same_verdicts() {
         let run = || {
             let mut w = wred(curve(0, 1000, 50));
-            (0..1000).map(|i| w.verdict(0, 0, i, true, false)).collect::<Vec<_>>()
+            (0..1000).map(|i| w.verdict(PortId::new(0), 0, i, true, false)).collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
     }

@@ -23,7 +23,7 @@ impl Sim<'_> {
     pub(super) fn set_blocked(&mut self, label: &str, blocked: bool) {
         let Some(port) = self.fabric.port_named(label) else { return };
         let Owner::Switch(sw, local) = self.fabric.ports[port].owner else { return };
-        self.switches[sw].switch.set_blocked(local, blocked);
+        self.switches[sw].switch.set_blocked(PortId::new(local), blocked);
         self.after_switch(sw);
     }
 

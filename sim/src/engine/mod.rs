@@ -12,6 +12,7 @@ use std::time::Duration;
 use pfcswitch_core::histogram::Histogram;
 use pfcswitch_core::pfc::{self, MacControl, Pfc, PRIORITIES};
 use pfcswitch_core::pool::{PoolSize, DEFAULT_RING_SIZE};
+use pfcswitch_core::ports::PortId;
 use pfcswitch_core::prefetch::prefetch;
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::queue::FrameId;

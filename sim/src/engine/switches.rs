@@ -11,7 +11,7 @@ impl Sim<'_> {
             return;
         };
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-        s.switch.handle_frame(self.now, &mut pool, local, FrameId(id));
+        s.switch.handle_frame(self.now, &mut pool, PortId::new(local), FrameId(id));
         self.after_switch(sw);
     }
 
@@ -20,14 +20,14 @@ impl Sim<'_> {
         let s = &mut self.switches[sw];
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
         // One frame: the wire takes it whole before the port looks again.
-        turn::transmit(&mut s.switch, now, &mut pool, local, 1, &mut self.batch);
+        turn::transmit(&mut s.switch, now, &mut pool, PortId::new(local), 1, &mut self.batch);
         if let Some(f) = self.batch.frames().first().copied() {
             let buf = s.slots.give(f.id.0);
             if let Some(trigger) = f.xoff_trigger {
                 s.switch.record_pause_sent(trigger, now);
             }
             self.send(port, buf, f.len as usize, f.pause);
-        } else if let Some(w) = s.switch.poll_port_timeout(now, local) {
+        } else if let Some(w) = s.switch.poll_port_timeout(now, PortId::new(local)) {
             self.wake(port, w);
         }
         // What it sent may have given other ports something to send: a frame that left
@@ -35,7 +35,7 @@ impl Sim<'_> {
         // switch's loop would send that on its next turn, so the other ports look now,
         // as after an arrival.
         let ready = self.switches[sw].switch.poll_ready_ports();
-        self.try_idle(sw, ready.iter().filter(|&l| l != local));
+        self.try_idle(sw, ready.iter().filter(|&l| l != PortId::new(local)).map(PortId::index));
     }
 
     /// Switch `sw`'s ports `locals` (its own numbering) that are idle send what they may.
@@ -63,12 +63,12 @@ impl Sim<'_> {
         if self.switches[sw].earliest_wake > self.now {
             // No timer of this switch is due: only the ready ports (usually one or two,
             // in a switch of dozens) need a look.
-            self.try_idle(sw, ready.iter());
+            self.try_idle(sw, ready.iter().map(PortId::index));
             return;
         }
         for (local, &port) in ports.iter().enumerate() {
             let p = &self.ports[port];
-            if !p.busy && (ready.contains(local) || p.wake_at <= self.now) {
+            if !p.busy && (ready.contains(PortId::new(local)) || p.wake_at <= self.now) {
                 self.try_tx(port);
             }
         }

@@ -181,7 +181,7 @@ mod tests {
 
     fn capture(rate: u32) -> (Capture, crossbeam_channel::Receiver<CapturedFrame>, Sender<Slot>) {
         let (ends, reader) = queues();
-        let c = Capture::new(3, PortSet::only(0), PortSet::only(2), rate, ends, Time::ZERO);
+        let c = Capture::new(3, PortSet::only(PortId::new(0)), PortSet::only(PortId::new(2)), rate, ends, Time::ZERO);
         (c, reader.frames, reader.slots)
     }
 
@@ -189,19 +189,19 @@ mod tests {
     fn only_the_chosen_ports_and_directions_are_copied_with_their_length_and_time() {
         let (mut c, frames, _give) = capture(1000);
         let t = Time::from_millis(1);
-        c.offer(0, Way::Rx, t, &[1, 2, 3], 3);
-        c.offer(0, Way::Tx, t, &[4], 1);
-        c.offer(1, Way::Rx, t, &[5], 1);
-        c.offer(2, Way::Tx, t, &[6; 4000], 9000);
+        c.offer(PortId::new(0), Way::Rx, t, &[1, 2, 3], 3);
+        c.offer(PortId::new(0), Way::Tx, t, &[4], 1);
+        c.offer(PortId::new(1), Way::Rx, t, &[5], 1);
+        c.offer(PortId::new(2), Way::Tx, t, &[6; 4000], 9000);
         let got: Vec<CapturedFrame> = frames.try_iter().collect();
         assert_eq!(got.len(), 2);
         assert_eq!(
             (got[0].port, got[0].way, got[0].at, got[0].len, &got[0].data[..3]),
-            (0, Way::Rx, t, 3, &[1, 2, 3][..])
+            (PortId::new(0), Way::Rx, t, 3, &[1, 2, 3][..])
         );
         assert_eq!(
             (got[1].port, got[1].way, got[1].len),
-            (2, Way::Tx, 9000),
+            (PortId::new(2), Way::Tx, 9000),
             "a jumbo frame's length, its first bytes"
         );
         let counts = c.counts(|p| format!("p{p}"));
@@ -217,7 +217,7 @@ mod tests {
         // 100 frames a second: a burst of 10, then one every 10 ms.
         let (mut c, frames, give) = capture(100);
         for i in 0..50u64 {
-            c.offer(0, Way::Rx, Time::from_nanos(i * 1000), &[0; 64], 64);
+            c.offer(PortId::new(0), Way::Rx, Time::from_nanos(i * 1000), &[0; 64], 64);
         }
         let first: Vec<CapturedFrame> = frames.try_iter().collect();
         assert_eq!(first.len(), 10);
@@ -228,20 +228,20 @@ mod tests {
         }
         let later = Time::from_nanos(49_000) + Duration::from_millis(20);
         for _ in 0..5 {
-            c.offer(0, Way::Rx, later, &[0; 64], 64);
+            c.offer(PortId::new(0), Way::Rx, later, &[0; 64], 64);
         }
         assert_eq!(frames.try_iter().count(), 2);
         // A reader that never gives slots back: the queue's worth, then skips.
         let (mut c, frames, give) = capture(MAX_RATE);
         for i in 0..(QUEUE as u64 + 100) {
-            c.offer(0, Way::Rx, Time::from_millis(1000) + Duration::from_micros(i * 100), &[0; 64], 64);
+            c.offer(PortId::new(0), Way::Rx, Time::from_millis(1000) + Duration::from_micros(i * 100), &[0; 64], 64);
         }
         assert_eq!(frames.len(), QUEUE);
         assert_eq!(c.counts(|p| p.to_string())[0].rx.skipped, 100);
         assert!(!c.orphaned(), "a reader that is behind is still there");
         // The reader's thread ends: both its ends go.
         drop((frames, give));
-        c.offer(0, Way::Rx, Time::from_millis(3000), &[0; 64], 64);
+        c.offer(PortId::new(0), Way::Rx, Time::from_millis(3000), &[0; 64], 64);
         assert!(c.orphaned(), "one that went away is not");
     }
 }

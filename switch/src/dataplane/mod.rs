@@ -21,6 +21,7 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::config::{DataplaneConfig, RunConfig, XdpMode};
 use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::pfcwd::WatchdogEvent;
+use crate::core::ports::PortId;
 use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
@@ -404,7 +405,7 @@ impl Dataplane {
     /// and `wake_fds`. A port that is down or gone is left out: its socket may report an
     /// error for ever, and the loop would spin on it.
     fn poll_set(&self, wake_fds: &[RawFd]) -> Vec<libc::pollfd> {
-        let up = self.ports.iter().enumerate().filter(|(i, _)| self.switch.link_up(*i));
+        let up = self.ports.iter().enumerate().filter(|(i, _)| self.switch.link_up(PortId::new(*i)));
         let mut set: Vec<libc::pollfd> = up.flat_map(|(_, p)| p.fds()).map(sys::pollfd).collect();
         set.push(sys::pollfd(self.waker.fd()));
         set.extend(wake_fds.iter().map(|&fd| sys::pollfd(fd)));
@@ -418,17 +419,17 @@ impl Dataplane {
         let Dataplane { ports, pool, switch, rx_taken, capture, .. } = self;
         let mut emptied = true;
         for (i, port) in ports.iter_mut().enumerate() {
-            if !switch.link_up(i) {
+            if !switch.link_up(PortId::new(i)) {
                 continue;
             }
             port.reclaim(pool, now);
             if receive {
                 let r = port.receive(pool, batch, |pool, id| {
                     if let Some(c) = capture.as_mut() {
-                        c.offer(i, capture::Way::Rx, now, pool.bytes(id), pool.len(id));
+                        c.offer(PortId::new(i), capture::Way::Rx, now, pool.bytes(id), pool.len(id));
                     }
                     pool.taken(id, now);
-                    switch.handle_frame(now, pool, i, id);
+                    switch.handle_frame(now, pool, PortId::new(i), id);
                 });
                 work += r.frames;
                 *rx_taken += r.frames as u64;
@@ -446,13 +447,13 @@ impl Dataplane {
         self.switch.handle_timeout(now, &mut self.pool);
         self.tx_blocked = false;
         for i in 0..self.ports.len() {
-            if self.switch.link_up(i) {
+            if self.switch.link_up(PortId::new(i)) {
                 // A fresh reading: what goes out is timed when it goes out, not when the turn began.
                 work += self.transmit(sys::now(), i)?;
             }
         }
         for (i, port) in self.ports.iter_mut().enumerate() {
-            if self.switch.link_up(i) {
+            if self.switch.link_up(PortId::new(i)) {
                 port.refill(&mut self.pool, POOL_RESERVE);
             }
         }
@@ -468,7 +469,7 @@ impl Dataplane {
     /// Hands the engine's events to the slowpath and publishes what it reads of our state.
     fn publish_for_slowpath(&mut self, now: Time) {
         for (i, v) in self.view.stopped.iter().enumerate() {
-            v.store(self.switch.stopped(now, i).bits(), Ordering::Relaxed);
+            v.store(self.switch.stopped(now, PortId::new(i)).bits(), Ordering::Relaxed);
         }
         let to_slowpath = &self.to_slowpath;
         self.switch.poll_slowpath(&mut self.pool, |ev| to_slowpath.try_send(ev).map_err(|e| e.into_inner()));
@@ -485,11 +486,11 @@ impl Dataplane {
         let room = port.tx_room(batch * *buffers_per_frame) / *buffers_per_frame;
         let in_flight = (port.tx_outstanding() as usize).div_ceil(*buffers_per_frame);
         tx.reset(room.min(tx_budget(batch, in_flight)));
-        switch.poll_transmit(now, pool, i, tx);
+        switch.poll_transmit(now, pool, PortId::new(i), tx);
         let sent = tx.frames().len();
         if let Some(c) = capture.as_mut() {
             for f in tx.frames() {
-                c.offer(i, capture::Way::Tx, now, pool.bytes(f.id), f.len as usize);
+                c.offer(PortId::new(i), capture::Way::Tx, now, pool.bytes(f.id), f.len as usize);
             }
         }
         if sent > 0 {
@@ -563,7 +564,12 @@ impl Dataplane {
     /// Frames on the tx rings of ports that are up (a port that is down may keep some
     /// there until it comes back; nothing can be done for them meanwhile).
     fn tx_outstanding(&self) -> u32 {
-        self.ports.iter().enumerate().filter(|(i, _)| self.switch.link_up(*i)).map(|(_, p)| p.tx_outstanding()).sum()
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.switch.link_up(PortId::new(*i)))
+            .map(|(_, p)| p.tx_outstanding())
+            .sum()
     }
 
     /// Reads every port's link state and acts on changes; tries to bind a gone port again.
@@ -587,7 +593,7 @@ impl Dataplane {
                 continue;
             };
             self.unreadable[i] = false;
-            if state == LinkState::Down && self.switch.link_up(i) {
+            if state == LinkState::Down && self.switch.link_up(PortId::new(i)) {
                 self.down_checks[i] += 1;
                 if self.down_checks[i] < LINK_DOWN_CHECKS {
                     state = LinkState::Up;
@@ -601,7 +607,7 @@ impl Dataplane {
 
     /// Port `i`'s link is now `state`: the engine is told, and the change logged.
     fn link_changed(&mut self, i: usize, state: LinkState) {
-        let was = match (self.gone[i], self.switch.link_up(i)) {
+        let was = match (self.gone[i], self.switch.link_up(PortId::new(i))) {
             (true, _) => LinkState::Gone,
             (false, true) => LinkState::Up,
             (false, false) => LinkState::Down,
@@ -611,7 +617,7 @@ impl Dataplane {
         }
         self.gone[i] = state == LinkState::Gone;
         self.links_changed = true;
-        self.switch.set_link(&mut self.pool, i, state == LinkState::Up);
+        self.switch.set_link(&mut self.pool, PortId::new(i), state == LinkState::Up);
         let (port, iface) = (self.config.port_name(i), &self.config.ports[i].iface);
         match state {
             LinkState::Up => tracing::info!(port, iface, "link up: the port forwards again"),
@@ -725,10 +731,10 @@ impl Dataplane {
                 for name in &c.ports {
                     let p = self.port(name)?;
                     if c.rx {
-                        rx.insert(p);
+                        rx.insert(PortId::new(p));
                     }
                     if c.tx {
-                        tx.insert(p);
+                        tx.insert(PortId::new(p));
                     }
                     if !names.iter().any(|(q, _)| *q == p) {
                         names.push((p, self.config.port_name(p).to_string()));
@@ -739,7 +745,7 @@ impl Dataplane {
             }
             Request::CaptureStop => {
                 let c = self.capture.take().ok_or("no capture is running")?;
-                Ok(Response::CaptureCounts(c.counts(|p| self.config.port_name(p).to_string())))
+                Ok(Response::CaptureCounts(c.counts(|p| self.config.port_name(p.index()).to_string())))
             }
             Request::Stats => Ok(Response::Stats(Box::new(self.stats(now)))),
             Request::Fdb => Ok(Response::Fdb(self.switch.fdb().rows(now))),
@@ -752,12 +758,12 @@ impl Dataplane {
             Request::TrafficMap => Ok(Response::TrafficMap(self.switch.traffic_map())),
             Request::Block { port } => {
                 let p = self.port(port)?;
-                self.switch.set_blocked(p, true);
+                self.switch.set_blocked(PortId::new(p), true);
                 Ok(Response::Done(format!("{port} blocked: its frames go to the slowpath")))
             }
             Request::Unblock { port } => {
                 let p = self.port(port)?;
-                self.switch.set_blocked(p, false);
+                self.switch.set_blocked(PortId::new(p), false);
                 // Now, not at the end of the next turn: the slowpath may release at once.
                 self.publish_for_slowpath(now);
                 Ok(Response::Done(format!("{port} unblocked; held frames go back as their priorities' pauses allow")))
@@ -872,14 +878,14 @@ fn tx_budget(batch: usize, in_flight: usize) -> usize {
 fn log_watchdog(config: &RunConfig, e: WatchdogEvent) {
     match e {
         WatchdogEvent::StormDetected { port, prio, at, stalled_since, action } => tracing::warn!(
-            port = config.port_name(port),
+            port = config.port_name(port.index()),
             prio,
             stalled_ms = at.saturating_since(stalled_since).as_secs_f64() * 1e3,
             ?action,
             "PFC storm: the link partner kept the priority paused with frames waiting"
         ),
         WatchdogEvent::Restored { port, prio, stormed_for, .. } => tracing::info!(
-            port = config.port_name(port),
+            port = config.port_name(port.index()),
             prio,
             stormed_ms = stormed_for.as_secs_f64() * 1e3,
             "PFC storm over: no pause for the restoration time, the priority is restored"

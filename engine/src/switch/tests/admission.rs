@@ -35,7 +35,7 @@ fn frames_for_a_port_blocked_for_ever_stop_at_the_slowpath_cap_and_release_their
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 9, 0, 64));
     r.tx(0);
-    r.sw.set_blocked(1, true);
+    r.sw.set_blocked(PortId::new(1), true);
     for _ in 0..80 {
         r.rx(0, &data(1, 2, 0, 64));
     }
@@ -51,13 +51,13 @@ fn frames_for_a_port_blocked_for_ever_stop_at_the_slowpath_cap_and_release_their
 #[test]
 fn a_held_frame_the_slowpath_refused_gives_back_its_slot_its_charge_and_its_mark() {
     let (mut r, _) = congested(true);
-    r.sw.set_blocked(1, true);
+    r.sw.set_blocked(PortId::new(1), true);
     let free_before = r.pool.free_count();
     for n in 0..60 {
         r.rx(0, &numbered(1, 2, 3, n));
     }
     assert!(r.stats().ports[0].priorities[3].xoff, "the held frames paused the upstream");
-    assert_eq!(r.sw.traffic_map_row(0), PortSet::only(1));
+    assert_eq!(r.sw.traffic_map_row(PortId::new(0)), PortSet::only(PortId::new(1)));
     // The channel to the slowpath was full: every event comes back to the engine.
     r.sw.poll_slowpath(&mut r.pool, Err);
     assert_eq!(r.pool.free_count(), free_before, "no frame leaked");
@@ -67,8 +67,8 @@ fn a_held_frame_the_slowpath_refused_gives_back_its_slot_its_charge_and_its_mark
     assert_eq!(s.ports[0].priorities[3].ingress_bytes, 0, "no buffer stays charged");
     assert!(!s.ports[0].priorities[3].xoff, "and the upstream is resumed");
     assert_eq!(s.ports[1].held_by_slowpath, 0);
-    assert_eq!(r.sw.traffic_map_row(0), PortSet::EMPTY, "no pair stays marked");
-    r.sw.set_blocked(1, false);
+    assert_eq!(r.sw.traffic_map_row(PortId::new(0)), PortSet::EMPTY, "no pair stays marked");
+    r.sw.set_blocked(PortId::new(1), false);
     r.outbox();
     r.rx(0, &numbered(1, 2, 3, 99));
     let sent: Vec<u8> = r.tx(1).iter().map(|f| f[199]).collect();

@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_order() {
     let (mut r, _) = congested_between_switches();
-    r.sw.set_blocked(1, true);
+    r.sw.set_blocked(PortId::new(1), true);
     for n in 0..60 {
         r.rx(0, &numbered(1, 2, 3, n));
     }
@@ -17,7 +17,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
     assert!(s.ports[0].priorities[3].xoff);
     assert_eq!(s.ports[1].held_by_slowpath, 60);
     assert!(s.ports[1].blocked);
-    assert_eq!(r.sw.traffic_map_row(0), PortSet::only(1), "the pair (p0, p1) is marked");
+    assert_eq!(r.sw.traffic_map_row(PortId::new(0)), PortSet::only(PortId::new(1)), "the pair (p0, p1) is marked");
     let sent = r.tx(0);
     assert_eq!(pfc_of(&sent[0]).quanta[3], 65535);
 
@@ -28,9 +28,9 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
         slow.handle_event(ToSlowpath::Held(h));
     }
     assert!(slow.release(|e| r.sw.stopped(r.now, e)).is_empty());
-    r.sw.set_blocked(1, false);
+    r.sw.set_blocked(PortId::new(1), false);
     let (_, events) = r.outbox();
-    assert_eq!(events, vec![ToSlowpath::Unblocked { port: 1 }]);
+    assert_eq!(events, vec![ToSlowpath::Unblocked { port: PortId::new(1) }]);
     for ev in events {
         slow.handle_event(ev);
     }
@@ -43,7 +43,7 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
         r.advance(Duration::from_micros(50));
     }
     assert_eq!(got, (0..60).collect::<Vec<u8>>(), "every held frame, in order, once");
-    assert_eq!(r.sw.traffic_map_row(0), PortSet::EMPTY, "the last frame of the pair cleared the map");
+    assert_eq!(r.sw.traffic_map_row(PortId::new(0)), PortSet::EMPTY, "the last frame of the pair cleared the map");
     assert!(!r.stats().ports[0].priorities[3].xoff, "the upstream was resumed");
 }
 
@@ -52,7 +52,7 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
     let mut r = Rig::new(Rig::switch_ports(2));
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    r.sw.set_blocked(1, true);
+    r.sw.set_blocked(PortId::new(1), true);
     // Priority 3 paused at p1: queued as usual, not handed to the slowpath.
     r.rx(1, &pfc_frame(Priorities::only(3), 65535));
     r.rx(0, &numbered(1, 2, 3, 1));
@@ -81,7 +81,10 @@ fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_
     let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: Priorities::NONE };
     r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(theirs)));
     let passed = CheckingMessage { hops: 1, prios: Priorities::only(3), ..theirs };
-    assert_eq!(r.outbox().1, vec![ToSlowpath::CheckForwarded { from: 1, to: 0, msg: passed }]);
+    assert_eq!(
+        r.outbox().1,
+        vec![ToSlowpath::CheckForwarded { from: PortId::new(1), to: PortId::new(0), msg: passed }]
+    );
     assert_eq!(r.stats().ports[1].checks.received, 1);
     r.advance(Duration::from_micros(1700));
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(passed), "in p0's next pause");
@@ -223,7 +226,7 @@ fn an_own_message_sent_for_another_group_closes_no_cycle() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // Sent when p0 paused priority 4; back through the pauses of priority 3, whose traffic
     // from p0 does wait at p1: two chains, not one cycle.
-    r.sw.note_originated(0, 2, Priorities::only(4));
+    r.sw.note_originated(PortId::new(0), 2, Priorities::only(4));
     r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { seq: 2, ..own })));
     let s = r.stats();
     assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
@@ -280,19 +283,19 @@ fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
 fn drop_resolution_also_empties_what_the_slowpath_holds() {
     let (mut r, own) = deadlocked(DeadlockResolution::Drop);
     // Blocked, then paused downstream: these frames wait at the slowpath.
-    r.sw.set_blocked(1, true);
+    r.sw.set_blocked(PortId::new(1), true);
     r.rx(1, &pfc_with(Priorities::only(3), 0, None));
     for _ in 0..3 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
     let (held, _) = r.outbox();
     assert_eq!(held.len(), 3);
-    assert_eq!(r.sw.stopped(r.now, 1), Priorities::ALL, "blocked: the slowpath keeps them");
-    r.sw.set_blocked(1, false);
+    assert_eq!(r.sw.stopped(r.now, PortId::new(1)), Priorities::ALL, "blocked: the slowpath keeps them");
+    r.sw.set_blocked(PortId::new(1), false);
     r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
-    assert_eq!(r.sw.stopped(r.now, 1), Priorities::only(3), "paused: the slowpath keeps them");
+    assert_eq!(r.sw.stopped(r.now, PortId::new(1)), Priorities::only(3), "paused: the slowpath keeps them");
     r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
-    assert_eq!(r.sw.stopped(r.now, 1), Priorities::NONE, "being dropped: the slowpath may give them back");
+    assert_eq!(r.sw.stopped(r.now, PortId::new(1)), Priorities::NONE, "being dropped: the slowpath may give them back");
     let mut slow = Slowpath::new("sw", vec!["p0".into(), "p1".into()], 8);
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
@@ -303,5 +306,5 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     assert!(r.tx(1).is_empty());
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 3 + 11);
     assert_eq!(r.stats().ports[1].held_by_slowpath, 0);
-    assert_eq!(r.sw.traffic_map_row(0), PortSet::EMPTY, "nothing of (p0, p1) waits any more");
+    assert_eq!(r.sw.traffic_map_row(PortId::new(0)), PortSet::EMPTY, "nothing of (p0, p1) waits any more");
 }

@@ -17,7 +17,7 @@ fn ect(dscp: u8, ecn: u8, len: usize) -> Vec<u8> {
 }
 
 /// Everything queued on `port`, however many turns of the shaper that takes.
-fn drain(r: &mut Rig, port: PortId, frames: usize) -> Vec<Vec<u8>> {
+fn drain(r: &mut Rig, port: usize, frames: usize) -> Vec<Vec<u8>> {
     let mut out = r.tx(port);
     for _ in 0..1000 {
         if out.len() >= frames {

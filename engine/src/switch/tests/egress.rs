@@ -75,12 +75,16 @@ fn ready_ports_are_the_egresses_a_frame_joins_and_every_port_after_a_mac_control
     let mut r = Rig::new(Rig::ports(4));
     assert!(r.sw.poll_ready_ports().is_empty());
     r.rx(1, &data(2, 9, 0, 100));
-    assert_eq!(r.sw.poll_ready_ports(), [0, 2, 3].into_iter().collect::<PortSet>(), "an unknown unicast floods");
+    assert_eq!(
+        r.sw.poll_ready_ports(),
+        [0, 2, 3].map(PortId::new).into_iter().collect::<PortSet>(),
+        "an unknown unicast floods"
+    );
     assert!(r.sw.poll_ready_ports().is_empty(), "asked again: nothing new");
     r.rx(0, &data(1, 2, 0, 100));
-    assert_eq!(r.sw.poll_ready_ports(), PortSet::only(1), "a known station's port only");
+    assert_eq!(r.sw.poll_ready_ports(), PortSet::only(PortId::new(1)), "a known station's port only");
     r.rx(2, &pfc_frame(Priorities::only(3), 100));
-    assert_eq!(r.sw.poll_ready_ports(), (0..4).collect::<PortSet>());
+    assert_eq!(r.sw.poll_ready_ports(), PortId::all(4).collect::<PortSet>());
 }
 
 #[test]
@@ -90,7 +94,7 @@ fn an_ingress_that_crosses_xoff_is_ready_to_send_its_pause() {
     let mut pausing = false;
     for _ in 0..2000 {
         r.rx(0, &frame);
-        if r.sw.poll_ready_ports().contains(0) {
+        if r.sw.poll_ready_ports().contains(PortId::new(0)) {
             pausing = true;
             break;
         }

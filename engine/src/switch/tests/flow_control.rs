@@ -298,7 +298,7 @@ fn reaction_time_is_recorded_for_the_xoff_frame() {
         r.rx(0, &frame);
     }
     let (now, mut batch) = (r.now, TxBatch::new());
-    r.sw.poll_transmit(now, &mut r.pool, 0, &mut batch);
+    r.sw.poll_transmit(now, &mut r.pool, PortId::new(0), &mut batch);
     let f = batch.frames()[0];
     assert_eq!(f.xoff_trigger, Some(now));
     r.sw.record_pause_sent(now, now + Duration::from_micros(7));

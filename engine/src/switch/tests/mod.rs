@@ -92,17 +92,19 @@ impl Rig {
         c
     }
 
-    pub(crate) fn rx(&mut self, port: PortId, bytes: &[u8]) {
+    /// `bytes` arrive on port `port` (the tests number ports as the configuration does).
+    pub(crate) fn rx(&mut self, port: usize, bytes: &[u8]) {
         let id = self.pool.put(bytes).expect("the test pool has room");
-        self.sw.handle_frame(self.now, &mut self.pool, port, id);
+        self.sw.handle_frame(self.now, &mut self.pool, PortId::new(port), id);
     }
 
     /// Everything `port` sends now, as bytes; frees the frames like the dataplane would.
-    pub(crate) fn tx(&mut self, port: PortId) -> Vec<Vec<u8>> {
+    pub(crate) fn tx(&mut self, port: usize) -> Vec<Vec<u8>> {
         self.tx_limited(port, TxBatch::CAPACITY)
     }
 
-    pub(crate) fn tx_limited(&mut self, port: PortId, limit: usize) -> Vec<Vec<u8>> {
+    pub(crate) fn tx_limited(&mut self, port: usize, limit: usize) -> Vec<Vec<u8>> {
+        let port = PortId::new(port);
         crate::turn::transmit(&mut self.sw, self.now, &mut self.pool, port, limit, &mut self.batch);
         let out: Vec<Vec<u8>> = self.batch.frames().iter().map(|f| self.pool.contents(f.id)).collect();
         for f in self.batch.frames().to_vec() {
@@ -252,7 +254,7 @@ fn deadlocked_on(mut c: Config, resolution: DeadlockResolution) -> (Rig, Checkin
     r.outbox();
     // The pause just sent to p0 originated no message (its cause is downstream), so make
     // one as the switch would have when the chain started: seq 1 in p0's XOFF episode.
-    r.sw.note_originated(0, 1, Priorities::only(3));
+    r.sw.note_originated(PortId::new(0), 1, Priorities::only(3));
     let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2, prios: Priorities::only(3) };
     (r, own)
 }

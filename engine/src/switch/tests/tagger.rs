@@ -184,7 +184,14 @@ fn dcfit_follows_a_pause_only_through_the_queue_the_traffic_waits_in() {
     let (mut r, _) = congested_toward_a_pause(Priorities::only(4));
     let m = pfc_of(&r.tx(0)[0]).checking.expect("a checking message");
     assert_eq!((m.origin_switch, m.hops), (my_id(&r), 0));
-    let waiting = |r: &Rig| r.sw.groups_waiting_in(0, r.sw.xoff(0), 1, r.sw.paused(r.now, 1));
+    let waiting = |r: &Rig| {
+        r.sw.groups_waiting_in(
+            PortId::new(0),
+            r.sw.xoff(PortId::new(0)),
+            PortId::new(1),
+            r.sw.paused(r.now, PortId::new(1)),
+        )
+    };
     assert_eq!(waiting(&r), Priorities::NONE);
     // Paused on the new tag's priority, the one they wait in: the pause is passed on.
     let (mut r, theirs) = congested_toward_a_pause(Priorities::only(3));
