@@ -356,3 +356,38 @@ pub fn tcp_transfer(tb: &Testbed, from: &str, to: &str, to_addr: &str, bytes: us
     })?;
     receiver.join().map_err(|_| "the receiver panicked".to_string())?
 }
+
+/// Two senders at 80 % of a 100 Mb/s port each, into a third 100 Mb/s port.
+pub fn congest(
+    tb: &Testbed,
+    dscp: &str,
+    capture: Option<&str>,
+) -> (pfctools::traffic::gen::GenReport, pfctools::traffic::gen::GenReport, pfctools::traffic::sink::SinkReport) {
+    let sink = SinkProc::start(tb, "h3", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
+    let dst = mac_of(tb, "h3");
+    let common = [
+        "--dst-mac",
+        dst.as_str(),
+        "--size",
+        "1000",
+        "--dscp",
+        dscp,
+        "--speed",
+        "100M",
+        "--load",
+        "80",
+        "--duration",
+        "2",
+    ];
+    let mut a1: Vec<&str> = common.to_vec();
+    a1.extend_from_slice(&["--flow-base", "1"]);
+    if let Some(path) = capture {
+        a1.extend_from_slice(&["--capture", path]);
+    }
+    let mut a2 = common.to_vec();
+    a2.extend_from_slice(&["--flow-base", "2"]);
+    let g1 = start_gen(tb, "h1", "gen1", &gen_flags(&a1)).unwrap();
+    let g2 = start_gen(tb, "h2", "gen2", &gen_flags(&a2)).unwrap();
+    let (r1, r2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
+    (r1, r2, sink.finish(SINK_TIMEOUT).unwrap())
+}

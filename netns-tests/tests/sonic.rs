@@ -39,30 +39,8 @@ fn a_sonic_config_db_runs_the_switch_its_dscp_3_lossless_under_congestion_dscp_4
         // h3 speaks first, so that the senders' frames go to its port alone.
         run_gen(&tb, "h3", "learn", &gen_flags(&["--dst-mac", &h1, "--count", "20", "--rate", "1k"]), GEN_TIMEOUT)
             .unwrap();
-        let sink = SinkProc::start(&tb, "h3", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
         // Two senders at 80 % of 100 Mb/s each on DSCP 3 into the third port.
-        let flags = |flow: &'static str| {
-            gen_flags(&[
-                "--dst-mac",
-                &h3,
-                "--size",
-                "1000",
-                "--dscp",
-                "3",
-                "--speed",
-                "100M",
-                "--load",
-                "80",
-                "--duration",
-                "2",
-                "--flow-base",
-                flow,
-            ])
-        };
-        let a = start_gen(&tb, "h1", "gen1", &flags("1")).unwrap();
-        let b = start_gen(&tb, "h2", "gen2", &flags("2")).unwrap();
-        let (g1, g2) = (a.finish(GEN_TIMEOUT).unwrap(), b.finish(GEN_TIMEOUT).unwrap());
-        let rx = sink.finish(SINK_TIMEOUT).unwrap();
+        let (g1, g2, rx) = congest(&tb, "3", None);
         let stalls = sw.stats().unwrap().stalls;
         // The profile's headroom (96 928 B) lasts ~10 ms at one sender's 80 Mb/s.
         if let Some(why) = machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, 9_000.0) {

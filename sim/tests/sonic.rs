@@ -6,15 +6,15 @@ use pfcsim::simulate;
 
 const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../engine/src/config/sonic/sample_config_db.json");
 
-/// Two hosts at 90 % each on DSCP 3 into a third's 10G port, and a lossy trickle on
-/// DSCP 46, through one switch whose configuration is the sample document's.
-fn scenario() -> Scenario {
+/// One switch from the sample document (its ports Ethernet0, 4 and 8), hosts a, b and c
+/// on them at 10G, and `rest` (flows, events) after.
+fn on_the_sample(name: &str, duration_ms: u32, rest: &str) -> Scenario {
     Scenario::from_toml(&format!(
         r#"
-        name = "sonic"
+        name = "{name}"
         speed = "10G"
         cable_m = 5
-        duration_ms = 4
+        duration_ms = {duration_ms}
         drain_ms = 20
         sonic_config = "{DOC}"
         sonic_ports = ["Ethernet0", "Ethernet4", "Ethernet8"]
@@ -22,6 +22,19 @@ fn scenario() -> Scenario {
         host = [{{ name = "a" }}, {{ name = "b" }}, {{ name = "c" }}]
         switch = [{{ name = "sw" }}]
         link = [{{ a = "a:eth0", b = "sw:p1" }}, {{ a = "b:eth0", b = "sw:p2" }}, {{ a = "c:eth0", b = "sw:p3" }}]
+        {rest}
+        "#
+    ))
+    .unwrap()
+}
+
+/// Two hosts at 90 % each on DSCP 3 into a third's 10G port, and a lossy trickle on
+/// DSCP 46, through one switch whose configuration is the sample document's.
+fn scenario() -> Scenario {
+    on_the_sample(
+        "sonic",
+        4,
+        r#"
         [[flow]]
         from = "a"
         to = "c"
@@ -43,9 +56,8 @@ fn scenario() -> Scenario {
         dscp = 46
         size = 500
         load = 1
-        "#
-    ))
-    .unwrap()
+        "#,
+    )
 }
 
 #[test]
@@ -79,18 +91,10 @@ fn a_switch_with_more_ports_than_the_scenario_names_is_refused() {
 
 #[test]
 fn a_storm_from_the_receiver_pauses_the_documents_lossless_class_and_it_loses_nothing() {
-    let s = Scenario::from_toml(&format!(
+    let s = on_the_sample(
+        "sonic-storm",
+        4,
         r#"
-        name = "sonic-storm"
-        speed = "10G"
-        duration_ms = 4
-        drain_ms = 10
-        sonic_config = "{DOC}"
-        sonic_ports = ["Ethernet0", "Ethernet4", "Ethernet8"]
-        [topology]
-        host = [{{ name = "a" }}, {{ name = "b" }}, {{ name = "c" }}]
-        switch = [{{ name = "sw" }}]
-        link = [{{ a = "a:eth0", b = "sw:p1" }}, {{ a = "b:eth0", b = "sw:p2" }}, {{ a = "c:eth0", b = "sw:p3" }}]
         [[flow]]
         from = "a"
         to = "c"
@@ -100,10 +104,9 @@ fn a_storm_from_the_receiver_pauses_the_documents_lossless_class_and_it_loses_no
         load = 20
         [[event]]
         at_ms = 1
-        storm = {{ host = "c", priorities = [3], quanta = 65535, interval_us = 500, duration_ms = 2 }}
-        "#
-    ))
-    .unwrap();
+        storm = { host = "c", priorities = [3], quanta = 65535, interval_us = 500, duration_ms = 2 }
+        "#,
+    );
     let r = simulate(&s, 1, None).unwrap().report;
     let sw = &r.switches[0].switch;
     let e8 = &sw.ports[2].engine.priorities[3];
