@@ -132,19 +132,27 @@ pub fn pause_before_repeat(n: u32) {
 
 /// Why an attempt at a lossless transfer that lost frames (`sent` sent, `rx` received)
 /// says nothing about the switch: the sink's socket dropped frames (its host was off its
-/// CPU for longer than its ring holds), or the switch's loop stalled for longer than its
+/// CPU for longer than its ring holds), the switch's loop stalled for longer than its
 /// headroom lasts at a sender's rate (frames then wait unseen on its rx ring past the
-/// point of pausing). `None` when nothing was lost, or the machine does not explain it.
+/// point of pausing), or the kernel dropped frames on a testbed link (`link_drops`, from
+/// [`link_drops`] before and after: a veth's ring toward an XDP program overflows when
+/// its softirq waits for a CPU, and those frames never reached the switch). `None` when
+/// nothing was lost, or the machine does not explain it.
 pub fn machine_lost_frames(
     sent: u64,
     rx: &pfctools::traffic::sink::SinkReport,
     stalls: &pfcswitch::stats::StallStats,
     headroom_lasts_us: f64,
+    link_drops: u64,
 ) -> Option<String> {
-    (rx.received < sent && (rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us)).then(|| {
+    let machine = rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us || link_drops > 0;
+    (rx.received < sent && machine).then(|| {
         format!(
-            "frames lost with sink socket drops {} and a longest switch stall of {} µs",
-            rx.socket_dropped, stalls.longest_us
+            "{} of {sent} frames lost with sink socket drops {}, kernel link drops {link_drops} and a longest switch \
+             stall of {} µs",
+            sent - rx.received,
+            rx.socket_dropped,
+            stalls.longest_us
         )
     })
 }

@@ -43,6 +43,7 @@ fn two_senders(
     more: &[&str],
 ) -> Attempt<(GenReport, GenReport, SinkReport, pfcswitch::stats::Stats)> {
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
+    let drops_before = link_drops(tb);
     let sw = SwitchProc::start(tb, "sw1", config, &RunArgs::default()).unwrap();
     let sink = SinkProc::start(tb, "h3", "sink", &sink_flags(&["--idle", "1.5", "--cnp"])).unwrap();
     let (dst, secs) = (mac_of(tb, "h3"), secs.to_string());
@@ -74,7 +75,7 @@ fn two_senders(
     let rx = sink.finish(SINK_TIMEOUT).unwrap();
     let s = sw.stats().unwrap();
     assert!(sw.stop().success());
-    match machine_lost_frames(g1.sent + g2.sent, &rx, &s.stalls, headroom_lasts_us) {
+    match machine_lost_frames(g1.sent + g2.sent, &rx, &s.stalls, headroom_lasts_us, link_drops(tb) - drops_before) {
         Some(why) => Attempt::Disturbed(why),
         None => Attempt::Judge((g1, g2, rx, s)),
     }
@@ -302,7 +303,8 @@ fn cnps_from_the_sink_slow_dcqcn_senders_and_the_port_pauses_them_far_less() {
         drx.cnps_sent
     );
     for (g, rx, s) in [(o1.sent + o2.sent, &orx, &os), (d1.sent + d2.sent, &drx, &ds)] {
-        assert_eq!(rx.received, g, "lossless either way");
+        let sockets: Vec<_> = s.ports.iter().map(|p| (p.socket.rx_dropped, p.socket.rx_ring_full)).collect();
+        assert_eq!(rx.received, g, "lossless either way; the switch's sockets' (dropped, ring full): {sockets:?}");
         assert_eq!(s.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
     }
     assert!(cnps > 0 && cnps <= drx.cnps_sent, "the senders took the sink's CNPs: {cnps} of {}", drx.cnps_sent);

@@ -20,11 +20,14 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     let config = config_at(&tb, Speed::mbps(100));
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
     let ((sw, capture, g1, g2, rx), _) = judged_attempt(|attempt| {
+        let drops_before = link_drops(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let capture = tb.work_dir().join(format!("pfc-at-h1-{attempt}.pcapng"));
         let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
         let stalls = sw.stats().unwrap().stalls;
-        if let Some(why) = machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, headroom_lasts_us) {
+        if let Some(why) =
+            machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, headroom_lasts_us, link_drops(&tb) - drops_before)
+        {
             assert!(sw.stop().success());
             return Attempt::Disturbed(why);
         }
