@@ -295,14 +295,8 @@ impl Fabric {
         let tables = if s.tagger { Some(tag_tables(s, &t, &paths)?) } else { None };
         let sonic = match &s.sonic_config {
             Some(path) => {
-                let size = std::fs::metadata(path).map_err(|e| invalid("sonic_config", format!("{path}: {e}")))?.len();
-                if size > sonic::MAX_DOCUMENT_BYTES as u64 {
-                    return Err(invalid(
-                        "sonic_config",
-                        format!("{path}: {size} bytes, at most {}", sonic::MAX_DOCUMENT_BYTES),
-                    ));
-                }
-                Some(std::fs::read_to_string(path).map_err(|e| invalid("sonic_config", format!("{path}: {e}")))?)
+                let file = std::fs::File::open(path).map_err(|e| invalid("sonic_config", format!("{path}: {e}")))?;
+                Some(sonic::read_document(file).map_err(|e| invalid("sonic_config", format!("{path}: {e}")))?)
             }
             None => None,
         };

@@ -246,15 +246,8 @@ fn load_tags(config: &mut Config, config_file: Option<&Path>, force: bool) -> Re
 /// what it could not take as written.
 fn load_sonic(path: &Path, ports: &[String]) -> Result<sonic::Translation> {
     let ports: Vec<sonic::PortMap> = ports.iter().map(|p| p.parse()).collect::<Result<_, _>>()?;
-    let size = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len();
-    if size > sonic::MAX_DOCUMENT_BYTES as u64 {
-        bail!(
-            "{}: {size} bytes; a CONFIG_DB document of at most {} is read",
-            path.display(),
-            sonic::MAX_DOCUMENT_BYTES
-        );
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = sonic::read_document(file).with_context(|| format!("in {}", path.display()))?;
     sonic::translate(&text, &ports).with_context(|| format!("in {}", path.display()))
 }
 

@@ -191,6 +191,22 @@ fn classes(table: &str, key: &str, text: &str) -> Result<Vec<u8>, SonicError> {
     Ok(out)
 }
 
+/// Reads a document from `source` (a file the driver opened), at most
+/// [`MAX_DOCUMENT_BYTES`]: the one place the bound is applied before the text is held,
+/// so a driver never reads a larger file whole (the engine itself opens no file).
+pub fn read_document(source: impl std::io::Read) -> Result<String, SonicError> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    source
+        .take(MAX_DOCUMENT_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| SonicError::Parse(format!("reading: {e}")))?;
+    if text.len() > MAX_DOCUMENT_BYTES {
+        return Err(SonicError::TooLarge(format!("more than {MAX_DOCUMENT_BYTES} bytes")));
+    }
+    Ok(text)
+}
+
 /// Translates `text` for the ports `ports` (SONiC name to interface), in that order.
 pub fn translate(text: &str, ports: &[PortMap]) -> Result<Translation, SonicError> {
     if text.len() > MAX_DOCUMENT_BYTES {

@@ -186,6 +186,10 @@ fn what_contradicts_itself_is_an_error_naming_its_table_and_key() {
 fn a_document_past_its_bounds_is_refused_before_it_is_read() {
     let huge = " ".repeat(MAX_DOCUMENT_BYTES + 1);
     assert!(matches!(translate(&huge, &map(&[("Ethernet0", "p1")])), Err(SonicError::TooLarge(_))));
+    // A reader is taken only up to the bound plus one byte, whatever the source holds.
+    let endless = std::io::repeat(b' ');
+    assert!(matches!(read_document(endless), Err(SonicError::TooLarge(_))));
+    assert_eq!(read_document(SAMPLE.as_bytes()).unwrap(), SAMPLE);
     let many: Map<String, Value> = (0..=MAX_ENTRIES).map(|i| (format!("k{i}"), Value::Object(Map::new()))).collect();
     let text = serde_json::json!({ "VLAN": many }).to_string();
     assert!(matches!(translate(&text, &map(&[("Ethernet0", "p1")])), Err(SonicError::TooLarge(_))));
