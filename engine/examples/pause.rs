@@ -13,7 +13,9 @@ mod frames;
 use frames::udp;
 use pfcswitch_core::heap_pool::HeapPool;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
-use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, PortId, Priorities, Speed, Switch, Time, TxBatch};
+use pfcswitch_core::{
+    Config, FramePool, MacAddr, PoolSize, PortId, Priorities, Priority, Speed, Switch, Time, TxBatch,
+};
 
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
@@ -50,7 +52,7 @@ pub fn main() {
     rx(&mut sw, &mut pool, start, 1, &udp(B, A, 0, 100));
     assert_eq!(sent_on(&mut sw, &mut pool, start, 0), [0], "flooded to A's port: A is not known yet");
     let mut xoff = vec![0u8; pfc::MIN_FRAME_LEN];
-    pfc::encode(&mut xoff, B, &MacControl::Pfc(Pfc::pause(Priorities::only(3), u16::MAX)));
+    pfc::encode(&mut xoff, B, &MacControl::Pfc(Pfc::pause(Priorities::only(Priority::new(3)), u16::MAX)));
     rx(&mut sw, &mut pool, start, 1, &xoff);
 
     // A sends three frames on priority 3 and one on priority 0.

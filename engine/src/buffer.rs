@@ -18,7 +18,7 @@
 //! and back to XON only when both are below their XON levels.
 
 use super::config::{GroupProfile, XoffRule, XonRule};
-use super::priorities::PRIORITIES;
+use super::priorities::{Priority, PRIORITIES};
 use crate::ports::PortId;
 
 /// Per (ingress port, priority) state.
@@ -99,16 +99,16 @@ impl SharedBuffer {
         SharedBuffer::new(shared_total, profile, vec![[profile; PRIORITIES]; ports])
     }
 
-    pub fn profile(&self, port: PortId, prio: usize) -> &GroupProfile {
+    pub fn profile(&self, port: PortId, prio: Priority) -> &GroupProfile {
         &self.cells[port][prio].profile
     }
 
     /// The XOFF threshold `port`'s group for `prio` is held to right now.
-    pub fn xoff_threshold(&self, port: PortId, prio: usize) -> u64 {
+    pub fn xoff_threshold(&self, port: PortId, prio: Priority) -> u64 {
         self.xoff_of(&self.cells[port][prio].profile)
     }
 
-    pub fn xon_threshold(&self, port: PortId, prio: usize) -> u64 {
+    pub fn xon_threshold(&self, port: PortId, prio: Priority) -> u64 {
         self.xon_of(&self.cells[port][prio].profile)
     }
 
@@ -131,7 +131,7 @@ impl SharedBuffer {
         }
     }
 
-    pub fn group(&self, port: PortId, prio: usize) -> &Group {
+    pub fn group(&self, port: PortId, prio: Priority) -> &Group {
         &self.cells[port][prio].group
     }
 
@@ -145,7 +145,7 @@ impl SharedBuffer {
 
     /// Offers a frame of `len` bytes in `buffers` pool buffers to a lossless group. In
     /// headroom (after XOFF) only its bytes count: they bound what may still arrive.
-    pub fn admit_lossless(&mut self, port: PortId, prio: usize, len: u64, buffers: u32) -> Admission {
+    pub fn admit_lossless(&mut self, port: PortId, prio: Priority, len: u64, buffers: u32) -> Admission {
         let threshold = self.xoff_threshold(port, prio);
         let fits_pool = self.shared_used + len <= self.shared_total;
         let Cell { group: g, profile } = &mut self.cells[port][prio];
@@ -176,7 +176,7 @@ impl SharedBuffer {
     pub fn admit_lossy(
         &mut self,
         port: PortId,
-        prio: usize,
+        prio: Priority,
         (len, buffers): (u64, u32),
         queued: u64,
         queue_limit: u64,
@@ -196,7 +196,7 @@ impl SharedBuffer {
     /// A frame of `len` bytes in `buffers` buffers charged to the group left the switch
     /// (or was dropped after admission). Returns true when this took a lossless group back
     /// to XON.
-    pub fn release(&mut self, port: PortId, prio: usize, len: u64, buffers: u32) -> bool {
+    pub fn release(&mut self, port: PortId, prio: Priority, len: u64, buffers: u32) -> bool {
         let xon_buffers = self.xon_buffers;
         let g = &mut self.cells[port][prio].group;
         g.buffers = g.buffers.saturating_sub(buffers);
@@ -227,6 +227,7 @@ impl SharedBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priorities::names::*;
     use proptest::prelude::*;
 
     fn profile(xoff: u64, offset: u64, headroom: u64) -> GroupProfile {
@@ -241,58 +242,58 @@ mod tests {
     fn xoff_then_headroom_then_drop_then_xon() {
         let mut b = buffer(3000, 1000, 2000);
         assert_eq!(
-            b.admit_lossless(PortId::new(0), 3, 1000, 1),
+            b.admit_lossless(PortId::new(0), P3, 1000, 1),
             Admission { admitted: true, crossed_xoff: false, by_frames: false }
         );
         assert_eq!(
-            b.admit_lossless(PortId::new(0), 3, 1000, 1),
+            b.admit_lossless(PortId::new(0), P3, 1000, 1),
             Admission { admitted: true, crossed_xoff: false, by_frames: false }
         );
         assert_eq!(
-            b.admit_lossless(PortId::new(0), 3, 1000, 1),
+            b.admit_lossless(PortId::new(0), P3, 1000, 1),
             Admission { admitted: true, crossed_xoff: false, by_frames: false }
         );
         // 3000 + 1000 > XOFF: the frame goes to headroom and XOFF is asserted once.
         assert_eq!(
-            b.admit_lossless(PortId::new(0), 3, 1000, 1),
+            b.admit_lossless(PortId::new(0), P3, 1000, 1),
             Admission { admitted: true, crossed_xoff: true, by_frames: false }
         );
         assert_eq!(
-            b.admit_lossless(PortId::new(0), 3, 1000, 1),
+            b.admit_lossless(PortId::new(0), P3, 1000, 1),
             Admission { admitted: true, crossed_xoff: false, by_frames: false }
         );
-        assert_eq!(b.group(PortId::new(0), 3).headroom, 2000);
+        assert_eq!(b.group(PortId::new(0), P3).headroom, 2000);
         // Headroom is exhausted: dropped.
         assert_eq!(
-            b.admit_lossless(PortId::new(0), 3, 1, 1),
+            b.admit_lossless(PortId::new(0), P3, 1, 1),
             Admission { admitted: false, crossed_xoff: false, by_frames: false }
         );
         // The other priority and port are unaffected.
-        assert!(b.admit_lossless(PortId::new(0), 4, 1000, 1).admitted && !b.group(PortId::new(0), 4).xoff);
-        assert!(b.admit_lossless(PortId::new(1), 3, 1000, 1).admitted && !b.group(PortId::new(1), 3).xoff);
+        assert!(b.admit_lossless(PortId::new(0), P4, 1000, 1).admitted && !b.group(PortId::new(0), P4).xoff);
+        assert!(b.admit_lossless(PortId::new(1), P3, 1000, 1).admitted && !b.group(PortId::new(1), P3).xoff);
         // Drain: XON at XOFF − offset = 2000 bytes.
-        assert!(!b.release(PortId::new(0), 3, 1000, 1));
-        assert!(!b.release(PortId::new(0), 3, 1000, 1));
-        assert_eq!(b.group(PortId::new(0), 3).headroom, 0, "headroom is freed first");
-        assert!(b.release(PortId::new(0), 3, 1000, 1));
-        assert!(!b.group(PortId::new(0), 3).xoff);
-        assert_eq!(b.group(PortId::new(0), 3).watermark, 5000);
-        assert_eq!(b.group(PortId::new(0), 3).headroom_watermark, 2000);
-        assert_eq!(b.group(PortId::new(0), 3).shared_watermark, 3000, "the shared part alone");
+        assert!(!b.release(PortId::new(0), P3, 1000, 1));
+        assert!(!b.release(PortId::new(0), P3, 1000, 1));
+        assert_eq!(b.group(PortId::new(0), P3).headroom, 0, "headroom is freed first");
+        assert!(b.release(PortId::new(0), P3, 1000, 1));
+        assert!(!b.group(PortId::new(0), P3).xoff);
+        assert_eq!(b.group(PortId::new(0), P3).watermark, 5000);
+        assert_eq!(b.group(PortId::new(0), P3).headroom_watermark, 2000);
+        assert_eq!(b.group(PortId::new(0), P3).shared_watermark, 3000, "the shared part alone");
     }
 
     #[test]
     fn dynamic_threshold_shrinks_as_the_pool_fills() {
         let dynamic = GroupProfile { xoff: XoffRule::Dynamic(1.0), xon: XonRule::BelowXoff(0), headroom_bytes: 0 };
         let mut b = SharedBuffer::uniform(10_000, dynamic, 2);
-        assert_eq!(b.xoff_threshold(PortId::new(0), 3), 10_000);
+        assert_eq!(b.xoff_threshold(PortId::new(0), P3), 10_000);
         for _ in 0..5 {
-            assert!(b.admit_lossless(PortId::new(0), 3, 1000, 1).admitted);
+            assert!(b.admit_lossless(PortId::new(0), P3, 1000, 1).admitted);
         }
         // alpha × free = 5000: the group at 5000 cannot grow.
-        assert_eq!(b.xoff_threshold(PortId::new(0), 3), 5000);
+        assert_eq!(b.xoff_threshold(PortId::new(0), P3), 5000);
         assert_eq!(b.wide_thresholds(), (5000, 5000));
-        assert!(b.admit_lossless(PortId::new(0), 3, 1000, 1).crossed_xoff);
+        assert!(b.admit_lossless(PortId::new(0), P3, 1000, 1).crossed_xoff);
     }
 
     #[test]
@@ -303,22 +304,22 @@ mod tests {
         let mut port1 = [wide; PRIORITIES];
         port1[3] = profile(1000, 1000, 500);
         let mut b = SharedBuffer::new(1 << 20, wide, vec![[wide; PRIORITIES], port1]);
-        assert!(b.admit_lossless(PortId::new(1), 3, 1000, 1).admitted);
-        assert!(b.admit_lossless(PortId::new(1), 3, 500, 1).crossed_xoff, "port 1 pauses priority 3 above 1000 B");
-        assert!(!b.admit_lossless(PortId::new(1), 3, 1, 1).admitted, "its 500 B of headroom are full");
-        assert!(!b.admit_lossless(PortId::new(1), 4, 2500, 1).crossed_xoff, "priority 4 keeps the buffer-wide 3000 B");
-        assert!(!b.admit_lossless(PortId::new(0), 3, 2500, 1).crossed_xoff, "so does port 0");
-        assert_eq!((b.xoff_threshold(PortId::new(1), 3), b.xon_threshold(PortId::new(1), 3)), (1000, 0));
-        assert_eq!((b.xoff_threshold(PortId::new(1), 4), b.xon_threshold(PortId::new(1), 4)), (3000, 2000));
-        assert_eq!(b.profile(PortId::new(1), 3).headroom_bytes, 500);
+        assert!(b.admit_lossless(PortId::new(1), P3, 1000, 1).admitted);
+        assert!(b.admit_lossless(PortId::new(1), P3, 500, 1).crossed_xoff, "port 1 pauses priority 3 above 1000 B");
+        assert!(!b.admit_lossless(PortId::new(1), P3, 1, 1).admitted, "its 500 B of headroom are full");
+        assert!(!b.admit_lossless(PortId::new(1), P4, 2500, 1).crossed_xoff, "priority 4 keeps the buffer-wide 3000 B");
+        assert!(!b.admit_lossless(PortId::new(0), P3, 2500, 1).crossed_xoff, "so does port 0");
+        assert_eq!((b.xoff_threshold(PortId::new(1), P3), b.xon_threshold(PortId::new(1), P3)), (1000, 0));
+        assert_eq!((b.xoff_threshold(PortId::new(1), P4), b.xon_threshold(PortId::new(1), P4)), (3000, 2000));
+        assert_eq!(b.profile(PortId::new(1), P3).headroom_bytes, 500);
     }
 
     #[test]
     fn lossy_tail_drops_at_the_queue_limit() {
         let mut b = buffer(3000, 1000, 2000);
-        assert!(b.admit_lossy(PortId::new(0), 0, (1000, 1), 0, 1500));
-        assert!(!b.admit_lossy(PortId::new(0), 0, (1000, 1), 1000, 1500));
-        assert!(!b.release(PortId::new(0), 0, 1000, 1));
+        assert!(b.admit_lossy(PortId::new(0), P0, (1000, 1), 0, 1500));
+        assert!(!b.admit_lossy(PortId::new(0), P0, (1000, 1), 1000, 1500));
+        assert!(!b.release(PortId::new(0), P0, 1000, 1));
         assert_eq!(b.shared_used(), 0);
     }
 
@@ -345,7 +346,7 @@ mod tests {
                     Some(_) => sent_since_pause < in_flight,
                 };
                 if may_send {
-                    let a = b.admit_lossless(PortId::new(0), 3, len, 1);
+                    let a = b.admit_lossless(PortId::new(0), P3, len, 1);
                     prop_assert!(a.admitted, "drop at frame {}", i);
                     queue.push_back(len);
                     if paused_after.is_some() { sent_since_pause += 1; }
@@ -353,12 +354,12 @@ mod tests {
                 }
                 for _ in 0..drains[i % drains.len()] {
                     if let Some(l) = queue.pop_front() {
-                        if b.release(PortId::new(0), 3, l, 1) { paused_after = None; }
+                        if b.release(PortId::new(0), P3, l, 1) { paused_after = None; }
                     }
                 }
             }
-            while let Some(l) = queue.pop_front() { b.release(PortId::new(0), 3, l, 1); }
-            prop_assert_eq!(b.group(PortId::new(0), 3).occupancy(), 0);
+            while let Some(l) = queue.pop_front() { b.release(PortId::new(0), P3, l, 1); }
+            prop_assert_eq!(b.group(PortId::new(0), P3).occupancy(), 0);
             prop_assert_eq!(b.shared_used(), 0);
         }
     }

@@ -79,11 +79,12 @@ mod tests {
     use super::*;
     use crate::mac::MacAddr;
     use crate::pfc::{self, MacControl, Pfc};
+    use crate::priorities::names::*;
 
     #[test]
     fn rides_in_pfc_padding_and_the_frame_stays_plain_pfc() {
-        let msg = CheckingMessage { origin_switch: 7, origin_port: 2, seq: 41, hops: 3, prios: Priorities::only(3) };
-        let mut with = Pfc::pause(Priorities::only(3), 1000);
+        let msg = CheckingMessage { origin_switch: 7, origin_port: 2, seq: 41, hops: 3, prios: Priorities::only(P3) };
+        let mut with = Pfc::pause(Priorities::only(P3), 1000);
         with.checking = Some(msg);
         let mut b = [0u8; 60];
         assert_eq!(pfc::encode(&mut b, MacAddr::local(1), &MacControl::Pfc(with)), 60);
@@ -94,7 +95,7 @@ mod tests {
 
         // A receiver that ignores the padding sees exactly the plain frame's fields.
         let mut plain = [0u8; 60];
-        pfc::encode(&mut plain, MacAddr::local(1), &MacControl::Pfc(Pfc::pause(Priorities::only(3), 1000)));
+        pfc::encode(&mut plain, MacAddr::local(1), &MacControl::Pfc(Pfc::pause(Priorities::only(P3), 1000)));
         assert_eq!(b[..34], plain[..34]);
         assert_eq!(b.len(), plain.len());
     }

@@ -2,11 +2,12 @@
 
 use super::config::ClassifyConfig;
 use super::ether::FrameHeader;
+use super::priorities::Priority;
 
 #[derive(Clone, Debug)]
 pub struct Classifier {
-    dscp: [u8; 64],
-    default_priority: u8,
+    dscp: [Priority; 64],
+    default_priority: Priority,
 }
 
 impl Classifier {
@@ -14,7 +15,7 @@ impl Classifier {
         Classifier { dscp: cfg.dscp_table(), default_priority: cfg.default_priority }
     }
 
-    pub fn priority(&self, h: &FrameHeader) -> u8 {
+    pub fn priority(&self, h: &FrameHeader) -> Priority {
         match (h.pcp, h.dscp) {
             (Some(pcp), _) => pcp,
             (None, Some(dscp)) => self.dscp[usize::from(dscp & 63)],
@@ -27,8 +28,9 @@ impl Classifier {
 mod tests {
     use super::*;
     use crate::mac::MacAddr;
+    use crate::priorities::names::*;
 
-    fn header(pcp: Option<u8>, dscp: Option<u8>) -> FrameHeader {
+    fn header(pcp: Option<Priority>, dscp: Option<u8>) -> FrameHeader {
         FrameHeader {
             dst: MacAddr::local(1),
             src: MacAddr::local(2),
@@ -43,10 +45,10 @@ mod tests {
     #[test]
     fn pcp_wins_then_dscp_map_then_default() {
         let c = Classifier::new(&ClassifyConfig::default());
-        assert_eq!(c.priority(&header(Some(6), Some(3))), 6);
-        assert_eq!(c.priority(&header(None, Some(3))), 3);
-        assert_eq!(c.priority(&header(None, Some(4))), 4);
-        assert_eq!(c.priority(&header(None, Some(46))), 0);
-        assert_eq!(c.priority(&header(None, None)), 0);
+        assert_eq!(c.priority(&header(Some(P6), Some(3))), P6);
+        assert_eq!(c.priority(&header(None, Some(3))), P3);
+        assert_eq!(c.priority(&header(None, Some(4))), P4);
+        assert_eq!(c.priority(&header(None, Some(46))), P0);
+        assert_eq!(c.priority(&header(None, None)), P0);
     }
 }

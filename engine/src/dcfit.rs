@@ -68,7 +68,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::checking::CheckingMessage;
-use super::priorities::Priorities;
+use super::priorities::{Priorities, Priority};
 use super::time::Time;
 
 /// How long after a detection the same cycle counts as still the same deadlock.
@@ -117,7 +117,7 @@ impl PortChecks {
         let from = u32::from(self.next_group % 8);
         let k = (groups.bits().rotate_right(from).trailing_zeros() + from) % 8;
         self.next_group = (k as u8 + 1) % 8;
-        groups & Priorities::only(k as usize)
+        groups & Priorities::only(Priority::new(k as u8))
     }
 }
 
@@ -228,9 +228,10 @@ impl DeadlockTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priorities::names::*;
 
-    const P3: Priorities = Priorities::only(3);
-    const P4: Priorities = Priorities::only(4);
+    const P3: Priorities = Priorities::only(Priority::new(3));
+    const P4: Priorities = Priorities::only(Priority::new(4));
     const P34: Priorities = Priorities::from_bits(0b1_1000);
 
     fn msg(origin: u32, port: u16, seq: u32) -> CheckingMessage {
@@ -288,9 +289,9 @@ mod tests {
         let both = P34;
         assert_eq!([p.take_turn(both), p.take_turn(both), p.take_turn(both)], [P3, P4, P3]);
         // A group asked alone is taken, and the turn moves on from it.
-        assert_eq!(p.take_turn(Priorities::only(7)), Priorities::only(7));
-        assert_eq!(p.take_turn(both | Priorities::only(0)), Priorities::only(0));
-        assert_eq!(p.take_turn(both | Priorities::only(0)), P3);
+        assert_eq!(p.take_turn(Priorities::only(P7)), Priorities::only(P7));
+        assert_eq!(p.take_turn(both | Priorities::only(P0)), Priorities::only(P0));
+        assert_eq!(p.take_turn(both | Priorities::only(P0)), P3);
     }
 
     #[test]

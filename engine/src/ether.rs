@@ -3,6 +3,7 @@
 use etherparse::{EtherType, Ethernet2HeaderSlice, LaxIpSlice, SingleVlanHeaderSlice};
 
 use super::mac::MacAddr;
+use super::priorities::Priority;
 
 pub const ETH_HEADER_LEN: usize = 14;
 pub const VLAN_TAG_LEN: usize = 4;
@@ -15,7 +16,7 @@ pub struct FrameHeader {
     /// The EtherType in the Ethernet header itself (a TPID when tagged).
     pub ethertype: u16,
     /// PCP of the outermost VLAN tag, when tagged.
-    pub pcp: Option<u8>,
+    pub pcp: Option<Priority>,
     /// DSCP of an IPv4/IPv6 header behind the Ethernet header and at most two VLAN tags.
     pub dscp: Option<u8>,
     /// The ECN field of that header (RFC 3168: 0 not ECN-capable, 1 ECT(1), 2 ECT(0), 3 CE).
@@ -52,7 +53,7 @@ pub fn parse_header(frame: &[u8]) -> Option<FrameHeader> {
             break;
         }
         let Ok(tag) = SingleVlanHeaderSlice::from_slice(&frame[offset..]) else { break };
-        pcp.get_or_insert(tag.priority_code_point().value());
+        pcp.get_or_insert(Priority::from_pcp(tag.priority_code_point().value()));
         inner = tag.ether_type();
         offset += VLAN_TAG_LEN;
     }
@@ -148,15 +149,16 @@ fn set_tos(frame: &mut [u8], at: IpAt, new: impl FnOnce(u8) -> u8) -> bool {
 
 /// Sets the PCP of the outermost VLAN tag (IEEE 802.1Q §9.6: the top three bits of the
 /// TCI, right behind the TPID). The caller knows the frame is tagged.
-pub fn set_pcp(frame: &mut [u8], pcp: u8) {
+pub fn set_pcp(frame: &mut [u8], pcp: Priority) {
     if let Some(tci) = frame.get_mut(ETH_HEADER_LEN) {
-        *tci = (*tci & 0x1f) | (pcp & 0x07) << 5;
+        *tci = (*tci & 0x1f) | pcp.get() << 5;
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::priorities::names::*;
     use etherparse::PacketBuilder;
 
     pub(crate) fn udp_frame(src: MacAddr, dst: MacAddr, dscp: u8, vlan: Option<(u16, u8)>, payload: &[u8]) -> Vec<u8> {
@@ -197,13 +199,13 @@ pub(crate) mod tests {
         assert_eq!(untagged.ethertype, 0x0800);
         assert_eq!(untagged.ip, Some(IpAt { offset: 14, v6: false }));
         let tagged = parse_header(&udp_frame(a, b, 26, Some((100, 5)), b"x")).unwrap();
-        assert_eq!((tagged.pcp, tagged.dscp, tagged.ethertype), (Some(5), Some(26), 0x8100));
+        assert_eq!((tagged.pcp, tagged.dscp, tagged.ethertype), (Some(P5), Some(26), 0x8100));
         assert_eq!(tagged.ip, Some(IpAt { offset: 18, v6: false }));
         // Q-in-Q: the outer tag's PCP, the IP header behind both tags.
         let mut qinq = udp_frame(a, b, 26, Some((100, 5)), b"x");
         qinq.splice(12..12, [0x88, 0xa8, 0x40, 0x07]);
         let h = parse_header(&qinq).unwrap();
-        assert_eq!((h.pcp, h.dscp, h.ip), (Some(2), Some(26), Some(IpAt { offset: 22, v6: false })));
+        assert_eq!((h.pcp, h.dscp, h.ip), (Some(P2), Some(26), Some(IpAt { offset: 22, v6: false })));
         // ARP behind a tag has no DSCP.
         let mut arp = udp_frame(a, b, 26, Some((100, 5)), b"x");
         arp[16..18].copy_from_slice(&[0x08, 0x06]);
@@ -297,7 +299,7 @@ pub(crate) mod tests {
     fn set_pcp_rewrites_the_outer_tag_only() {
         let mut f = udp_frame(MacAddr::local(1), MacAddr::local(2), 0, Some((0xabc, 3)), b"x");
         f[14] |= 0x10; // DEI
-        set_pcp(&mut f, 4);
+        set_pcp(&mut f, P4);
         let tag = SingleVlanHeaderSlice::from_slice(&f[14..]).unwrap();
         assert_eq!(tag.priority_code_point().value(), 4);
         assert!(tag.drop_eligible_indicator());

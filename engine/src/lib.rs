@@ -50,7 +50,7 @@ pub use config::Config;
 pub use mac::MacAddr;
 pub use pool::{FramePool, PoolSize};
 pub use ports::{PortId, PortSet, MAX_PORTS};
-pub use priorities::{Priorities, PRIORITIES};
+pub use priorities::{NotAPriority, PerPriority, Priorities, Priority, PRIORITIES};
 pub use queue::FrameId;
 pub use slowpath::{HeldFrame, Slowpath, ToSlowpath};
 pub use speed::Speed;

@@ -13,7 +13,7 @@
 
 use super::checking::CheckingMessage;
 use super::mac::MacAddr;
-use super::priorities::Priorities;
+use super::priorities::{Priorities, Priority};
 
 /// The MAC control EtherType.
 pub const MAC_CONTROL_ETHERTYPE: u16 = 0x8808;
@@ -54,7 +54,7 @@ impl Pfc {
     }
 
     /// Enabled priorities with their quanta.
-    pub fn classes(&self) -> impl Iterator<Item = (usize, u16)> + '_ {
+    pub fn classes(&self) -> impl Iterator<Item = (Priority, u16)> + '_ {
         self.enabled.iter().map(|p| (p, self.quanta[p]))
     }
 }
@@ -262,6 +262,7 @@ fn be16(b: &[u8], at: usize) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priorities::names::*;
 
     const OWN: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x99]);
 
@@ -289,7 +290,7 @@ mod tests {
             MacControl::Pfc(p) => p.classes().collect(),
             _ => unreachable!(),
         };
-        assert_eq!(classes, vec![(3, 65535), (4, 0x1234)]);
+        assert_eq!(classes, vec![(P3, 65535), (P4, 0x1234)]);
     }
 
     #[test]
@@ -306,7 +307,7 @@ mod tests {
 
     #[test]
     fn rejects_every_malformed_case() {
-        let good = pfc_bytes(&Pfc::pause(Priorities::only(3), 100));
+        let good = pfc_bytes(&Pfc::pause(Priorities::only(P3), 100));
         for len in [0, 13, 15, 16, 33] {
             assert_eq!(decode(&good[..len], OWN), Err(ControlReject::Truncated), "len {len}");
         }
@@ -360,13 +361,13 @@ mod tests {
         assert!(d.short);
         let MacControl::Pfc(p) = d.body else { panic!("{d:?}") };
         // Class 7's timer was left out: zero, as padding makes it (a resume for 7).
-        assert_eq!(p.classes().collect::<Vec<_>>(), vec![(3, 65535), (7, 0)]);
+        assert_eq!(p.classes().collect::<Vec<_>>(), vec![(P3, 65535), (P7, 0)]);
         assert_eq!(p.checking, None);
         let pause = sonic_storm_frame(true, 0, 300);
         assert_eq!(pause.len(), 18);
         assert_eq!(decode(&pause, OWN).map(|d| (d.body, d.short)), Ok((MacControl::Pause { quanta: 300 }, true)));
         // Full-length frames are not short.
-        assert!(!decode(&pfc_bytes(&Pfc::pause(Priorities::only(3), 1)), OWN).unwrap().short);
+        assert!(!decode(&pfc_bytes(&Pfc::pause(Priorities::only(P3), 1)), OWN).unwrap().short);
         // What padding cannot explain: cut inside the opcode, the time, the vector, a timer.
         for cut in [&pause[..15], &pause[..17], &pfc[..17], &pfc[..31], &pfc[..21]] {
             assert_eq!(decode(cut, OWN), Err(ControlReject::Truncated), "{} bytes", cut.len());
@@ -380,7 +381,7 @@ mod tests {
     #[test]
     fn zero_source_is_still_decoded() {
         let mut b = vec![0u8; 60];
-        encode(&mut b, MacAddr::ZERO, &MacControl::Pfc(Pfc::pause(Priorities::only(0), 5)));
+        encode(&mut b, MacAddr::ZERO, &MacControl::Pfc(Pfc::pause(Priorities::only(P0), 5)));
         assert_eq!(decode(&b, OWN).unwrap().src, MacAddr::ZERO);
     }
 

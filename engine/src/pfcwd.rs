@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::counters::counters;
 use super::ports::PortId;
-use super::priorities::Priorities;
 use super::priorities::PRIORITIES;
+use super::priorities::{Priorities, Priority};
 use super::time::Time;
 
 /// What the watchdog does to a stormed priority.
@@ -163,7 +163,7 @@ pub enum WatchdogEvent {
         /// The port whose link partner stormed.
         port: PortId,
         /// The stormed priority.
-        prio: u8,
+        prio: Priority,
         /// When the storm was detected.
         at: Time,
         /// Since when the priority had been paused with frames waiting.
@@ -176,7 +176,7 @@ pub enum WatchdogEvent {
         /// The port.
         port: PortId,
         /// The restored priority.
-        prio: u8,
+        prio: Priority,
         /// When it was restored.
         at: Time,
         /// How long the storm lasted.
@@ -274,7 +274,7 @@ impl PortWatchdog {
     }
 
     /// Since when `prio` has been stormed, if it is.
-    fn stormed_at(&self, prio: usize) -> Option<Time> {
+    fn stormed_at(&self, prio: Priority) -> Option<Time> {
         self.stormed.contains(prio).then_some(self.watch[prio].stormed_at)
     }
 
@@ -297,7 +297,7 @@ impl PortWatchdog {
     }
 
     /// `prio`'s counters, given its frames as the port counts them now.
-    pub fn counters(&self, prio: usize, frames: PrioFrames) -> WatchdogCounters {
+    pub fn counters(&self, prio: Priority, frames: PrioFrames) -> WatchdogCounters {
         let r = &self.counters[prio];
         let mut c = r.counters;
         c.storm_traffic = r.closed;
@@ -309,12 +309,12 @@ impl PortWatchdog {
     }
 
     /// `prio`'s traffic counts as of now: `frames`, and the drops the watchdog counted.
-    fn traffic(&self, prio: usize, frames: PrioFrames) -> StormTraffic {
+    fn traffic(&self, prio: Priority, frames: PrioFrames) -> StormTraffic {
         let dropped = self.counters[prio].counters.dropped_frames;
         StormTraffic { tx_ok: frames.tx, tx_dropped: dropped, rx_ok: frames.rx, rx_dropped: 0 }
     }
 
-    pub fn note_dropped(&mut self, prio: usize) {
+    pub fn note_dropped(&mut self, prio: Priority) {
         self.counters[prio].counters.dropped_frames += 1;
     }
 
@@ -327,7 +327,7 @@ impl PortWatchdog {
         port: PortId,
         lossless: Priorities,
         seen: &Observed,
-        frames: impl Fn(usize) -> PrioFrames,
+        frames: impl Fn(Priority) -> PrioFrames,
         mut event: impl FnMut(WatchdogEvent),
     ) {
         if self.action == WatchdogAction::Off {
@@ -348,7 +348,7 @@ impl PortWatchdog {
                         c.last_detection_ns = Some(now.as_nanos());
                         event(WatchdogEvent::StormDetected {
                             port,
-                            prio: prio as u8,
+                            prio,
                             at: now,
                             stalled_since: since,
                             action: self.action,
@@ -365,7 +365,7 @@ impl PortWatchdog {
                         r.closed = r.closed.add(storm);
                         event(WatchdogEvent::Restored {
                             port,
-                            prio: prio as u8,
+                            prio,
                             at: now,
                             stormed_for: now.saturating_since(stormed_at),
                         });
@@ -385,13 +385,13 @@ impl PortWatchdog {
     }
 
     /// When a priority stormed since `stormed_at` is restored if no pause comes before.
-    fn restore_at(&self, stormed_at: Time, prio: usize, seen: &Observed) -> Time {
+    fn restore_at(&self, stormed_at: Time, prio: Priority, seen: &Observed) -> Time {
         seen.last_pause[prio].unwrap_or(stormed_at) + self.restoration
     }
 
     /// Since when `prio` has been both paused and waiting, if it is (waiting as of the
     /// last check).
-    fn stalled_since(&self, prio: usize, seen: &Observed) -> Option<Time> {
+    fn stalled_since(&self, prio: Priority, seen: &Observed) -> Option<Time> {
         match (seen.paused_since[prio], self.watch[prio].waiting_since) {
             (Some(paused), Some(waiting)) if seen.waiting.contains(prio) => Some(paused.max(waiting)),
             _ => None,
@@ -422,18 +422,19 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
-    const P3: Priorities = Priorities::only(3);
+    const PRIO3: Priority = Priority::new(3);
+    const P3: Priorities = Priorities::only(PRIO3);
     const NONE: Priorities = Priorities::NONE;
 
     fn seen(paused_since: Option<Time>, last_pause: Option<Time>, waiting: bool) -> Observed {
         let mut o = Observed { paused_since: [None; 8], last_pause: [None; 8], waiting: NONE };
         o.paused_since[3] = paused_since;
         o.last_pause[3] = last_pause;
-        o.waiting = if waiting { Priorities::only(3) } else { Priorities::NONE };
+        o.waiting = if waiting { P3 } else { Priorities::NONE };
         o
     }
 
-    fn no_frames(_: usize) -> PrioFrames {
+    fn no_frames(_: Priority) -> PrioFrames {
         PrioFrames::default()
     }
 
@@ -456,9 +457,9 @@ mod tests {
         w.check(t0 + 200 * MS, PortId::new(1), P3, &paused, no_frames, |e| events.push(e));
         assert_eq!(w.dropping(), P3);
         assert!(
-            matches!(events[0], WatchdogEvent::StormDetected { port, prio: 3, stalled_since, .. } if port == PortId::new(1) && stalled_since == t0)
+            matches!(events[0], WatchdogEvent::StormDetected { port, prio: PRIO3, stalled_since, .. } if port == PortId::new(1) && stalled_since == t0)
         );
-        assert_eq!(w.counters(3, PrioFrames::default()).last_detection_us, 200_000);
+        assert_eq!(w.counters(PRIO3, PrioFrames::default()).last_detection_us, 200_000);
         // Pauses keep coming until 300 ms: restored 100 ms after the last one.
         let storming = seen(Some(t0), Some(t0 + 300 * MS), true);
         assert_eq!(w.deadline(t0, P3, &storming), Some(t0 + 400 * MS));
@@ -468,9 +469,14 @@ mod tests {
             events.push(e)
         });
         assert_eq!(w.stormed(), NONE);
-        assert!(matches!(events[1], WatchdogEvent::Restored { prio: 3, stormed_for, .. } if stormed_for == 200 * MS));
+        assert!(
+            matches!(events[1], WatchdogEvent::Restored { prio: PRIO3, stormed_for, .. } if stormed_for == 200 * MS)
+        );
         assert_eq!(
-            (w.counters(3, PrioFrames::default()).storms_detected, w.counters(3, PrioFrames::default()).restored),
+            (
+                w.counters(PRIO3, PrioFrames::default()).storms_detected,
+                w.counters(PRIO3, PrioFrames::default()).restored
+            ),
             (1, 1)
         );
     }
@@ -487,7 +493,7 @@ mod tests {
         w.check(t0 + 699 * MS, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("199 ms"));
         let mut fired = false;
         w.check(t0 + 700 * MS, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| fired = true);
-        assert!(fired && w.counters(3, PrioFrames::default()).last_detection_us == 200_000);
+        assert!(fired && w.counters(PRIO3, PrioFrames::default()).last_detection_us == 200_000);
     }
 
     #[test]
@@ -496,9 +502,14 @@ mod tests {
         let late = t0 + 10_000 * MS;
         let mut w = watchdog(WatchdogAction::Drop);
         w.check(late, PortId::new(0), P3, &seen(Some(t0), Some(t0), false), no_frames, |_| panic!("idle"));
-        w.check(late, PortId::new(0), Priorities::only(4), &seen(Some(t0), Some(t0), true), no_frames, |_| {
-            panic!("priority 3 is not lossless here")
-        });
+        w.check(
+            late,
+            PortId::new(0),
+            Priorities::only(Priority::new(4)),
+            &seen(Some(t0), Some(t0), true),
+            no_frames,
+            |_| panic!("priority 3 is not lossless here"),
+        );
         assert_eq!(w.deadline(late, P3, &seen(Some(t0), Some(t0), false)), None);
         let mut off = watchdog(WatchdogAction::Off);
         off.check(late, PortId::new(0), P3, &seen(Some(t0), Some(t0), true), no_frames, |_| panic!("off"));
@@ -522,30 +533,30 @@ mod tests {
     fn a_storms_traffic_is_what_the_counters_gained_while_it_lasted_and_the_latest_storm_is_kept_apart() {
         let mut w = watchdog(WatchdogAction::Drop);
         let t0 = Time::from_millis(1000);
-        let frames = |tx, rx| move |_: usize| PrioFrames { tx, rx };
+        let frames = |tx, rx| move |_: Priority| PrioFrames { tx, rx };
         let stalled = seen(Some(t0), Some(t0), true);
         w.check(t0, PortId::new(0), P3, &stalled, frames(100, 50), |_| {});
         w.check(t0 + 200 * MS, PortId::new(0), P3, &stalled, frames(100, 50), |_| {});
         for _ in 0..7 {
-            w.note_dropped(3);
+            w.note_dropped(PRIO3);
         }
         // While it lasts, the storm so far is both the latest and all there has been.
-        let during = w.counters(3, PrioFrames { tx: 101, rx: 60 });
+        let during = w.counters(PRIO3, PrioFrames { tx: 101, rx: 60 });
         let so_far = StormTraffic { tx_ok: 1, tx_dropped: 7, rx_ok: 10, rx_dropped: 0 };
         assert_eq!((during.storm_traffic, during.last_storm_traffic), (so_far, so_far));
         w.check(t0 + 300 * MS, PortId::new(0), P3, &seen(None, Some(t0), true), frames(102, 70), |_| {});
         assert_eq!(w.stormed(), NONE);
         // Frames after the storm count for nothing; a second storm adds to the total.
-        let after = w.counters(3, PrioFrames { tx: 500, rx: 500 });
+        let after = w.counters(PRIO3, PrioFrames { tx: 500, rx: 500 });
         let first = StormTraffic { tx_ok: 2, tx_dropped: 7, rx_ok: 20, rx_dropped: 0 };
         assert_eq!((after.storm_traffic, after.last_storm_traffic), (first, first));
         let t1 = t0 + 1000 * MS;
         let stalled = seen(Some(t1), Some(t1), true);
         w.check(t1, PortId::new(0), P3, &stalled, frames(500, 500), |_| {});
         w.check(t1 + 200 * MS, PortId::new(0), P3, &stalled, frames(500, 500), |_| {});
-        w.note_dropped(3);
+        w.note_dropped(PRIO3);
         w.check(t1 + 300 * MS, PortId::new(0), P3, &seen(None, Some(t1), true), frames(503, 504), |_| {});
-        let both = w.counters(3, PrioFrames { tx: 900, rx: 900 });
+        let both = w.counters(PRIO3, PrioFrames { tx: 900, rx: 900 });
         let second = StormTraffic { tx_ok: 3, tx_dropped: 1, rx_ok: 4, rx_dropped: 0 };
         assert_eq!(both.last_storm_traffic, second);
         assert_eq!(both.storm_traffic, StormTraffic { tx_ok: 5, tx_dropped: 8, rx_ok: 24, rx_dropped: 0 });

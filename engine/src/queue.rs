@@ -4,7 +4,7 @@
 //! enqueue and dequeue never allocate, whatever the queue depth.
 
 use super::ports::PortId;
-use super::priorities::{Priorities, PRIORITIES};
+use super::priorities::{Priorities, Priority, PRIORITIES};
 use super::time::Time;
 
 /// Identifies a frame buffer (a UMEM frame in the dataplane).
@@ -21,7 +21,7 @@ pub(crate) struct FrameMeta {
     pub buffers: u8,
     /// The port it arrived on, charged for its buffer (see [`FrameMeta::ingress`]).
     ingress: u16,
-    pub prio: u8,
+    pub prio: Priority,
     /// When the switch queued it.
     pub enqueued: Time,
     next: u32,
@@ -39,7 +39,7 @@ impl FrameMeta {
 
 impl Default for FrameMeta {
     fn default() -> FrameMeta {
-        FrameMeta { len: 0, buffers: 1, ingress: NO_PORT, prio: 0, enqueued: Time::ZERO, next: NIL }
+        FrameMeta { len: 0, buffers: 1, ingress: NO_PORT, prio: Priority::new(0), enqueued: Time::ZERO, next: NIL }
     }
 }
 
@@ -72,7 +72,7 @@ impl FrameTable {
 
     /// Records a frame of `len` bytes in `buffers` pool buffers about to be queued:
     /// received on `ingress` (charged to its group `prio`), or built by the switch (`None`).
-    pub fn set(&mut self, id: FrameId, len: u32, buffers: u8, ingress: Option<PortId>, prio: u8, now: Time) {
+    pub fn set(&mut self, id: FrameId, len: u32, buffers: u8, ingress: Option<PortId>, prio: Priority, now: Time) {
         let i = id.0 as usize;
         if i >= self.meta.len() {
             let room = (i + 1).next_power_of_two().max(1024).min(self.frames as usize).max(i + 1);
@@ -187,12 +187,12 @@ pub(crate) struct DataQueues {
 }
 
 impl DataQueues {
-    pub fn push(&mut self, prio: usize, table: &mut FrameTable, id: FrameId) {
+    pub fn push(&mut self, prio: Priority, table: &mut FrameTable, id: FrameId) {
         self.fifo[prio].push(table, id);
         self.nonempty.insert(prio);
     }
 
-    pub fn pop(&mut self, prio: usize, table: &mut FrameTable) -> Option<FrameId> {
+    pub fn pop(&mut self, prio: Priority, table: &mut FrameTable) -> Option<FrameId> {
         let id = self.fifo[prio].pop(table)?;
         if self.fifo[prio].is_empty() {
             self.nonempty.remove(prio);
@@ -218,10 +218,10 @@ impl DataQueues {
     }
 }
 
-impl std::ops::Index<usize> for DataQueues {
+impl std::ops::Index<Priority> for DataQueues {
     type Output = Fifo;
 
-    fn index(&self, prio: usize) -> &Fifo {
+    fn index(&self, prio: Priority) -> &Fifo {
         &self.fifo[prio]
     }
 }
@@ -229,16 +229,17 @@ impl std::ops::Index<usize> for DataQueues {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priorities::names::*;
 
     #[test]
     fn fifo_order_and_counts() {
         let mut t = FrameTable::new(8);
         let (mut a, mut b) = (Fifo::default(), Fifo::default());
         for i in 0..4 {
-            t.set(FrameId(i), 100 + i, 1 + i as u8, Some(PortId::new(0)), 0, Time::ZERO);
+            t.set(FrameId(i), 100 + i, 1 + i as u8, Some(PortId::new(0)), P0, Time::ZERO);
             a.push(&mut t, FrameId(i));
         }
-        t.set(FrameId(7), 10, 1, Some(PortId::new(0)), 0, Time::ZERO);
+        t.set(FrameId(7), 10, 1, Some(PortId::new(0)), P0, Time::ZERO);
         b.push(&mut t, FrameId(7));
         assert_eq!((a.len(), a.bytes(), a.buffers()), (4, 406, 10));
         assert_eq!(a.pop(&mut t), Some(FrameId(0)));
@@ -256,17 +257,17 @@ mod tests {
         let mut t = FrameTable::new(8);
         let mut q = DataQueues::default();
         for i in 0..3 {
-            t.set(FrameId(i), 100, 1, Some(PortId::new(0)), 0, Time::ZERO);
+            t.set(FrameId(i), 100, 1, Some(PortId::new(0)), P0, Time::ZERO);
         }
-        q.push(3, &mut t, FrameId(0));
-        q.push(3, &mut t, FrameId(1));
-        q.push(5, &mut t, FrameId(2));
-        assert_eq!(q.nonempty(), Priorities::only(3) | Priorities::only(5));
-        assert_eq!(q.pop(5, &mut t), Some(FrameId(2)));
-        assert_eq!(q.pop(3, &mut t), Some(FrameId(0)));
-        assert_eq!(q.nonempty(), Priorities::only(3));
-        assert_eq!(q.pop(3, &mut t), Some(FrameId(1)));
-        assert_eq!((q.nonempty(), q.pop(3, &mut t)), (Priorities::NONE, None));
-        assert_eq!(q[3].len(), 0);
+        q.push(P3, &mut t, FrameId(0));
+        q.push(P3, &mut t, FrameId(1));
+        q.push(P5, &mut t, FrameId(2));
+        assert_eq!(q.nonempty(), Priorities::only(P3) | Priorities::only(P5));
+        assert_eq!(q.pop(P5, &mut t), Some(FrameId(2)));
+        assert_eq!(q.pop(P3, &mut t), Some(FrameId(0)));
+        assert_eq!(q.nonempty(), Priorities::only(P3));
+        assert_eq!(q.pop(P3, &mut t), Some(FrameId(1)));
+        assert_eq!((q.nonempty(), q.pop(P3, &mut t)), (Priorities::NONE, None));
+        assert_eq!(q[P3].len(), 0);
     }
 }

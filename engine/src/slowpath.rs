@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::checking::CheckingMessage;
 use super::dcfit::DeadlockEvent;
 use super::ports::PortId;
-use super::priorities::Priorities;
+use super::priorities::{Priorities, Priority};
 use super::queue::FrameId;
 use super::time::Time;
 
@@ -34,7 +34,7 @@ pub struct HeldFrame {
     /// The blocked port it waits for.
     pub egress: PortId,
     /// The egress queue it joins.
-    pub prio: u8,
+    pub prio: Priority,
 }
 
 /// Frames held for blocked egresses, per ingress port in arrival order.
@@ -74,7 +74,7 @@ impl HeldFrames {
     pub fn release(&mut self, stopped: impl Fn(PortId) -> Priorities, out: &mut Vec<HeldFrame>) {
         for queue in &mut self.held {
             queue.retain(|f| {
-                let may_go = !stopped(f.egress).contains(usize::from(f.prio));
+                let may_go = !stopped(f.egress).contains(f.prio);
                 if may_go {
                     out.push(*f);
                 }
@@ -311,8 +311,9 @@ pub enum ToSlowpath {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priorities::names::*;
 
-    fn frame(id: u32, ingress: usize, egress: usize, prio: u8) -> HeldFrame {
+    fn frame(id: u32, ingress: usize, egress: usize, prio: Priority) -> HeldFrame {
         HeldFrame { id: FrameId(id), len: 100, ingress: PortId::new(ingress), egress: PortId::new(egress), prio }
     }
 
@@ -321,7 +322,7 @@ mod tests {
         let mut s = Slowpath::new("sw1", vec!["p0".into(), "p1".into()], 16);
         let t0 = Time::from_millis(5);
         assert_eq!(s.looked(t0), None, "nothing held: no look due");
-        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
+        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, P3)));
         assert_eq!(s.looked(t0), Some(t0 + RECHECK));
         // Later looks leave the one due alone.
         assert_eq!(s.looked(t0 + RECHECK / 2), None);
@@ -343,9 +344,9 @@ mod tests {
     fn hold_then_unblock_releases_in_order() {
         let mut s = HeldFrames::new(3, 16);
         for id in 0..4 {
-            s.hold(frame(id, 0, 2, 3));
+            s.hold(frame(id, 0, 2, P3));
         }
-        s.hold(frame(9, 1, 2, 3));
+        s.hold(frame(9, 1, 2, P3));
         let mut out = Vec::new();
         let blocked = |e: PortId| if e.index() == 2 { Priorities::ALL } else { Priorities::NONE };
         s.release(blocked, &mut out);
@@ -359,12 +360,12 @@ mod tests {
     #[test]
     fn paused_priorities_stay_held() {
         let mut s = HeldFrames::new(2, 16);
-        s.hold(frame(1, 0, 1, 3));
-        s.hold(frame(2, 0, 1, 4));
-        s.hold(frame(3, 0, 1, 3));
+        s.hold(frame(1, 0, 1, P3));
+        s.hold(frame(2, 0, 1, P4));
+        s.hold(frame(3, 0, 1, P3));
         let mut out = Vec::new();
         // Priority 4 is paused at egress 1.
-        s.release(|e| if e == PortId::new(1) { Priorities::only(4) } else { Priorities::NONE }, &mut out);
+        s.release(|e| if e == PortId::new(1) { Priorities::only(P4) } else { Priorities::NONE }, &mut out);
         let ids: Vec<u32> = out.iter().map(|f| f.id.0).collect();
         assert_eq!(ids, vec![1, 3], "frame 2 is still held");
         assert_eq!(s.held_for(PortId::new(1)), 1);
@@ -376,7 +377,7 @@ mod tests {
     #[test]
     fn drain_returns_everything() {
         let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
-        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
+        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, P3)));
         assert_eq!(s.release(|_| Priorities::ALL).len(), 0);
         assert_eq!(s.drain().len(), 1);
         assert_eq!(s.held(), 0);
@@ -393,7 +394,7 @@ mod tests {
                 origin_port: 0,
                 seq: id as u32,
                 hops: 3,
-                prios: Priorities::only(3),
+                prios: Priorities::only(P3),
             },
             path_length: 3,
             confirmations: 0,
@@ -422,7 +423,7 @@ mod tests {
         let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
         s.handle_event(ToSlowpath::Unblocked { port: PortId::new(1) });
         assert!(!s.wants_release());
-        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, 3)));
+        s.handle_event(ToSlowpath::Held(frame(1, 0, 1, P3)));
         assert!(s.wants_release());
         assert_eq!(s.release(|_| Priorities::NONE).len(), 1);
         assert!(!s.wants_release());

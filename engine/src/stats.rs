@@ -10,7 +10,7 @@ use super::histogram::Percentiles;
 use super::mac::MacAddr;
 use super::pfc::{ControlReject, RejectCounters};
 use super::pfcwd::{PrioFrames, WatchdogAction, WatchdogCounters};
-use super::priorities::PRIORITIES;
+use super::priorities::Priority;
 use super::speed::Speed;
 
 fn up() -> bool {
@@ -21,7 +21,7 @@ fn up() -> bool {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct XoffEpisode {
     /// The priority paused.
-    pub prio: u8,
+    pub prio: Priority,
     /// Monotonic clock, ns.
     pub start_ns: u64,
     /// When it ended (monotonic clock, ns); `None` while it lasts (0 in JSON).
@@ -275,7 +275,7 @@ impl PrioCounters {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PrioStats {
     /// The priority.
-    pub priority: u8,
+    pub priority: Priority,
     /// Whether it is lossless.
     pub lossless: bool,
     /// Its counters.
@@ -368,7 +368,7 @@ pub struct PortCounters {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WatchdogStats {
     /// The priority.
-    pub priority: u8,
+    pub priority: Priority,
     /// What a storm on it leads to.
     pub action: WatchdogAction,
     /// The priority is stormed now (the action applies).
@@ -518,13 +518,13 @@ pub struct TaggerStats {
     /// Rewrite rules (ingress, tag, egress → tag).
     pub rewrite_rules: usize,
     /// The lossless priorities its rules use.
-    pub lossless: Vec<u8>,
+    pub lossless: Vec<Priority>,
     /// The tag a host's frames start with.
     pub initial_tag: u8,
     /// The tag of frames that match no rule (lossy).
     pub default_tag: u8,
     /// The priority of the default tag.
-    pub default_priority: u8,
+    pub default_priority: Priority,
     /// Every (port, tag) with a non-zero counter.
     pub tags: Vec<TagRow>,
 }
@@ -575,6 +575,6 @@ impl PortStats {
 impl PrioStats {
     /// A snapshot row for each of the eight priorities, all zero.
     pub fn for_priorities() -> Vec<PrioStats> {
-        (0..PRIORITIES as u8).map(|p| PrioStats { priority: p, ..PrioStats::default() }).collect()
+        Priority::all().map(|p| PrioStats { priority: p, ..PrioStats::default() }).collect()
     }
 }

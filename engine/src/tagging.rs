@@ -21,8 +21,8 @@ use std::fmt;
 use tagger::system::{IngressEntry, RewriteEntry, SwitchTables};
 
 use super::config::Config;
-use super::priorities::Priorities;
 use super::priorities::PRIORITIES;
+use super::priorities::{Priorities, Priority};
 
 /// Tags that fit in a DSCP.
 pub const TAGS: usize = 64;
@@ -46,11 +46,11 @@ pub enum TableError {
     #[error("{rule}: priority {priority} is not 0..=7")]
     BadPriority { rule: String, priority: u8 },
     #[error("{rule}: priority {priority} is lossy on this switch (pfc.lossless = {lossless:?})")]
-    LossyPriority { rule: String, priority: u8, lossless: Vec<u8> },
+    LossyPriority { rule: String, priority: u8, lossless: Vec<Priority> },
     #[error("{rule}: two tags on one queue: priority {priority} already carries tag {other} ({other_rule})")]
-    SharedQueue { rule: String, priority: u8, other: u8, other_rule: String },
+    SharedQueue { rule: String, priority: Priority, other: u8, other_rule: String },
     #[error("{rule}: tag {tag} is on two queues: priority {priority} here, {other} in {other_rule}")]
-    TagOnTwoQueues { rule: String, tag: u8, priority: u8, other: u8, other_rule: String },
+    TagOnTwoQueues { rule: String, tag: u8, priority: Priority, other: Priority, other_rule: String },
     #[error("{rule}: a second rule for the same key ({first})")]
     Duplicate { rule: String, first: String },
     #[error("{rule}: no ingress rule for port {port} tag {tag}, so it can never apply")]
@@ -60,9 +60,9 @@ pub enum TableError {
     #[error("{rule}: the table gives no priority for tag {tag} (no `priorities` entry, no ingress rule)")]
     UnknownTag { rule: String, tag: u8 },
     #[error("the default rule's priority {priority} is lossless; it must be a lossy one")]
-    LosslessDefault { priority: u8 },
+    LosslessDefault { priority: Priority },
     #[error("pfc.lossless = {config:?} disagrees with the table's lossless priorities {table:?}: leave pfc.lossless out, or make them equal")]
-    LosslessMismatch { config: Vec<u8>, table: Vec<u8> },
+    LosslessMismatch { config: Vec<Priority>, table: Vec<Priority> },
     #[error("the table has no ingress rules: it would make every frame lossy")]
     Empty,
 }
@@ -91,14 +91,15 @@ pub struct TagTable {
     /// The tag of frames that match no rule.
     pub default_tag: u8,
     /// The priority of the default tag (lossy).
-    pub default_priority: u8,
+    pub default_priority: Priority,
     ports: usize,
-    /// (port, tag) → priority, at `port * TAGS + tag`.
+    /// (port, tag) → priority, at `port * TAGS + tag`; `NO_RULE` where no rule says (a
+    /// byte each, checked as compiled: the table is ports × 64 entries).
     ingress: Vec<u8>,
     /// (ingress, tag, egress) → new tag, at `(ingress * TAGS + tag) * ports + egress`.
     rewrite: Vec<u8>,
     /// Tag → priority.
-    tag_priority: [u8; TAGS],
+    tag_priority: [Option<Priority>; TAGS],
     /// Priority → tag (one tag per queue).
     priority_tag: [u8; PRIORITIES],
     lossless: Priorities,
@@ -123,8 +124,12 @@ impl TagTable {
         tables: &SwitchTables,
         source: &str,
         ports: usize,
-        lossless: Option<&[u8]>,
+        lossless: Option<&[Priority]>,
     ) -> Result<TagTable, TableError> {
+        let default_priority = Priority::checked(tables.default.priority).ok_or_else(|| TableError::BadPriority {
+            rule: "the default rule".into(),
+            priority: tables.default.priority,
+        })?;
         let mut t = TagTable {
             switch: tables.switch.clone(),
             source: source.to_string(),
@@ -132,11 +137,11 @@ impl TagTable {
             rewrite_rules: tables.rewrite.len(),
             initial_tag: tables.initial_tag,
             default_tag: tables.default.tag,
-            default_priority: tables.default.priority,
+            default_priority,
             ports,
             ingress: vec![NO_RULE; ports * TAGS],
             rewrite: vec![NO_RULE; ports * TAGS * ports],
-            tag_priority: [NO_RULE; TAGS],
+            tag_priority: [None; TAGS],
             priority_tag: [NO_RULE; PRIORITIES],
             lossless: Priorities::NONE,
         };
@@ -159,15 +164,15 @@ impl TagTable {
         let mut tag_source: [Option<String>; TAGS] = std::array::from_fn(|_| None);
         let mut prio_tag: [Option<(u8, String)>; PRIORITIES] = Default::default();
         let mut bind = |rule: String, tg: u8, priority: u8, t: &mut TagTable| -> Result<(), TableError> {
-            if usize::from(priority) >= PRIORITIES {
+            let Some(priority) = Priority::checked(priority) else {
                 return Err(TableError::BadPriority { rule, priority });
-            }
+            };
             let slot = &mut t.tag_priority[usize::from(tg)];
-            if *slot != NO_RULE && *slot != priority {
+            if let Some(other) = slot.filter(|&other| other != priority) {
                 let other_rule = tag_source[usize::from(tg)].clone().unwrap_or_default();
-                return Err(TableError::TagOnTwoQueues { rule, tag: tg, priority, other: *slot, other_rule });
+                return Err(TableError::TagOnTwoQueues { rule, tag: tg, priority, other, other_rule });
             }
-            match &prio_tag[usize::from(priority)] {
+            match &prio_tag[priority] {
                 Some((other, other_rule)) if *other != tg => {
                     return Err(TableError::SharedQueue {
                         rule,
@@ -177,12 +182,12 @@ impl TagTable {
                     })
                 }
                 Some(_) => {}
-                None => prio_tag[usize::from(priority)] = Some((tg, rule.clone())),
+                None => prio_tag[priority] = Some((tg, rule.clone())),
             }
-            *slot = priority;
-            t.priority_tag[usize::from(priority)] = tg;
+            *slot = Some(priority);
+            t.priority_tag[priority] = tg;
             tag_source[usize::from(tg)].get_or_insert(rule);
-            t.lossless.insert(usize::from(priority));
+            t.lossless.insert(priority);
             Ok(())
         };
         for (k, &p) in tables.priorities.iter().enumerate() {
@@ -213,7 +218,7 @@ impl TagTable {
             if t.ingress[i * TAGS + tg] == NO_RULE {
                 return Err(TableError::DeadRewrite { rule: rule(), port: r.ingress, tag: r.tag });
             }
-            if t.tag_priority[usize::from(r.new_tag)] == NO_RULE {
+            if t.tag_priority[usize::from(r.new_tag)].is_none() {
                 return Err(TableError::UnknownTag { rule: rule(), tag: r.new_tag });
             }
             let at = (i * TAGS + tg) * ports + e;
@@ -226,15 +231,13 @@ impl TagTable {
         if usize::from(t.default_tag) >= TAGS {
             return Err(TableError::TagTooLarge { rule: "the default rule".into(), tag: t.default_tag });
         }
-        if usize::from(t.default_priority) >= PRIORITIES {
-            return Err(TableError::BadPriority { rule: "the default rule".into(), priority: t.default_priority });
-        }
-        if t.lossless.contains(usize::from(t.default_priority)) {
+        if t.lossless.contains(t.default_priority) {
             return Err(TableError::LosslessDefault { priority: t.default_priority });
         }
         if let Some(config) = lossless {
-            let configured: Priorities = config.iter().map(|&p| usize::from(p & 7)).collect();
-            if let Some(k) = tables.ingress.iter().position(|e| !configured.contains(usize::from(e.priority & 7))) {
+            let configured: Priorities = config.iter().copied().collect();
+            // Every ingress rule's priority was checked as it was bound, above.
+            if let Some(k) = tables.ingress.iter().position(|e| !configured.contains(Priority::from_pcp(e.priority))) {
                 let e = &tables.ingress[k];
                 return Err(TableError::LossyPriority {
                     rule: ingress_rule(k, e),
@@ -268,9 +271,8 @@ impl TagTable {
     }
 
     /// The lossless priority of a frame that arrived on `port` with `tag`, if a rule says so.
-    pub fn ingress(&self, port: PortId, tag: u8) -> Option<u8> {
-        let p = *self.ingress.get(port.index() * TAGS + usize::from(tag))?;
-        (p != NO_RULE).then_some(p)
+    pub fn ingress(&self, port: PortId, tag: u8) -> Option<Priority> {
+        Priority::checked(*self.ingress.get(port.index() * TAGS + usize::from(tag))?)
     }
 
     /// The tag a frame of (`ingress`, `tag`) leaves `egress` with, if a rule says so.
@@ -279,14 +281,15 @@ impl TagTable {
         (t != NO_RULE).then_some(t)
     }
 
-    /// The priority `tag` is queued under (valid for every tag a rewrite produces).
-    pub fn priority_of(&self, tag: u8) -> u8 {
-        self.tag_priority[usize::from(tag) % TAGS]
+    /// The priority `tag` is queued under. Every tag a rewrite produces has one (checked
+    /// as compiled); any other is queued as the default rule's, lossy.
+    pub fn priority_of(&self, tag: u8) -> Priority {
+        self.tag_priority[usize::from(tag) % TAGS].unwrap_or(self.default_priority)
     }
 
     /// The tag lossless priority `prio` carries.
-    pub fn tag_of(&self, prio: usize) -> Option<u8> {
-        self.priority_tag.get(prio).copied().filter(|&t| t != NO_RULE)
+    pub fn tag_of(&self, prio: Priority) -> Option<u8> {
+        Some(self.priority_tag[prio]).filter(|&t| t != NO_RULE)
     }
 
     /// The egress queues at `egress` that frames of `ingress` charged to the priorities
@@ -295,7 +298,7 @@ impl TagTable {
         groups
             .iter()
             .filter_map(|p| self.rewrite(ingress, self.tag_of(p)?, egress))
-            .map(|tag| usize::from(self.priority_of(tag)))
+            .map(|tag| self.priority_of(tag))
             .collect()
     }
 
@@ -305,14 +308,15 @@ impl TagTable {
     }
 
     /// The same, as a sorted list.
-    pub fn lossless_priorities(&self) -> Vec<u8> {
-        self.lossless.iter().map(|p| p as u8).collect()
+    pub fn lossless_priorities(&self) -> Vec<Priority> {
+        self.lossless.iter().collect()
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::priorities::names::*;
 
     /// A three-port switch's table: hosts on port 1 enter with tag 2 (priority 4); from
     /// port 1 to port 2 the tag drops to 1 (priority 3); port 2's tag 1 goes to port 3.
@@ -372,7 +376,7 @@ pub(crate) mod tests {
                 t.ingress(PortId::new(0), 1),
                 t.ingress(PortId::new(2), 2)
             ),
-            (Some(4), Some(3), None, None)
+            (Some(P4), Some(P3), None, None)
         );
         assert_eq!(
             (
@@ -386,8 +390,8 @@ pub(crate) mod tests {
             (t.rewrite(PortId::new(1), 1, PortId::new(0)), t.rewrite(PortId::new(0), 1, PortId::new(1))),
             (None, None)
         );
-        assert_eq!((t.priority_of(1), t.priority_of(2)), (3, 4));
-        assert_eq!(t.lossless_priorities(), vec![3, 4]);
+        assert_eq!((t.priority_of(1), t.priority_of(2)), (P3, P4));
+        assert_eq!(t.lossless_priorities(), vec![P3, P4]);
         assert_eq!((t.ingress_rules, t.rewrite_rules, t.initial_tag), (2, 3, 2));
     }
 
@@ -396,7 +400,7 @@ pub(crate) mod tests {
         let mut c = Config::for_interfaces(&["a", "b", "c"]);
         c.name = "sw1".into();
         TagTable::apply(&mut c, &tables(TABLE), "t", false).unwrap();
-        assert_eq!(c.pfc.lossless, Some(vec![3, 4]));
+        assert_eq!(c.pfc.lossless, Some(vec![P3, P4]));
 
         c.name = "lab-1-sw1".into();
         let err = TagTable::apply(&mut c, &tables(TABLE), "t", false).unwrap_err();
@@ -410,18 +414,18 @@ pub(crate) mod tests {
     #[test]
     fn errors_name_the_rule_at_fault() {
         let edit = |from: &str, to: &str| tables(&TABLE.replacen(from, to, 1));
-        let cases: Vec<(SwitchTables, usize, Option<Vec<u8>>, &str)> = vec![
+        let cases: Vec<(SwitchTables, usize, Option<Vec<Priority>>, &str)> = vec![
             (tables(TABLE), 2, None, "rewrite rule #2 (ingress 1, tag 2, egress 3 → tag 2): the switch has no port 3"),
             (
                 tables(TABLE),
                 3,
-                Some(vec![3]),
+                Some(vec![P3]),
                 "ingress rule #1 (port 1, tag 2 → priority 4): priority 4 is lossy on this switch (pfc.lossless = [3])",
             ),
             (
                 tables(TABLE),
                 3,
-                Some(vec![3, 4, 5]),
+                Some(vec![P3, P4, P5]),
                 "pfc.lossless = [3, 4, 5] disagrees with the table's lossless priorities [3, 4]",
             ),
             (
@@ -500,6 +504,6 @@ pub(crate) mod tests {
     fn tables_without_a_priorities_list_take_them_from_the_ingress_rules() {
         let old = tables(&TABLE.replacen("priorities = [3, 4]", "", 1));
         let t = TagTable::compile(&old, "t", 3, None).unwrap();
-        assert_eq!((t.priority_of(1), t.priority_of(2)), (3, 4));
+        assert_eq!((t.priority_of(1), t.priority_of(2)), (P3, P4));
     }
 }

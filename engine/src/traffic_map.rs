@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ports::{PortId, PortSet, MAX_PORTS};
-use super::priorities::PRIORITIES;
+use super::priorities::{Priority, PRIORITIES};
 
 #[derive(Clone, Debug)]
 pub(crate) struct TrafficMap {
@@ -48,7 +48,7 @@ impl TrafficMap {
 
     /// A frame of (i, e), for e's queue `prio`, in `buffers` pool buffers, is about to be
     /// handed to the slowpath.
-    pub fn handed_to_slowpath(&mut self, i: PortId, e: PortId, prio: usize, buffers: u8) {
+    pub fn handed_to_slowpath(&mut self, i: PortId, e: PortId, prio: Priority, buffers: u8) {
         self.slowpath_rows[i].insert(e);
         self.at_slowpath[i.index() * self.n + e.index()] += 1;
         self.held[e][prio] += 1;
@@ -58,7 +58,7 @@ impl TrafficMap {
     /// A frame of (i, e) for e's queue `prio` that was handed to the slowpath is back:
     /// released (it joins e's queue at once, which keeps the pair marked), or dropped on
     /// its way there or back. The last one of the pair clears the pair's slowpath mark.
-    pub fn returned_from_slowpath(&mut self, i: PortId, e: PortId, prio: usize, buffers: u8) {
+    pub fn returned_from_slowpath(&mut self, i: PortId, e: PortId, prio: Priority, buffers: u8) {
         let c = &mut self.at_slowpath[i.index() * self.n + e.index()];
         *c = c.saturating_sub(1);
         if *c == 0 {
@@ -73,7 +73,7 @@ impl TrafficMap {
 
     /// Frames for egress `e`'s queue `prio` the slowpath holds (or that are on their way
     /// to or from it).
-    pub fn held_at_slowpath(&self, e: PortId, prio: usize) -> u32 {
+    pub fn held_at_slowpath(&self, e: PortId, prio: Priority) -> u32 {
         self.held[e][prio]
     }
 
@@ -144,6 +144,7 @@ impl TrafficMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priorities::names::*;
 
     fn p(i: usize) -> PortId {
         PortId::new(i)
@@ -152,12 +153,15 @@ mod tests {
     #[test]
     fn slowpath_marks_until_the_last_frame_leaves() {
         let mut m = TrafficMap::new(3);
-        m.handed_to_slowpath(p(0), p(2), 3, 1);
-        m.handed_to_slowpath(p(0), p(2), 3, 1);
+        m.handed_to_slowpath(p(0), p(2), P3, 1);
+        m.handed_to_slowpath(p(0), p(2), P3, 1);
         assert_eq!(m.row(p(0)), PortSet::only(p(2)));
-        assert_eq!((m.held_at_slowpath(p(2), 3), m.held_at_slowpath(p(2), 4), m.held_at_slowpath_for(p(2))), (2, 0, 2));
-        m.returned_from_slowpath(p(0), p(2), 3, 1);
-        m.returned_from_slowpath(p(0), p(2), 3, 1);
+        assert_eq!(
+            (m.held_at_slowpath(p(2), P3), m.held_at_slowpath(p(2), P4), m.held_at_slowpath_for(p(2))),
+            (2, 0, 2)
+        );
+        m.returned_from_slowpath(p(0), p(2), P3, 1);
+        m.returned_from_slowpath(p(0), p(2), P3, 1);
         // Back from the slowpath but still queued: marked.
         m.queued(p(0), p(2));
         m.queued(p(0), p(2));
@@ -170,23 +174,23 @@ mod tests {
     #[test]
     fn a_frame_handed_over_later_keeps_the_pair_marked() {
         let mut m = TrafficMap::new(2);
-        m.handed_to_slowpath(p(1), p(0), 3, 1);
-        m.returned_from_slowpath(p(1), p(0), 3, 1);
-        m.handed_to_slowpath(p(1), p(0), 3, 1);
+        m.handed_to_slowpath(p(1), p(0), P3, 1);
+        m.returned_from_slowpath(p(1), p(0), P3, 1);
+        m.handed_to_slowpath(p(1), p(0), P3, 1);
         assert_eq!(m.slowpath_row(p(1)), PortSet::only(p(0)), "one frame of the pair is still at the slowpath");
-        m.returned_from_slowpath(p(1), p(0), 3, 1);
+        m.returned_from_slowpath(p(1), p(0), P3, 1);
         assert_eq!(m.slowpath_row(p(1)), PortSet::EMPTY);
     }
 
     #[test]
     fn frames_dropped_on_the_way_to_or_from_the_slowpath_unmark_their_pair_with_the_last() {
         let mut m = TrafficMap::new(2);
-        m.handed_to_slowpath(p(0), p(1), 3, 1);
-        m.handed_to_slowpath(p(0), p(1), 3, 1);
-        m.returned_from_slowpath(p(0), p(1), 3, 1);
+        m.handed_to_slowpath(p(0), p(1), P3, 1);
+        m.handed_to_slowpath(p(0), p(1), P3, 1);
+        m.returned_from_slowpath(p(0), p(1), P3, 1);
         assert_eq!((m.row(p(0)), m.held_buffers()), (PortSet::only(p(1)), 1), "one frame still held");
-        m.returned_from_slowpath(p(0), p(1), 3, 1);
-        assert_eq!((m.row(p(0)), m.held_buffers(), m.held_at_slowpath(p(1), 3)), (PortSet::EMPTY, 0, 0));
+        m.returned_from_slowpath(p(0), p(1), P3, 1);
+        assert_eq!((m.row(p(0)), m.held_buffers(), m.held_at_slowpath(p(1), P3)), (PortSet::EMPTY, 0, 0));
     }
 
     #[test]

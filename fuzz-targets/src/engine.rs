@@ -28,6 +28,7 @@ use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::tagging::TagTable;
 use pfcswitch_core::time::Time;
 use pfcswitch_core::turn;
+use pfcswitch_core::Priority;
 
 const PORTS: usize = 4;
 const FRAMES: u32 = 512;
@@ -105,7 +106,7 @@ fn config(variant: &[u8]) -> Config {
             headroom_bytes: Some(3_000 + u64::from(v(12)) * 20),
             ..BufferProfile::default()
         };
-        c.buffer.priority.insert(4, profile);
+        c.buffer.priority.insert(Priority::new(4), profile);
     }
     if v(1) & 0x40 != 0 {
         c.buffer.lossless_frames = Some(u32::from(v(13)) + 8);
@@ -393,10 +394,10 @@ mod tests {
         let modes: Vec<PauseMode> = c.ports.iter().map(|p| p.pause_mode).collect();
         assert_eq!(modes, [PauseMode::GlobalPause, PauseMode::Pfc, PauseMode::GlobalPause, PauseMode::Pfc]);
         assert!(c.ports.iter().all(|p| matches!(p.scheduler, Scheduler::Drr { .. })));
-        assert!(c.buffer.xoff_alpha.is_some() && c.buffer.priority.get(4).is_some());
+        assert!(c.buffer.xoff_alpha.is_some() && c.buffer.priority.get(Priority::new(4)).is_some());
         assert_eq!(c.buffer.lossless_frames, Some(38));
         let t = tagger(variant, &mut c).expect("a table from these bytes compiles");
-        assert_eq!(t.ingress(PortId::new(0), 1), Some(3), "the first port's tag 1 is priority 3");
-        assert_eq!(c.pfc.lossless.as_deref(), Some(&[3u8, 4][..]));
+        assert_eq!(t.ingress(PortId::new(0), 1), Some(Priority::new(3)), "the first port's tag 1 is priority 3");
+        assert_eq!(c.pfc.lossless.as_deref(), Some(&[Priority::new(3), Priority::new(4)][..]));
     }
 }

@@ -17,7 +17,7 @@ use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
 use pfcswitch_core::pool::{PoolSize, DEFAULT_RING_SIZE};
 use pfcswitch_core::ports::PortId;
-use pfcswitch_core::priorities::Priorities;
+use pfcswitch_core::priorities::{Priorities, Priority};
 use pfcswitch_core::tagging::TagTable;
 
 /// A fuzz target: takes any bytes, panics only on a fault.
@@ -134,7 +134,7 @@ pub fn tagger_table(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(tables) = tagger::system::parse_table("fuzz", text, false) else { return };
     for ports in 1..=8 {
-        let lossless = [3u8, 4];
+        let lossless = [Priority::new(3), Priority::new(4)];
         for wanted in [None, Some(&lossless[..])] {
             let Ok(t) = TagTable::compile(&tables, "fuzz", ports, wanted) else { continue };
             for tag in 0..=255u8 {
@@ -147,7 +147,7 @@ pub fn tagger_table(data: &[u8]) {
                 }
                 let _ = t.priority_of(tag);
             }
-            for prio in 0..8 {
+            for prio in Priority::all() {
                 let _ = t.tag_of(prio);
             }
         }

@@ -6,6 +6,7 @@
 use netns_tests::*;
 use pfcswitch::core::config::{EcnMode, WredSettings};
 use pfcswitch::core::speed::Speed;
+use pfcswitch::core::Priority;
 use pfctools::traffic::gen::GenReport;
 use pfctools::traffic::sink::SinkReport;
 
@@ -106,7 +107,7 @@ fn a_kernel_tcp_flow_with_ecn_through_a_marking_lossy_port_sees_ce_and_backs_off
     let tb = star("tcpecn", 3);
     let mut config = config_at(&tb, Speed::mbps(100));
     config.wred.priority.insert(
-        0,
+        Priority::new(0),
         WredSettings {
             ecn: Some(EcnMode::EcnAll),
             wred_green_enable: Some(true),

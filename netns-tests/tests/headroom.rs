@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use netns_tests::*;
+use pfcswitch::core::Priority;
 use pfctools::headroom::sweep::{self, SweepOptions, SweepReport};
 
 /// The runs a sweep set aside as disturbed, for a failure's message: at each, the delay
@@ -42,7 +43,7 @@ fn test_plan(prios: &[u8], frame_size: usize) {
     // A run counts as disturbed only if the testbed moved its response by enough to
     // turn its verdict (half the headroom's surplus or shortfall, by the calculator).
     let opts = SweepOptions {
-        prios: prios.to_vec(),
+        prios: prios.iter().map(|&p| Priority::new(p)).collect(),
         delays: vec![0, long],
         frame_size,
         judge_by_margin: true,
@@ -197,13 +198,13 @@ fn two_lossless_priorities_with_different_headroom_are_tested_side_by_side() {
     // calculator is checked where it is exact, in the simulator
     // (`two_lossless_priorities_with_their_own_headroom_...` in sim/tests/sim.rs).
     let mut opts = SweepOptions {
-        prios: vec![3, 4],
+        prios: vec![Priority::new(3), Priority::new(4)],
         delays: vec![0, 4000],
         headroom_bytes: 32 << 10,
         judge_by_margin: true,
         ..SweepOptions::default()
     };
-    opts.prio_headroom.insert(4, 128 << 10);
+    opts.prio_headroom.insert(Priority::new(4), 128 << 10);
     let report = sweep_noted(&opts);
     let run = report.runs.iter().find(|r| r.delay_quanta == 4000).unwrap();
     assert!(
@@ -218,7 +219,7 @@ fn two_lossless_priorities_with_different_headroom_are_tested_side_by_side() {
     assert!(p3.headroom_watermark <= 32 << 10);
     // Each priority is reported against its own headroom.
     let check = |prio| report.checks.iter().find(|c| c.delay_quanta == 4000 && c.prio == prio).unwrap();
-    let (c3, c4) = (check(3), check(4));
+    let (c3, c4) = (check(Priority::new(3)), check(Priority::new(4)));
     assert_eq!((c3.headroom_configured, c4.headroom_configured), (32 << 10, 128 << 10));
     assert!(!c3.lossless && c4.lossless, "{c3:?} {c4:?}");
     assert!(run.storm_continuous && run.background_received == run.background_sent, "{run:?}");

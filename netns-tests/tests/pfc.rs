@@ -6,6 +6,7 @@ use std::time::Duration;
 use netns_tests::*;
 use pfcswitch::core::config::PauseMode;
 use pfcswitch::core::speed::Speed;
+use pfcswitch::core::Priority;
 use pfctools::testbed::Proc;
 use pfctools::traffic::sink::SinkReport;
 
@@ -167,7 +168,7 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     assert!(p2.socket.tx_in_flight_max <= 2 * batch, "{:?}", p2.socket);
     // The PFC watchdog (SONiC's default: drop after 200 ms) cut the stormed queue off once
     // frames had waited under the storm for 200 ms, never earlier.
-    let wd = p2.pfcwd.iter().find(|w| w.priority == 3).unwrap();
+    let wd = p2.pfcwd.iter().find(|w| w.priority == Priority::new(3)).unwrap();
     assert_eq!(wd.counters.storms_detected, 1, "{wd:?}");
     assert!(wd.counters.dropped_frames > 0 && wd.counters.last_detection_us >= 200_000, "{wd:?}");
     assert_eq!(p2.counters.drops.watchdog, wd.counters.dropped_frames);
@@ -273,7 +274,11 @@ fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_
     assert_eq!(stats.ports[1].counters.mac_control.pause_ignored, 0);
     assert!(stats.ports[2].counters.mac_control.pause_ignored > 0);
     // The watchdog sees the 802.3x storm too: priority 0's frames waited past 200 ms.
-    let p0 = stats.ports[1].pfcwd.iter().find(|w| w.priority == 0).expect("every priority watched on a global port");
+    let p0 = stats.ports[1]
+        .pfcwd
+        .iter()
+        .find(|w| w.priority == Priority::new(0))
+        .expect("every priority watched on a global port");
     assert!(p0.counters.storms_detected >= 1, "{p0:?}");
     assert!(stats.ports[1].counters.drops.watchdog > 0, "and its action (drop) took the waiting frames");
     assert!(stats.ports[2].pfcwd.iter().all(|w| w.counters.storms_detected == 0), "the PFC port ignored the PAUSE");

@@ -5,6 +5,7 @@
 use netns_tests::*;
 use pfcswitch::core::config::TaggerConfig;
 use pfcswitch::core::stats::TagCounters;
+use pfcswitch::core::Priority;
 use pfctools::bench::lab;
 use pfctools::harness::{RingLab, RingOptions};
 
@@ -62,7 +63,10 @@ fn tagged_frames_leave_with_the_rewritten_dscp_and_a_checksum_kernel_hosts_accep
     let _serial = serial();
     let (tb, sw) = tagged_star("tag-rewrite");
     let s = sw.stats().unwrap();
-    assert_eq!(s.tagger.as_ref().map(|t| (t.rules, t.lossless.clone())), Some((4, vec![3, 4])));
+    assert_eq!(
+        s.tagger.as_ref().map(|t| (t.rules, t.lossless.clone())),
+        Some((4, vec![Priority::new(3), Priority::new(4)]))
+    );
     assert!(s.ports[0].priorities[3].lossless && s.ports[0].priorities[4].lossless);
 
     // ToS 8 is DSCP 2: the request reaches h2 as DSCP 1, and h2's kernel only answers a

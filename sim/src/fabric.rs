@@ -8,6 +8,7 @@ use pfcswitch_core::config::{max_frame_for_mtu, sonic, Config, PortRole, StaticF
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::tagging::TagTable;
+use pfcswitch_core::Priority;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -89,7 +90,7 @@ pub struct FlowPlan {
     pub from: usize,
     pub to: usize,
     /// The host's queue for it: as given, or under Tagger the initial tag's priority.
-    pub priority: u8,
+    pub priority: Priority,
     /// As given; else the priority, or under Tagger the initial tag.
     pub dscp: Option<u8>,
     /// As given; else Not-ECT, or ECT(0) under DCQCN.
@@ -332,7 +333,7 @@ impl Fabric {
                 }
                 None => {
                     let mut c = Config::for_interfaces(&names);
-                    c.pfc.lossless = Some(vec![3]);
+                    c.pfc.lossless = Some(vec![Priority::new(3)]);
                     c
                 }
             };
@@ -394,7 +395,9 @@ impl Fabric {
         let initial_tag = first.map(|st| st.initial_tag);
         // Under Tagger a host stamps the initial tag and queues (and honours pauses) on
         // that tag's priority, as a NIC set up for the tables would.
-        let initial_prio = first.and_then(|st| st.priorities.get(usize::from(st.initial_tag).checked_sub(1)?).copied());
+        let initial_prio = first
+            .and_then(|st| st.priorities.get(usize::from(st.initial_tag).checked_sub(1)?).copied())
+            .and_then(Priority::checked);
         if let Some(prio) = initial_prio {
             for f in flows.iter_mut().filter(|f| f.dscp.is_none()) {
                 f.priority = prio;
@@ -761,7 +764,7 @@ fn tag_tables(
     let file = pfclab::routes_file(paths);
     let model = Explicit::from_file(t, &file).map_err(|e| bad(e.to_string()))?;
     let tagging = Algorithm::Greedy.run(t, &model).map_err(|e| bad(e.to_string()))?;
-    let priorities = TagPriorities { lossless: s.tagger_priorities.clone(), lossy: 0 };
+    let priorities = TagPriorities { lossless: s.tagger_priorities.iter().map(|&p| p.get()).collect(), lossy: 0 };
     let sys = TagSystem::new(t, &tagging, &priorities).map_err(|e| bad(e.to_string()))?;
     tagger::verify::verify(t, &model, &sys).map_err(|v| bad(format!("the tables fail verification: {v}")))?;
     Ok(sys.tables(t))

@@ -25,6 +25,7 @@ use pfcswitch_core::histogram::Percentiles;
 use pfcswitch_core::ports::PortId;
 use pfcswitch_core::slowpath::DeadlockRecord;
 use pfcswitch_core::stats::{PortStats, SwitchStats};
+use pfcswitch_core::Priority;
 use pfcswitch_table::Table;
 
 use engine::{RunCounts, Sim};
@@ -75,7 +76,7 @@ pub struct FlowReport {
     pub id: u16,
     pub from: String,
     pub to: String,
-    pub priority: u8,
+    pub priority: Priority,
     pub lossless: bool,
     pub sent: u64,
     pub received: u64,
@@ -294,7 +295,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
         let first = fabric.ports[fabric.hosts[f.from].port].peer;
         let Owner::Switch(sw, local) = fabric.ports[first].owner else { unreachable!("hosts attach to switches") };
         let s = &fabric.switches[sw];
-        let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority));
+        let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority.get()));
         let lossless = match &s.tags {
             Some(t) => t.ingress(PortId::new(local), dscp).is_some(),
             None => s.config.lossless_priorities().contains(&s.config.classify.dscp_table()[usize::from(dscp & 63)]),
@@ -339,7 +340,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             // The pauses `from` obeyed are the ones its own port received.
             let tl = &sim.trace.timelines()[p];
             let mut paused_us = [0.0; 8];
-            for (prio, v) in paused_us.iter_mut().enumerate() {
+            for (prio, v) in Priority::all().zip(paused_us.iter_mut()) {
                 *v = tl.paused_ns(prio, until) as f64 / 1e3;
             }
             LinkReport {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use pfcswitch_core::priorities::PRIORITIES;
+use pfcswitch_core::priorities::{Priority, PRIORITIES};
 
 /// The sampled series. Sample `k` is taken at `(k + 1) × every_us` after the start.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -18,7 +18,7 @@ pub struct Series {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct QueueSeries {
     pub port: String,
-    pub priority: u8,
+    pub priority: Priority,
     pub bytes: Vec<u64>,
 }
 
@@ -61,11 +61,11 @@ impl Monitor {
     pub fn series(&self, flow_ids: impl Fn(usize) -> u16, dcqcn: bool) -> Series {
         let mut queues = Vec::new();
         for q in &self.queues {
-            for prio in 0..PRIORITIES {
+            for prio in Priority::all() {
                 if q.samples.iter().any(|s| s[prio] > 0) {
                     queues.push(QueueSeries {
                         port: q.label.clone(),
-                        priority: prio as u8,
+                        priority: prio,
                         bytes: q.samples.iter().map(|s| s[prio]).collect(),
                     });
                 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use pfcswitch_core::speed::Speed;
+use pfcswitch_core::Priority;
 use serde::{Deserialize, Serialize};
 
 /// The built-in scenarios: name, one line on what they show, the file.
@@ -113,7 +114,7 @@ pub struct Scenario {
     pub tagger: bool,
     /// The lossless priorities of Tagger's tags 1, 2, ...
     #[serde(default = "default_tagger_priorities")]
-    pub tagger_priorities: Vec<u8>,
+    pub tagger_priorities: Vec<Priority>,
     /// The time the slowpath (a CPU thread beside the dataplane) takes to see an event and
     /// to hand a released frame back.
     #[serde(default = "default_slowpath_delay_us")]
@@ -160,11 +161,11 @@ pub struct Scenario {
     /// The host queue CNPs leave by (their DSCP is 48: a switch's `classify.dscp` should
     /// map 48 to the same priority, as RoCE setups put CNPs on a high one).
     #[serde(default = "default_cnp_priority")]
-    pub cnp_priority: u8,
+    pub cnp_priority: Priority,
 }
 
-fn default_cnp_priority() -> u8 {
-    6
+fn default_cnp_priority() -> Priority {
+    Priority::new(6)
 }
 
 /// A pfctools testbed file or a `tagger` generator spec (`fattree:k=4`), or the testbed
@@ -208,7 +209,7 @@ pub struct FlowSpec {
     /// every host receives from one).
     pub to: String,
     #[serde(default = "default_priority")]
-    pub priority: u8,
+    pub priority: Priority,
     /// The DSCP the frames carry (default: the priority; under Tagger, the initial tag).
     #[serde(default)]
     pub dscp: Option<u8>,
@@ -253,7 +254,7 @@ pub struct WorkloadSpec {
     #[serde(default = "default_all")]
     pub to: String,
     #[serde(default = "default_priority")]
-    pub priority: u8,
+    pub priority: Priority,
     #[serde(default)]
     pub dscp: Option<u8>,
     /// The largest frame, on the wire with FCS.
@@ -322,7 +323,7 @@ pub enum Action {
 pub struct StormSpec {
     pub host: String,
     #[serde(default = "default_storm_priorities")]
-    pub priorities: Vec<u8>,
+    pub priorities: Vec<Priority>,
     #[serde(default = "default_quanta")]
     pub quanta: u16,
     /// Between two pause frames.
@@ -351,20 +352,20 @@ fn default_duration_ms() -> f64 {
 fn default_drain_ms() -> f64 {
     20.0
 }
-fn default_tagger_priorities() -> Vec<u8> {
-    vec![3, 4]
+fn default_tagger_priorities() -> Vec<Priority> {
+    vec![Priority::new(3), Priority::new(4)]
 }
 fn default_slowpath_delay_us() -> f64 {
     20.0
 }
-fn default_priority() -> u8 {
-    3
+fn default_priority() -> Priority {
+    Priority::new(3)
 }
 fn default_size() -> usize {
     1000
 }
-fn default_storm_priorities() -> Vec<u8> {
-    vec![3]
+fn default_storm_priorities() -> Vec<Priority> {
+    vec![Priority::new(3)]
 }
 fn default_quanta() -> u16 {
     65535
@@ -438,8 +439,9 @@ impl Scenario {
         }
         for (i, f) in self.flow.iter().enumerate() {
             let field = format!("flow[{i}]");
-            if f.priority > 7 || f.dscp.is_some_and(|d| d > 63) || f.ecn.is_some_and(|e| e > 3) {
-                return Err(invalid(field, "priority is 0..=7, dscp 0..=63, ecn 0..=3"));
+            // A priority out of 0..7 is refused as the file is read (Priority's parser).
+            if f.dscp.is_some_and(|d| d > 63) || f.ecn.is_some_and(|e| e > 3) {
+                return Err(invalid(field, "dscp 0..=63, ecn 0..=3"));
             }
             finite(&format!("{field}.start_ms"), f.start_ms)?;
             match (f.rate_fps, f.load) {
@@ -450,8 +452,8 @@ impl Scenario {
         }
         for (i, w) in self.workload.iter().enumerate() {
             let field = format!("workload[{i}]");
-            if w.priority > 7 || w.dscp.is_some_and(|d| d > 63) {
-                return Err(invalid(field, "priority is 0..=7, dscp 0..=63"));
+            if w.dscp.is_some_and(|d| d > 63) {
+                return Err(invalid(field, "dscp 0..=63"));
             }
             if !(w.load.is_finite() && w.load > 0.0 && w.load <= 100.0) {
                 return Err(invalid(format!("{field}.load"), "percent, 0 < load <= 100"));
@@ -476,9 +478,6 @@ impl Scenario {
                     return Err(invalid(format!("event[{i}].storm.interval_us"), "must be at least 0.1"));
                 }
                 finite(&format!("event[{i}].storm.duration_ms"), s.duration_ms)?;
-                if s.priorities.iter().any(|&p| p > 7) {
-                    return Err(invalid(format!("event[{i}].storm.priorities"), "priorities are 0..=7"));
-                }
             }
         }
         Ok(())

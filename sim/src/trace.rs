@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use pfclab::pcap::{CaptureWriter, Direction};
 use pfcswitch_core::pfc::PRIORITIES;
+use pfcswitch_core::Priority;
 
 /// When a port's link partner had it paused: per priority, intervals [start, end) in ns
 /// of simulated time. A pause that arrives while one lasts extends it; a resume ends it.
@@ -18,7 +19,7 @@ pub struct PauseTimeline {
 }
 
 impl PauseTimeline {
-    pub fn pause(&mut self, prio: usize, at: u64, duration_ns: u64) {
+    pub fn pause(&mut self, prio: Priority, at: u64, duration_ns: u64) {
         let list = &mut self.intervals[prio];
         let end = at + duration_ns;
         match list.last_mut() {
@@ -32,7 +33,7 @@ impl PauseTimeline {
     }
 
     /// Paused time of `prio` up to `until` (ns).
-    pub fn paused_ns(&self, prio: usize, until: u64) -> u64 {
+    pub fn paused_ns(&self, prio: Priority, until: u64) -> u64 {
         self.intervals[prio].iter().map(|&(a, b)| b.min(until).saturating_sub(a)).sum()
     }
 
@@ -148,20 +149,21 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pfcswitch_core::priorities::names::*;
 
     #[test]
     fn pauses_extend_and_a_resume_ends_them() {
         let mut t = PauseTimeline::default();
-        t.pause(3, 100, 50);
-        t.pause(3, 120, 50);
+        t.pause(P3, 100, 50);
+        t.pause(P3, 120, 50);
         assert_eq!(t.intervals[3], vec![(100, 170)]);
-        t.pause(3, 130, 0);
+        t.pause(P3, 130, 0);
         assert_eq!(t.intervals[3], vec![(100, 130)]);
-        t.pause(3, 200, 10);
-        t.pause(3, 300, 0);
+        t.pause(P3, 200, 10);
+        t.pause(P3, 300, 0);
         assert_eq!(t.intervals[3], vec![(100, 130), (200, 210)]);
-        assert_eq!(t.paused_ns(3, 205), 35);
-        t.pause(4, 10, 0);
+        assert_eq!(t.paused_ns(P3, 205), 35);
+        t.pause(P4, 10, 0);
         assert!(t.intervals[4].is_empty());
     }
 }

@@ -9,7 +9,9 @@ use pfcsim::scenario::{Action, FlowSpec, Scenario};
 use pfcsim::trace::Sent;
 use pfcsim::{simulate, simulate_recording, SimReport};
 use pfcswitch_core::pfc;
+use pfcswitch_core::priorities::names::*;
 use pfcswitch_core::speed::Speed;
+use pfcswitch_core::Priority;
 
 fn built_in(name: &str) -> Scenario {
     Scenario::built_in(name).unwrap()
@@ -91,7 +93,7 @@ fn with_taggers_tables_the_bounce_routes_never_deadlock_at_any_load() {
         assert_eq!((r.deadlocks, r.lossless_lost, r.lossless_dropped), (0, 0, 0), "{load} %");
         assert!(r.flows.iter().all(|f| f.received == f.sent && f.sent > 0), "{load} %: {:?}", r.flows);
         // Hosts queue on the initial tag's priority, the one the edge pauses them on.
-        assert!(r.flows.iter().all(|f| f.priority == 4), "{:?}", r.flows);
+        assert!(r.flows.iter().all(|f| f.priority == P4), "{:?}", r.flows);
     }
     // The same routes and load without the tables deadlock.
     let mut plain = built_in("fattree-bounce");
@@ -174,7 +176,7 @@ fn the_headroom_a_sender_delay_needs_agrees_with_the_calculator_within_one_frame
         // Traffic the other way keeps the switch's port to the sender busy: the pause
         // waits for the frame in transmission there.
         let mut back = s.flow[0].clone();
-        (back.from, back.to, back.priority, back.dscp) = ("rx".into(), "tx".into(), 1, Some(1));
+        (back.from, back.to, back.priority, back.dscp) = ("rx".into(), "tx".into(), P1, Some(1));
         s.flow.push(back);
         s.switch_defaults.insert("buffer".into(), toml::Value::Table(toml::toml! { headroom_bytes = 1048576 }));
         let input = CalcInput {
@@ -237,13 +239,13 @@ fn pause_response_plan(prios: &[u8], delay_quanta: u64) -> (SimReport, Vec<Sent>
     s.flow.clear();
     for &p in prios {
         let load = Some(50.0 / prios.len() as f64);
-        s.flow.push(FlowSpec { priority: p, dscp: Some(p), load, ..test.clone() });
+        s.flow.push(FlowSpec { priority: Priority::new(p), dscp: Some(p), load, ..test.clone() });
     }
     for p in (0..8).filter(|p| !prios.contains(p)) {
-        s.flow.push(FlowSpec { priority: p, dscp: Some(p), ..background.clone() });
+        s.flow.push(FlowSpec { priority: Priority::new(p), dscp: Some(p), ..background.clone() });
     }
     let Action::Storm(storm) = &mut s.event[0].action else { panic!("the plan's storm") };
-    storm.priorities = prios.to_vec();
+    storm.priorities = prios.iter().map(|&p| Priority::new(p)).collect();
     s.host.get_mut("tx").unwrap().response_delay_ns = Some(delay_quanta * 512 / 10);
     // The same run twice (it is deterministic), recording one port each time.
     let (outcome, to_rx) = simulate_recording(&s, 1, None, &["dut:p2"]).unwrap();
@@ -268,7 +270,7 @@ fn the_pause_response_plan_passes_each_of_its_checks_exactly_on_priorities_3_4_a
                 assert!(stormed.paused_us[usize::from(p)] >= 12_000.0, "{what}: {stormed:?}");
             }
             // 2. Every background frame arrived.
-            for f in r.flows.iter().filter(|f| !prios.contains(&f.priority)) {
+            for f in r.flows.iter().filter(|f| !prios.contains(&f.priority.get())) {
                 assert!(f.sent > 500 && f.received == f.sent, "{what}: {f:?}");
             }
             // Test frames of priority `p` put on the wire during the storm.
@@ -278,7 +280,7 @@ fn the_pause_response_plan_passes_each_of_its_checks_exactly_on_priorities_3_4_a
                     .count() as u64
             };
             for &p in prios {
-                let f = r.flows.iter().find(|f| f.priority == p).unwrap();
+                let f = r.flows.iter().find(|f| f.priority.get() == p).unwrap();
                 let g = &dut.ports[0].priorities[usize::from(p)];
                 // 3. No test frame left the DUT while the storm lasted.
                 assert_eq!(during_storm(&to_rx, p), 0, "{what}");
@@ -327,13 +329,13 @@ fn two_lossless_priorities_with_their_own_headroom_take_the_same_delay_each_as_t
     let (test, background) = (s.flow[0].clone(), s.flow[1].clone());
     s.flow.clear();
     for p in [3u8, 4] {
-        s.flow.push(FlowSpec { priority: p, dscp: Some(p), load: Some(25.0), ..test.clone() });
+        s.flow.push(FlowSpec { priority: Priority::new(p), dscp: Some(p), load: Some(25.0), ..test.clone() });
     }
     for p in [0u8, 1, 2, 5, 6, 7] {
-        s.flow.push(FlowSpec { priority: p, dscp: Some(p), ..background.clone() });
+        s.flow.push(FlowSpec { priority: Priority::new(p), dscp: Some(p), ..background.clone() });
     }
     let Action::Storm(storm) = &mut s.event[0].action else { panic!("the plan's storm") };
-    storm.priorities = vec![3, 4];
+    storm.priorities = vec![P3, P4];
     let response_ns = delay_quanta * 512 / 10;
     s.host.get_mut("tx").unwrap().response_delay_ns = Some(response_ns);
     let r = simulate(&s, 1, None).unwrap().report;
@@ -455,7 +457,7 @@ fn pcap_writes_every_frame_of_each_link_direction_at_its_simulated_nanosecond() 
     assert_eq!(at, 1_000_000);
     let mac = pfcswitch_core::mac::MacAddr(frame[0..6].try_into().unwrap());
     let pfc::MacControl::Pfc(p) = pfc::decode(&frame, mac).unwrap().body else { panic!("a PFC frame") };
-    assert_eq!(p.classes().collect::<Vec<_>>(), vec![(3, 65535)]);
+    assert_eq!(p.classes().collect::<Vec<_>>(), vec![(P3, 65535)]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -493,7 +495,7 @@ fn the_pfc_watchdog_cuts_off_a_storming_nic_at_the_detection_time_and_restores_a
     .unwrap();
     let r = simulate(&s, 1, None).unwrap().report;
     let port = &r.switches[0].ports[1];
-    let wd = port.pfcwd.iter().find(|w| w.priority == 3).unwrap();
+    let wd = port.pfcwd.iter().find(|w| w.priority == P3).unwrap();
     assert_eq!((wd.counters.storms_detected, wd.counters.restored), (1, 1), "{wd:?}");
     // Detected 200 ms after the first pause, to the microsecond.
     assert_eq!(wd.counters.last_detection_us, 200_000);

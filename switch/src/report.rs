@@ -476,6 +476,7 @@ pub fn profiles_comment(config: &crate::core::config::Config) -> String {
 mod tests {
     use super::*;
     use crate::core::stats::PortStats;
+    use crate::core::Priority;
 
     #[test]
     fn check_config_lists_every_lossless_group_and_the_profiles_that_do_nothing() {
@@ -519,10 +520,10 @@ mod tests {
             rules: 5,
             ingress_rules: 2,
             rewrite_rules: 3,
-            lossless: vec![3, 4],
+            lossless: vec![Priority::new(3), Priority::new(4)],
             initial_tag: 2,
             default_tag: 0,
-            default_priority: 0,
+            default_priority: Priority::new(0),
             tags: vec![
                 TagRow {
                     port: "ccw".into(),

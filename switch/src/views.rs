@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::control::{Cleared, Views};
 use crate::core::stats::PrioStats;
-use crate::core::PRIORITIES;
+use crate::core::{Priority, PRIORITIES};
 use crate::stats::{PortReport, Stats};
 use pfcswitch_table::Table;
 
@@ -161,7 +161,7 @@ pub struct PfcHistory {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PfcHistoryRow {
     pub port: String,
-    pub priority: u8,
+    pub priority: Priority,
     /// PFC pauses that found the priority running.
     pub rx_pause_transitions: u64,
     /// Time the partner kept it paused, µs.
@@ -180,7 +180,7 @@ impl PfcHistory {
             let then = baseline(cleared, p);
             for q in &p.priorities {
                 let h = q.pfc_history;
-                let h0 = then.map(|t| t.priorities[usize::from(q.priority)].pfc_history);
+                let h0 = then.map(|t| t.priorities[q.priority.index()].pfc_history);
                 rows.push(PfcHistoryRow {
                     port: p.name.clone(),
                     priority: q.priority,
@@ -420,7 +420,7 @@ pub struct Rates {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RateRow {
     pub port: String,
-    pub priority: Option<u8>,
+    pub priority: Option<Priority>,
     /// Data frames and bits received and sent per second (bits of the frames without
     /// preamble, gap and FCS).
     pub rx_fps: f64,
@@ -436,9 +436,9 @@ pub struct RateRow {
     /// Bytes waiting in the port's egress queues now.
     pub egress_queue_bytes: u64,
     /// Priorities the port is pausing its upstream on now (XOFF).
-    pub xoff: Vec<u8>,
+    pub xoff: Vec<Priority>,
     /// Priorities the link partner keeps paused now.
-    pub paused: Vec<u8>,
+    pub paused: Vec<Priority>,
 }
 
 impl Rates {
@@ -511,11 +511,11 @@ impl Rates {
             "XOFF",
             "paused",
         ]);
-        let list = |v: &[u8]| {
+        let list = |v: &[Priority]| {
             if v.is_empty() {
                 "-".to_string()
             } else {
-                v.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+                v.iter().map(Priority::to_string).collect::<Vec<_>>().join(",")
             }
         };
         for r in &self.rows {
@@ -565,7 +565,7 @@ mod tests {
     fn port(name: &str) -> PortReport {
         let mut p = PortReport::default();
         p.engine.name = name.into();
-        p.engine.priorities = (0..PRIORITIES as u8).map(|q| PrioStats { priority: q, ..Default::default() }).collect();
+        p.engine.priorities = Priority::all().map(|q| PrioStats { priority: q, ..Default::default() }).collect();
         p
     }
 
@@ -631,12 +631,12 @@ mod tests {
     #[test]
     fn pfcwd_lists_queues_with_something_to_show_unless_asked_for_all() {
         let mut p1 = port("p1");
-        let mut stormed = WatchdogStats { priority: 3, active: true, ..Default::default() };
+        let mut stormed = WatchdogStats { priority: Priority::new(3), active: true, ..Default::default() };
         stormed.counters.storms_detected = 2;
         stormed.counters.restored = 1;
         stormed.counters.storm_traffic.tx_dropped = 40;
         stormed.counters.last_storm_traffic.tx_dropped = 15;
-        p1.engine.pfcwd = vec![stormed, WatchdogStats { priority: 4, ..Default::default() }];
+        p1.engine.pfcwd = vec![stormed, WatchdogStats { priority: Priority::new(4), ..Default::default() }];
         let v = views(vec![p1], None);
         let s = PfcwdStats::new(&v, false);
         assert_eq!(s.queues.len(), 1);
@@ -677,8 +677,11 @@ mod tests {
         assert_eq!(r.interval_s, 0.5);
         let (all, p3) = (&r.rows[0], &r.rows[1]);
         assert_eq!((all.priority, all.rx_fps, all.rx_bps, all.pauses_tx_ps), (None, 5000.0, 40e6, 60.0));
-        assert_eq!((p3.priority, p3.rx_fps, p3.pauses_tx_ps, p3.ingress_bytes), (Some(3), 5000.0, 60.0, 40_960));
-        assert_eq!((all.xoff.clone(), p3.xoff.clone()), (vec![3], vec![3]));
+        assert_eq!(
+            (p3.priority, p3.rx_fps, p3.pauses_tx_ps, p3.ingress_bytes),
+            (Some(Priority::new(3)), 5000.0, 60.0, 40_960)
+        );
+        assert_eq!((all.xoff.clone(), p3.xoff.clone()), (vec![Priority::new(3)], vec![Priority::new(3)]));
         assert_eq!(r.rows.len(), 2, "idle lossy priorities are left out");
         assert!(Rates::between(&stats(10.5, 0, 0, false), &stats(10.5, 0, 0, false)).is_none());
         let text = r.render("sw1");

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use pfcswitch::core::mac::MacAddr;
 use pfcswitch::core::speed::{wire_bytes, Speed};
+use pfcswitch::core::Priority;
 use serde::Serialize;
 
 use crate::traffic::flow::{FlowSpec, FCS_LEN};
@@ -132,12 +133,12 @@ pub struct GenArgs {
     #[arg(long)]
     pub vlan: Option<u16>,
     /// PCP of the VLAN tag.
-    #[arg(long, default_value_t = 0)]
-    pub pcp: u8,
+    #[arg(long, default_value_t = Priority::new(0))]
+    pub pcp: Priority,
     /// Priority the sender considers the frames to be on (what PFC pauses); from the
     /// PCP when tagged, else DSCP 3→3, 4→4, others 0.
     #[arg(long)]
-    pub prio: Option<u8>,
+    pub prio: Option<Priority>,
     /// Total frames per second (e.g. 100k); as fast as possible when absent.
     #[arg(long, value_parser = parse_rate, conflicts_with = "load")]
     pub rate: Option<f64>,
@@ -196,12 +197,17 @@ pub enum Ecn {
     Ce = 3,
 }
 
+/// The priority a Tagger tag's frames are sent on: the table's, else the tag itself,
+/// which must then be one.
+fn tag_priority(p: u8) -> Result<Priority> {
+    Priority::checked(p).with_context(|| format!("tag {p} names no priority 0..7: give --prio"))
+}
+
 /// The priority a sender would put a DSCP on with the switch's default map.
-pub fn default_priority(dscp: u8) -> u8 {
+pub fn default_priority(dscp: u8) -> Priority {
     match dscp {
-        3 => 3,
-        4 => 4,
-        _ => 0,
+        3 | 4 => Priority::new(dscp),
+        _ => Priority::new(0),
     }
 }
 
@@ -213,9 +219,12 @@ impl GenArgs {
         let (dscps, tag_prio) = match (&self.tagger_table, self.initial_tag) {
             (Some(path), _) => {
                 let t = tagger::system::read_table(path)?;
-                (vec![t.initial_tag], t.priority_of(t.initial_tag).or(Some(t.initial_tag)))
+                (
+                    vec![t.initial_tag],
+                    t.priority_of(t.initial_tag).or(Some(t.initial_tag)).map(tag_priority).transpose()?,
+                )
             }
-            (None, Some(tag)) => (vec![tag], Some(tag)),
+            (None, Some(tag)) => (vec![tag], Some(tag_priority(tag)?)),
             (None, None) if self.dscp.is_empty() => (vec![0], None),
             (None, None) => (self.dscp.clone(), None),
         };
@@ -235,7 +244,7 @@ impl GenArgs {
         let flows = (0..self.flows)
             .map(|k| {
                 let dscp = dscps[usize::from(k) % dscps.len()];
-                let vlan = self.vlan.map(|v| (v, self.pcp));
+                let vlan = self.vlan.map(|v| (v, self.pcp.get()));
                 let prio =
                     self.prio.or(tag_prio).unwrap_or(if vlan.is_some() { self.pcp } else { default_priority(dscp) });
                 let spec = FlowSpec {

@@ -15,6 +15,7 @@ use pfcswitch::core::pfc::{self, MacControl, Pfc};
 use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::time::Time;
+use pfcswitch::core::Priority;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +56,7 @@ pub struct StormArgs {
     pub bitmap: Option<u8>,
     /// A priority to pause; repeat for several (alternative to -p).
     #[arg(long = "prio")]
-    pub prios: Vec<u8>,
+    pub prios: Vec<Priority>,
     /// Quanta per enabled class (`pfc_gen.py -t`); 0 sends resumes.
     #[arg(long, short = 't', default_value_t = 65535)]
     pub quanta: u16,
@@ -180,10 +181,7 @@ impl StormArgs {
     pub fn priorities(&self) -> Result<Priorities> {
         let mut prios = Priorities::from_bits(self.bitmap.unwrap_or(0));
         for &p in &self.prios {
-            if p > 7 {
-                bail!("priority {p} is not 0..7");
-            }
-            prios.insert(usize::from(p));
+            prios.insert(p);
         }
         if self.bitmap.is_none() && self.prios.is_empty() && !self.global {
             bail!("give the priorities to pause: -p BITMAP or --prio N (or --global for 802.3x)");
@@ -329,12 +327,12 @@ mod tests {
         ];
         for (mode, reject) in cases {
             assert_eq!(
-                pfc::decode(&storm_frame(mode, SRC, Priorities::only(3), 1, false), ME),
+                pfc::decode(&storm_frame(mode, SRC, Priorities::only(Priority::new(3)), 1, false), ME),
                 Err(reject),
                 "{mode:?}"
             );
         }
-        let z = storm_frame(StormMode::ZeroSource, SRC, Priorities::only(3), 1, false);
+        let z = storm_frame(StormMode::ZeroSource, SRC, Priorities::only(Priority::new(3)), 1, false);
         assert_eq!(pfc::decode(&z, ME).unwrap().src, MacAddr::ZERO);
     }
 
@@ -379,7 +377,7 @@ mod tests {
         let mut none = args.clone();
         none.bitmap = None;
         assert!(none.priorities().is_err());
-        none.prios = vec![3, 4];
+        none.prios = vec![Priority::new(3), Priority::new(4)];
         assert_eq!(none.priorities().unwrap(), Priorities::from_bits(0x18));
     }
 

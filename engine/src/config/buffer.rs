@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::priorities::PerPriority;
+use crate::priorities::{PerPriority, Priority};
 
 use super::{invalid, ConfigError, MAX_BUFFER_BYTES};
 
@@ -172,7 +172,7 @@ pub enum XonRule {
 pub const DEFAULT_XOFF_BYTES: u64 = 96 << 10;
 
 /// The lossless priorities when nothing sets them (the common RoCE choice).
-pub const DEFAULT_LOSSLESS: [u8; 2] = [3, 4];
+pub const DEFAULT_LOSSLESS: [Priority; 2] = [Priority::new(3), Priority::new(4)];
 
 /// How far below XOFF XON lies when nothing sets it.
 pub const DEFAULT_XON_OFFSET_BYTES: u64 = 16 << 10;

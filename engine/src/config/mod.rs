@@ -12,8 +12,7 @@ use crate::mac::MacAddr;
 use crate::pfcwd::WatchdogConfig;
 use crate::pool::PoolSize;
 use crate::ports::MAX_PORTS;
-use crate::priorities::Priorities;
-use crate::priorities::PRIORITIES;
+use crate::priorities::{Priorities, Priority};
 use crate::speed::Speed;
 
 mod buffer;
@@ -144,7 +143,7 @@ pub struct PfcConfig {
     /// Priorities that are lossless: they send and obey PFC. The others are lossy.
     /// Default: 3 and 4, or with a Tagger table the priorities its rules use.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lossless: Option<Vec<u8>>,
+    pub lossless: Option<Vec<Priority>>,
     /// Quanta carried by the pauses this switch sends.
     pub quanta: u16,
     /// How often a pause is repeated while the queue stays above XON; half the pause time
@@ -163,20 +162,23 @@ impl Default for PfcConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ClassifyConfig {
     /// DSCP → priority for untagged IP frames, e.g. `dscp = { 3 = 3, 4 = 4, 46 = 5 }`.
-    pub dscp: BTreeMap<String, u8>,
+    pub dscp: BTreeMap<String, Priority>,
     /// Priority of frames with neither a VLAN tag nor a mapped DSCP.
-    pub default_priority: u8,
+    pub default_priority: Priority,
 }
 
 impl Default for ClassifyConfig {
     fn default() -> ClassifyConfig {
-        ClassifyConfig { dscp: BTreeMap::from([("3".into(), 3), ("4".into(), 4)]), default_priority: 0 }
+        ClassifyConfig {
+            dscp: BTreeMap::from([("3".into(), Priority::new(3)), ("4".into(), Priority::new(4))]),
+            default_priority: Priority::new(0),
+        }
     }
 }
 
 impl ClassifyConfig {
     /// The DSCP map as a table; call after [`Config::validate`].
-    pub fn dscp_table(&self) -> [u8; 64] {
+    pub fn dscp_table(&self) -> [Priority; 64] {
         let mut table = [self.default_priority; 64];
         for (dscp, prio) in &self.dscp {
             if let Ok(d) = dscp.parse::<usize>() {
@@ -294,20 +296,20 @@ impl Config {
     }
 
     /// The lossless priorities: as configured, or 3 and 4.
-    pub fn lossless_priorities(&self) -> &[u8] {
+    pub fn lossless_priorities(&self) -> &[Priority] {
         self.pfc.lossless.as_deref().unwrap_or(&DEFAULT_LOSSLESS)
     }
 
     /// The lossless priorities: `pfc.lossless`, or the defaults.
     pub fn lossless(&self) -> Priorities {
-        self.lossless_priorities().iter().map(|&p| usize::from(p)).collect()
+        self.lossless_priorities().iter().copied().collect()
     }
 
     /// The buffer profile of `port`'s group for `prio`. Each rule (XOFF, XON, headroom)
     /// comes from the most specific level that sets it: the port's own profile for the
     /// priority, then the port's `xoff_bytes`/`headroom_bytes`, then
     /// `[buffer.priority.N]`, then `[buffer]`, then the defaults.
-    pub fn group_profile(&self, port: usize, prio: u8) -> GroupProfile {
+    pub fn group_profile(&self, port: usize, prio: Priority) -> GroupProfile {
         let p = &self.ports[port];
         let port_wide =
             BufferProfile { xoff_bytes: p.xoff_bytes, headroom_bytes: p.headroom_bytes, ..Default::default() };
@@ -325,7 +327,7 @@ impl Config {
     /// most specific level that gives it: `[port.wred.priority.N]`, then
     /// `[wred.priority.N]`, then the defaults ([`WredProfile::default_for`]: marking on
     /// lossless queues, nothing on lossy ones).
-    pub fn wred_profile(&self, port: usize, prio: u8) -> WredProfile {
+    pub fn wred_profile(&self, port: usize, prio: Priority) -> WredProfile {
         let wide = self.wred_wide(prio);
         self.ports[port].wred.priority.get(prio).map_or(wide, |s| wide.with(s))
     }
@@ -333,14 +335,14 @@ impl Config {
     /// `[wred.priority.N]` for every priority, each setting given: what the switch-wide
     /// level comes to with the defaults (`check-config` prints it).
     pub fn wred_filled(&self) -> WredConfig {
-        let priority = (0..PRIORITIES as u8).map(|prio| (prio, self.wred_wide(prio).settings())).collect();
+        let priority = Priority::all().map(|prio| (prio, self.wred_wide(prio).settings())).collect();
         WredConfig { seed: self.wred.seed, priority }
     }
 
     /// Priority `prio`'s profile at the switch-wide level: `[wred.priority.N]` over the
     /// defaults.
-    fn wred_wide(&self, prio: u8) -> WredProfile {
-        let base = WredProfile::default_for(self.lossless().contains(usize::from(prio)));
+    fn wred_wide(&self, prio: Priority) -> WredProfile {
+        let base = WredProfile::default_for(self.lossless().contains(prio));
         self.wred.priority.get(prio).map_or(base, |s| base.with(s))
     }
 
@@ -497,16 +499,11 @@ impl Config {
         if b.lossless_frames == Some(0) {
             return Err(invalid("buffer.lossless_frames", "must be above zero"));
         }
-        for (i, &p) in self.lossless_priorities().iter().enumerate() {
-            if usize::from(p) >= PRIORITIES {
-                return Err(invalid(format!("pfc.lossless[{i}]"), format!("priority {p} is not 0..7")));
-            }
-        }
         check_profiles("buffer.priority", &b.priority)?;
         wred::check_settings("wred.priority", &self.wred.priority)?;
         for (i, p) in self.ports.iter().enumerate() {
             wred::check_settings(format!("port[{i}].wred.priority"), &p.wred.priority)?;
-            for prio in 0..PRIORITIES as u8 {
+            for prio in Priority::all() {
                 let field = format!("WRED profile of port {} priority {prio}", self.port_name(i));
                 wred::check_profile(field, &self.wred_profile(i, prio))?;
             }
@@ -527,18 +524,12 @@ impl Config {
         if self.pfc.refresh_us == Some(0) {
             return Err(invalid("pfc.refresh_us", "must be above zero"));
         }
-        for (dscp, &prio) in &self.classify.dscp {
-            let field = format!("classify.dscp.{dscp}");
+        // A priority out of 0..7 is refused as the file is parsed (Priority's own parser).
+        for dscp in self.classify.dscp.keys() {
             match dscp.parse::<u8>() {
                 Ok(d) if d < 64 => {}
-                _ => return Err(invalid(field, "DSCP must be 0..63")),
+                _ => return Err(invalid(format!("classify.dscp.{dscp}"), "DSCP must be 0..63")),
             }
-            if usize::from(prio) >= PRIORITIES {
-                return Err(invalid(field, format!("priority {prio} is not 0..7")));
-            }
-        }
-        if usize::from(self.classify.default_priority) >= PRIORITIES {
-            return Err(invalid("classify.default_priority", "must be 0..7"));
         }
         if !(1..=MAX_FDB_ENTRIES).contains(&self.fdb.max_entries) {
             // The table grows up to it: a huge bound would let a flood of source

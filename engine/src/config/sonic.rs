@@ -37,7 +37,7 @@ use crate::config::port::max_frame_for_mtu;
 use crate::config::EcnMode;
 use crate::headroom::{reaction_allowance_quanta, CalcInput};
 use crate::pfcwd::{WatchdogAction, WatchdogOverride};
-use crate::priorities::PRIORITIES;
+use crate::priorities::{Priority, PRIORITIES};
 use crate::speed::Speed;
 
 /// The largest document read, bytes (a full 128-port switch's is under 2 MB).
@@ -178,7 +178,7 @@ fn reference(text: &str) -> &str {
 }
 
 /// `3`, `3-4` or `0,1,5-6`: classes 0..7.
-fn classes(table: &str, key: &str, text: &str) -> Result<Vec<u8>, SonicError> {
+fn classes(table: &str, key: &str, text: &str) -> Result<Vec<Priority>, SonicError> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
@@ -186,7 +186,7 @@ fn classes(table: &str, key: &str, text: &str) -> Result<Vec<u8>, SonicError> {
         if a > b || usize::from(b) >= PRIORITIES {
             return Err(invalid(table, key, format!("`{part}` is not a range of classes 0..7")));
         }
-        out.extend(a..=b);
+        out.extend((a..=b).map(Priority::new));
     }
     Ok(out)
 }
@@ -367,27 +367,29 @@ fn common_map(doc: &Doc, ports: &[PortMap], field_name: &str) -> Result<Option<S
 }
 
 /// A class map: class (or DSCP) → class, every key and value checked.
-fn class_map(doc: &Doc, table: &str, name: &str, keys: usize) -> Result<BTreeMap<u8, u8>, SonicError> {
+fn class_map(doc: &Doc, table: &str, name: &str, keys: usize) -> Result<BTreeMap<u8, Priority>, SonicError> {
     let entry = doc.named(table, name, "PORT_QOS_MAP")?;
     let mut out = BTreeMap::new();
     for (k, v) in entry {
         let from: u8 = number(table, name, k, k)?;
         let to: u8 = number(table, name, k, v.as_str().unwrap_or(""))?;
-        if usize::from(from) >= keys || usize::from(to) >= PRIORITIES {
-            return Err(invalid(
-                table,
-                format!("{name}.{k}"),
-                format!("maps {from} to {to}: keys 0..{}, classes 0..7", keys - 1),
-            ));
-        }
-        out.insert(from, to);
+        match Priority::checked(to) {
+            Some(to) if usize::from(from) < keys => out.insert(from, to),
+            _ => {
+                return Err(invalid(
+                    table,
+                    format!("{name}.{k}"),
+                    format!("maps {from} to {to}: keys 0..{}, classes 0..7", keys - 1),
+                ))
+            }
+        };
     }
     Ok(out)
 }
 
 /// `PORT_QOS_MAP` and the maps it names. Returns the lossless priorities.
-fn qos_maps(doc: &mut Doc, config: &mut Config, ports: &[PortMap]) -> Result<Vec<u8>, SonicError> {
-    let mut lossless: Option<Vec<u8>> = None;
+fn qos_maps(doc: &mut Doc, config: &mut Config, ports: &[PortMap]) -> Result<Vec<Priority>, SonicError> {
+    let mut lossless: Option<Vec<Priority>> = None;
     for (i, p) in ports.iter().enumerate() {
         let enabled = doc.entry("PORT_QOS_MAP", &p.sonic).and_then(|e| field(e, "pfc_enable")).map(|s| s.into_owned());
         match enabled {
@@ -419,7 +421,7 @@ fn qos_maps(doc: &mut Doc, config: &mut Config, ports: &[PortMap]) -> Result<Vec
     if let Some(name) = common_map(doc, ports, "dscp_to_tc_map")? {
         let map = class_map(doc, "DSCP_TO_TC_MAP", &name, 64)?;
         config.classify.dscp = map.iter().map(|(d, tc)| (d.to_string(), *tc)).collect();
-        config.classify.default_priority = 0;
+        config.classify.default_priority = Priority::new(0);
     } else {
         doc.note(
             "PORT_QOS_MAP",
@@ -435,8 +437,8 @@ fn qos_maps(doc: &mut Doc, config: &mut Config, ports: &[PortMap]) -> Result<Vec
     ] {
         let Some(name) = common_map(doc, ports, field_name)? else { continue };
         let map = class_map(doc, table, &name, PRIORITIES)?;
-        let moved: Vec<String> = map.iter().filter(|(a, b)| a != b).map(|(a, b)| format!("{a}→{b}")).collect();
-        let lossless_moved = map.iter().any(|(a, b)| a != b && lossless.contains(a));
+        let moved: Vec<String> = map.iter().filter(|(&a, b)| a != b.get()).map(|(a, b)| format!("{a}→{b}")).collect();
+        let lossless_moved = map.iter().any(|(&a, b)| a != b.get() && lossless.iter().any(|l| l.get() == a));
         if lossless_moved {
             return Err(invalid(
                 table,
@@ -520,7 +522,7 @@ fn pool(doc: &Doc, name: &str, by: &str) -> Result<Pool, SonicError> {
 
 /// `BUFFER_POOL`, `BUFFER_PROFILE`, `BUFFER_PG` and `BUFFER_QUEUE`, with the lossless PGs
 /// that have no profile derived.
-fn buffers(doc: &mut Doc, config: &mut Config, ports: &[PortMap], lossless: &[u8]) -> Result<(), SonicError> {
+fn buffers(doc: &mut Doc, config: &mut Config, ports: &[PortMap], lossless: &[Priority]) -> Result<(), SonicError> {
     let ingress = doc.table("BUFFER_POOL").and_then(|t| {
         t.iter()
             .filter(|(_, v)| v.get("type").and_then(Value::as_str) == Some("ingress"))
@@ -728,7 +730,7 @@ fn queues(doc: &mut Doc, config: &mut Config, ports: &[PortMap]) -> Result<(), S
     // other queue, lossless or not, tail-drops or pauses. pfcswitch's own default marks
     // lossless queues, so the switch-wide level is turned off here.
     let off = WredSettings { ecn: Some(EcnMode::EcnNone), wred_green_enable: Some(false), ..Default::default() };
-    config.wred.priority = (0..PRIORITIES as u8).map(|q| (q, off.clone())).collect();
+    config.wred.priority = Priority::all().map(|q| (q, off.clone())).collect();
     let entries: Vec<(String, Map<String, Value>)> = doc
         .table("QUEUE")
         .map(|t| t.iter().filter_map(|(k, v)| Some((k.clone(), v.as_object()?.clone()))).collect())
@@ -752,7 +754,7 @@ fn queues(doc: &mut Doc, config: &mut Config, ports: &[PortMap]) -> Result<(), S
                     let name = reference(&s).to_string();
                     let sched = doc.named("SCHEDULER", &name, &format!("QUEUE|{key}"))?.clone();
                     let kind = field(&sched, "type").map(|t| t.to_ascii_uppercase()).unwrap_or_else(|| "DWRR".into());
-                    weights[usize::from(q)] = Some(match kind.as_str() {
+                    weights[q] = Some(match kind.as_str() {
                         "STRICT" => 0,
                         "DWRR" | "WRR" => {
                             let w = field(&sched, "weight")

@@ -1,4 +1,5 @@
 use super::*;
+use crate::priorities::names::*;
 
 #[test]
 fn frame_caps_share_what_the_rings_leave_unless_given() {
@@ -26,8 +27,8 @@ fn minimal_file_gets_defaults() {
     assert_eq!(c.ports.len(), 2);
     assert_eq!((c.ports[0].speed, c.ports[0].speed()), (None, Speed::gbps(10)));
     assert_eq!(c.lossless(), Priorities::from_bits(0b1_1000));
-    assert_eq!(c.classify.dscp_table()[3], 3);
-    assert_eq!(c.classify.dscp_table()[46], 0);
+    assert_eq!(c.classify.dscp_table()[3], P3);
+    assert_eq!(c.classify.dscp_table()[46], P0);
     assert_eq!(c.port_name(1), "b");
     assert_eq!(c, Config::for_interfaces(&["a", "b"]));
 }
@@ -69,8 +70,8 @@ fn full_file_parses() {
     .unwrap();
     assert_eq!(c.buffer.xoff_rule(), XoffRule::Dynamic(0.5));
     assert_eq!(c.buffer.xon_rule(), XonRule::BelowXoff(1000));
-    assert_eq!(c.classify.dscp_table()[26], 3);
-    assert_eq!(c.classify.dscp_table()[0], 1);
+    assert_eq!(c.classify.dscp_table()[26], P3);
+    assert_eq!(c.classify.dscp_table()[0], P1);
     assert_eq!(c.ports[0].pause_mode, PauseMode::GlobalPause);
     assert_eq!(c.switch_id(), 11);
     assert_eq!(c.port_name(0), "up");
@@ -88,7 +89,11 @@ fn errors_name_the_field() {
         ("[[port]]\niface = \"a\"\nspeeed = \"10G\"\n", "speeed"),
         ("[[port]]\n", "iface"),
         ("", "port"),
-        ("[pfc]\nlossless = [9]\n[[port]]\niface = \"a\"\n", "pfc.lossless[0]"),
+        // A priority out of range is refused by its parser: the error shows the line.
+        ("[pfc]\nlossless = [9]\n[[port]]\niface = \"a\"\n", "lossless = [9]"),
+        ("[pfc]\nlossless = [9]\n[[port]]\niface = \"a\"\n", "priority 9 is not in 0..8"),
+        ("[classify]\ndscp = { 3 = 8 }\n[[port]]\niface = \"a\"\n", "priority 8 is not in 0..8"),
+        ("[classify]\ndefault_priority = 8\n[[port]]\niface = \"a\"\n", "default_priority = 8"),
         ("[classify]\ndscp = { 64 = 1 }\n[[port]]\niface = \"a\"\n", "classify.dscp.64"),
         ("[buffer]\nxoff_bytes = 1\nxoff_alpha = 1.0\n[[port]]\niface = \"a\"\n", "buffer.xoff_alpha"),
         ("[buffer]\nxoff_bytes = 100\nxon_bytes = 200\n[[port]]\niface = \"a\"\n", "buffer.xon_bytes"),
@@ -164,18 +169,18 @@ fn a_group_takes_each_rule_from_the_most_specific_level_that_sets_it() {
     let c = Config::from_toml(PROFILES).unwrap();
     let (static_, offset) = (XoffRule::Static(65536), XonRule::BelowXoff(16384));
     // Port a, priority 3: the buffer's rules, the port's own headroom.
-    assert_eq!(c.group_profile(0, 3), GroupProfile { xoff: static_, xon: offset, headroom_bytes: 40000 });
+    assert_eq!(c.group_profile(0, P3), GroupProfile { xoff: static_, xon: offset, headroom_bytes: 40000 });
     // Priority 4's profile: a dynamic XOFF everywhere; its headroom is overridden again
     // by port a's, not by port b, which sets none.
     let dynamic = XoffRule::Dynamic(0.5);
-    assert_eq!(c.group_profile(0, 4), GroupProfile { xoff: dynamic, xon: offset, headroom_bytes: 40000 });
-    assert_eq!(c.group_profile(1, 4), GroupProfile { xoff: dynamic, xon: offset, headroom_bytes: 98304 });
+    assert_eq!(c.group_profile(0, P4), GroupProfile { xoff: dynamic, xon: offset, headroom_bytes: 40000 });
+    assert_eq!(c.group_profile(1, P4), GroupProfile { xoff: dynamic, xon: offset, headroom_bytes: 98304 });
     // Port b's own profile for priority 3 replaces both threshold rules, and keeps
     // the buffer's headroom.
     let own = GroupProfile { xoff: XoffRule::Static(20000), xon: XonRule::Static(10000), headroom_bytes: 49152 };
-    assert_eq!(c.group_profile(1, 3), own);
+    assert_eq!(c.group_profile(1, P3), own);
     // With nothing configured: the defaults.
-    let d = Config::for_interfaces(&["a"]).group_profile(0, 3);
+    let d = Config::for_interfaces(&["a"]).group_profile(0, P3);
     let defaults = GroupProfile {
         xoff: XoffRule::Static(DEFAULT_XOFF_BYTES),
         xon: XonRule::BelowXoff(DEFAULT_XON_OFFSET_BYTES),
@@ -239,22 +244,22 @@ green_drop_probability = 20
 iface = "b"
 "#;
     let c = Config::from_toml(text).unwrap();
-    let a3 = c.wred_profile(0, 3);
+    let a3 = c.wred_profile(0, P3);
     assert_eq!(
         (a3.ecn, a3.wred_green_enable, a3.green_min_threshold, a3.green_max_threshold, a3.green_drop_probability),
         (EcnMode::EcnAll, true, 8192, DEFAULT_GREEN_MAX_THRESHOLD, 20)
     );
-    assert_eq!(c.wred_profile(1, 3).green_drop_probability, DEFAULT_GREEN_DROP_PROBABILITY);
-    assert_eq!(c.wred_profile(1, 4), WredProfile::default_for(true), "lossless 4: the defaults");
-    assert_eq!(c.wred_profile(1, 1), WredProfile::default_for(false), "lossy 1: off");
-    let q0 = c.wred_profile(1, 0);
+    assert_eq!(c.wred_profile(1, P3).green_drop_probability, DEFAULT_GREEN_DROP_PROBABILITY);
+    assert_eq!(c.wred_profile(1, P4), WredProfile::default_for(true), "lossless 4: the defaults");
+    assert_eq!(c.wred_profile(1, P1), WredProfile::default_for(false), "lossy 1: off");
+    let q0 = c.wred_profile(1, P0);
     assert!(q0.wred_green_enable && q0.ecn == EcnMode::EcnAll);
     // What check-config prints reads back as the same profiles.
     let mut printed = c.clone();
     printed.wred = c.wred_filled();
     let again = Config::from_toml(&printed.to_toml()).unwrap();
     for port in 0..2 {
-        for prio in 0..8 {
+        for prio in Priority::all() {
             assert_eq!(again.wred_profile(port, prio), c.wred_profile(port, prio));
         }
     }

@@ -9,8 +9,8 @@ use crate::config::Scheduler;
 use crate::pause::EgressPause;
 use crate::pool::FramePool;
 use crate::ports::PortId;
-use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
+use crate::priorities::{Priorities, Priority};
 use crate::queue::FrameId;
 use crate::queue::{DataQueues, Fifo};
 use crate::shaper::Shaper;
@@ -125,9 +125,12 @@ impl PortTx {
             control: Fifo::default(),
             drr: match scheduler {
                 Scheduler::Strict => None,
-                Scheduler::Drr { weights } => {
-                    Some(Drr { weights: *weights, deficit: [0; PRIORITIES], current: 0, credited: false })
-                }
+                Scheduler::Drr { weights } => Some(Drr {
+                    weights: *weights,
+                    deficit: [0; PRIORITIES],
+                    current: Priority::new(0),
+                    credited: false,
+                }),
             },
             shaper: Shaper::new(speed, SHAPER_BURST, SHAPER_CATCH_UP),
             pause: EgressPause::default(),
@@ -140,7 +143,7 @@ impl PortTx {
 pub(super) struct Drr {
     weights: [u32; PRIORITIES],
     deficit: [u32; PRIORITIES],
-    current: usize,
+    current: Priority,
     credited: bool,
 }
 
@@ -201,7 +204,7 @@ impl Switch {
             p.prio[prio].tx_bytes += u64::from(meta.len);
             out.push(TxFrame { id, len: meta.len, xoff_trigger: None, pause: false });
             if let Some(ingress) = meta.ingress() {
-                let group = usize::from(meta.prio);
+                let group = meta.prio;
                 self.ports[ingress].dcfit.departed[group] = Some(now);
                 self.map.dequeued(ingress, port);
                 if self.buffer.release(ingress, group, u64::from(meta.len), u32::from(meta.buffers)) {
@@ -212,7 +215,7 @@ impl Switch {
     }
 
     /// Takes the head of a queue that will not be sent, keeping the traffic map right.
-    pub(super) fn unqueue(&mut self, port: PortId, prio: usize) -> Option<FrameId> {
+    pub(super) fn unqueue(&mut self, port: PortId, prio: Priority) -> Option<FrameId> {
         let id = self.ports[port].tx.queues.pop(prio, &mut self.frames)?;
         let meta = *self.frames.get(id);
         if let Some(ingress) = meta.ingress() {
@@ -222,7 +225,7 @@ impl Switch {
     }
 
     /// The queue the scheduler serves next on `port`, skipping paused priorities.
-    fn pick_queue(&mut self, now: Time, port: PortId) -> Option<usize> {
+    fn pick_queue(&mut self, now: Time, port: PortId) -> Option<Priority> {
         let paused = self.effective_paused(now, port);
         let p = &mut self.ports[port];
         let ready = p.tx.queues.nonempty() & !paused;
@@ -237,7 +240,7 @@ impl Switch {
         if let Some(q) = strict.highest() {
             return Some(q);
         }
-        for q in 0..PRIORITIES {
+        for q in Priority::all() {
             if p.tx.queues[q].is_empty() {
                 drr.deficit[q] = 0;
             }
@@ -258,7 +261,7 @@ impl Switch {
                     continue;
                 }
             }
-            drr.current = (q + 1) % PRIORITIES;
+            drr.current = q.next_wrapping();
             drr.credited = false;
         }
         ready.highest()

@@ -8,8 +8,8 @@ use crate::config::{PauseMode, PortRole};
 use crate::pfc::{self, MacControl, Pfc};
 use crate::pool::FramePool;
 use crate::ports::PortId;
-use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
+use crate::priorities::{Priorities, Priority};
 use crate::ring::Ring;
 use crate::stats::XoffEpisode;
 use crate::time::Time;
@@ -87,10 +87,10 @@ impl Switch {
     }
 
     /// A lossless group of `port` crossed XOFF: the port must pause its link partner.
-    pub(super) fn request_pause(&mut self, now: Time, port: PortId, prio: usize) {
+    pub(super) fn request_pause(&mut self, now: Time, port: PortId, prio: Priority) {
         let p = &mut self.ports[port];
         p.upstream.log.xoff_since[prio] = now;
-        let k = p.upstream.log.episodes.push(XoffEpisode { prio: prio as u8, start_ns: now.as_nanos(), end_ns: None });
+        let k = p.upstream.log.episodes.push(XoffEpisode { prio, start_ns: now.as_nanos(), end_ns: None });
         p.upstream.log.open_episode[prio] = Some(k);
         let pending = &mut self.ports[port].upstream.pending;
         pending.pause.insert(prio);
@@ -99,11 +99,11 @@ impl Switch {
         self.ready.insert(port);
     }
 
-    pub(super) fn request_resume(&mut self, port: PortId, prio: usize) {
+    pub(super) fn request_resume(&mut self, port: PortId, prio: Priority) {
         let now = self.clock;
         let p = &mut self.ports[port];
         let open = p.upstream.log.open_episode[prio].take().and_then(|k| p.upstream.log.episodes.get_mut(k));
-        if let Some(e) = open.filter(|e| e.prio == prio as u8 && e.end_ns.is_none()) {
+        if let Some(e) = open.filter(|e| e.prio == prio && e.end_ns.is_none()) {
             e.end_ns = Some(now.as_nanos().max(e.start_ns));
         }
         if !self.lossless.iter().any(|q| self.buffer.group(port, q).xoff) {
@@ -243,7 +243,7 @@ impl Switch {
         };
         let p = &mut self.ports[port];
         let len = pfc::encode(pool.write(id, pfc::MIN_FRAME_LEN), p.mac, &body);
-        self.frames.set(id, len as u32, 1, None, 0, now);
+        self.frames.set(id, len as u32, 1, None, Priority::new(0), now);
         p.tx.control.push(&mut self.frames, id);
         for prio in pause.iter() {
             p.upstream.pending.refresh_at[prio] = now + p.upstream.refresh;

@@ -60,7 +60,7 @@ impl Switch {
 
     fn slowpath_refused<P: FramePool>(&mut self, pool: &mut P, event: ToSlowpath) {
         if let ToSlowpath::Held(f) = event {
-            let (i, e, q) = (f.ingress, f.egress, usize::from(f.prio));
+            let (i, e, q) = (f.ingress, f.egress, f.prio);
             self.map.returned_from_slowpath(i, e, q, self.frames.get(f.id).buffers);
             self.ports[i].counters.drops.count(DropReason::SlowpathRefused);
             self.give_back(pool, f.id);
@@ -89,7 +89,7 @@ impl Switch {
     /// when it arrived and has stayed charged to its ingress group since), unless its link
     /// is down or its queue is being emptied to break a deadlock.
     fn reinject<P: FramePool>(&mut self, now: Time, pool: &mut P, f: HeldFrame) {
-        let (i, e, p) = (f.ingress, f.egress, usize::from(f.prio));
+        let (i, e, p) = (f.ingress, f.egress, f.prio);
         self.map.returned_from_slowpath(i, e, p, self.frames.get(f.id).buffers);
         if !self.ports[e].link_up {
             self.ports[e].counters.drops.count(DropReason::LinkDown);

@@ -7,8 +7,7 @@ use crate::fdb::Learned;
 use crate::pfc;
 use crate::pool::FramePool;
 use crate::ports::{PortId, PortSet};
-use crate::priorities::Priorities;
-use crate::priorities::PRIORITIES;
+use crate::priorities::{Priorities, Priority};
 use crate::queue::FrameId;
 use crate::slowpath::{HeldFrame, ToSlowpath};
 use crate::stats::DropReason;
@@ -22,7 +21,7 @@ use super::{Switch, PAUSE_RESERVE, TAG_SLOTS};
 /// under a Tagger table, its tag.
 #[derive(Clone, Copy, Debug)]
 struct Class {
-    prio: u8,
+    prio: Priority,
     tag: Tagged,
     ip: Option<IpAt>,
     vlan: bool,
@@ -44,8 +43,8 @@ enum Tagged {
 /// egress queue it waits in, and the tag it leaves with (when it is rewritten).
 #[derive(Clone, Copy, Debug)]
 struct Placement {
-    group: u8,
-    queue: u8,
+    group: Priority,
+    queue: Priority,
     tag: Option<u8>,
     /// The tag comes from a rewrite rule (not the default).
     by_rule: bool,
@@ -89,7 +88,7 @@ impl Switch {
             }
         }
         let class = self.classify(port, &header);
-        let counters = &mut self.ports[port].prio[usize::from(class.prio)];
+        let counters = &mut self.ports[port].prio[class.prio];
         counters.rx_frames += 1;
         counters.rx_bytes += len as u64;
         let destination = if header.dst.is_multicast() { None } else { self.fdb.lookup(header.dst, now) };
@@ -204,7 +203,7 @@ impl Switch {
             return;
         }
         let at = self.place(ingress, egress, class);
-        let (p, q) = (usize::from(at.group), usize::from(at.queue));
+        let (p, q) = (at.group, at.queue);
         let bytes = len as u64;
         let lossless_queue = self.is_lossless(p) || self.is_lossless(q);
         let depth = self.ports[egress].tx.queues[q].bytes();
@@ -301,11 +300,11 @@ impl Switch {
     /// Pool buffers the frames in `egress`'s lossy queues take: what its lossy frame cap counts.
     fn lossy_buffers(&self, egress: PortId) -> u32 {
         let queues = &self.ports[egress].tx.queues;
-        (0..PRIORITIES).filter(|&q| !self.is_lossless(q)).map(|q| queues[q].buffers()).sum()
+        Priority::all().filter(|&q| !self.is_lossless(q)).map(|q| queues[q].buffers()).sum()
     }
 
     /// Drops an admitted frame bound for queue `q` of `egress` (see [`Switch::dropping`]).
-    pub(super) fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, q: usize, id: FrameId) {
+    pub(super) fn discard<P: FramePool>(&mut self, pool: &mut P, egress: PortId, q: Priority, id: FrameId) {
         self.ports[egress].counters.drops.count(DropReason::Watchdog);
         if self.ports[egress].pfcwd.dropping().contains(q) {
             self.ports[egress].pfcwd.note_dropped(q);
@@ -318,7 +317,7 @@ impl Switch {
     pub(super) fn give_back<P: FramePool>(&mut self, pool: &mut P, id: FrameId) {
         let meta = *self.frames.get(id);
         if let Some(ingress) = meta.ingress() {
-            let group = usize::from(meta.prio);
+            let group = meta.prio;
             if self.buffer.release(ingress, group, u64::from(meta.len), u32::from(meta.buffers)) {
                 self.request_resume(ingress, group);
             }

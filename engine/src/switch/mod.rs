@@ -66,8 +66,8 @@ use crate::pause::EgressPause;
 use crate::pfcwd::{PortWatchdog, WatchdogEvents};
 use crate::pool::PoolSize;
 use crate::ports::{PortId, PortSet};
-use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
+use crate::priorities::{Priorities, Priority};
 use crate::queue::FrameTable;
 use crate::slowpath::ToSlowpath;
 use crate::speed::Speed;
@@ -214,7 +214,7 @@ impl Switch {
             xon: config.buffer.xon_rule(),
             headroom_bytes: config.buffer.headroom_bytes,
         };
-        let profiles = (0..n).map(|port| std::array::from_fn(|prio| config.group_profile(port, prio as u8))).collect();
+        let profiles = (0..n).map(|port| Priority::table(|prio| config.group_profile(port, prio))).collect();
         let mut buffer = SharedBuffer::new(config.buffer.shared_bytes, wide, profiles);
         let frame_caps = config.frame_caps(pool);
         let lossless = tags.as_ref().map_or(config.lossless(), TagTable::lossless);
@@ -264,7 +264,7 @@ impl Switch {
         &self.fdb
     }
 
-    fn is_lossless(&self, prio: usize) -> bool {
+    fn is_lossless(&self, prio: Priority) -> bool {
         self.lossless.contains(prio)
     }
 
@@ -299,7 +299,7 @@ impl Switch {
         }
         self.ports[port].counters.link_downs += 1;
         self.fdb.flush_port(port);
-        for prio in 0..PRIORITIES {
+        for prio in Priority::all() {
             while let Some(id) = self.unqueue(port, prio) {
                 self.ports[port].counters.drops.count(DropReason::LinkDown);
                 self.give_back(pool, id);
@@ -437,9 +437,10 @@ impl Switch {
         Some(next.map_or(at, |n| n.min(at)))
     }
 
-    /// Bytes queued at `port`'s egress for `prio` (what a monitor samples); 0 out of range.
-    pub fn egress_queue_bytes(&self, port: PortId, prio: usize) -> u64 {
-        self.ports.get(port.index()).filter(|_| prio < PRIORITIES).map_or(0, |p| p.tx.queues[prio].bytes())
+    /// Bytes queued at `port`'s egress for `prio` (what a monitor samples); 0 for a port
+    /// the switch does not have.
+    pub fn egress_queue_bytes(&self, port: PortId, prio: Priority) -> u64 {
+        self.ports.get(port.index()).map_or(0, |p| p.tx.queues[prio].bytes())
     }
 
     /// Frames held in egress queues.

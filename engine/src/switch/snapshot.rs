@@ -1,7 +1,7 @@
 //! The stats snapshot: everything `ctl stats` shows, assembled from the engine's state.
 
 use crate::ports::PortId;
-use crate::priorities::PRIORITIES;
+use crate::priorities::Priority;
 use crate::stats::{PortStats, PrioStats, SwitchStats, TagRow, TaggerStats, WatchdogStats};
 use crate::tagging::{TagTable, TAGS};
 use crate::time::Time;
@@ -60,13 +60,13 @@ impl Switch {
 
     fn port_stats(&self, now: Time, index: PortId, p: &Port) -> PortStats {
         let paused = p.tx.pause.paused(now);
-        let priorities = (0..PRIORITIES)
+        let priorities = Priority::all()
             .map(|prio| {
                 let g = self.buffer.group(index, prio);
                 let lossless = self.is_lossless(prio);
                 let profile = |v: u64| if lossless { v } else { 0 };
                 PrioStats {
-                    priority: prio as u8,
+                    priority: prio,
                     lossless,
                     counters: p.prio[prio],
                     ingress_bytes: g.occupancy(),
@@ -104,7 +104,7 @@ impl Switch {
                 .watched(index)
                 .iter()
                 .map(|prio| WatchdogStats {
-                    priority: prio as u8,
+                    priority: prio,
                     action: p.pfcwd.action(),
                     active: p.pfcwd.stormed().contains(prio),
                     counters: p.pfcwd.counters(prio, p.prio[prio].frames()),

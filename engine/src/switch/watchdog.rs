@@ -6,8 +6,8 @@ use crate::config::PauseMode;
 use crate::pfcwd::{Observed, WatchdogAction, WatchdogEvent};
 use crate::pool::FramePool;
 use crate::ports::PortId;
-use crate::priorities::Priorities;
 use crate::priorities::PRIORITIES;
+use crate::priorities::{Priorities, Priority};
 use crate::time::Time;
 
 use super::Switch;
@@ -88,7 +88,7 @@ impl Switch {
         let events = &mut self.pfcwd_events;
         let p = &mut self.ports[port];
         let prio = &p.prio;
-        let frames = |q: usize| prio[q].frames();
+        let frames = |q: Priority| prio[q].frames();
         p.pfcwd.check(now, port, watched, &seen, frames, |e| events.push(e));
     }
 

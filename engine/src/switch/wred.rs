@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::config::{Config, EcnMode};
 use crate::ports::PortId;
-use crate::priorities::PRIORITIES;
+use crate::priorities::{Priority, PRIORITIES};
 
 /// What a queue's profile says about a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,8 +50,8 @@ impl Wred {
     pub(super) fn new(config: &Config) -> Wred {
         let curves = (0..config.ports.len())
             .map(|port| {
-                std::array::from_fn(|prio| {
-                    let p = config.wred_profile(port, prio as u8);
+                Priority::table(|prio| {
+                    let p = config.wred_profile(port, prio);
                     Curve {
                         enabled: p.wred_green_enable,
                         marks: p.ecn == EcnMode::EcnAll,
@@ -69,7 +69,14 @@ impl Wred {
     /// `capable` when the frame is ECN-capable, `lossless` when the queue is. A draw is
     /// made only between the thresholds, so runs stay reproducible whatever the traffic
     /// below them.
-    pub(super) fn verdict(&mut self, egress: PortId, q: usize, depth: u64, capable: bool, lossless: bool) -> Verdict {
+    pub(super) fn verdict(
+        &mut self,
+        egress: PortId,
+        q: Priority,
+        depth: u64,
+        capable: bool,
+        lossless: bool,
+    ) -> Verdict {
         let c = self.curves[egress][q];
         if !c.enabled || depth < c.min {
             return Verdict::Pass;
@@ -94,10 +101,11 @@ impl Wred {
 mod tests {
     use super::*;
     use crate::config::{Config, WredSettings};
+    use crate::priorities::names::*;
 
     fn wred(settings: WredSettings) -> Wred {
         let mut c = Config::for_interfaces(&["a", "b"]);
-        c.wred.priority.insert(0, settings);
+        c.wred.priority.insert(P0, settings);
         Wred::new(&c)
     }
 
@@ -114,11 +122,11 @@ mod tests {
     #[test]
     fn below_the_minimum_nothing_happens_and_above_the_maximum_everything_does() {
         let mut w = wred(curve(1000, 2000, 10));
-        assert_eq!(w.verdict(PortId::new(0), 0, 999, true, false), Verdict::Pass);
-        assert_eq!(w.verdict(PortId::new(0), 0, 2000, true, false), Verdict::Mark);
-        assert_eq!(w.verdict(PortId::new(0), 0, 5000, false, false), Verdict::Drop, "not capable, lossy: dropped");
-        assert_eq!(w.verdict(PortId::new(0), 0, 5000, false, true), Verdict::PassNotCapable, "lossless never drops");
-        assert_eq!(w.verdict(PortId::new(0), 0, 1500, false, true), Verdict::PassNotCapable);
+        assert_eq!(w.verdict(PortId::new(0), P0, 999, true, false), Verdict::Pass);
+        assert_eq!(w.verdict(PortId::new(0), P0, 2000, true, false), Verdict::Mark);
+        assert_eq!(w.verdict(PortId::new(0), P0, 5000, false, false), Verdict::Drop, "not capable, lossy: dropped");
+        assert_eq!(w.verdict(PortId::new(0), P0, 5000, false, true), Verdict::PassNotCapable, "lossless never drops");
+        assert_eq!(w.verdict(PortId::new(0), P0, 1500, false, true), Verdict::PassNotCapable);
     }
 
     #[test]
@@ -127,7 +135,7 @@ mod tests {
         // so 5 % ± 0.5 % is over four of them.
         let mut w = wred(curve(1000, 3000, 10));
         let n = 40_000;
-        let marked = (0..n).filter(|_| w.verdict(PortId::new(0), 0, 2000, true, false) == Verdict::Mark).count();
+        let marked = (0..n).filter(|_| w.verdict(PortId::new(0), P0, 2000, true, false) == Verdict::Mark).count();
         let f = marked as f64 / f64::from(n);
         assert!((f - 0.05).abs() < 0.005, "{f}");
     }
@@ -135,8 +143,8 @@ mod tests {
     #[test]
     fn a_profile_that_does_not_mark_drops_capable_frames_on_lossy_queues_too() {
         let mut w = wred(WredSettings { ecn: Some(EcnMode::EcnNone), ..curve(0, 100, 100) });
-        assert_eq!(w.verdict(PortId::new(0), 0, 100, true, false), Verdict::Drop);
-        assert_eq!(w.verdict(PortId::new(0), 0, 100, true, true), Verdict::PassNotCapable);
+        assert_eq!(w.verdict(PortId::new(0), P0, 100, true, false), Verdict::Drop);
+        assert_eq!(w.verdict(PortId::new(0), P0, 100, true, true), Verdict::PassNotCapable);
     }
 
     #[test]
@@ -144,15 +152,15 @@ mod tests {
         let c = Config::for_interfaces(&["a"]);
         let mut w = Wred::new(&c);
         let lossless = c.lossless_priorities()[0];
-        assert_eq!(w.verdict(PortId::new(0), usize::from(lossless), 64 << 10, true, true), Verdict::Mark);
-        assert_eq!(w.verdict(PortId::new(0), 0, 1 << 20, false, false), Verdict::Pass, "lossy queues have WRED off");
+        assert_eq!(w.verdict(PortId::new(0), lossless, 64 << 10, true, true), Verdict::Mark);
+        assert_eq!(w.verdict(PortId::new(0), P0, 1 << 20, false, false), Verdict::Pass, "lossy queues have WRED off");
     }
 
     #[test]
     fn the_same_seed_draws_the_same_verdicts() {
         let run = || {
             let mut w = wred(curve(0, 1000, 50));
-            (0..1000).map(|i| w.verdict(PortId::new(0), 0, i, true, false)).collect::<Vec<_>>()
+            (0..1000).map(|i| w.verdict(PortId::new(0), P0, i, true, false)).collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
     }

@@ -57,7 +57,7 @@ impl Sim<'_> {
         if self.now >= s.until {
             return;
         }
-        let prios: Priorities = s.spec.priorities.iter().map(|&p| usize::from(p)).collect();
+        let prios: Priorities = s.spec.priorities.iter().copied().collect();
         let port = self.fabric.hosts[s.host].port;
         let buf = self.arena.take();
         pfc::encode(

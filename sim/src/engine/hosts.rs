@@ -11,7 +11,7 @@ impl Sim<'_> {
             return;
         }
         let mut earliest = Time::MAX;
-        for prio in (0..PRIORITIES).rev() {
+        for prio in Priority::all().rev() {
             if host.queues[prio].is_empty() {
                 continue;
             }
@@ -128,7 +128,7 @@ impl Sim<'_> {
             }
         }
         let h = plan.from;
-        let prio = usize::from(plan.priority);
+        let prio = plan.priority;
         let host = &mut self.hosts[h];
         if host.queues[prio].len() >= self.fabric.hosts[h].queue_frames {
             f.blocked = true;

@@ -56,7 +56,7 @@ impl Sim<'_> {
                 }
             }
             MacControl::Pause { quanta } => {
-                for prio in 0..PRIORITIES {
+                for prio in Priority::all() {
                     tl.pause(prio, at, ns(spec.speed.quanta_duration(quanta)));
                 }
             }

@@ -20,6 +20,7 @@ use pfcswitch_core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::time::Time;
 use pfcswitch_core::turn;
+use pfcswitch_core::Priority;
 
 use crate::fabric::{Fabric, Owner};
 use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
@@ -248,7 +249,7 @@ pub struct Sim<'f> {
     schedule: Option<Schedule>,
     /// DCQCN at the hosts, and the queue their CNPs leave by.
     dcqcn: Option<roce::DcqcnParams>,
-    cnp_priority: usize,
+    cnp_priority: Priority,
     monitor: Option<Monitor>,
 }
 
@@ -309,7 +310,7 @@ impl<'f> Sim<'f> {
         let mut flows = Vec::new();
         for f in &fabric.flows {
             let (a, b) = (&fabric.hosts[f.from], &fabric.hosts[f.to]);
-            let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority));
+            let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority.get()));
             let spec = TemplateSpec {
                 id: f.id,
                 src_mac: fabric.ports[a.port].mac,
@@ -364,7 +365,7 @@ impl<'f> Sim<'f> {
             trace,
             schedule: None,
             dcqcn: scenario.dcqcn.clone(),
-            cnp_priority: usize::from(scenario.cnp_priority).min(PRIORITIES - 1),
+            cnp_priority: scenario.cnp_priority,
             monitor: None,
         };
         if let Some(m) = &scenario.monitor {

@@ -230,7 +230,7 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
 
     let prios = || {
         ports.iter().flat_map(|p| {
-            p.priorities.iter().map(move |q| (PrioLabels { port: p.name.clone(), priority: q.priority }, q))
+            p.priorities.iter().map(move |q| (PrioLabels { port: p.name.clone(), priority: q.priority.get() }, q))
         })
     };
     m.counts("priority", prios().map(|(l, q)| (l, q.counters.counts())));
@@ -303,9 +303,9 @@ fn encode_with(s: &Stats, refused: &[(Reason, u64)]) -> String {
     );
 
     let wd = || {
-        ports
-            .iter()
-            .flat_map(|p| p.pfcwd.iter().map(move |w| (PrioLabels { port: p.name.clone(), priority: w.priority }, w)))
+        ports.iter().flat_map(|p| {
+            p.pfcwd.iter().map(move |w| (PrioLabels { port: p.name.clone(), priority: w.priority.get() }, w))
+        })
     };
     m.counts("pfcwd", wd().map(|(l, w)| (l, w.counters.counts())));
     m.gauges(
@@ -370,6 +370,7 @@ fn answer(head: &Head, routes: &Routes, refusals: Option<&Arc<Refusals>>) -> Ans
 mod tests {
     use super::*;
     use crate::core::stats::{PortStats, PrioStats, SwitchStats};
+    use crate::core::Priority;
     use crate::stats::PortReport;
     use openmetrics_parser::{openmetrics::parse_openmetrics, OpenMetricsValue};
 
@@ -378,11 +379,17 @@ mod tests {
         p.counters.rx_frames = 42;
         p.counters.drops.lossy = 7;
         p.counters.mac_control.rejected.truncated = 2;
-        p.priorities = (0..8)
-            .map(|q| PrioStats { priority: q, lossless: q == 3 || q == 4, xoff_threshold: 98304, ..Default::default() })
+        p.priorities = Priority::all()
+            .map(|q| PrioStats {
+                priority: q,
+                lossless: [3, 4].contains(&q.get()),
+                xoff_threshold: 98304,
+                ..Default::default()
+            })
             .collect();
         p.priorities[3].counters.xoff_sent = 5;
-        p.pfcwd = vec![crate::core::stats::WatchdogStats { priority: 3, active: true, ..Default::default() }];
+        p.pfcwd =
+            vec![crate::core::stats::WatchdogStats { priority: Priority::new(3), active: true, ..Default::default() }];
         p.pfcwd[0].counters.storms_detected = 1;
         let p2 = PortStats { name: "p2".into(), ..p.clone() };
         let ports = [p, p2].map(|engine| PortReport { engine, ..Default::default() }).into();

@@ -879,14 +879,14 @@ fn log_watchdog(config: &RunConfig, e: WatchdogEvent) {
     match e {
         WatchdogEvent::StormDetected { port, prio, at, stalled_since, action } => tracing::warn!(
             port = config.port_name(port.index()),
-            prio,
+            prio = prio.get(),
             stalled_ms = at.saturating_since(stalled_since).as_secs_f64() * 1e3,
             ?action,
             "PFC storm: the link partner kept the priority paused with frames waiting"
         ),
         WatchdogEvent::Restored { port, prio, stormed_for, .. } => tracing::info!(
             port = config.port_name(port.index()),
-            prio,
+            prio = prio.get(),
             stormed_ms = stormed_for.as_secs_f64() * 1e3,
             "PFC storm over: no pause for the restoration time, the priority is restored"
         ),

@@ -338,6 +338,7 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::Priority;
 
     fn veth() -> NicFacts {
         NicFacts {
@@ -381,7 +382,7 @@ mod tests {
         f.speed_mbps = Some(25_000);
         f.xdp.as_mut().unwrap().zero_copy = true;
         f.pause = Some(PauseSettings { autoneg: false, rx: true, tx: true });
-        f.dcb = Some(DcbState::Pfc { capable: 8, enabled: [3, 4].into_iter().collect() });
+        f.dcb = Some(DcbState::Pfc { capable: 8, enabled: [3, 4].map(Priority::new).into_iter().collect() });
         let d = diagnose(f);
         assert_eq!(
             (d.run.speed, d.run.speed_from, d.run.bind_mode),

@@ -8,6 +8,7 @@ use clap::Args;
 use serde::Serialize;
 
 use pfcswitch::core::speed::Speed;
+use pfcswitch::core::Priority;
 use pfcswitch::stats::Stats;
 use pfcswitch_table::Table;
 
@@ -48,7 +49,7 @@ fn cycle_closed_at(stats: &[Stats], t: u64) -> Option<u64> {
         let start = ccw
             .xoff_episodes
             .iter()
-            .filter(|e| e.prio == 3 && e.start_ns <= t && e.end_ns.is_none_or(|end| end >= t))
+            .filter(|e| e.prio == Priority::new(3) && e.start_ns <= t && e.end_ns.is_none_or(|end| end >= t))
             .map(|e| e.start_ns)
             .max()?;
         closed = closed.max(start);
@@ -148,7 +149,7 @@ mod tests {
             name: "ccw".into(),
             xoff_episodes: starts
                 .iter()
-                .map(|&(s, e)| XoffEpisode { prio: 3, start_ns: s, end_ns: Some(e).filter(|&e| e != 0) })
+                .map(|&(s, e)| XoffEpisode { prio: Priority::new(3), start_ns: s, end_ns: Some(e).filter(|&e| e != 0) })
                 .collect(),
             ..Default::default()
         };

@@ -10,6 +10,7 @@ use serde::Serialize;
 use pfcswitch::cli::RunArgs;
 use pfcswitch::core::histogram::Percentiles;
 use pfcswitch::core::speed::Speed;
+use pfcswitch::core::Priority;
 use pfcswitch_table::Table;
 
 use super::median;
@@ -188,7 +189,7 @@ pub fn run_probe(
     let gen = harness::start_gen_on(&tb, "h1", "gen", cpus.hosts(), &gen_args)?;
     let probe_args = ProbeArgs {
         iface: tb.host_iface("h2")?.name.clone(),
-        prio: 3,
+        prio: Priority::new(3),
         speed,
         quanta: quanta.to_vec(),
         repeats,

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use pfcswitch::cli::RunArgs;
 use pfcswitch::core::speed::Speed;
+use pfcswitch::core::Priority;
 use pfcswitch_table::Table;
 
 use crate::cli::GenArgs;
@@ -99,7 +100,7 @@ fn one_run(args: &PfcwdArgs) -> Result<Option<PfcwdRun>> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let storm_args = StormArgs {
-        prios: vec![3],
+        prios: vec![Priority::new(3)],
         duration: Some(Duration::from_millis(args.detection_ms + 300)),
         speed: args.speed,
         json: true,
@@ -112,7 +113,8 @@ fn one_run(args: &PfcwdArgs) -> Result<Option<PfcwdRun>> {
     gen.finish(Duration::from_secs(60))?;
     let stats = sw.stats()?;
     let _ = sw.stop();
-    let wd = stats.ports[1].pfcwd.iter().find(|w| w.priority == 3).context("no watchdog on priority 3")?;
+    let wd =
+        stats.ports[1].pfcwd.iter().find(|w| w.priority == Priority::new(3)).context("no watchdog on priority 3")?;
     let stall_ms = stats.stalls.longest_us as f64 / 1e3;
     if !storm.continuous || stall_ms > args.detection_ms as f64 * 0.05 {
         return Ok(None);

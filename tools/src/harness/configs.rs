@@ -2,6 +2,7 @@
 //! ring and the line of the deadlock lab, and the lab itself.
 
 use super::*;
+use pfcswitch::core::Priority;
 
 /// The config of a pfcswitch on every interface of testbed node `node`, in link order.
 /// Ports whose peer is a switch of the testbed face a switch (DCFIT crosses them).
@@ -26,7 +27,7 @@ pub(super) fn static_config(tb: &Testbed, index: usize, speed: Speed) -> RunConf
         p.speed = Some(speed);
         p.flood = false;
     }
-    c.pfc.lossless = Some(vec![3]);
+    c.pfc.lossless = Some(vec![Priority::new(3)]);
     c
 }
 

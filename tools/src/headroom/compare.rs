@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use pfcswitch::core::Priority;
 use serde::Serialize;
 
 use pfcsim::scenario::Scenario;
@@ -22,7 +23,7 @@ use super::sweep::{self, SweepOptions, SweepReport};
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct AgreementRow {
     pub delay_quanta: u32,
-    pub prio: u8,
+    pub prio: Priority,
     /// The calculator's figure for the sender's delay alone (no cable), bytes.
     pub calculator_bytes: u64,
     /// The simulator: headroom used (or, where it dropped, the headroom and what it
@@ -59,7 +60,7 @@ pub struct AgreementReport {
 pub fn scenario(opts: &SweepOptions, delay: u32) -> Result<Scenario> {
     let background = opts.background();
     let lossless = opts.dut_lossless();
-    let list = |v: &[u8]| v.iter().map(u8::to_string).collect::<Vec<_>>().join(", ");
+    let list = |v: &[Priority]| v.iter().map(Priority::to_string).collect::<Vec<_>>().join(", ");
     let dscp = opts.prios.iter().chain(&background).map(|p| format!("{p} = {p}")).collect::<Vec<_>>().join(", ");
     let response_ns = opts.speed.bit_times(u64::from(delay) * 512).as_nanos();
     // The storm refreshes every half pause, from before the traffic to after it.
@@ -119,7 +120,7 @@ pub fn scenario(opts: &SweepOptions, delay: u32) -> Result<Scenario> {
             }
         }
     }
-    let flow = |p: u8, load: f64| {
+    let flow = |p: Priority, load: f64| {
         format!(
             "\n[[flow]]\nfrom = \"tx\"\nto = \"rx\"\npriority = {p}\ndscp = {p}\nsize = {}\nload = {load}\nstart_ms = {start_ms}\n",
             opts.frame_size
@@ -143,7 +144,7 @@ fn simulated(opts: &SweepOptions, delay: u32) -> Result<Vec<(u64, u64)>> {
         .prios
         .iter()
         .map(|&p| {
-            let g = &port.priorities[usize::from(p)];
+            let g = &port.priorities[p.index()];
             let drops = g.counters.lossless_drops;
             (sweep::headroom_needed(drops, g.headroom_watermark, opts.headroom_for(p), frame_len), drops)
         })
@@ -264,7 +265,7 @@ mod tests {
         assert!(drops > 0 && need == (16 << 10) + drops * 996, "{need} {drops}");
         // A priority's own profile reaches the simulated switch as it reaches the DUT.
         let mut own = SweepOptions { delays: vec![1000], ..SweepOptions::default() };
-        own.prio_headroom.insert(3, 16 << 10);
+        own.prio_headroom.insert(Priority::new(3), 16 << 10);
         assert_eq!(simulated(&own, 1000).unwrap()[0], (need, drops));
     }
 }

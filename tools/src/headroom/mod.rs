@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use pfcswitch::core::speed::Speed;
+use pfcswitch::core::Priority;
 use pfcswitch_table::Table;
 
 use calc::CalcInput;
@@ -59,14 +60,14 @@ pub struct HeadroomArgs {
     /// Plan and sweep: the background's priorities (default: every priority neither under
     /// test nor lossless on the DUT, whose lossless priorities are 3, 4 and those tested).
     #[arg(long, value_delimiter = ',')]
-    pub background_prios: Option<Vec<u8>>,
+    pub background_prios: Option<Vec<Priority>>,
     /// Plan and sweep: a test priority's own headroom on the DUT, PRIO=BYTES (its
     /// `[buffer.priority.N]` profile), e.g. 3=32768,4=98304.
     #[arg(long, value_delimiter = ',', value_parser = crate::cli::parse_prio_bytes)]
-    pub prio_headroom: Vec<(u8, u64)>,
+    pub prio_headroom: Vec<(Priority, u64)>,
     /// Plan and sweep: a test priority's own XOFF on the DUT, PRIO=BYTES.
     #[arg(long, value_delimiter = ',', value_parser = crate::cli::parse_prio_bytes)]
-    pub prio_xoff: Vec<(u8, u64)>,
+    pub prio_xoff: Vec<(Priority, u64)>,
     /// Port speed.
     #[arg(long, default_value = "1G")]
     pub speed: Speed,
@@ -97,7 +98,7 @@ pub struct HeadroomArgs {
     pub load: f64,
     /// Sweep: lossless priorities under test, e.g. 3 or 3,4.
     #[arg(long, value_delimiter = ',', default_value = "3")]
-    pub prios: Vec<u8>,
+    pub prios: Vec<Priority>,
     /// Sweep: sender response delays in quanta.
     #[arg(long, value_delimiter = ',', default_value = "0,250,500,750,1000,1500,2000,3000")]
     pub delays: Vec<u32>,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use pfcswitch::core::Priority;
 use serde::{Deserialize, Serialize};
 
 use super::sweep::{self, RunOutcome, SweepOptions};
@@ -44,7 +45,7 @@ pub struct Check {
     /// `no_test_frame_arrived`, `test_bytes_against_buffer`, `ingress_drops`.
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub prio: Option<u8>,
+    pub prio: Option<Priority>,
     pub passed: bool,
     /// What the check looked at, by name (bytes, frames, or 0/1).
     pub figures: BTreeMap<String, f64>,
@@ -73,7 +74,7 @@ pub enum Verdict {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PlanReport {
     pub options: SweepOptions,
-    pub background_prios: Vec<u8>,
+    pub background_prios: Vec<Priority>,
     pub cases: Vec<CaseRun>,
     pub checks: Vec<Check>,
     /// Runs the testbed disturbed, set aside and repeated.
@@ -102,7 +103,7 @@ pub fn pick_delays(opts: &SweepOptions) -> (u32, u32) {
 /// The plan's checks of one case's run.
 pub fn checks(opts: &SweepOptions, case: Case, run: &RunOutcome) -> Vec<Check> {
     let frame_len = opts.frame_size as u64 - 4;
-    let check = |name: &str, prio: Option<u8>, passed: bool, figures: &[(&str, f64)]| Check {
+    let check = |name: &str, prio: Option<Priority>, passed: bool, figures: &[(&str, f64)]| Check {
         case,
         name: name.to_string(),
         prio,
@@ -280,7 +281,7 @@ mod tests {
             background_sent: 1000,
             background_received: 1000,
             prios: vec![PrioOutcome {
-                prio: 3,
+                prio: Priority::new(3),
                 test_sent_frames: sent / 996,
                 test_sent_bytes: sent,
                 held_bytes: held,
@@ -357,11 +358,12 @@ mod tests {
         assert!(need(lossless) <= headroom / 2 && need(lossless + 1) > headroom / 2, "{lossless}");
         assert!(need(lossy) >= headroom * 2 && need(lossy - 1) < headroom * 2, "{lossy}");
         // Two priorities with different headroom: one delay for both, each side.
-        let mut two = SweepOptions { prios: vec![3, 4], ..SweepOptions::default() };
-        two.prio_headroom.insert(4, headroom * 3);
+        let mut two = SweepOptions { prios: vec![Priority::new(3), Priority::new(4)], ..SweepOptions::default() };
+        two.prio_headroom.insert(Priority::new(4), headroom * 3);
         let (l2, y2) = pick_delays(&two);
         assert!(l2 < y2);
-        let mut only4 = SweepOptions { prios: vec![4], headroom_bytes: headroom * 3, ..SweepOptions::default() };
+        let mut only4 =
+            SweepOptions { prios: vec![Priority::new(4)], headroom_bytes: headroom * 3, ..SweepOptions::default() };
         only4.test_load = 25.0;
         assert_eq!(pick_delays(&only4).1, y2, "the lossy delay overruns the larger headroom too");
     }

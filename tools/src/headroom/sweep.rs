@@ -18,10 +18,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use pfcswitch::cli::RunArgs;
 use pfcswitch::core::config::{max_frame_for_mtu, BufferProfile, DEFAULT_LOSSLESS};
-use pfcswitch::core::pfc::PRIORITIES;
 use pfcswitch::core::pfcwd::WatchdogAction;
 use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
+use pfcswitch::core::Priority;
 use serde::{Deserialize, Serialize};
 
 use super::calc::CalcInput;
@@ -36,7 +36,7 @@ use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
 pub struct SweepOptions {
     pub speed: Speed,
     /// Lossless priorities under test (3, 4 or both); DSCP p marks priority p.
-    pub prios: Vec<u8>,
+    pub prios: Vec<Priority>,
     /// Sender response delays to try, in quanta.
     pub delays: Vec<u32>,
     /// Headroom configured per (port, lossless priority).
@@ -45,9 +45,9 @@ pub struct SweepOptions {
     /// A priority under test's own headroom and XOFF where they differ from the above
     /// (its `[buffer.priority.N]` profile on the DUT).
     #[serde(default)]
-    pub prio_headroom: BTreeMap<u8, u64>,
+    pub prio_headroom: BTreeMap<Priority, u64>,
     #[serde(default)]
-    pub prio_xoff: BTreeMap<u8, u64>,
+    pub prio_xoff: BTreeMap<Priority, u64>,
     pub shared_bytes: u64,
     /// Test traffic in percent of line rate, shared equally among the priorities under test.
     pub test_load: f64,
@@ -56,7 +56,7 @@ pub struct SweepOptions {
     /// The background's priorities; by default every priority neither under test nor
     /// lossless on the DUT, as the plan has it.
     #[serde(default)]
-    pub background_prios: Option<Vec<u8>>,
+    pub background_prios: Option<Vec<Priority>>,
     /// Test and background frame size on the wire, FCS included.
     pub frame_size: usize,
     pub traffic: Duration,
@@ -82,7 +82,7 @@ impl Default for SweepOptions {
     fn default() -> SweepOptions {
         SweepOptions {
             speed: Speed::gbps(1),
-            prios: vec![3],
+            prios: vec![Priority::new(3)],
             delays: vec![0, 250, 500, 750, 1000, 1500, 2000, 3000],
             headroom_bytes: 48 << 10,
             xoff_bytes: 64 << 10,
@@ -110,31 +110,31 @@ impl Default for SweepOptions {
 
 impl SweepOptions {
     /// The headroom `prio` has on the DUT.
-    pub fn headroom_for(&self, prio: u8) -> u64 {
+    pub fn headroom_for(&self, prio: Priority) -> u64 {
         self.prio_headroom.get(&prio).copied().unwrap_or(self.headroom_bytes)
     }
 
     /// The XOFF threshold `prio` has on the DUT.
-    pub fn xoff_for(&self, prio: u8) -> u64 {
+    pub fn xoff_for(&self, prio: Priority) -> u64 {
         self.prio_xoff.get(&prio).copied().unwrap_or(self.xoff_bytes)
     }
 
     /// The DUT's lossless priorities: its defaults and those under test.
-    pub fn dut_lossless(&self) -> Vec<u8> {
-        let mut l: Vec<u8> = DEFAULT_LOSSLESS.iter().chain(&self.prios).copied().collect();
+    pub fn dut_lossless(&self) -> Vec<Priority> {
+        let mut l: Vec<Priority> = DEFAULT_LOSSLESS.iter().chain(&self.prios).copied().collect();
         l.sort_unstable();
         l.dedup();
         l
     }
 
     /// The background's priorities (none without background load).
-    pub fn background(&self) -> Vec<u8> {
+    pub fn background(&self) -> Vec<Priority> {
         if self.background_load <= 0.0 {
             return Vec::new();
         }
         self.background_prios.clone().unwrap_or_else(|| {
             let lossless = self.dut_lossless();
-            (0..PRIORITIES as u8).filter(|p| !lossless.contains(p)).collect()
+            Priority::all().filter(|p| !lossless.contains(p)).collect()
         })
     }
 
@@ -157,12 +157,12 @@ impl SweepOptions {
     }
 
     pub fn validate(&self) -> Result<()> {
-        if self.prios.is_empty() || self.prios.iter().any(|&p| usize::from(p) >= PRIORITIES) {
-            bail!("test priorities must be 0..7");
+        if self.prios.is_empty() {
+            bail!("give the priorities to test");
         }
         let bg = self.background();
-        if let Some(p) = bg.iter().find(|p| usize::from(**p) >= PRIORITIES || self.prios.contains(p)) {
-            bail!("background priority {p} is not 0..7 or is under test");
+        if let Some(p) = bg.iter().find(|p| self.prios.contains(p)) {
+            bail!("background priority {p} is under test");
         }
         if !(self.test_load > 0.0 && self.background_load >= 0.0 && self.test_load + self.background_load <= 100.0) {
             bail!("test and background load are percent of line rate: test above 0, together at most 100");
@@ -184,7 +184,7 @@ impl SweepOptions {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PrioOutcome {
-    pub prio: u8,
+    pub prio: Priority,
     pub test_sent_frames: u64,
     pub test_sent_bytes: u64,
     pub test_received: u64,
@@ -284,7 +284,7 @@ pub fn headroom_needed(drops: u64, watermark: u64, configured: u64, frame_len: u
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CalcCheck {
     pub delay_quanta: u32,
-    pub prio: u8,
+    pub prio: Priority,
     /// The priority's headroom on the DUT.
     pub headroom_configured: u64,
     /// The priority's need, averaged over the repeats without the lowest and the highest.
@@ -304,11 +304,11 @@ pub struct CalcCheck {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SweepReport {
     pub speed: String,
-    pub prios: Vec<u8>,
+    pub prios: Vec<Priority>,
     /// The buffer-wide headroom, and each priority under test's (its own or this).
     pub headroom_configured: u64,
     #[serde(default)]
-    pub prio_headroom: BTreeMap<u8, u64>,
+    pub prio_headroom: BTreeMap<Priority, u64>,
     pub xoff_bytes: u64,
     pub shared_bytes: u64,
     pub frame_size: usize,
@@ -372,7 +372,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         SinkArgs { duration: Some(Duration::from_secs_f64(settle + traffic + 0.4)), ..harness::sink_defaults() };
     let sink = SinkProc::start_on(tb, "h2", "sink", cpus.hosts(), &sink_args)?;
     let storm_args = StormArgs {
-        bitmap: Some(opts.prios.iter().map(|&p| usize::from(p)).collect::<Priorities>().bits()),
+        bitmap: Some(opts.prios.iter().copied().collect::<Priorities>().bits()),
         duration: Some(Duration::from_secs_f64(settle + traffic + 0.8)),
         speed: opts.speed,
         json: true,
@@ -384,10 +384,11 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
 
     // The test flows share their load, and the background flows theirs.
     let test_load = opts.test_load_per_prio();
-    let mut dscp = opts.prios.clone();
+    // DSCP p marks priority p.
+    let mut dscp: Vec<u8> = opts.prios.iter().map(|p| p.get()).collect();
     let mut flow_load: Vec<f64> = opts.prios.iter().map(|_| test_load).collect();
     for &b in &background {
-        dscp.push(b);
+        dscp.push(b.get());
         flow_load.push(opts.background_load / background.len() as f64);
     }
     let args = GenArgs {
@@ -422,7 +423,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         .enumerate()
         .map(|(i, &p)| {
             let tx = &gen.flows[i];
-            let q = &p1.priorities[usize::from(p)];
+            let q = &p1.priorities[p.index()];
             PrioOutcome {
                 prio: p,
                 test_sent_frames: tx.sent,
@@ -522,7 +523,7 @@ const TESTBED_ADDS: Duration = Duration::from_micros(70);
 /// the time the surplus lasts at the priority's rate, later (earlier only hides need);
 /// where the need exceeds the headroom, half the time the shortfall lasts, earlier.
 /// Never less than `max_overhead`; just that without `judge_by_margin`.
-pub fn verdict_allowance(opts: &SweepOptions, delay: u32, prio: u8) -> Allowance {
+pub fn verdict_allowance(opts: &SweepOptions, delay: u32, prio: Priority) -> Allowance {
     let floor = opts.max_overhead;
     if !opts.judge_by_margin {
         return Allowance { late: floor, early: floor };
@@ -639,7 +640,7 @@ pub fn report(opts: &SweepOptions, runs: Vec<RunOutcome>) -> SweepReport {
     /// One (delay, priority)'s runs, summarised once.
     struct Entry {
         quanta: u32,
-        prio: u8,
+        prio: Priority,
         headroom: u64,
         measured: u64,
         lossless: bool,
@@ -730,7 +731,12 @@ mod tests {
         RunOutcome {
             delay_quanta: delay,
             delay_us: f64::from(delay) * 0.512,
-            prios: vec![PrioOutcome { prio: 3, drops, headroom_watermark: watermark, ..Default::default() }],
+            prios: vec![PrioOutcome {
+                prio: Priority::new(3),
+                drops,
+                headroom_watermark: watermark,
+                ..Default::default()
+            }],
             ..Default::default()
         }
     }
@@ -822,12 +828,12 @@ mod tests {
         };
         // Without a delay the headroom holds with room to spare: only a late response
         // can turn it, by half the time the surplus lasts.
-        let enough = verdict_allowance(&opts, 0, 3);
+        let enough = verdict_allowance(&opts, 0, Priority::new(3));
         let surplus_us = (opts.headroom_bytes - need(0)) as f64 / 62.5 / 2.0;
         assert!((enough.late.as_secs_f64() * 1e6 - surplus_us).abs() < 1.0, "{enough:?} against {surplus_us}");
         assert!(enough.late > Duration::from_micros(150) && enough.early == Duration::MAX, "{enough:?}");
         // 3000 quanta need about twice the headroom: only an early stop can hide the drops.
-        let short = verdict_allowance(&opts, 3000, 3);
+        let short = verdict_allowance(&opts, 3000, Priority::new(3));
         assert!(need(3000) > opts.headroom_bytes && short.late == Duration::MAX, "{short:?}");
         let shortfall_us = (need(3000) - opts.headroom_bytes) as f64 / 62.5 / 2.0;
         assert!((short.early.as_secs_f64() * 1e6 - shortfall_us).abs() < 1.0, "{short:?}");
@@ -838,10 +844,10 @@ mod tests {
         assert!(!disturbed(interval, &[(5000.0, short)], true), "later only drops more");
         // Near the boundary the floor holds: never less than max_overhead.
         let edge = SweepOptions { headroom_bytes: need(1000) + 100, ..opts.clone() };
-        assert_eq!(verdict_allowance(&edge, 1000, 3).late, opts.max_overhead);
+        assert_eq!(verdict_allowance(&edge, 1000, Priority::new(3)).late, opts.max_overhead);
         // The sweep judges as it always did.
         let sweep = SweepOptions::default();
-        let a = verdict_allowance(&sweep, 0, 3);
+        let a = verdict_allowance(&sweep, 0, Priority::new(3));
         assert_eq!((a.late, a.early), (sweep.max_overhead, sweep.max_overhead));
     }
 
@@ -901,42 +907,49 @@ mod tests {
     fn each_priority_is_checked_against_its_own_headroom() {
         // Priority 3 with 20 000 B of headroom drops at 1000 quanta; priority 4 beside it
         // has 60 000 B and does not.
-        let mut opts = SweepOptions { prios: vec![3, 4], headroom_bytes: 20_000, ..SweepOptions::default() };
-        opts.prio_headroom.insert(4, 60_000);
+        let mut opts = SweepOptions {
+            prios: vec![Priority::new(3), Priority::new(4)],
+            headroom_bytes: 20_000,
+            ..SweepOptions::default()
+        };
+        opts.prio_headroom.insert(Priority::new(4), 60_000);
         // 25 % of 1G each: 16 wire bytes per quantum.
         let per_quantum = 16.0 * 996.0 / 1020.0;
         let at = |d: u32, drops3: u64| {
             let need = (3_000.0 + f64::from(d) * per_quantum) as u64;
             let mut r = run(d, need.min(20_000), drops3);
-            r.prios.push(PrioOutcome { prio: 4, headroom_watermark: need, ..Default::default() });
+            r.prios.push(PrioOutcome { prio: Priority::new(4), headroom_watermark: need, ..Default::default() });
             r
         };
         let r = report(&opts, vec![at(0, 0), at(1000, 0), at(2000, 5)]);
         assert_eq!(r.checks.len(), 6);
-        let of = |d: u32, p: u8| r.checks.iter().find(|c| c.delay_quanta == d && c.prio == p).unwrap();
+        let of = |d: u32, p: u8| r.checks.iter().find(|c| c.delay_quanta == d && c.prio.get() == p).unwrap();
         assert!(!of(2000, 3).lossless && of(2000, 4).lossless);
         assert_eq!((of(2000, 3).headroom_configured, of(2000, 4).headroom_configured), (20_000, 60_000));
         assert!(of(2000, 3).agrees, "the calculator, too, says 20 000 B are not enough: {:?}", of(2000, 3));
         assert!(of(2000, 4).agrees, "{:?}", of(2000, 4));
         assert_eq!(r.largest_lossless_delay_quanta, Some(1000));
-        assert_eq!(r.prio_headroom, BTreeMap::from([(3, 20_000), (4, 60_000)]));
+        assert_eq!(r.prio_headroom, BTreeMap::from([(Priority::new(3), 20_000), (Priority::new(4), 60_000)]));
     }
 
     #[test]
     fn the_background_takes_the_priorities_neither_tested_nor_lossless() {
-        let opts = SweepOptions { prios: vec![3], ..SweepOptions::default() };
-        assert_eq!(opts.background(), [0, 1, 2, 5, 6, 7]);
-        let opts = SweepOptions { prios: vec![5], ..SweepOptions::default() };
-        assert_eq!((opts.dut_lossless(), opts.background()), (vec![3, 4, 5], vec![0, 1, 2, 6, 7]));
+        let opts = SweepOptions { prios: vec![Priority::new(3)], ..SweepOptions::default() };
+        assert_eq!(opts.background(), [0, 1, 2, 5, 6, 7].map(Priority::new));
+        let opts = SweepOptions { prios: vec![Priority::new(5)], ..SweepOptions::default() };
+        assert_eq!(
+            (opts.dut_lossless(), opts.background()),
+            ([3, 4, 5].map(Priority::new).to_vec(), [0, 1, 2, 6, 7].map(Priority::new).to_vec())
+        );
         let none = SweepOptions { background_load: 0.0, ..SweepOptions::default() };
         assert!(none.background().is_empty());
-        let mut bad = SweepOptions { background_prios: Some(vec![3]), ..SweepOptions::default() };
+        let mut bad = SweepOptions { background_prios: Some(vec![Priority::new(3)]), ..SweepOptions::default() };
         assert!(bad.validate().is_err(), "background on the priority under test");
-        bad.background_prios = Some(vec![0]);
+        bad.background_prios = Some(vec![Priority::new(0)]);
         bad.test_load = 80.0;
         assert!(bad.validate().is_err(), "130 % of line rate");
         bad.test_load = 50.0;
-        bad.prio_headroom.insert(4, 1);
+        bad.prio_headroom.insert(Priority::new(4), 1);
         assert!(bad.validate().is_err(), "a profile for a priority not under test");
     }
 

@@ -10,6 +10,7 @@ use pfcswitch::core::queue::FrameId;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
+use pfcswitch::core::Priority;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +23,7 @@ use super::xdp_port::{HostPort, BATCH};
 #[derive(Clone, Debug)]
 pub struct GenFlow {
     pub spec: FlowSpec,
-    pub prio: u8,
+    pub prio: Priority,
     /// Frames per second; `None` is as fast as possible.
     pub rate: Option<f64>,
 }
@@ -77,7 +78,7 @@ pub struct FlowRate {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowTx {
     pub flow: u16,
-    pub priority: u8,
+    pub priority: Priority,
     pub sent: u64,
     pub bytes: u64,
     /// The longest this flow's sender fell behind its schedule while it was allowed to
@@ -115,7 +116,7 @@ pub struct GenReport {
 /// A flow while it is being sent.
 struct FlowState {
     template: FlowTemplate,
-    prio: u8,
+    prio: Priority,
     pacer: Pacer,
     next_seq: u64,
     /// Frames the pacer allows in this loop turn.
@@ -257,7 +258,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         let paused = responder.paused(now);
         let mut room = host.port.tx_room(BATCH).min(host.pool.free_count().saturating_sub(BATCH));
         for f in flows.iter_mut() {
-            let may_send = sending && !finished(f) && !paused.contains(usize::from(f.prio));
+            let may_send = sending && !finished(f) && !paused.contains(f.prio);
             if may_send && f.sendable {
                 f.tx.max_lag_us = f.tx.max_lag_us.max(f.pacer.lag(now).as_micros() as u64);
             }
@@ -342,7 +343,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             } else {
                 let next_due = flows
                     .iter()
-                    .filter(|f| !finished(f) && !paused.contains(usize::from(f.prio)))
+                    .filter(|f| !finished(f) && !paused.contains(f.prio))
                     .filter_map(|f| f.pacer.next_burst_due())
                     .min();
                 idle_wait(now, next_due, &responder, !paused.is_empty());
@@ -358,7 +359,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     let elapsed = now.saturating_since(start).as_secs_f64();
     let sent = flows.iter().map(|f| f.tx.sent).sum();
     let mut paused_us = [0; PRIORITIES];
-    for (p, v) in paused_us.iter_mut().enumerate() {
+    for (p, v) in Priority::all().zip(paused_us.iter_mut()) {
         *v = responder.paused_time(now, p).as_micros() as u64;
     }
     Ok(GenReport {

@@ -9,6 +9,7 @@ use pfcswitch::core::pfc::{ControlFrame, MacControl, PRIORITIES};
 use pfcswitch::core::priorities::Priorities;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::core::time::Time;
+use pfcswitch::core::Priority;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug)]
@@ -87,7 +88,7 @@ impl PauseResponder {
     fn apply_due(&mut self, now: Time) {
         while self.pending.front().is_some_and(|p| p.at <= now) {
             let p = self.pending.pop_front().expect("checked");
-            for (prio, d) in p.durations.iter().enumerate() {
+            for (prio, d) in Priority::all().zip(&p.durations) {
                 if let Some(d) = d {
                     self.state.pause_priority(p.at, prio, *d);
                 }
@@ -114,7 +115,7 @@ impl PauseResponder {
         }
     }
 
-    pub fn paused_time(&self, now: Time, prio: usize) -> Duration {
+    pub fn paused_time(&self, now: Time, prio: Priority) -> Duration {
         self.state.paused_time(now, prio)
     }
 }
@@ -134,14 +135,14 @@ mod tests {
         // 10G: one quantum is 51.2 ns; 1000 quanta = 51.2 µs.
         let mut r = PauseResponder::new(Speed::gbps(10), 1000, true);
         let t = Time::from_millis(1);
-        r.on_frame(t, &pfc(Priorities::only(3), 65535));
+        r.on_frame(t, &pfc(Priorities::only(Priority::new(3)), 65535));
         assert_eq!(r.paused(t), Priorities::NONE, "still sending during the delay");
         assert_eq!(r.next_change(t), Some(t + Duration::from_nanos(51_200)));
         let applied = t + Duration::from_nanos(51_200);
-        assert_eq!(r.paused(applied), Priorities::only(3));
+        assert_eq!(r.paused(applied), Priorities::only(Priority::new(3)));
         // The pause lasts its quanta from when it took effect.
         let end = applied + Speed::gbps(10).quanta_duration(65535);
-        assert_eq!(r.paused(end - Duration::from_nanos(1)), Priorities::only(3));
+        assert_eq!(r.paused(end - Duration::from_nanos(1)), Priorities::only(Priority::new(3)));
         assert_eq!(r.paused(end), Priorities::NONE);
         assert_eq!(r.counts.xoff[3], 1);
     }
@@ -150,14 +151,14 @@ mod tests {
     fn resume_and_ignore_modes() {
         let mut r = PauseResponder::new(Speed::gbps(10), 0, true);
         let t = Time::from_millis(1);
-        r.on_frame(t, &pfc(Priorities::only(4), 65535));
-        assert_eq!(r.paused(t), Priorities::only(4));
-        r.on_frame(t + Duration::from_micros(3), &pfc(Priorities::only(4), 0));
+        r.on_frame(t, &pfc(Priorities::only(Priority::new(4)), 65535));
+        assert_eq!(r.paused(t), Priorities::only(Priority::new(4)));
+        r.on_frame(t + Duration::from_micros(3), &pfc(Priorities::only(Priority::new(4)), 0));
         assert_eq!(r.paused(t + Duration::from_micros(3)), Priorities::NONE);
         assert_eq!(r.counts.xon[4], 1);
 
         let mut ignoring = PauseResponder::new(Speed::gbps(10), 0, false);
-        ignoring.on_frame(t, &pfc(Priorities::only(4), 65535));
+        ignoring.on_frame(t, &pfc(Priorities::only(Priority::new(4)), 65535));
         assert_eq!(ignoring.paused(t), Priorities::NONE);
         assert_eq!(ignoring.counts.xoff[4], 1);
     }

@@ -16,6 +16,7 @@ use pfcswitch::core::speed::Speed;
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
 use pfcswitch::core::MacAddr;
+use pfcswitch::core::Priority;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
@@ -29,8 +30,8 @@ pub struct ProbeArgs {
     /// Interface the test flow arrives on (the probe sends its pauses from it).
     #[arg(long, short)]
     pub iface: String,
-    #[arg(long, default_value_t = 3)]
-    pub prio: u8,
+    #[arg(long, default_value_t = Priority::new(3))]
+    pub prio: Priority,
     /// The switch port's speed (converts quanta to the expected pause).
     #[arg(long)]
     pub speed: Speed,
@@ -204,7 +205,7 @@ pub fn run(opts: &ProbeArgs, stop: &AtomicBool) -> Result<Vec<ProbeTrial>> {
     let mut trials = Vec::new();
     let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
     for &quanta in &opts.quanta {
-        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(Priorities::only(usize::from(opts.prio)), quanta)));
+        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(Priorities::only(opts.prio), quanta)));
         let expected = opts.speed.quanta_duration(quanta);
         for _ in 0..opts.repeats {
             let interval = rx.settle(expected, stop)?;
@@ -232,7 +233,7 @@ pub fn run_storms(opts: &ProbeArgs, length: Duration, stop: &AtomicBool) -> Resu
     let mut out = Vec::new();
     let mut frame = vec![0u8; pfc::MIN_FRAME_LEN];
     for &quanta in &opts.quanta {
-        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(Priorities::only(usize::from(opts.prio)), quanta)));
+        pfc::encode(&mut frame, src, &MacControl::Pfc(Pfc::pause(Priorities::only(opts.prio), quanta)));
         let pause = opts.speed.quanta_duration(quanta);
         let every = pause / 2;
         for _ in 0..opts.repeats {

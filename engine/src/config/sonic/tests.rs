@@ -1,5 +1,6 @@
 use super::*;
 use crate::headroom::CalcInput;
+use crate::priorities::names::*;
 
 const SAMPLE: &str = include_str!("sample_config_db.json");
 
@@ -32,7 +33,7 @@ fn error_of(text: &str) -> String {
 #[test]
 fn the_sample_document_becomes_a_switch_with_sonics_port_names_speeds_lossless_priorities_and_dscp_map() {
     let c = sample().config;
-    assert_eq!(c.pfc.lossless, Some(vec![3, 4]));
+    assert_eq!(c.pfc.lossless, Some(vec![P3, P4]));
     let names: Vec<&str> = (0..3).map(|i| c.port_name(i)).collect();
     assert_eq!(names, ["Ethernet0", "Ethernet4", "Ethernet8"]);
     assert_eq!(c.ports[1].iface, "p2");
@@ -40,7 +41,7 @@ fn the_sample_document_becomes_a_switch_with_sonics_port_names_speeds_lossless_p
     assert_eq!(c.ports[0].max_frame, Some(max_frame_for_mtu(9100)));
     assert_eq!((c.ports[0].cable_m, c.ports[1].cable_m), (5.0, 300.0));
     let dscp = c.classify.dscp_table();
-    assert_eq!((dscp[3], dscp[4], dscp[46], dscp[48], dscp[0], dscp[8]), (3, 4, 5, 6, 1, 0));
+    assert_eq!((dscp[3], dscp[4], dscp[46], dscp[48], dscp[0], dscp[8]), (P3, P4, P5, P6, P1, P0));
     assert_eq!(c.buffer.shared_bytes, 10_875_072);
     assert_eq!(c.name, "lab-t0", "DEVICE_METADATA's hostname");
 }
@@ -48,16 +49,16 @@ fn the_sample_document_becomes_a_switch_with_sonics_port_names_speeds_lossless_p
 #[test]
 fn a_lossless_pg_profile_becomes_an_alpha_a_headroom_and_an_xon_offset_and_what_is_left_out_is_said() {
     let t = sample();
-    let p = t.config.ports[0].priority.get(3).expect("Ethernet0|3 has its profile");
+    let p = t.config.ports[0].priority.get(P3).expect("Ethernet0|3 has its profile");
     assert_eq!(
         (p.xoff_alpha, p.headroom_bytes, p.xon_offset_bytes, p.xon_bytes),
         (Some(1.0), Some(96_928), Some(2_496), None)
     );
-    assert_eq!(t.config.ports[0].priority.get(4), t.config.ports[0].priority.get(3), "the range 3-4");
+    assert_eq!(t.config.ports[0].priority.get(P4), t.config.ports[0].priority.get(P3), "the range 3-4");
     assert_eq!(note(&t, "BUFFER_PROFILE", "pg_lossless_100000_5m_profile.xon").kind, NoteKind::NotHonoured);
     assert_eq!(note(&t, "BUFFER_PROFILE", "pg_lossless_100000_5m_profile.size").kind, NoteKind::NotHonoured);
     assert_eq!(note(&t, "BUFFER_POOL", "ingress_lossless_pool.xoff").kind, NoteKind::NotHonoured);
-    assert!(t.config.ports[0].priority.get(0).is_none(), "a lossy PG has no ingress profile");
+    assert!(t.config.ports[0].priority.get(P0).is_none(), "a lossy PG has no ingress profile");
 }
 
 #[test]
@@ -75,14 +76,14 @@ fn a_lossless_pg_without_a_profile_gets_the_calculators_headroom_for_its_speed_a
         i.response = i.quanta(394);
         i.calculate().total_bytes
     };
-    let e4 = t.config.ports[1].priority.get(3).unwrap();
+    let e4 = t.config.ports[1].priority.get(P3).unwrap();
     assert_eq!(e4.headroom_bytes, Some(expect(Speed::gbps(100), 300.0)));
     assert_eq!(e4.xoff_alpha, Some(1.0), "the dynamic pool's threshold, 2^0 where the document gives no default");
     let n = note(&t, "BUFFER_PG", "Ethernet4|3");
     assert_eq!(n.kind, NoteKind::Derived);
     assert!(n.text.contains("300 m") && n.text.contains("802.3 Table 31B-1"), "{}", n.text);
     // 40G is not in 802.3's table: 100G's quanta, and the note says so.
-    assert_eq!(t.config.ports[2].priority.get(4).unwrap().headroom_bytes, Some(expect(Speed::gbps(40), 40.0)));
+    assert_eq!(t.config.ports[2].priority.get(P4).unwrap().headroom_bytes, Some(expect(Speed::gbps(40), 40.0)));
     assert!(note(&t, "BUFFER_PG", "Ethernet8|4").text.contains("tables none for this speed"));
 }
 
@@ -108,19 +109,19 @@ fn queues_take_their_schedulers_dwrr_weights_and_their_wred_profiles_green_setti
             Scheduler::Drr { weights: [14, 14, 14, 15, 15, 14, 14, 14] },
             "port {i}: queue 7, named by no scheduler, takes the least weight"
         );
-        let w = t.config.ports[i].wred.priority.get(3).unwrap();
+        let w = t.config.ports[i].wred.priority.get(P3).unwrap();
         assert_eq!(
             (w.ecn, w.wred_green_enable, w.green_min_threshold, w.green_max_threshold, w.green_drop_probability),
             (Some(EcnMode::EcnAll), Some(true), Some(1_048_576), Some(2_097_152), Some(5))
         );
     }
     assert_eq!(t.config.ports[2].scheduler, Scheduler::Strict, "no QUEUE entry: strict");
-    let unprofiled = t.config.wred_profile(2, 3);
+    let unprofiled = t.config.wred_profile(2, P3);
     assert!(
         !unprofiled.wred_green_enable,
         "a queue no WRED_PROFILE names neither marks nor drops early: {unprofiled:?}"
     );
-    assert!(t.config.wred_profile(0, 3).wred_green_enable);
+    assert!(t.config.wred_profile(0, P3).wred_green_enable);
     assert_eq!(note(&t, "WRED_PROFILE", "AZURE_LOSSLESS.yellow/red").kind, NoteKind::NotHonoured);
 }
 

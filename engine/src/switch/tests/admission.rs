@@ -14,7 +14,7 @@ fn many_small_lossy_frames_stop_at_the_port_frame_cap_and_leave_the_pool_to_othe
     r.tx(1);
     // Port 1's partner stops priority 0 for good: 64-byte frames pile up far below
     // any byte limit.
-    r.rx(1, &pfc_with(Priorities::only(0), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P0), 65535, None));
     for _ in 0..300 {
         r.rx(0, &data(1, 2, 0, 64));
     }
@@ -102,7 +102,7 @@ fn many_small_lossless_frames_pause_their_sender_at_the_groups_frame_share_befor
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 9, 0, 64));
     r.tx(0);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     for _ in 0..100 {
         r.rx(0, &data(1, 2, 3, 64));
     }
@@ -110,12 +110,12 @@ fn many_small_lossless_frames_pause_their_sender_at_the_groups_frame_share_befor
     r.rx(0, &data(1, 2, 3, 64));
     let out = r.tx(0);
     assert_eq!(out.len(), 1);
-    assert!(pfc_of(&out[0]).enabled.contains(3), "the 101st frame pauses priority 3 upstream");
+    assert!(pfc_of(&out[0]).enabled.contains(P3), "the 101st frame pauses priority 3 upstream");
     let s = r.stats();
     assert_eq!(s.ports[0].priorities[3].counters.xoff_by_frames, 1);
     assert_eq!(s.ports[0].priorities[3].counters.lossless_drops, 0, "it went to headroom");
     // The partner resumes: once the group holds 75 buffers or fewer it resumes too.
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
     let mut sent = 0;
     while sent < 26 {
         sent += r.tx_limited(1, 1).len();

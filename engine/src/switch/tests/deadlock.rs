@@ -54,7 +54,7 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
     r.tx(0);
     r.sw.set_blocked(PortId::new(1), true);
     // Priority 3 paused at p1: queued as usual, not handed to the slowpath.
-    r.rx(1, &pfc_frame(Priorities::only(3), 65535));
+    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
     r.rx(0, &numbered(1, 2, 3, 1));
     assert!(r.outbox().0.is_empty());
     // Priority 4 is not paused: the slowpath takes it.
@@ -62,7 +62,7 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
     assert_eq!(r.outbox().0.len(), 1);
     // Priority 4 gets paused while the slowpath still holds frame 2: frame 3 must wait
     // behind it at the slowpath rather than jump the queue.
-    r.rx(1, &pfc_frame(Priorities::only(4), 65535));
+    r.rx(1, &pfc_frame(Priorities::only(P4), 65535));
     r.rx(0, &numbered(1, 2, 4, 3));
     let (held, _) = r.outbox();
     assert_eq!(held.len(), 1, "queued behind the held frame of its (egress, priority)");
@@ -71,7 +71,7 @@ fn paused_takes_precedence_over_blocked_but_never_lets_a_frame_overtake() {
 #[test]
 fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_behind_it() {
     let (mut r, frame) = congested_between_switches();
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
     }
@@ -79,8 +79,8 @@ fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_
     r.outbox();
     // A sender that names no priorities: the message follows those its pause stops.
     let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: Priorities::NONE };
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(theirs)));
-    let passed = CheckingMessage { hops: 1, prios: Priorities::only(3), ..theirs };
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(theirs)));
+    let passed = CheckingMessage { hops: 1, prios: Priorities::only(P3), ..theirs };
     assert_eq!(
         r.outbox().1,
         vec![ToSlowpath::CheckForwarded { from: PortId::new(1), to: PortId::new(0), msg: passed }]
@@ -89,8 +89,8 @@ fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_
     r.advance(Duration::from_micros(1700));
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(passed), "in p0's next pause");
     // A resume clears what p1 stored: the next pause caused there has nothing to forward.
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     r.advance(Duration::from_micros(1700));
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, None);
 }
@@ -98,14 +98,14 @@ fn a_foreign_message_is_passed_upstream_by_the_ports_whose_paused_traffic_waits_
 #[test]
 fn a_message_about_another_priority_is_not_passed_on() {
     let (mut r, frame) = congested_between_switches();
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
     }
     r.outbox();
     // p0's traffic waits in queue 3 at p1; this message follows priority 4's pauses.
-    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: Priorities::only(4) };
-    r.rx(1, &pfc_with(Priorities::only(3) | Priorities::only(4), 65535, Some(theirs)));
+    let theirs = CheckingMessage { origin_switch: 4242, origin_port: 1, seq: 7, hops: 0, prios: Priorities::only(P4) };
+    r.rx(1, &pfc_with(Priorities::only(P3) | Priorities::only(P4), 65535, Some(theirs)));
     assert!(r.outbox().1.is_empty());
     r.advance(Duration::from_micros(1700));
     assert_eq!(pfc_of(&r.tx(0)[0]).checking, None);
@@ -120,7 +120,7 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
     }
     let sent = r.tx(0);
     let m = pfc_of(&sent[0]).checking.expect("a checking message");
-    assert_eq!((m.origin_switch, m.origin_port, m.hops, m.prios), (my_id(&r), 0, 0, Priorities::only(3)));
+    assert_eq!((m.origin_switch, m.origin_port, m.hops, m.prios), (my_id(&r), 0, 0, Priorities::only(P3)));
     // Each pause frame originates afresh.
     r.advance(Duration::from_micros(1700));
     let again = pfc_of(&r.tx(0)[0]).checking.unwrap();
@@ -128,8 +128,8 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
 
     // Now p1 is paused by its downstream, which sent its own message: p0's pause forwards it.
     let (mut r, frame) = congested_between_switches();
-    let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2, prios: Priorities::only(3) };
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(theirs)));
+    let theirs = CheckingMessage { origin_switch: 77, origin_port: 5, seq: 1, hops: 2, prios: Priorities::only(P3) };
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(theirs)));
     for _ in 0..11 {
         r.rx(0, &frame);
     }
@@ -143,13 +143,13 @@ fn a_local_cause_originates_and_a_downstream_cause_forwards() {
 fn an_own_message_from_a_broken_chain_is_stale_not_a_deadlock() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // p0 stops pausing its upstream: drain p1's queue.
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
     for _ in 0..10 {
         r.tx(1);
         r.advance(Duration::from_micros(20));
     }
     assert!(!r.stats().ports[0].priorities[3].xoff);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     assert!(r.outbox().1.is_empty(), "no deadlock event");
     let c = r.stats().ports[1].checks;
     assert_eq!((c.own_returned, c.stale_returns), (1, 1));
@@ -162,7 +162,7 @@ fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again(
     // the cycle was still congestion came back stale, and with no local cause left only
     // they went round; the deadlock was never reported.
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
     for _ in 0..10 {
         r.tx(1);
         r.advance(Duration::from_micros(20));
@@ -170,14 +170,14 @@ fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again(
     assert!(!r.stats().ports[0].priorities[3].xoff, "the chain broke");
     // Paused again downstream; traffic from p0 piles up and p0 pauses again, its cause
     // downstream (so its pause carries no message of its own).
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
     let first = pfc_of(&r.tx(0)[0]).checking;
     assert!(first.is_none(), "{first:?}");
     // The old message comes round: stale, but p0 looks again.
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     assert_eq!(r.stats().ports[1].checks.stale_returns, 1);
     a_fresh_message_goes_round_and_finds_the_deadlock(&mut r, own);
 }
@@ -185,14 +185,14 @@ fn an_own_message_from_a_broken_chain_makes_a_port_that_pauses_again_look_again(
 #[test]
 fn an_own_message_coming_back_is_a_deadlock_once_per_cycle() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     let (_, events) = r.outbox();
     let ToSlowpath::Deadlock(ev) = &events[0] else { panic!("{events:?}") };
     assert_eq!((ev.origin_port, ev.return_port, ev.path_length, ev.resolved), (0, 1, 3, false));
     assert_eq!(r.stats().deadlocks_detected, 1);
     // It keeps coming back while the cycle lasts: confirmations, not new deadlocks.
     r.advance(Duration::from_millis(2));
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     assert!(matches!(r.outbox().1[0], ToSlowpath::Confirmed { id: 1, .. }));
     // Own messages are not stored, so never forwarded: the next pause originates anew.
     r.advance(Duration::from_millis(2));
@@ -206,7 +206,7 @@ fn a_host_cannot_forge_a_deadlock_and_is_sent_no_checking_message() {
     // The same stage as a real deadlock, but both ports face hosts: one of them sends
     // back the very message the switch would have sent (id, port, sequence).
     let (mut r, forged) = deadlocked_on(Rig::ports(2), DeadlockResolution::Drop);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(forged)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(forged)));
     let s = r.stats();
     assert_eq!(s.deadlocks_detected, 0);
     assert_eq!(s.ports[1].checks.from_host_ignored, 1);
@@ -226,14 +226,14 @@ fn an_own_message_sent_for_another_group_closes_no_cycle() {
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // Sent when p0 paused priority 4; back through the pauses of priority 3, whose traffic
     // from p0 does wait at p1: two chains, not one cycle.
-    r.sw.note_originated(PortId::new(0), 2, Priorities::only(4));
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { seq: 2, ..own })));
+    r.sw.note_originated(PortId::new(0), 2, Priorities::only(P4));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(CheckingMessage { seq: 2, ..own })));
     let s = r.stats();
     assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
     // A message this port never sent (or sent too long ago to remember) proves nothing.
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { seq: 99, ..own })));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(CheckingMessage { seq: 99, ..own })));
     assert_eq!(r.stats().ports[1].checks.stale_returns, 2);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     assert_eq!(r.stats().deadlocks_detected, 1);
 }
 
@@ -242,12 +242,12 @@ fn an_own_message_back_while_the_paused_traffic_still_moves_is_congestion_and_th
     let (mut r, own) = deadlocked(DeadlockResolution::Report);
     // p1's partner lets one frame through and pauses again: p0 still pauses its upstream,
     // but its traffic moved after the message left.
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
     r.advance(Duration::from_micros(1));
     assert_eq!(r.tx_limited(1, 1).len(), 1);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     assert!(r.stats().ports[0].priorities[3].xoff);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     assert!(r.outbox().1.is_empty(), "no deadlock event");
     let c = r.stats().ports[1].checks;
     assert_eq!((c.own_returned, c.stale_returns, c.draining_returns), (1, 0, 1));
@@ -257,7 +257,7 @@ fn an_own_message_back_while_the_paused_traffic_still_moves_is_congestion_and_th
 #[test]
 fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
     let (mut r, own) = deadlocked(DeadlockResolution::Drop);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     let (_, events) = r.outbox();
     let ToSlowpath::Deadlock(ev) = &events[0] else { panic!("{events:?}") };
     assert!(ev.resolved);
@@ -273,7 +273,7 @@ fn drop_resolution_empties_the_stopped_queue_and_resumes_the_upstream() {
     r.rx(0, &data(1, 2, 3, 1000));
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 12);
     r.advance(Duration::from_millis(60));
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
     r.rx(0, &data(1, 2, 3, 1000));
     assert_eq!(r.tx(1).len(), 1);
     assert!(!r.stats().ports[1].watchdog_active);
@@ -284,7 +284,7 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     let (mut r, own) = deadlocked(DeadlockResolution::Drop);
     // Blocked, then paused downstream: these frames wait at the slowpath.
     r.sw.set_blocked(PortId::new(1), true);
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
     for _ in 0..3 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
@@ -292,9 +292,9 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     assert_eq!(held.len(), 3);
     assert_eq!(r.sw.stopped(r.now, PortId::new(1)), Priorities::ALL, "blocked: the slowpath keeps them");
     r.sw.set_blocked(PortId::new(1), false);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
-    assert_eq!(r.sw.stopped(r.now, PortId::new(1)), Priorities::only(3), "paused: the slowpath keeps them");
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(own)));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
+    assert_eq!(r.sw.stopped(r.now, PortId::new(1)), Priorities::only(P3), "paused: the slowpath keeps them");
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(own)));
     assert_eq!(r.sw.stopped(r.now, PortId::new(1)), Priorities::NONE, "being dropped: the slowpath may give them back");
     let mut slow = Slowpath::new("sw", vec!["p0".into(), "p1".into()], 8);
     for h in held {

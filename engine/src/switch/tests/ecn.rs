@@ -36,7 +36,7 @@ fn checksum_ok(f: &[u8]) -> bool {
 
 /// Two ports, host 2 known on port 1, whose partner has paused `prio` for good: what
 /// arrives for it stays queued, so the queue's bytes are what the test sends.
-fn held(mut c: Config, prio: usize) -> Rig {
+fn held(mut c: Config, prio: Priority) -> Rig {
     c.buffer.xoff_bytes = Some(1 << 20);
     c.buffer.headroom_bytes = 1 << 20;
     let mut r = Rig::new(c);
@@ -49,7 +49,7 @@ fn held(mut c: Config, prio: usize) -> Rig {
 #[test]
 fn a_lossless_queue_marks_ect_frames_beyond_its_maximum_and_leaves_those_below_its_minimum() {
     // Defaults: priority 3 is lossless and marks from 16 KiB, certainly from 64 KiB.
-    let mut r = held(Rig::ports(2), 3);
+    let mut r = held(Rig::ports(2), P3);
     for _ in 0..100 {
         r.rx(0, &ect(3, 0x02, 1000));
     }
@@ -57,7 +57,7 @@ fn a_lossless_queue_marks_ect_frames_beyond_its_maximum_and_leaves_those_below_i
     // Frames 0..=16 found the queue below 16 KiB (at most 16000 bytes); frame 66 and
     // later found it at 64 KiB or more (66000 bytes).
     assert!(c.ecn_marked >= 100 - 66 && c.ecn_marked <= 100 - 17, "{c:?}");
-    r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
     let out = drain(&mut r, 1, 100);
     assert_eq!(out.len(), 100);
     let ce = out.iter().filter(|f| parse_header(f).unwrap().ecn == Some(ECN_CE)).count() as u64;
@@ -69,7 +69,7 @@ fn a_lossless_queue_marks_ect_frames_beyond_its_maximum_and_leaves_those_below_i
 
 #[test]
 fn a_lossless_queue_never_drops_frames_that_are_not_ecn_capable_and_counts_them_above_its_minimum() {
-    let mut r = held(Rig::ports(2), 3);
+    let mut r = held(Rig::ports(2), P3);
     for _ in 0..100 {
         r.rx(0, &ect(3, 0, 1000));
     }
@@ -92,8 +92,8 @@ fn a_lossy_queue_with_wred_drops_what_is_not_ecn_capable_and_marks_what_is() {
         green_max_threshold: Some(0),
         green_drop_probability: Some(100),
     };
-    c.wred.priority.insert(0, all);
-    let mut r = held(c, 0);
+    c.wred.priority.insert(P0, all);
+    let mut r = held(c, P0);
     r.rx(0, &ect(0, 0x01, 500));
     r.rx(0, &ect(0, 0x00, 500));
     let s = r.stats();
@@ -101,7 +101,7 @@ fn a_lossy_queue_with_wred_drops_what_is_not_ecn_capable_and_marks_what_is() {
     assert_eq!((q.ecn_marked, q.wred_dropped), (1, 1));
     assert_eq!(s.ports[0].counters.drops.wred, 1, "the drop is counted at ingress, by its reason");
     assert_eq!(s.ports[1].priorities[0].egress_queue_frames, 1, "a dropped frame takes no buffer");
-    r.rx(1, &pfc_with(Priorities::only(0), 0, None));
+    r.rx(1, &pfc_with(Priorities::only(P0), 0, None));
     let out = drain(&mut r, 1, 1);
     assert_eq!(parse_header(&out[0]).unwrap().ecn, Some(ECN_CE), "ECT(1) counts as capable");
 }
@@ -110,8 +110,8 @@ fn a_lossy_queue_with_wred_drops_what_is_not_ecn_capable_and_marks_what_is() {
 fn a_port_of_its_own_overrides_the_switch_wide_profile() {
     let mut c = Rig::ports(2);
     let off = WredSettings { wred_green_enable: Some(false), ..Default::default() };
-    c.ports[1].wred.priority.insert(3, off);
-    let mut r = held(c, 3);
+    c.ports[1].wred.priority.insert(P3, off);
+    let mut r = held(c, P3);
     for _ in 0..100 {
         r.rx(0, &ect(3, 0x02, 1000));
     }

@@ -31,7 +31,7 @@ fn a_port_looked_at_once_per_long_turn_still_carries_its_line_rate() {
 fn a_paused_spell_is_not_made_up_afterwards() {
     let mut r = slow_port_rig();
     // Priority 3 paused for 1000 quanta (5.12 ms at 100 Mb/s), with frames waiting.
-    r.rx(1, &pfc_frame(Priorities::only(3), 1000));
+    r.rx(1, &pfc_frame(Priorities::only(P3), 1000));
     for _ in 0..50 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
@@ -46,7 +46,7 @@ fn a_paused_spell_is_not_made_up_afterwards() {
 fn drr_shares_by_weight_and_strict_goes_first() {
     let mut c = Rig::ports(2);
     c.pfc.lossless = Some(vec![]);
-    c.classify.dscp = [("1", 1), ("2", 2), ("5", 5)].iter().map(|(d, p)| (d.to_string(), *p)).collect();
+    c.classify.dscp = [("1", P1), ("2", P2), ("5", P5)].iter().map(|(d, p)| (d.to_string(), *p)).collect();
     c.ports[1].scheduler = Scheduler::Drr { weights: [1, 1, 3, 1, 1, 0, 1, 1] };
     c.buffer.lossy_queue_bytes = Some(1 << 20);
     let mut r = Rig::new(c);
@@ -83,7 +83,7 @@ fn ready_ports_are_the_egresses_a_frame_joins_and_every_port_after_a_mac_control
     assert!(r.sw.poll_ready_ports().is_empty(), "asked again: nothing new");
     r.rx(0, &data(1, 2, 0, 100));
     assert_eq!(r.sw.poll_ready_ports(), PortSet::only(PortId::new(1)), "a known station's port only");
-    r.rx(2, &pfc_frame(Priorities::only(3), 100));
+    r.rx(2, &pfc_frame(Priorities::only(P3), 100));
     assert_eq!(r.sw.poll_ready_ports(), PortId::all(4).collect::<PortSet>());
 }
 

@@ -10,7 +10,7 @@ fn each_lossless_priority_pauses_at_its_own_profile() {
     // Priority 4 pauses at 3000 B and may take 20 000 B after its pause.
     c.buffer
         .priority
-        .insert(4, BufferProfile { xoff_bytes: Some(3_000), headroom_bytes: Some(20_000), ..Default::default() });
+        .insert(P4, BufferProfile { xoff_bytes: Some(3_000), headroom_bytes: Some(20_000), ..Default::default() });
     c.buffer.xon_offset_bytes = Some(1_000);
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
@@ -22,7 +22,7 @@ fn each_lossless_priority_pauses_at_its_own_profile() {
     }
     let sent = r.tx(0);
     assert_eq!(sent.len(), 1, "priority 4 passed its 3000 B; priority 3 is below its 10 000 B");
-    assert_eq!(pfc_of(&sent[0]).enabled, Priorities::only(4));
+    assert_eq!(pfc_of(&sent[0]).enabled, Priorities::only(P4));
     for _ in 0..15 {
         r.rx(0, &p4);
     }
@@ -50,7 +50,7 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     let sent = r.tx(0);
     assert_eq!(sent.len(), 1);
     let pause = pfc_of(&sent[0]);
-    assert_eq!((pause.enabled, pause.quanta[3]), (Priorities::only(3), 65535));
+    assert_eq!((pause.enabled, pause.quanta[3]), (Priorities::only(P3), 65535));
     assert_eq!(&sent[0][6..12], &[0x02, 0xee, 0, 0, 0, 0], "sent from the port's own MAC");
     // Frames in flight after XOFF land in headroom; beyond it they are dropped.
     for _ in 0..5 {
@@ -60,7 +60,7 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     let g = &s.ports[0].priorities[3];
     assert!(g.xoff);
     let open: Vec<_> = s.ports[0].xoff_episodes.iter().map(|e| (e.prio, e.start_ns > 0, e.end_ns)).collect();
-    assert_eq!(open, [(3, true, None)], "an XOFF episode lasts while the group is above XON");
+    assert_eq!(open, [(P3, true, None)], "an XOFF episode lasts while the group is above XON");
     assert_eq!((g.headroom_bytes, g.counters.lossless_drops), (5_000, 1));
     assert_eq!(s.ports[0].counters.drops.lossless, 1);
 
@@ -87,7 +87,7 @@ fn lossless_queue_pauses_upstream_and_resumes_at_xon() {
     let episodes = &s.ports[0].xoff_episodes;
     assert_eq!(episodes.len(), 1);
     // The rig's clock has not moved since the pause: the episode ended when it began.
-    assert_eq!((episodes[0].prio, episodes[0].end_ns), (3, Some(episodes[0].start_ns)), "the resume ended it");
+    assert_eq!((episodes[0].prio, episodes[0].end_ns), (P3, Some(episodes[0].start_ns)), "the resume ended it");
 }
 
 #[test]
@@ -143,7 +143,7 @@ fn received_pfc_pauses_one_priority_for_its_quanta() {
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    r.rx(1, &pfc_frame(Priorities::only(3), 65535));
+    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
     r.rx(0, &data(1, 2, 3, 200));
     r.rx(0, &data(1, 2, 0, 200));
     let out = r.tx(1);
@@ -165,11 +165,11 @@ fn zero_quanta_resumes_at_once_and_newer_frames_replace_the_timer() {
     let mut r = Rig::new(Rig::ports(2));
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    r.rx(1, &pfc_frame(Priorities::only(4), 65535));
+    r.rx(1, &pfc_frame(Priorities::only(P4), 65535));
     r.rx(0, &data(1, 2, 4, 200));
     assert!(r.tx(1).is_empty());
     r.advance(Duration::from_micros(5));
-    r.rx(1, &pfc_frame(Priorities::only(4), 0));
+    r.rx(1, &pfc_frame(Priorities::only(P4), 0));
     assert_eq!(r.tx(1).len(), 1);
     assert_eq!(r.stats().ports[1].priorities[4].counters.xon_received, 1);
 }
@@ -179,14 +179,14 @@ fn invalid_and_lossy_pfc_is_counted_and_ignored() {
     let mut r = Rig::new(Rig::ports(2));
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    let mut reserved = pfc_frame(Priorities::only(3), 100);
+    let mut reserved = pfc_frame(Priorities::only(P3), 100);
     reserved[16] = 0x80;
     r.rx(1, &reserved);
     r.rx(1, &pfc_frame(Priorities::NONE, 100));
     // Cut inside class 0's timer: no padding explains that.
-    r.rx(1, &pfc_frame(Priorities::only(3), 100)[..21]);
-    r.rx(1, &pfc_frame(Priorities::only(1), 65535));
-    let mut zero_src = pfc_frame(Priorities::only(3), 65535);
+    r.rx(1, &pfc_frame(Priorities::only(P3), 100)[..21]);
+    r.rx(1, &pfc_frame(Priorities::only(P1), 65535));
+    let mut zero_src = pfc_frame(Priorities::only(P3), 65535);
     zero_src[6..12].fill(0);
     r.rx(1, &zero_src);
     r.rx(0, &data(1, 2, 0, 200));
@@ -205,7 +205,7 @@ fn an_unpadded_pfc_frame_pauses_its_priority_and_is_counted_short() {
     let mut r = Rig::new(Rig::ports(2));
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
-    r.rx(1, &pfc_frame(Priorities::only(3), 65535)[..32]);
+    r.rx(1, &pfc_frame(Priorities::only(P3), 65535)[..32]);
     r.rx(0, &data(1, 2, 3, 200));
     assert!(r.tx(1).is_empty(), "priority 3 is paused");
     let c = r.stats().ports[1].counters.mac_control;
@@ -235,7 +235,7 @@ fn global_pause_applies_only_in_global_mode() {
     r.tx(0);
     r.rx(1, &pause);
     r.rx(0, &data(1, 2, 0, 200));
-    r.rx(1, &pfc_frame(Priorities::only(3), 1));
+    r.rx(1, &pfc_frame(Priorities::only(P3), 1));
     assert!(r.tx(1).is_empty(), "the whole port is paused");
     assert_eq!(r.stats().ports[1].counters.mac_control.pfc_ignored, 1);
 }

@@ -41,7 +41,7 @@ fn the_lossy_frame_cap_counts_the_buffers_a_frame_takes() {
     r.rx(1, &data(2, 9, 0, 64));
     r.tx(0);
     r.tx(2);
-    r.rx(1, &pfc_with(Priorities::only(0), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P0), 65535, None));
     for _ in 0..10 {
         r.rx(0, &data(1, 2, 0, 2500));
     }
@@ -63,7 +63,7 @@ fn a_lossy_queue_holds_256_of_its_ports_largest_frames_unless_the_config_sets_it
         r.rx(1, &data(2, 9, 0, 64));
         r.tx(0);
         r.tx(2);
-        r.rx(1, &pfc_with(Priorities::only(0), 65535, None));
+        r.rx(1, &pfc_with(Priorities::only(P0), 65535, None));
         for _ in 0..300 {
             r.rx(0, &data(1, 2, 0, 9000));
         }

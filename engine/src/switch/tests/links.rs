@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn a_port_whose_link_goes_down_forgets_its_stations_drops_its_queues_and_resumes_its_senders() {
     let (mut r, frame) = congested(true);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &frame);
     }

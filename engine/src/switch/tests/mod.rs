@@ -1,3 +1,4 @@
+use crate::priorities::names::*;
 use std::time::Duration;
 
 use crate::checking::CheckingMessage;
@@ -150,7 +151,7 @@ fn congested_on(mut c: Config, lossless: bool) -> (Rig, Vec<u8>) {
     c.buffer.headroom_bytes = 5_000;
     c.buffer.lossy_queue_bytes = Some(12_000);
     if !lossless {
-        c.pfc.lossless = Some(vec![4]);
+        c.pfc.lossless = Some(vec![P4]);
     }
     let mut r = Rig::new(c);
     // Teach the switch where host 2 is.
@@ -228,7 +229,7 @@ fn a_fresh_message_goes_round_and_finds_the_deadlock(r: &mut Rig, own: CheckingM
     let fresh = pfc_of(&r.tx(0)[0]).checking.expect("a fresh message");
     assert_eq!((fresh.origin_switch, fresh.origin_port, fresh.hops), (my_id(r), 0, 0));
     assert!(fresh.seq > own.seq);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { hops: 2, ..fresh })));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, Some(CheckingMessage { hops: 2, ..fresh })));
     assert!(matches!(r.outbox().1[..], [ToSlowpath::Deadlock(_)]));
     assert_eq!(r.stats().deadlocks_detected, 1);
 }
@@ -246,7 +247,7 @@ fn deadlocked_on(mut c: Config, resolution: DeadlockResolution) -> (Rig, Checkin
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
     // p1 is paused downstream; traffic from p0 piles up behind it and p0 pauses upstream.
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     for _ in 0..11 {
         r.rx(0, &data(1, 2, 3, 1000));
     }
@@ -254,7 +255,8 @@ fn deadlocked_on(mut c: Config, resolution: DeadlockResolution) -> (Rig, Checkin
     r.outbox();
     // The pause just sent to p0 originated no message (its cause is downstream), so make
     // one as the switch would have when the chain started: seq 1 in p0's XOFF episode.
-    r.sw.note_originated(PortId::new(0), 1, Priorities::only(3));
-    let own = CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2, prios: Priorities::only(3) };
+    r.sw.note_originated(PortId::new(0), 1, Priorities::only(P3));
+    let own =
+        CheckingMessage { origin_switch: my_id(&r), origin_port: 0, seq: 1, hops: 2, prios: Priorities::only(P3) };
     (r, own)
 }

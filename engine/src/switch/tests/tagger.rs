@@ -1,6 +1,7 @@
 //! Tagger tables in the data path.
 
 use crate::ether::{parse_header, IpAt};
+use crate::priorities::names::*;
 use crate::tagging::tests::TABLE;
 
 use super::*;
@@ -48,29 +49,29 @@ fn a_tagged_frame_is_charged_to_its_tags_priority_and_leaves_with_the_rewritten_
     r.rx(0, &original);
     assert_eq!(r.tx(2), vec![original]);
     assert_eq!(row(&r, "p0", Some(2)).rewritten, 1);
-    assert_eq!(s.tagger.as_ref().map(|t| (t.rules, t.lossless.clone())), Some((5, vec![3, 4])));
+    assert_eq!(s.tagger.as_ref().map(|t| (t.rules, t.lossless.clone())), Some((5, vec![P3, P4])));
 }
 
 #[test]
 fn the_egress_queue_obeys_pauses_of_the_new_tags_priority_only() {
     let mut r = rig();
-    r.rx(1, &pfc_frame(Priorities::only(4), 65535));
+    r.rx(1, &pfc_frame(Priorities::only(P4), 65535));
     r.rx(0, &data(1, 2, 2, 200));
     assert_eq!(r.tx(1).len(), 1, "a pause of the old tag's priority does not stop it");
-    r.rx(1, &pfc_frame(Priorities::only(3), 65535));
+    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
     r.rx(0, &data(1, 2, 2, 200));
     assert!(r.tx(1).is_empty(), "a pause of the new tag's priority does");
-    r.rx(1, &pfc_frame(Priorities::only(3), 0));
+    r.rx(1, &pfc_frame(Priorities::only(P3), 0));
     assert_eq!(r.tx(1).len(), 1);
 }
 
 #[test]
 fn the_ingress_group_of_the_arriving_tag_pauses_the_upstream() {
     // The frames wait in priority 3's queue, paused; they are charged to priority 4.
-    let (mut r, _) = congested_toward_a_pause(Priorities::only(3));
+    let (mut r, _) = congested_toward_a_pause(Priorities::only(P3));
     let sent = r.tx(0);
     assert_eq!(sent.len(), 1);
-    assert_eq!(pfc_of(&sent[0]).enabled, Priorities::only(4), "the upstream sent tag 2: its priority is paused");
+    assert_eq!(pfc_of(&sent[0]).enabled, Priorities::only(P4), "the upstream sent tag 2: its priority is paused");
 }
 
 #[test]
@@ -102,8 +103,8 @@ fn a_lossless_frame_on_a_hop_without_a_rewrite_rule_never_stays_lossless() {
     // Port 2's tag 1 has a rule to port 3 only: to port 1 it falls to the default.
     r.rx(1, &data(2, 1, 1, 200));
     let waiting = r.stats();
-    let group = |prio: usize| waiting.ports[1].priorities[prio].ingress_bytes;
-    assert_eq!((group(3), group(0)), (0, 200), "charged to the lossy default, not to tag 1's priority");
+    let group = |prio: Priority| waiting.ports[1].priorities[prio].ingress_bytes;
+    assert_eq!((group(P3), group(P0)), (0, 200), "charged to the lossy default, not to tag 1's priority");
     let lossy_sent = waiting.ports[0].priorities[0].counters.tx_frames;
     let out = r.tx(0);
     assert_eq!(parse_header(&out[0]).unwrap().dscp, Some(0));
@@ -129,13 +130,13 @@ fn a_vlan_tagged_frame_gets_the_egress_priority_in_its_pcp() {
     r.rx(0, &f);
     let out = r.tx(1);
     let h = parse_header(&out[0]).unwrap();
-    assert_eq!((h.pcp, h.dscp), (Some(3), Some(1)));
+    assert_eq!((h.pcp, h.dscp), (Some(P3), Some(1)));
     assert!(checksum_ok(&out[0], h.ip.unwrap()));
     assert_eq!(u16::from_be_bytes([out[0][14], out[0][15]]) & 0x0fff, 100, "VLAN id kept");
     // Off the table: the default priority.
     r.rx(0, &udp_frame(mac(1), mac(2), 9, Some((100, 4)), &[0; 100]));
     let h = parse_header(&r.tx(1)[0]).unwrap();
-    assert_eq!((h.pcp, h.dscp), (Some(0), Some(0)));
+    assert_eq!((h.pcp, h.dscp), (Some(P0), Some(0)));
 }
 
 #[test]
@@ -181,7 +182,7 @@ fn congested_toward_a_pause(paused: Priorities) -> (Rig, CheckingMessage) {
 fn dcfit_follows_a_pause_only_through_the_queue_the_traffic_waits_in() {
     // Paused on the arriving tag's priority, which these frames no longer use at
     // port 2: the congestion at port 1 has a local cause, and its pause originates.
-    let (mut r, _) = congested_toward_a_pause(Priorities::only(4));
+    let (mut r, _) = congested_toward_a_pause(Priorities::only(P4));
     let m = pfc_of(&r.tx(0)[0]).checking.expect("a checking message");
     assert_eq!((m.origin_switch, m.hops), (my_id(&r), 0));
     let waiting = |r: &Rig| {
@@ -194,24 +195,24 @@ fn dcfit_follows_a_pause_only_through_the_queue_the_traffic_waits_in() {
     };
     assert_eq!(waiting(&r), Priorities::NONE);
     // Paused on the new tag's priority, the one they wait in: the pause is passed on.
-    let (mut r, theirs) = congested_toward_a_pause(Priorities::only(3));
-    assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(CheckingMessage { hops: 3, prios: Priorities::only(4), ..theirs }));
-    assert_eq!(waiting(&r), Priorities::only(4), "group 4 waits in the paused queue 3");
+    let (mut r, theirs) = congested_toward_a_pause(Priorities::only(P3));
+    assert_eq!(pfc_of(&r.tx(0)[0]).checking, Some(CheckingMessage { hops: 3, prios: Priorities::only(P4), ..theirs }));
+    assert_eq!(waiting(&r), Priorities::only(P4), "group 4 waits in the paused queue 3");
 }
 
 #[test]
 fn an_own_message_back_through_another_prioritys_pauses_is_no_deadlock() {
-    let (mut r, _) = congested_toward_a_pause(Priorities::only(4));
+    let (mut r, _) = congested_toward_a_pause(Priorities::only(P4));
     let mine = pfc_of(&r.tx(0)[0]).checking.expect("originated");
-    assert_eq!(mine.prios, Priorities::only(4), "it follows the pause of tag 2's priority");
+    assert_eq!(mine.prios, Priorities::only(P4), "it follows the pause of tag 2's priority");
     // Back, following priority 4's pauses, on port 2: port 1's frames wait in queue 3.
-    r.rx(1, &pfc_with(Priorities::only(4), 65535, Some(CheckingMessage { hops: 3, ..mine })));
+    r.rx(1, &pfc_with(Priorities::only(P4), 65535, Some(CheckingMessage { hops: 3, ..mine })));
     let s = r.stats();
     assert_eq!((s.deadlocks_detected, s.ports[1].checks.stale_returns), (0, 1));
     // Back following priority 3's pauses, the queue they wait in: a cycle of buffers.
     r.rx(
         1,
-        &pfc_with(Priorities::only(3), 65535, Some(CheckingMessage { hops: 3, prios: Priorities::only(3), ..mine })),
+        &pfc_with(Priorities::only(P3), 65535, Some(CheckingMessage { hops: 3, prios: Priorities::only(P3), ..mine })),
     );
     assert_eq!(r.stats().deadlocks_detected, 1);
 }
@@ -263,14 +264,14 @@ fn a_message_leaves_for_one_group_so_a_return_along_another_groups_chain_is_no_d
         r.rx(1, &data(1, 10, 1, 1000));
     }
     let first = pfc_of(&r.tx(1)[0]);
-    assert_eq!(first.enabled, Priorities::only(3) | Priorities::only(4), "one frame pauses both groups");
+    assert_eq!(first.enabled, Priorities::only(P3) | Priorities::only(P4), "one frame pauses both groups");
     let mine = first.checking.expect("a local cause originates");
-    assert_eq!(mine.prios, Priorities::only(3), "for one group: priority 3's traffic, which waits at the host");
+    assert_eq!(mine.prios, Priorities::only(P3), "for one group: priority 3's traffic, which waits at the host");
     // It comes back at cw following priority 4's pauses: that is group 4's chain (the
     // ring demotes it to 3 two hops on), not the one group 3 waits behind. No cycle.
     r.rx(
         2,
-        &pfc_with(Priorities::only(4), 65535, Some(CheckingMessage { hops: 2, prios: Priorities::only(4), ..mine })),
+        &pfc_with(Priorities::only(P4), 65535, Some(CheckingMessage { hops: 2, prios: Priorities::only(P4), ..mine })),
     );
     let s = r.stats();
     assert_eq!((s.deadlocks_detected, s.ports[2].checks.stale_returns), (0, 1));
@@ -282,13 +283,13 @@ fn a_message_leaves_for_one_group_so_a_return_along_another_groups_chain_is_no_d
             MacControl::Pfc(p) => p.checking,
             _ => None,
         });
-        if let Some(m) = sent.filter(|m| m.origin_switch == my_id(&r) && m.prios == Priorities::only(4)) {
+        if let Some(m) = sent.filter(|m| m.origin_switch == my_id(&r) && m.prios == Priorities::only(P4)) {
             for4 = Some(m);
             break;
         }
     }
     let for4 = for4.expect("group 4 gets its turn");
-    r.rx(2, &pfc_with(Priorities::only(4), 65535, Some(CheckingMessage { hops: 2, ..for4 })));
+    r.rx(2, &pfc_with(Priorities::only(P4), 65535, Some(CheckingMessage { hops: 2, ..for4 })));
     assert_eq!(r.stats().deadlocks_detected, 1);
 }
 

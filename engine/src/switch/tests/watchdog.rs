@@ -1,6 +1,7 @@
 //! The PFC watchdog.
 
 use crate::pfcwd::{WatchdogAction, WatchdogEvent, WatchdogOverride};
+use crate::priorities::names::*;
 
 use super::*;
 
@@ -15,7 +16,7 @@ fn rig(action: WatchdogAction) -> Rig {
 /// Five frames wait on p1 while its partner refreshes a pause on priority 3 every 2 ms
 /// until `until` after the first pause; returns when the pauses began.
 fn storm(r: &mut Rig, until: Duration) -> Time {
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     let start = r.now;
     for _ in 0..5 {
         r.rx(0, &data(1, 2, 3, 1000));
@@ -23,13 +24,13 @@ fn storm(r: &mut Rig, until: Duration) -> Time {
     assert!(r.tx(1).is_empty(), "paused");
     while r.now + 2 * MS <= start + until {
         r.advance(2 * MS);
-        r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+        r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     }
     start
 }
 
 fn watch(r: &Rig) -> crate::stats::WatchdogStats {
-    *r.stats().ports[1].pfcwd.iter().find(|w| w.priority == 3).unwrap()
+    *r.stats().ports[1].pfcwd.iter().find(|w| w.priority == P3).unwrap()
 }
 
 #[test]
@@ -41,7 +42,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
     assert!(r.tx(1).is_empty());
     assert!(!watch(&r).active);
     r.advance(2 * MS);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     assert!(r.tx(1).is_empty(), "dropped, not sent");
     let w = watch(&r);
     assert!(w.active);
@@ -49,7 +50,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 5);
     assert!(matches!(
         r.sw.poll_watchdog_event(),
-        Some(WatchdogEvent::StormDetected { port, prio: 3, stalled_since, action: WatchdogAction::Drop, .. })
+        Some(WatchdogEvent::StormDetected { port, prio: P3, stalled_since, action: WatchdogAction::Drop, .. })
             if port == PortId::new(1) && stalled_since == start
     ));
     // Frames arriving for the stormed queue are dropped too; the ingress is not held.
@@ -66,7 +67,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
     r.tx(1);
     let w = watch(&r);
     assert!(!w.active && w.counters.restored == 1, "{w:?}");
-    assert!(matches!(r.sw.poll_watchdog_event(), Some(WatchdogEvent::Restored { prio: 3, .. })));
+    assert!(matches!(r.sw.poll_watchdog_event(), Some(WatchdogEvent::Restored { prio: P3, .. })));
     r.rx(0, &data(1, 2, 3, 1000));
     assert_eq!(r.tx(1).len(), 1);
 }
@@ -75,7 +76,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
 fn with_forward_the_stormed_priority_is_sent_despite_the_pauses() {
     let mut r = rig(WatchdogAction::Forward);
     storm(&mut r, 200 * MS);
-    r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+    r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
     assert_eq!(r.tx(1).len(), 5, "the waiting frames go out");
     let w = watch(&r);
     assert!(w.active && w.counters.dropped_frames == 0, "{w:?}");
@@ -98,13 +99,13 @@ fn a_partner_that_resumes_in_time_is_congested_not_stormed() {
     let mut r = rig(WatchdogAction::Drop);
     // Paused 9 ms in every 10 for a second, with frames always waiting.
     for _ in 0..100 {
-        r.rx(1, &pfc_with(Priorities::only(3), 65535, None));
+        r.rx(1, &pfc_with(Priorities::only(P3), 65535, None));
         for _ in 0..5 {
             r.rx(0, &data(1, 2, 3, 1000));
         }
         r.advance(9 * MS);
         r.tx(1);
-        r.rx(1, &pfc_with(Priorities::only(3), 0, None));
+        r.rx(1, &pfc_with(Priorities::only(P3), 0, None));
         r.tx_limited(1, 2);
         r.advance(MS);
     }
@@ -122,8 +123,8 @@ fn a_ports_override_turns_its_watchdog_off_and_lossy_priorities_are_never_watche
     assert_eq!(watch(&r).counters.storms_detected, 0);
     assert_eq!(watch(&r).action, WatchdogAction::Off);
     // Only lossless priorities have a watchdog.
-    let prios: Vec<u8> = r.stats().ports[0].pfcwd.iter().map(|w| w.priority).collect();
-    assert_eq!(prios, [3, 4]);
+    let prios: Vec<Priority> = r.stats().ports[0].pfcwd.iter().map(|w| w.priority).collect();
+    assert_eq!(prios, [P3, P4]);
 }
 
 #[test]
@@ -157,8 +158,9 @@ fn an_802_3x_pause_held_on_a_global_pause_port_with_frames_waiting_is_a_storm_on
     r.advance(start + 200 * MS - r.now);
     assert!(r.tx(1).is_empty(), "dropped, not sent");
     let s = r.stats();
-    let watched: Vec<(u8, u64)> = s.ports[1].pfcwd.iter().map(|w| (w.priority, w.counters.storms_detected)).collect();
-    assert_eq!(watched, [(0, 1), (1, 0), (2, 0), (3, 1), (4, 0), (5, 0), (6, 0), (7, 0)]);
+    let watched: Vec<(Priority, u64)> =
+        s.ports[1].pfcwd.iter().map(|w| (w.priority, w.counters.storms_detected)).collect();
+    assert_eq!(watched, [(P0, 1), (P1, 0), (P2, 0), (P3, 1), (P4, 0), (P5, 0), (P6, 0), (P7, 0)]);
     assert_eq!(s.ports[1].counters.drops.watchdog, 2);
     // Restored 200 ms after the last PAUSE; then frames go out again.
     r.advance(200 * MS);
