@@ -4,11 +4,11 @@
 
 use std::net::Ipv4Addr;
 
-use pfclab::flow::{read_stamp, read_stamp_in, FlowSpec, FlowTemplate};
 use pfcswitch::control::http::parse_head;
 use pfcswitch::control::server::{decode_request, take_line};
 use pfcswitch::nic::netlink::{attrs, message, read_reply};
 use pfcswitch_core::mac::MacAddr;
+use pfctestkit::flow::{read_stamp, read_stamp_in, FlowSpec, FlowTemplate};
 
 /// Control socket lines: the same lines come out however the bytes arrive (the first
 /// byte picks the chunk size), each ends at its one newline, and whatever decodes as a

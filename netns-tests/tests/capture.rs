@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use netns_tests::*;
-use pfclab::pcap::{read_capture, read_interfaces, Direction};
 use pfcswitch::core::speed::Speed;
+use pfctestkit::pcap::{read_capture, read_interfaces, Direction};
 
 const IPV4: [u8; 2] = [0x08, 0x00];
 const MAC_CONTROL: [u8; 2] = [0x88, 0x08];

@@ -208,7 +208,7 @@ fn tshark_fields(name: &str, frames: &[Vec<u8>], fields: &[&str]) -> (Vec<Vec<St
     let dir = std::env::temp_dir().join(unique_name(name));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.pcapng"));
-    let mut w = pfclab::pcap::CaptureWriter::create_one(&path, name).unwrap();
+    let mut w = pfctestkit::pcap::CaptureWriter::create_one(&path, name).unwrap();
     for f in frames {
         w.received_now(f);
     }
@@ -231,7 +231,7 @@ fn tshark_fields(name: &str, frames: &[Vec<u8>], fields: &[&str]) -> (Vec<Vec<St
 /// checksum and ICRC.
 #[test]
 fn tshark_reads_a_roce_test_frame_as_an_rc_send_with_the_flows_qp_and_psn() {
-    let spec = pfclab::flow::FlowSpec {
+    let spec = pfctestkit::flow::FlowSpec {
         id: 7,
         src_mac: pfcswitch::core::mac::MacAddr::local(1),
         dst_mac: pfcswitch::core::mac::MacAddr::local(3),
@@ -243,7 +243,7 @@ fn tshark_reads_a_roce_test_frame_as_an_rc_send_with_the_flows_qp_and_psn() {
         wire_size: 1000,
         roce: true,
     };
-    let t = pfclab::flow::FlowTemplate::build(&spec).unwrap();
+    let t = pfctestkit::flow::FlowTemplate::build(&spec).unwrap();
     let frames: Vec<Vec<u8>> = [41, 42]
         .iter()
         .map(|&seq| {

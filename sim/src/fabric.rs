@@ -17,7 +17,7 @@ use tagger::routes::explicit::Explicit;
 use tagger::system::{TagPriorities, TagSystem};
 use tagger::topology::{Peer, Topology};
 
-use pfclab::topology::TestbedTopology;
+use pfctestkit::topology::TestbedTopology;
 
 use crate::scenario::{invalid, Scenario, ScenarioError, TopologySource};
 
@@ -761,7 +761,7 @@ fn tag_tables(
     paths: &[Vec<String>],
 ) -> Result<Vec<tagger::system::SwitchTables>, ScenarioError> {
     let bad = |e: String| invalid("tagger", e);
-    let file = pfclab::routes_file(paths);
+    let file = pfctestkit::routes_file(paths);
     let model = Explicit::from_file(t, &file).map_err(|e| bad(e.to_string()))?;
     let tagging = Algorithm::Greedy.run(t, &model).map_err(|e| bad(e.to_string()))?;
     let priorities = TagPriorities { lossless: s.tagger_priorities.iter().map(|&p| p.get()).collect(), lossy: 0 };

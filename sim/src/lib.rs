@@ -419,7 +419,7 @@ pub fn run(args: &SimArgs) -> Result<()> {
     let scenario = load(args)?;
     let started = Instant::now();
     let total_us = ((scenario.duration_ms + scenario.drain_ms) * 1e3) as u64;
-    let bar = pfclab::progress::Progress::new(total_us, "µs simulated", args.json);
+    let bar = pfctestkit::progress::Progress::new(total_us, "µs simulated", args.json);
     bar.message(scenario.name.clone());
     let outcome = simulate_with_progress(&scenario, args.seed, args.pcap.as_deref(), &mut |done| {
         bar.set((done * total_us as f64) as u64);

@@ -174,7 +174,7 @@ fn default_cnp_priority() -> Priority {
 #[serde(untagged)]
 pub enum TopologySource {
     Spec(String),
-    Inline(pfclab::topology::Topology),
+    Inline(pfctestkit::topology::Topology),
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

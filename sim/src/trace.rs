@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 
-use pfclab::pcap::{CaptureWriter, Direction};
 use pfcswitch_core::pfc::PRIORITIES;
 use pfcswitch_core::Priority;
+use pfctestkit::pcap::{CaptureWriter, Direction};
 
 /// When a port's link partner had it paused: per priority, intervals [start, end) in ns
 /// of simulated time. A pause that arrives while one lasts extends it; a resume ends it.
@@ -57,7 +57,7 @@ pub struct Trace {
     recorded: Vec<Sent>,
     whole: Vec<u8>,
     /// The first error writing a capture, for `finish` to report.
-    failed: Option<pfclab::pcap::PcapError>,
+    failed: Option<pfctestkit::pcap::PcapError>,
 }
 
 type Capture = CaptureWriter<std::io::BufWriter<std::fs::File>>;

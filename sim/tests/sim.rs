@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use pfclab::headroom::CalcInput;
 use pfcsim::scenario::{Action, FlowSpec, Scenario};
 use pfcsim::trace::Sent;
 use pfcsim::{simulate, simulate_recording, SimReport};
@@ -12,6 +11,7 @@ use pfcswitch_core::pfc;
 use pfcswitch_core::priorities::names::*;
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::Priority;
+use pfctestkit::headroom::CalcInput;
 
 fn built_in(name: &str) -> Scenario {
     Scenario::built_in(name).unwrap()
@@ -427,11 +427,11 @@ fn scratch(name: &str) -> std::path::PathBuf {
 /// A link direction's capture: each frame's time stamp (ns) and bytes, after checking
 /// that it is one interface named after the file, every frame sent out of it, whole.
 fn pcap_records(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
-    let frames = pfclab::pcap::read_capture(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let frames = pfctestkit::pcap::read_capture(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     frames
         .into_iter()
         .map(|f| {
-            assert_eq!((f.interface, f.direction), (0, Some(pfclab::pcap::Direction::Outbound)), "{path:?}");
+            assert_eq!((f.interface, f.direction), (0, Some(pfctestkit::pcap::Direction::Outbound)), "{path:?}");
             assert_eq!(f.original_len as usize, f.data.len(), "{path:?}: whole frames");
             (f.at.as_nanos() as u64, f.data)
         })

@@ -7,7 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod harness;
 pub mod headroom;
-pub use pfclab::pcap;
+pub use pfctestkit::pcap;
 pub mod storm;
 pub mod tagging;
 pub mod testbed;

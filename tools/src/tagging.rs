@@ -33,7 +33,7 @@ impl TestbedTables {
     }
 }
 
-pub use pfclab::routes_file;
+pub use pfctestkit::routes_file;
 
 /// Writes `topology` and `routes` into `dir` (`testbed.toml`, `routes.toml`), as a user
 /// would hand them to `tagger compute --topology ... --routes file:...`.

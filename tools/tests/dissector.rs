@@ -60,7 +60,7 @@ fn tshark_with_the_lua_dissector_shows_every_dcfit_message_the_switch_sent_field
     for pcap in &pcaps {
         // The switch's decoder on the same frames: every PFC frame whose padding holds a
         // message.
-        let expected: Vec<(usize, CheckingMessage)> = pfclab::pcap::read_frames(pcap)
+        let expected: Vec<(usize, CheckingMessage)> = pfctestkit::pcap::read_frames(pcap)
             .unwrap()
             .iter()
             .enumerate()

@@ -27,7 +27,7 @@ use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
 use crate::queue::EventQueue;
 use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, StormSpec};
 use crate::trace::{PauseTimeline, Trace};
-use pfclab::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
+use pfctestkit::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
 
 /// Simulated time starts here. The engine no longer needs it (its "not yet" is an
 /// `Option`, and a switch started at zero works: see the core's

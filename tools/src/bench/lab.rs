@@ -399,7 +399,7 @@ fn keep(lab: &RingLab) -> Result<()> {
 /// `--compare`: alternating runs without and with the tables.
 fn compare(args: &LabArgs) -> Result<()> {
     let (mut without, mut with) = (Vec::new(), Vec::new());
-    let bar = pfclab::progress::Progress::new(2 * args.runs as u64, "runs", args.json);
+    let bar = pfctestkit::progress::Progress::new(2 * args.runs as u64, "runs", args.json);
     for k in 0..args.runs {
         for tagger in [false, true] {
             let what = format!("run {} of {}, {}", k + 1, args.runs, if tagger { "with tables" } else { "without" });

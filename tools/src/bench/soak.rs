@@ -213,7 +213,7 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
     let mut faults: BTreeMap<String, u64> = BTreeMap::new();
     let mut deaf: Vec<GenReport> = Vec::new();
     let start = Instant::now();
-    let bar = pfclab::progress::Progress::new(soak_for.as_secs(), "s", args.json);
+    let bar = pfctestkit::progress::Progress::new(soak_for.as_secs(), "s", args.json);
     // Faults stop 3 s before the senders do, so that the last one has ended and the
     // switch has settled while traffic still flows.
     while start.elapsed() + Duration::from_secs(6) < soak_for {

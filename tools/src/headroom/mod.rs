@@ -1,7 +1,7 @@
 //! Headroom and pause-response testing: the calculator, the sweep on a netns testbed, the
 //! DUT's response-time measurement, and their reports.
 
-pub use pfclab::headroom as calc;
+pub use pfctestkit::headroom as calc;
 pub mod compare;
 pub mod plan;
 pub mod plot;
@@ -240,7 +240,7 @@ pub fn run(args: &HeadroomArgs) -> Result<()> {
         opts.speed, opts.prios, opts.headroom_bytes, opts.xoff_bytes, opts.frame_size, opts.delays
     );
     let runs = (opts.delays.len() * opts.repeats.max(1)) as u64;
-    let bar = pfclab::progress::Progress::new(runs, "runs", args.json);
+    let bar = pfctestkit::progress::Progress::new(runs, "runs", args.json);
     bar.message("the first delay");
     let report = sweep::run(&opts, &|r| {
         bar.inc(1);

@@ -5,7 +5,7 @@
 //! Nothing is created in the root namespace: each veth pair is created with both ends
 //! directly in their namespaces, and addresses only ever go inside them.
 
-pub use pfclab::topology;
+pub use pfctestkit::topology;
 
 pub mod ovs;
 

@@ -1,7 +1,7 @@
 //! The PFC-aware traffic generator and the sink: sans-IO pieces (frames, pacing, pause
 //! response, receive accounting) and the AF_XDP loops that drive them.
 
-pub use pfclab::flow;
+pub use pfctestkit::flow;
 pub mod gen;
 pub mod inject;
 pub mod latency;

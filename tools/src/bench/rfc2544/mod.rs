@@ -36,9 +36,9 @@ use crate::testbed::topology::{Endpoint, EndpointSpec, HostSpec, Link};
 use crate::testbed::TestbedTopology;
 use crate::testbed::{at_mtu, mtu_for, unique_name, Testbed, Topology};
 use crate::traffic::latency::us3;
-use pfclab::progress::Progress;
 use pfcswitch::control::Request;
 use pfcswitch::stats::StageLatency;
+use pfctestkit::progress::Progress;
 
 use plot::*;
 pub use search::{confirm, loss_rates, search, Confirmed};
