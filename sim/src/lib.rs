@@ -11,6 +11,7 @@ pub mod engine;
 pub mod fabric;
 pub mod monitor;
 pub mod scenario;
+pub mod split;
 pub mod trace;
 pub mod workload;
 
@@ -25,10 +26,11 @@ use pfcswitch_core::histogram::Percentiles;
 use pfcswitch_core::ports::PortId;
 use pfcswitch_core::slowpath::DeadlockRecord;
 use pfcswitch_core::stats::{PortStats, SwitchStats};
+use pfcswitch_core::time::Time;
 use pfcswitch_core::Priority;
 use pfcswitch_table::Table;
 
-use engine::{RunCounts, Sim};
+use engine::{Gathered, RunCounts, Sim};
 use fabric::{Fabric, Owner};
 use scenario::{Scenario, BUILT_IN};
 use trace::{PauseTimeline, Trace};
@@ -68,6 +70,11 @@ pub struct SimArgs {
     /// Every workload's load, percent of the senders' links (instead of the scenario's).
     #[arg(long)]
     pub load: Option<f64>,
+    /// Split the fabric over this many ranks, threads of this process, each running its
+    /// part (switches in blocks, hosts with their switch): the same report and captures
+    /// as one rank, sooner on several cores where the lookahead allows.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub ranks: u16,
 }
 
 /// One flow's outcome.
@@ -251,13 +258,7 @@ fn run_scenario(
         let port = fabric.port_named(label).with_context(|| format!("no port {label:?} to record"))?;
         trace.record(port);
     }
-    let names: Vec<String> = (0..fabric.ports.len())
-        .map(|p| {
-            format!("{}-to-{}.pcapng", fabric.ports[p].label, fabric.ports[fabric.ports[p].peer].label)
-                .replace(':', "_")
-        })
-        .collect();
-    trace.open_captures(&names)?;
+    trace.open_captures(&capture_names(&fabric))?;
     let mut sim = Sim::new(scenario, &fabric, trace)?;
     let total = scenario.run_time();
     for step in 1..=PROGRESS_STEPS {
@@ -265,19 +266,105 @@ fn run_scenario(
         progress(f64::from(step) / f64::from(PROGRESS_STEPS));
     }
     sim.trace.finish()?;
-    let sent = sim.trace.recorded().to_vec();
-    Ok((report(scenario, seed, &fabric, &sim, total), sent))
+    let mut gathered = sim.gather();
+    let sent = std::mem::take(&mut gathered.recorded);
+    Ok((report(scenario, seed, &fabric, &gathered, total), sent))
 }
 
-fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Duration) -> Outcome {
-    let now = sim.now();
+/// [`simulate_recording`] with the fabric split over `ranks` threads of this process,
+/// each running its part of the fabric ([`split`]): the same report and captures.
+pub fn simulate_split(
+    scenario: &Scenario,
+    seed: u64,
+    pcap: Option<&Path>,
+    record: &[&str],
+    ranks: usize,
+) -> Result<(Outcome, Vec<trace::Sent>)> {
+    let fabric = Fabric::build(scenario, seed)?;
+    let partition = split::Partition::new(&fabric, ranks);
+    let rank_of = std::sync::Arc::new(partition.by_key_node());
+    let endpoints = split::Threads::new(partition.ranks);
+    let parts: Vec<Gathered> = std::thread::scope(|scope| {
+        let handles: Vec<_> = endpoints
+            .into_iter()
+            .map(|mut ex| {
+                let (fabric, partition, rank_of) = (&fabric, &partition, rank_of.clone());
+                scope.spawn(move || run_rank(scenario, fabric, partition, rank_of, pcap, record, &mut ex))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a rank panicked"))?)
+            .collect::<Result<Vec<Gathered>>>()
+    })?;
+    let mut gathered = Gathered::merge(parts, &fabric, &rank_of);
+    let sent = std::mem::take(&mut gathered.recorded);
+    Ok((report(scenario, seed, &fabric, &gathered, scenario.run_time()), sent))
+}
+
+/// One rank's part of a split run, meeting the others through `ex` at each window's end.
+fn run_rank(
+    scenario: &Scenario,
+    fabric: &Fabric,
+    partition: &split::Partition,
+    rank_of: std::sync::Arc<Vec<u16>>,
+    pcap: Option<&Path>,
+    record: &[&str],
+    ex: &mut dyn split::Exchange,
+) -> Result<Gathered> {
+    let rank = ex.rank();
+    let mut trace = Trace::new(fabric.ports.len(), pcap);
+    for label in record {
+        let port = fabric.port_named(label).with_context(|| format!("no port {label:?} to record"))?;
+        trace.record(port);
+    }
+    trace.open_captures_of(&capture_names(fabric), |p| partition.port_rank(fabric, p) == rank)?;
+    let mut sim = Sim::new(scenario, fabric, trace)?;
+    sim.set_split(split::Split::shared(rank, rank_of, partition.ranks));
+    let end = sim.now() + scenario.run_time();
+    let windows = split::Windows::new(end, partition.lookahead(fabric));
+    // Every rank starts at the start (each has its own first event; they must agree).
+    let mut from = Some(sim.now().as_nanos());
+    while let Some(start) = from {
+        let last = windows.last(start);
+        sim.run_to(Time::from_nanos(last));
+        let (posted, earliest_posted) = sim.take_posted();
+        let next = sim.next_event_at().min(earliest_posted);
+        let mut earliest = u64::MAX;
+        for bytes in ex.all_to_all(split::Windows::stamp(next, posted)) {
+            let (their_next, frames) = split::Windows::unstamp(&bytes);
+            earliest = earliest.min(their_next);
+            sim.accept(frames);
+        }
+        from = windows.next(last, earliest);
+    }
+    sim.run_to(end);
+    sim.trace.finish()?;
+    Ok(sim.gather())
+}
+
+/// Each link direction's capture file.
+fn capture_names(fabric: &Fabric) -> Vec<String> {
+    (0..fabric.ports.len())
+        .map(|p| {
+            format!("{}-to-{}.pcapng", fabric.ports[p].label, fabric.ports[fabric.ports[p].peer].label)
+                .replace(':', "_")
+        })
+        .collect()
+}
+
+fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, g: &Gathered, total: Duration) -> Outcome {
+    fn part(what: &str, i: usize) -> ! {
+        panic!("no rank gave {what} {i}: every part of a run has a rank")
+    }
     let mut switches = Vec::new();
+    let mut deadlock_events: Vec<DeadlockRecord> = Vec::new();
     let mut stuck = 0;
     let (mut lossless_dropped, mut lossy_dropped) = (0, 0);
     for i in 0..fabric.switches.len() {
-        let switch =
-            sim.switch(i).stats(now).map_ports(|k, engine| SimPortStats { engine, rx_no_frame: sim.rx_no_frame(i, k) });
-        let s = SimSwitchStats { switch, free_frames: sim.free_frames(i) as u64 };
+        let Some(gs) = &g.switches[i] else { part("switch", i) };
+        deadlock_events.extend(gs.deadlocks.iter().cloned());
+        let s = SimSwitchStats { switch: gs.stats.clone(), free_frames: gs.free_frames };
         for p in s.switch.ports.iter().map(|p| &p.engine) {
             stuck += p.held_by_slowpath;
             for q in p.priorities.iter().filter(|q| q.lossless) {
@@ -300,8 +387,8 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             Some(t) => t.ingress(PortId::new(local), dscp).is_some(),
             None => s.config.lossless_priorities().contains(&s.config.classify.dscp_table()[usize::from(dscp & 63)]),
         };
-        let rx = sim.received(i);
-        let sent = sim.sent(i);
+        let Some(rx) = &g.received[i] else { part("flow received", i) };
+        let Some(sent) = g.sent[i] else { part("flow sent", i) };
         let lost = sent.saturating_sub(rx.frames);
         if lossless {
             lossless_lost += lost;
@@ -336,9 +423,9 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
     let until = total.as_nanos() as u64;
     let links = (0..fabric.ports.len())
         .map(|p| {
-            let (frames, bytes, pause_frames, lost_link_down) = sim.link_counts(p);
+            let [frames, bytes, pause_frames, lost_link_down] = g.links[p];
             // The pauses `from` obeyed are the ones its own port received.
-            let tl = &sim.trace.timelines()[p];
+            let Some(tl) = &g.timelines[p] else { part("port timeline", p) };
             let mut paused_us = [0.0; 8];
             for (prio, v) in Priority::all().zip(paused_us.iter_mut()) {
                 *v = tl.paused_ns(prio, until) as f64 / 1e3;
@@ -354,17 +441,16 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             }
         })
         .collect();
-    let deadlock_events: Vec<DeadlockRecord> =
-        (0..fabric.switches.len()).flat_map(|i| sim.slowpath(i).deadlocks().deadlocks).collect();
-    let timelines =
-        (0..fabric.ports.len()).map(|p| (fabric.ports[p].label.clone(), sim.trace.timelines()[p].clone())).collect();
+    let timelines = (0..fabric.ports.len())
+        .map(|p| (fabric.ports[p].label.clone(), g.timelines[p].clone().unwrap_or_default()))
+        .collect();
     Outcome {
         report: SimReport {
             scenario: scenario.name.clone(),
             seed,
             simulated_ms: total.as_secs_f64() * 1e3,
-            events: sim.counts.events,
-            frame_hops: sim.counts.frame_hops,
+            events: g.counts.events,
+            frame_hops: g.counts.frame_hops,
             deadlocks: switches.iter().map(|s| s.switch.deadlocks_detected).sum(),
             deadlock_formed: stuck > 0,
             stuck_lossless_frames: stuck,
@@ -373,12 +459,12 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, sim: &Sim, total: Dur
             lossy_dropped,
             flows,
             fct: workload::summarise(&sized),
-            series: sim.series(),
+            series: g.monitor.as_ref().map(|m| m.series(|i| fabric.flows[i].id, scenario.dcqcn.is_some())),
             deadlock_events,
             links,
             switches,
         },
-        counts: sim.counts,
+        counts: g.counts,
         timelines,
     }
 }
@@ -421,9 +507,17 @@ pub fn run(args: &SimArgs) -> Result<()> {
     let total_us = ((scenario.duration_ms + scenario.drain_ms) * 1e3) as u64;
     let bar = pfctestkit::progress::Progress::new(total_us, "µs simulated", args.json);
     bar.message(scenario.name.clone());
-    let outcome = simulate_with_progress(&scenario, args.seed, args.pcap.as_deref(), &mut |done| {
-        bar.set((done * total_us as f64) as u64);
-    })?;
+    let outcome = if args.ranks > 1 {
+        let fabric = Fabric::build(&scenario, args.seed)?;
+        let partition = split::Partition::new(&fabric, usize::from(args.ranks));
+        eprintln!("{}", partition.describe(&fabric));
+        drop(fabric);
+        simulate_split(&scenario, args.seed, args.pcap.as_deref(), &[], usize::from(args.ranks))?.0
+    } else {
+        simulate_with_progress(&scenario, args.seed, args.pcap.as_deref(), &mut |done| {
+            bar.set((done * total_us as f64) as u64);
+        })?
+    };
     drop(bar);
     let wall = started.elapsed().as_secs_f64();
     // Wall time stays out of the report: the report is the same on every run.

@@ -33,6 +33,7 @@ pub struct FlowSeries {
 }
 
 /// A queue being watched: its label, switch and local port, and its samples.
+#[derive(Clone)]
 pub(crate) struct WatchedQueue {
     pub label: String,
     pub switch: usize,
@@ -41,6 +42,7 @@ pub(crate) struct WatchedQueue {
 }
 
 /// A flow being watched: its bytes received at the last sample, and its rates.
+#[derive(Clone)]
 pub(crate) struct WatchedFlow {
     pub flow: usize,
     pub bytes_before: u64,
@@ -49,6 +51,7 @@ pub(crate) struct WatchedFlow {
 }
 
 /// The monitor's state during a run.
+#[derive(Clone)]
 pub(crate) struct Monitor {
     pub every_ns: u64,
     pub queues: Vec<WatchedQueue>,

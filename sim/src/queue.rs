@@ -2,12 +2,12 @@
 //! [`WINDOW_NS`], and a binary heap for the few events due later (pause expiries,
 //! slowpath ticks, scenario actions).
 //!
-//! Events pop in the order of their time and, at equal times, of their scheduling (the
-//! `seq` the simulator gives them), exactly as a binary heap ordered by `(at, seq)` pops
-//! them: a slot is a first-in first-out list, every event pushed directly into a slot
-//! was scheduled after every event already there, and events move from the heap into
-//! the wheel (in `(at, seq)` order) as soon as the window reaches their time, before
-//! anything else can be pushed into their slot.
+//! Events pop in the order of their time and, at equal times, of their key (the `seq`
+//! the simulator gives them: who scheduled the event, and the how-manieth of theirs it
+//! is), exactly as a binary heap ordered by `(at, seq)` pops them: a slot is a list kept
+//! in key order. A run pushes most events with a key above every other in their slot
+//! (appended, one step), and the list is walked only for the others; events move from
+//! the heap into the wheel as soon as the window reaches their time.
 //!
 //! Why not the heap alone: a fat-tree keeps tens of thousands of events pending, and a
 //! heap pop walks its depth through memory scattered over all of them, a cache miss per
@@ -109,8 +109,8 @@ impl<E: Copy> EventQueue<E> {
         self.len == 0
     }
 
-    /// Schedules `ev` at `at` ns (not before the latest pop's time) with order `seq`,
-    /// which must be larger than that of every event pushed before.
+    /// Schedules `ev` at `at` ns (not before the latest pop's time) with key `seq`, unique
+    /// among the events pending at `at`.
     pub fn push(&mut self, at: u64, seq: u64, ev: E) {
         debug_assert!(at >= self.now, "an event in the past: {at} < {}", self.now);
         self.len += 1;
@@ -118,6 +118,14 @@ impl<E: Copy> EventQueue<E> {
             self.link(at, seq, ev);
         } else {
             self.far.push(Far { at, seq, ev });
+        }
+    }
+
+    /// When the earliest pending event is due, ns.
+    pub fn next_at(&self) -> Option<u64> {
+        match self.next_slot() {
+            Some(slot) => Some(self.now + ((slot as u64).wrapping_sub(self.now) & MASK)),
+            None => self.far.peek().map(|f| f.at),
         }
     }
 
@@ -183,11 +191,28 @@ impl<E: Copy> EventQueue<E> {
         match self.slots[slot].tail {
             NIL => {
                 self.slots[slot].head = i;
+                self.slots[slot].tail = i;
                 self.mark(slot);
             }
-            t => self.nodes[t as usize].next = i,
+            t if self.nodes[t as usize].seq < seq => {
+                self.nodes[t as usize].next = i;
+                self.slots[slot].tail = i;
+            }
+            _ => {
+                // Before the first node with a larger key (the tail has one).
+                let mut prev = NIL;
+                let mut at_node = self.slots[slot].head;
+                while self.nodes[at_node as usize].seq < seq {
+                    prev = at_node;
+                    at_node = self.nodes[at_node as usize].next;
+                }
+                self.nodes[i as usize].next = at_node;
+                match prev {
+                    NIL => self.slots[slot].head = i,
+                    p => self.nodes[p as usize].next = i,
+                }
+            }
         }
-        self.slots[slot].tail = i;
     }
 
     fn mark(&mut self, slot: usize) {
@@ -257,6 +282,25 @@ mod tests {
         let mut v = events.to_vec();
         v.sort();
         v
+    }
+
+    #[test]
+    fn events_pushed_out_of_key_order_still_pop_in_it() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut q = EventQueue::new(0);
+        let mut pending = Vec::new();
+        let mut keys: Vec<u64> = (0..5000).collect();
+        // Keys shuffled, times crowded onto a few slots near and far.
+        for k in (1..keys.len()).rev() {
+            keys.swap(k, rng.random_range(0..=k));
+        }
+        for &key in &keys {
+            let at = rng.random_range(0..8) * (WINDOW_NS / 3);
+            q.push(at, key, ());
+            pending.push((at, key));
+        }
+        let popped: Vec<(u64, u64)> = std::iter::from_fn(|| q.pop_until(u64::MAX)).map(|(at, k, _)| (at, k)).collect();
+        assert_eq!(popped, heap_order(&pending));
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub struct Sent {
     pub port: usize,
     pub at_ns: u64,
     pub frame: Vec<u8>,
+    /// Where the send falls among those at the same nanosecond: the key of the event
+    /// that sent it, and of the end of its transmission.
+    pub order: (u64, u64),
 }
 
 pub struct Trace {
@@ -94,9 +97,16 @@ impl Trace {
 
     /// Names the capture files: `file_names[port]` for frames `port` sends.
     pub fn open_captures(&mut self, file_names: &[String]) -> Result<()> {
+        self.open_captures_of(file_names, |_| true)
+    }
+
+    /// [`Trace::open_captures`] for the ports `mine` says (a rank's, when the fabric is
+    /// split: only the rank that runs a port writes its file).
+    pub fn open_captures_of(&mut self, file_names: &[String], mine: impl Fn(usize) -> bool) -> Result<()> {
         if let Some((dir, writers)) = &mut self.pcap {
             std::fs::create_dir_all(&*dir)?;
-            for (w, name) in writers.iter_mut().zip(file_names) {
+            for (w, name) in writers.iter_mut().zip(file_names).enumerate().filter(|(p, _)| mine(*p)).map(|(_, wn)| wn)
+            {
                 // One link direction a file, its interface named after it.
                 let iface = name.trim_end_matches(".pcapng");
                 *w = Some(CaptureWriter::create_one(dir.join(name), iface)?);
@@ -113,7 +123,7 @@ impl Trace {
     /// A `len`-byte frame `port` sent, of which the simulator keeps `head`: the rest of
     /// every frame it makes is zeros (see `engine::Arena`), and is written out as such.
     /// Nothing is done unless [`Trace::captures`] the port.
-    pub fn capture(&mut self, port: usize, at_ns: u64, head: &[u8], len: usize) {
+    pub fn capture(&mut self, port: usize, at_ns: u64, order: (u64, u64), head: &[u8], len: usize) {
         if !self.captures(port) {
             return;
         }
@@ -129,7 +139,7 @@ impl Trace {
             }
         }
         if self.recording[port] {
-            self.recorded.push(Sent { port, at_ns, frame: frame.clone() });
+            self.recorded.push(Sent { port, at_ns, frame: frame.clone(), order });
         }
     }
 

@@ -132,6 +132,21 @@ impl Arena {
         Size::Long(self.long.take()).id()
     }
 
+    /// An empty buffer of the size `long` says: for a frame another rank sent, in a
+    /// buffer of the size its own had.
+    pub(super) fn take_sized(&mut self, long: bool) -> u32 {
+        if long {
+            self.take()
+        } else {
+            Size::Short(self.short.take()).id()
+        }
+    }
+
+    /// Whether buffer `id` is a long one.
+    pub(super) fn is_long(id: u32) -> bool {
+        matches!(Size::of(id), Size::Long(_))
+    }
+
     /// An empty buffer for a frame of `len` bytes that is zeros from byte `zeros_from` on:
     /// a short one if that is all a long one would hold but for zeros.
     pub(super) fn take_for(&mut self, len: usize, zeros_from: Option<usize>) -> u32 {

@@ -13,7 +13,10 @@ impl Sim<'_> {
                 let Some(host) = self.fabric.host_named(&spec.host) else { return };
                 let until = self.now + Duration::from_nanos((spec.duration_ms * 1e6).round() as u64);
                 self.storms.push(Storm { spec, host, until });
-                self.at(self.now, Ev::Storm { index: (self.storms.len() - 1) as u32 });
+                let index = (self.storms.len() - 1) as u32;
+                self.as_node(self.host_node(host), |sim| {
+                    sim.at(sim.now, Ev::Storm { index });
+                });
             }
             Action::IgnorePauses(name) => self.set_honour(&name, false),
             Action::HonourPauses(name) => self.set_honour(&name, true),
@@ -23,8 +26,10 @@ impl Sim<'_> {
     pub(super) fn set_blocked(&mut self, label: &str, blocked: bool) {
         let Some(port) = self.fabric.port_named(label) else { return };
         let Owner::Switch(sw, local) = self.fabric.ports[port].owner else { return };
-        self.switches[sw].switch.set_blocked(PortId::new(local), blocked);
-        self.after_switch(sw);
+        self.as_node(self.port_node[port], |sim| {
+            sim.switches[sw].switch.set_blocked(PortId::new(local), blocked);
+            sim.after_switch(sw);
+        });
     }
 
     /// Both directions of the links between nodes `a` and `b` go down or up.
@@ -40,15 +45,17 @@ impl Sim<'_> {
         }
         if up {
             for p in ends {
-                self.try_tx(p);
+                self.as_node(self.port_node[p], |sim| sim.try_tx(p));
             }
         }
     }
 
     pub(super) fn set_honour(&mut self, host: &str, honour: bool) {
         if let Some(h) = self.fabric.host_named(host) {
-            self.hosts[h].honour = honour;
-            self.try_tx(self.fabric.hosts[h].port);
+            self.as_node(self.host_node(h), |sim| {
+                sim.hosts[h].honour = honour;
+                sim.try_tx(sim.fabric.hosts[h].port);
+            });
         }
     }
 

@@ -21,10 +21,11 @@ impl Sim<'_> {
         }
         let epoch = self.ports[spec.peer].epoch;
         self.counts.frame_hops += 1;
+        let done = self.at(self.now + wire, Ev::TxDone { port: port as u32 });
         if self.trace.captures(port) {
-            self.trace.capture(port, since_epoch(self.now), self.arena.head(buf), len);
+            let order = (self.current, done);
+            self.trace.capture(port, since_epoch(self.now), order, self.arena.head(buf), len);
         }
-        self.at(self.now + wire, Ev::TxDone { port: port as u32 });
         self.at(self.now + wire + spec.propagation, Ev::Arrive { port: spec.peer as u32, buf, epoch });
     }
 

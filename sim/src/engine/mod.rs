@@ -16,7 +16,8 @@ use pfcswitch_core::ports::PortId;
 use pfcswitch_core::prefetch::prefetch;
 use pfcswitch_core::priorities::Priorities;
 use pfcswitch_core::queue::FrameId;
-use pfcswitch_core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
+use pfcswitch_core::slowpath::{DeadlockRecord, HeldFrame, Slowpath, ToSlowpath};
+use pfcswitch_core::stats::SwitchStats;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::time::Time;
 use pfcswitch_core::turn;
@@ -26,6 +27,7 @@ use crate::fabric::{Fabric, Owner};
 use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
 use crate::queue::EventQueue;
 use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, StormSpec};
+use crate::split::Split;
 use crate::trace::{PauseTimeline, Trace};
 use pfctestkit::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
 
@@ -91,6 +93,7 @@ mod events;
 mod hosts;
 mod links;
 mod results;
+pub(crate) use results::Gathered;
 mod sampling;
 mod switches;
 
@@ -232,7 +235,27 @@ pub struct Sim<'f> {
     pub fabric: &'f Fabric,
     /// Simulated time: the engine's [`Time`], from [`EPOCH`] on.
     now: Time,
-    seq: u64,
+    /// Per node (the world first, then switches, then hosts: [`Sim::key_node`]), the
+    /// events it has scheduled: an event's key is its scheduler and that count, so the
+    /// order of events due at one time never depends on when they were pushed. That is
+    /// what lets a fabric split over several ranks keep the one-rank order.
+    scheduled: Vec<u64>,
+    /// The key node of the event being dispatched (0, the world, outside the run and in
+    /// scenario actions: what those schedule counts as scheduled by the node it is for).
+    origin: u32,
+    /// The key of the event being dispatched (what orders the frames a capture records
+    /// when several ranks' are put together).
+    current: u64,
+    /// Events scheduled since the schedule's recording began (its roots included), and
+    /// which one each pending key is: for [`Schedule`] only.
+    scheduled_total: u64,
+    schedule_ids: std::collections::HashMap<u64, u32>,
+    /// Each port's key node, and each flow's sender's.
+    port_node: Vec<u32>,
+    flow_node: Vec<u32>,
+    /// When the fabric is split over ranks: which nodes this rank runs, and the frames
+    /// its nodes sent to other ranks' ([`crate::split`]).
+    split: Option<Split>,
     queue: EventQueue<Ev>,
     arena: Arena,
     ports: Vec<PortState>,
@@ -257,6 +280,36 @@ fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
+/// An event key's low bits count the events its scheduler has scheduled; the bits above
+/// rank the scheduler among those with events due at the same time ([`tie_rank`]).
+const KEY_COUNT_BITS: u32 = 39;
+
+/// Key nodes are below this: a tie rank is a permutation of 24 bits, plus one.
+const MAX_KEY_NODES: u64 = 1 << 24;
+
+/// Where events node `origin` scheduled stand among those other nodes scheduled for the
+/// same nanosecond `at`: the world's first, the nodes' in an order drawn afresh for
+/// each nanosecond. Drawn, not by node number: with a fixed order the lowest-numbered of
+/// several senders whose frames reach a switch at the same nanosecond would always go
+/// first, and a fabric of equal links and equal flows ties all the time. Drawn from `at`
+/// alone, not from the order events were pushed in, so that a rank of a split run,
+/// which sees only its own nodes, draws the same.
+///
+/// The draw is a permutation of 24 bits (times an odd number, then an exclusive or, both
+/// from `at`): two nodes never tie, and the exclusive or puts either of two first with
+/// even odds.
+#[inline]
+fn tie_rank(at: u64, origin: u32) -> u64 {
+    if origin == 0 {
+        return 0;
+    }
+    // Fibonacci hashing: one multiplication spreads consecutive nanoseconds over the
+    // high bits (the mask), and gives each its own odd multiplier.
+    let z = at.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let (odd, mask) = ((z >> 20) | 1, z >> 40);
+    1 + ((u64::from(origin).wrapping_mul(odd) ^ mask) & (MAX_KEY_NODES - 1))
+}
+
 /// Host `h`'s IPv4 address in every frame the simulator builds.
 fn host_ip(h: usize) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::new(10, 0, (h >> 8) as u8, h as u8)
@@ -269,6 +322,9 @@ fn since_epoch(now: Time) -> u64 {
 
 impl<'f> Sim<'f> {
     pub fn new(scenario: &Scenario, fabric: &'f Fabric, trace: Trace) -> Result<Sim<'f>, ScenarioError> {
+        if (1 + fabric.switches.len() + fabric.hosts.len()) as u64 > MAX_KEY_NODES {
+            return Err(invalid("topology", "at most 16 million switches and hosts"));
+        }
         let start = EPOCH;
         let switches = fabric
             .switches
@@ -349,7 +405,21 @@ impl<'f> Sim<'f> {
         let mut sim = Sim {
             fabric,
             now: start,
-            seq: 0,
+            scheduled: vec![0; 1 + fabric.switches.len() + fabric.hosts.len()],
+            origin: 0,
+            current: 0,
+            scheduled_total: 0,
+            schedule_ids: std::collections::HashMap::new(),
+            split: None,
+            port_node: fabric
+                .ports
+                .iter()
+                .map(|p| match p.owner {
+                    Owner::Switch(sw, _) => 1 + sw as u32,
+                    Owner::Host(h) => 1 + (fabric.switches.len() + h) as u32,
+                })
+                .collect(),
+            flow_node: fabric.flows.iter().map(|f| 1 + (fabric.switches.len() + f.from) as u32).collect(),
             queue: EventQueue::new(start.as_nanos()),
             arena: Arena::default(),
             link_counts: vec![LinkCounts::default(); fabric.ports.len()],
@@ -384,15 +454,124 @@ impl<'f> Sim<'f> {
         Ok(sim)
     }
 
-    fn at(&mut self, at: Time, ev: Ev) {
+    /// Schedules `ev` at `at`; returns its key.
+    #[inline]
+    fn at(&mut self, at: Time, ev: Ev) -> u64 {
+        let origin = if self.origin == 0 { self.key_node(&ev) } else { self.origin };
+        let count = &mut self.scheduled[origin as usize];
+        *count += 1;
+        let key = (tie_rank(at.as_nanos(), origin) << KEY_COUNT_BITS) | *count;
+        if self.split.is_some() || self.schedule.is_some() {
+            self.at_split_or_recorded(at, key, ev);
+        } else {
+            self.queue.push(at.as_nanos(), key, ev);
+        }
+        key
+    }
+
+    /// [`Sim::at`] under a split (an event for another rank's node) or while the
+    /// schedule is recorded: out of the way of the usual run.
+    #[inline(never)]
+    fn at_split_or_recorded(&mut self, at: Time, key: u64, ev: Ev) {
+        let target = if self.split.is_some() { self.key_node(&ev) } else { 0 };
+        if let Some(split) = &mut self.split {
+            let rank = split.rank_of(target);
+            if rank != split.rank {
+                // Another rank's node: a frame goes to it at the window's end; anything
+                // else is a scenario action's part at that node, which its rank does.
+                if let Ev::Arrive { port, buf, epoch } = ev {
+                    let (len, long) = (self.arena.len(buf), Arena::is_long(buf));
+                    split.post(rank, at.as_nanos(), key, port, epoch, len, self.arena.head(buf), long);
+                    self.arena.give(buf);
+                }
+                return;
+            }
+        }
         let node = if self.schedule.is_some() { self.node_of(&ev) } else { 0 };
         if let Some(s) = &mut self.schedule {
             s.at.push(at.as_nanos());
             s.node.push(node);
             s.children.push((0, 0));
+            self.schedule_ids.insert(key, self.scheduled_total as u32);
+            self.scheduled_total += 1;
         }
-        self.seq += 1;
-        self.queue.push(at.as_nanos(), self.seq, ev);
+        self.queue.push(at.as_nanos(), key, ev);
+    }
+
+    /// Makes this the part of the run that `split.rank` does: only its nodes' events run
+    /// here. Call before the run.
+    pub(crate) fn set_split(&mut self, split: Split) {
+        // What the start scheduled for other ranks' nodes is theirs to run (each rank
+        // scheduled the same, so every node's count is the same everywhere).
+        let pending = self.queue.pending();
+        self.queue = EventQueue::new(self.now.as_nanos());
+        for (at, key, ev) in pending {
+            if split.rank_of(self.key_node(&ev)) == split.rank {
+                self.queue.push(at, key, ev);
+            }
+        }
+        self.split = Some(split);
+    }
+
+    /// Whether this rank runs key node `node` (every rank runs the world's events).
+    fn runs(&self, node: u32) -> bool {
+        self.split.as_ref().is_none_or(|s| s.rank_of(node) == s.rank)
+    }
+
+    /// The frames this rank's nodes sent to each rank's since the last call, and when
+    /// the earliest arrives (ns).
+    pub(crate) fn take_posted(&mut self) -> (Vec<Vec<u8>>, u64) {
+        self.split.as_mut().map_or_else(|| (Vec::new(), u64::MAX), Split::take_posted)
+    }
+
+    /// When this rank's next event is due, ns (`u64::MAX` if none is).
+    pub(crate) fn next_event_at(&self) -> u64 {
+        self.queue.next_at().unwrap_or(u64::MAX)
+    }
+
+    /// Schedules the frames another rank posted to this one (see [`Split::post`]).
+    pub(crate) fn accept(&mut self, bytes: &[u8]) {
+        for f in crate::split::Posted::read(bytes) {
+            let buf = self.arena.take_sized(f.long);
+            self.arena.write(buf, f.len)[..f.head.len()].copy_from_slice(f.head);
+            self.queue.push(f.at, f.key, Ev::Arrive { port: f.port, buf, epoch: f.epoch });
+        }
+    }
+
+    /// Runs every event due at `end` or before (a time, not a span from the start).
+    pub(crate) fn run_to(&mut self, end: Time) {
+        self.run_until(end - EPOCH);
+    }
+
+    /// Runs `work`, a scenario action's part at one node (key numbering), as that node's
+    /// own: what it schedules is that node's, as it would be had the node done it itself.
+    fn as_node(&mut self, node: u32, work: impl FnOnce(&mut Self)) {
+        if !self.runs(node) {
+            return;
+        }
+        let outer = std::mem::replace(&mut self.origin, node);
+        work(self);
+        self.origin = outer;
+    }
+
+    /// Host `h`'s key node.
+    fn host_node(&self, h: usize) -> u32 {
+        1 + (self.fabric.switches.len() + h) as u32
+    }
+
+    /// The node an event runs at, numbered for keys: 0 for the world (scenario actions,
+    /// samples), then switches from 1, then hosts.
+    #[inline]
+    fn key_node(&self, ev: &Ev) -> u32 {
+        let host = |h: usize| self.host_node(h);
+        match *ev {
+            Ev::Arrive { port, .. } | Ev::TxDone { port } | Ev::Wake { port } => self.port_node[port as usize],
+            Ev::Flow { flow } | Ev::Rp { flow } => self.flow_node[flow as usize],
+            Ev::HostPause { host: h, .. } => host(h as usize),
+            Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => 1 + sw,
+            Ev::Storm { index } => host(self.storms[index as usize].host),
+            Ev::Action { .. } | Ev::Sample => 0,
+        }
     }
 
     pub fn now(&self) -> Time {
@@ -402,17 +581,23 @@ impl<'f> Sim<'f> {
     /// Runs every event up to `until` (simulated time since the start).
     pub fn run_until(&mut self, until: Duration) {
         let end = EPOCH + until;
-        while let Some((at, seq, ev)) = self.queue.pop_until(end.as_nanos()) {
+        while let Some((at, key, ev)) = self.queue.pop_until(end.as_nanos()) {
             let at = Time::from_nanos(at);
             self.now = at;
+            let first_child = self.scheduled_total;
+            self.current = key;
             self.counts.events += 1;
-            let first_child = self.seq;
             self.dispatch(at, ev);
+            // The world's events run on every rank and count on the first.
+            if self.origin == 0 && self.split.as_ref().is_some_and(|s| s.rank != 0) {
+                self.counts.events -= 1;
+            }
             if let Some(s) = &mut self.schedule {
-                let id = (seq - 1) as usize;
-                s.children[id] = (first_child as u32, (self.seq - first_child) as u32);
+                let id = self.schedule_ids.remove(&key).expect("every key scheduled is recorded") as usize;
+                s.children[id] = (first_child as u32, (self.scheduled_total - first_child) as u32);
             }
         }
+        self.origin = 0;
         self.now = self.now.max(end);
         if let Some(s) = &mut self.schedule {
             s.end = end.as_nanos();
@@ -429,13 +614,16 @@ impl<'f> Sim<'f> {
             neighbours[a as usize].push(b);
         }
         // The events scheduled before this call are the roots.
-        let mut s = Schedule { nodes, neighbours, roots: self.seq as u32, ..Schedule::default() };
         let mut roots = self.queue.pending();
-        roots.sort_by_key(|&(_, seq, _)| seq);
-        for (at, _, ev) in roots {
+        // Events get their ids in the order they are scheduled, after the roots'.
+        self.scheduled_total = roots.len() as u64;
+        let mut s = Schedule { nodes, neighbours, roots: roots.len() as u32, ..Schedule::default() };
+        roots.sort_by_key(|&(at, key, _)| (at, key));
+        for (i, (at, key, ev)) in roots.into_iter().enumerate() {
             s.at.push(at);
             s.node.push(self.node_of(&ev));
             s.children.push((0, 0));
+            self.schedule_ids.insert(key, i as u32);
         }
         self.schedule = Some(s);
     }
@@ -467,33 +655,65 @@ impl<'f> Sim<'f> {
         }
     }
 
+    /// Runs `ev`, first making its node the origin of what it schedules (here, in each
+    /// arm, rather than through [`Sim::key_node`]: one branch on the event's kind, not two).
     fn dispatch(&mut self, at: Time, ev: Ev) {
         match ev {
-            Ev::Arrive { port, buf, epoch } => self.arrive(port as usize, buf, epoch),
+            Ev::Arrive { port, buf, epoch } => {
+                self.origin = self.port_node[port as usize];
+                self.arrive(port as usize, buf, epoch);
+            }
             Ev::TxDone { port } => {
+                self.origin = self.port_node[port as usize];
                 self.ports[port as usize].busy = false;
                 self.try_tx(port as usize);
             }
             Ev::Wake { port } => {
+                self.origin = self.port_node[port as usize];
                 let p = &mut self.ports[port as usize];
                 if p.wake_at == at {
                     p.wake_at = Time::MAX;
                     self.try_tx(port as usize);
                 }
             }
-            Ev::Flow { flow } => self.flow_send(flow as usize),
-            Ev::HostPause { host, buf } => self.host_pause(host as usize, buf),
-            Ev::SlowIn { sw } => self.slow_in(sw as usize),
-            Ev::SlowOut { sw } => self.slow_out(sw as usize),
+            Ev::Flow { flow } => {
+                self.origin = self.flow_node[flow as usize];
+                self.flow_send(flow as usize);
+            }
+            Ev::HostPause { host, buf } => {
+                self.origin = self.host_node(host as usize);
+                self.host_pause(host as usize, buf);
+            }
+            Ev::SlowIn { sw } => {
+                self.origin = 1 + sw;
+                self.slow_in(sw as usize);
+            }
+            Ev::SlowOut { sw } => {
+                self.origin = 1 + sw;
+                self.slow_out(sw as usize);
+            }
             Ev::SlowTick { sw } => {
+                self.origin = 1 + sw;
                 if self.switches[sw as usize].slowpath.handle_timeout(at) {
                     self.slow_release(sw as usize);
                 }
             }
-            Ev::Action { index } => self.action(index as usize),
-            Ev::Storm { index } => self.storm(index as usize),
-            Ev::Rp { flow } => self.rp_timer(flow as usize, at),
-            Ev::Sample => self.sample(at),
+            Ev::Action { index } => {
+                self.origin = 0;
+                self.action(index as usize);
+            }
+            Ev::Storm { index } => {
+                self.origin = self.host_node(self.storms[index as usize].host);
+                self.storm(index as usize);
+            }
+            Ev::Rp { flow } => {
+                self.origin = self.flow_node[flow as usize];
+                self.rp_timer(flow as usize, at);
+            }
+            Ev::Sample => {
+                self.origin = 0;
+                self.sample(at);
+            }
         }
     }
 }

@@ -33,3 +33,135 @@ impl Sim<'_> {
         (p.tx_frames, p.tx_bytes, p.pause_frames, p.lost_link_down)
     }
 }
+
+/// What a run leaves for its report, from one rank or put together from several: each
+/// part from the rank that ran it (`None` where another rank did), link counts summed
+/// (a link's sender counts what it sent, its receiver what the link lost).
+pub(crate) struct Gathered {
+    pub now: Time,
+    pub counts: RunCounts,
+    pub switches: Vec<Option<GatheredSwitch>>,
+    pub sent: Vec<Option<u64>>,
+    pub received: Vec<Option<Received>>,
+    pub links: Vec<[u64; 4]>,
+    pub timelines: Vec<Option<PauseTimeline>>,
+    pub monitor: Option<Monitor>,
+    pub recorded: Vec<crate::trace::Sent>,
+}
+
+pub(crate) struct GatheredSwitch {
+    pub stats: SwitchStats<crate::SimPortStats>,
+    pub free_frames: u64,
+    pub deadlocks: Vec<DeadlockRecord>,
+}
+
+impl Sim<'_> {
+    /// This run's part: every node's, or under a split the nodes this rank ran.
+    pub(crate) fn gather(&self) -> Gathered {
+        let f = self.fabric;
+        let mine = |node: u32| self.split.as_ref().is_none_or(|s| s.rank_of(node) == s.rank);
+        let now = self.now;
+        let switches = (0..f.switches.len())
+            .map(|i| {
+                mine(1 + i as u32).then(|| GatheredSwitch {
+                    stats: self
+                        .switch(i)
+                        .stats(now)
+                        .map_ports(|k, engine| crate::SimPortStats { engine, rx_no_frame: self.rx_no_frame(i, k) }),
+                    free_frames: self.free_frames(i) as u64,
+                    deadlocks: self.slowpath(i).deadlocks().deadlocks,
+                })
+            })
+            .collect();
+        let sent =
+            f.flows.iter().enumerate().map(|(i, fl)| mine(self.host_node(fl.from)).then(|| self.sent(i))).collect();
+        let received = f
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, fl)| mine(self.host_node(fl.to)).then(|| self.received(i).clone()))
+            .collect();
+        let links = (0..f.ports.len())
+            .map(|p| {
+                let (a, b, c, d) = self.link_counts(p);
+                [a, b, c, d]
+            })
+            .collect();
+        let timelines =
+            (0..f.ports.len()).map(|p| mine(self.port_node[p]).then(|| self.trace.timelines()[p].clone())).collect();
+        Gathered {
+            now,
+            counts: self.counts,
+            switches,
+            sent,
+            received,
+            links,
+            timelines,
+            monitor: self.monitor.clone(),
+            recorded: self.trace.recorded().to_vec(),
+        }
+    }
+}
+
+impl Gathered {
+    /// The ranks' parts put together, as the one-rank run's would be. `rank_of` says
+    /// which rank ran each key node.
+    pub(crate) fn merge(parts: Vec<Gathered>, fabric: &Fabric, rank_of: &[u16]) -> Gathered {
+        let mut parts = parts;
+        let host = |h: usize| usize::from(rank_of[1 + fabric.switches.len() + h]);
+        let monitor = parts[0].monitor.clone().map(|mut m| {
+            for (q, watched) in m.queues.iter_mut().enumerate() {
+                let r = usize::from(rank_of[1 + watched.switch]);
+                watched.samples = parts[r].monitor.as_ref().expect("every rank monitors").queues[q].samples.clone();
+            }
+            for (k, watched) in m.flows.iter_mut().enumerate() {
+                let plan = &fabric.flows[watched.flow];
+                let by = |r: usize| &parts[r].monitor.as_ref().expect("every rank monitors").flows[k];
+                watched.received_gbps = by(host(plan.to)).received_gbps.clone();
+                watched.dcqcn_gbps = by(host(plan.from)).dcqcn_gbps.clone();
+            }
+            m
+        });
+        let mut out = Gathered {
+            now: parts[0].now,
+            counts: RunCounts::default(),
+            switches: (0..fabric.switches.len()).map(|_| None).collect(),
+            sent: vec![None; fabric.flows.len()],
+            received: vec![None; fabric.flows.len()],
+            links: vec![[0; 4]; fabric.ports.len()],
+            timelines: vec![None; fabric.ports.len()],
+            monitor,
+            recorded: Vec::new(),
+        };
+        for part in &mut parts {
+            out.counts.events += part.counts.events;
+            out.counts.frame_hops += part.counts.frame_hops;
+            for (o, p) in out.switches.iter_mut().zip(part.switches.drain(..)) {
+                if p.is_some() {
+                    *o = p;
+                }
+            }
+            for (o, p) in out.sent.iter_mut().zip(&part.sent) {
+                *o = o.or(*p);
+            }
+            for (o, p) in out.received.iter_mut().zip(part.received.drain(..)) {
+                if p.is_some() {
+                    *o = p;
+                }
+            }
+            for (o, p) in out.links.iter_mut().zip(&part.links) {
+                for (a, b) in o.iter_mut().zip(p) {
+                    *a += b;
+                }
+            }
+            for (o, p) in out.timelines.iter_mut().zip(part.timelines.drain(..)) {
+                if p.is_some() {
+                    *o = p;
+                }
+            }
+            out.recorded.append(&mut part.recorded);
+        }
+        out.recorded.sort_by_key(|s| (s.at_ns, s.order));
+        out
+    }
+}
