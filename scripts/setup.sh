@@ -12,6 +12,7 @@ packages=(
   iproute2 iputils-ping util-linux           # ip netns / veth testbeds, ping, setpriv
   ethtool                                    # testbed hosts checksum in software (see testbed/mod.rs)
   tshark                                     # tests read what the tools and the switch put on the wire
+  libopenmpi-dev openmpi-bin                 # the simulator over MPI ranks (pfcsim --features mpi; bindgen finds clang's libclang)
 )
 missing=()
 for p in "${packages[@]}"; do

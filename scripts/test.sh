@@ -25,3 +25,9 @@ said_repeats() {
 }
 trap said_repeats EXIT
 cargo test --release --workspace "$@"
+# The simulator split over the ranks of an MPI job (a feature: the default build needs no MPI).
+if [ $# -eq 0 ]; then
+    cargo clippy --release -p pfcsim --features mpi --all-targets -- -D warnings
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        cargo test --release -p pfcsim --features mpi --test mpi
+fi

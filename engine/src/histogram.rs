@@ -36,6 +36,35 @@ pub struct Percentiles {
     pub mean_us: f64,
 }
 
+/// A histogram as it travels (between the ranks of a split simulation): the buckets that
+/// hold anything, as `(index, count)`.
+#[derive(Serialize, serde::Deserialize)]
+struct Sparse {
+    buckets: Vec<(u16, u64)>,
+    count: u64,
+    max_ns: u64,
+    sum_ns: u128,
+}
+
+impl Serialize for Histogram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let buckets = self.buckets.iter().enumerate().filter(|(_, &n)| n > 0).map(|(i, &n)| (i as u16, n)).collect();
+        Sparse { buckets, count: self.count, max_ns: self.max_ns, sum_ns: self.sum_ns }.serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Histogram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Histogram, D::Error> {
+        let sparse = Sparse::deserialize(d)?;
+        let mut h =
+            Histogram { count: sparse.count, max_ns: sparse.max_ns, sum_ns: sparse.sum_ns, ..Histogram::default() };
+        for (i, n) in sparse.buckets {
+            *h.buckets.get_mut(usize::from(i)).ok_or_else(|| serde::de::Error::custom(format!("no bucket {i}")))? = n;
+        }
+        Ok(h)
+    }
+}
+
 impl Default for Histogram {
     fn default() -> Histogram {
         Histogram { buckets: Box::new([0; LINEAR + LOG]), count: 0, max_ns: 0, sum_ns: 0 }
@@ -94,6 +123,17 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_histogram_travels_whole() {
+        let mut h = Histogram::default();
+        for us in [1, 3, 3, 999, 1500, 70_000] {
+            h.record(Duration::from_micros(us) + Duration::from_nanos(7));
+        }
+        let back: Histogram = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
+        assert_eq!((back.buckets, back.count, back.max_ns, back.sum_ns), (h.buckets, h.count, h.max_ns, h.sum_ns));
+        assert!(serde_json::from_str::<Histogram>(r#"{"buckets":[[5000,1]],"count":1,"max_ns":1,"sum_ns":1}"#).is_err());
+    }
 
     #[test]
     fn quantiles_within_a_bucket() {

@@ -71,10 +71,14 @@ pub struct SimArgs {
     #[arg(long)]
     pub load: Option<f64>,
     /// Split the fabric over this many ranks, threads of this process, each running its
-    /// part (switches in blocks, hosts with their switch): the same report and captures
-    /// as one rank, sooner on several cores where the lookahead allows.
+    /// part (a fat-tree's pods whole, hosts with their switch): the same report and
+    /// captures as one rank, sooner on several cores where the lookahead allows.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub ranks: u16,
+    /// Run as one rank of an MPI job (`mpirun -np N pfcsim --mpi ...`): the fabric split
+    /// over the job's ranks, rank 0 printing the report. Needs a build with `--features mpi`.
+    #[arg(long, conflicts_with = "ranks")]
+    pub mpi: bool,
 }
 
 /// One flow's outcome.
@@ -170,7 +174,7 @@ pub struct SimSwitchStats {
 }
 
 /// A port in the report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct SimPortStats {
     /// What the engine knows of the port.
     #[serde(flatten)]
@@ -297,9 +301,34 @@ pub fn simulate_split(
             .map(|h| h.join().map_err(|_| anyhow::anyhow!("a rank panicked"))?)
             .collect::<Result<Vec<Gathered>>>()
     })?;
+    // Each part travels as it would between the ranks of an MPI job.
+    let parts = parts.iter().map(|p| Gathered::from_bytes(&p.to_bytes())).collect::<Result<Vec<_>>>()?;
     let mut gathered = Gathered::merge(parts, &fabric, &rank_of);
     let sent = std::mem::take(&mut gathered.recorded);
     Ok((report(scenario, seed, &fabric, &gathered, scenario.run_time()), sent))
+}
+
+/// [`simulate`] as one rank of an MPI job (`mpirun -np N`): every rank runs its part,
+/// rank 0 gathers them and returns the report; the others return `None`.
+#[cfg(feature = "mpi")]
+pub fn simulate_mpi(
+    scenario: &Scenario,
+    seed: u64,
+    pcap: Option<&Path>,
+    mpi: &mut split::mpi::Mpi,
+) -> Result<Option<Outcome>> {
+    use split::Exchange;
+    let fabric = Fabric::build(scenario, seed)?;
+    let partition = split::Partition::new(&fabric, mpi.ranks());
+    if mpi.rank() == 0 {
+        eprintln!("{}", partition.describe(&fabric));
+    }
+    let rank_of = std::sync::Arc::new(partition.by_key_node());
+    let part = run_rank(scenario, &fabric, &partition, rank_of.clone(), pcap, &[], mpi)?;
+    let Some(parts) = mpi.gather(&part.to_bytes()) else { return Ok(None) };
+    let parts = parts.iter().map(|p| Gathered::from_bytes(p)).collect::<Result<Vec<_>>>()?;
+    let gathered = Gathered::merge(parts, &fabric, &rank_of);
+    Ok(Some(report(scenario, seed, &fabric, &gathered, scenario.run_time())))
 }
 
 /// One rank's part of a split run, meeting the others through `ex` at each window's end.
@@ -507,6 +536,10 @@ pub fn run(args: &SimArgs) -> Result<()> {
     let total_us = ((scenario.duration_ms + scenario.drain_ms) * 1e3) as u64;
     let bar = pfctestkit::progress::Progress::new(total_us, "µs simulated", args.json);
     bar.message(scenario.name.clone());
+    if args.mpi {
+        drop(bar);
+        return run_mpi(args, &scenario, started);
+    }
     let outcome = if args.ranks > 1 {
         let fabric = Fabric::build(&scenario, args.seed)?;
         let partition = split::Partition::new(&fabric, usize::from(args.ranks));
@@ -519,6 +552,26 @@ pub fn run(args: &SimArgs) -> Result<()> {
         })?
     };
     drop(bar);
+    present(args, &scenario, &outcome, started)
+}
+
+/// `--mpi`: this process's rank of the job; rank 0 presents the report.
+#[cfg(feature = "mpi")]
+fn run_mpi(args: &SimArgs, scenario: &Scenario, started: Instant) -> Result<()> {
+    let mut mpi = split::mpi::Mpi::init().context("MPI was initialised already")?;
+    match simulate_mpi(scenario, args.seed, args.pcap.as_deref(), &mut mpi)? {
+        Some(outcome) => present(args, scenario, &outcome, started),
+        None => Ok(()),
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_: &SimArgs, _: &Scenario, _: Instant) -> Result<()> {
+    anyhow::bail!("--mpi needs pfcsim built with MPI: cargo build --release -p pfcsim --features mpi")
+}
+
+/// What a run prints: its counts and wall time on stderr, plots, the report.
+fn present(args: &SimArgs, scenario: &Scenario, outcome: &Outcome, started: Instant) -> Result<()> {
     let wall = started.elapsed().as_secs_f64();
     // Wall time stays out of the report: the report is the same on every run.
     eprintln!(

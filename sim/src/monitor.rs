@@ -33,7 +33,7 @@ pub struct FlowSeries {
 }
 
 /// A queue being watched: its label, switch and local port, and its samples.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct WatchedQueue {
     pub label: String,
     pub switch: usize,
@@ -42,7 +42,7 @@ pub(crate) struct WatchedQueue {
 }
 
 /// A flow being watched: its bytes received at the last sample, and its rates.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct WatchedFlow {
     pub flow: usize,
     pub bytes_before: u64,
@@ -51,7 +51,7 @@ pub(crate) struct WatchedFlow {
 }
 
 /// The monitor's state during a run.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Monitor {
     pub every_ns: u64,
     pub queues: Vec<WatchedQueue>,

@@ -13,7 +13,7 @@ use pfctestkit::pcap::{CaptureWriter, Direction};
 
 /// When a port's link partner had it paused: per priority, intervals [start, end) in ns
 /// of simulated time. A pause that arrives while one lasts extends it; a resume ends it.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct PauseTimeline {
     pub intervals: [Vec<(u64, u64)>; PRIORITIES],
 }
@@ -43,7 +43,7 @@ impl PauseTimeline {
 }
 
 /// A frame a recorded port sent: when its first bit left (ns of simulated time).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Sent {
     pub port: usize,
     pub at_ns: u64,

@@ -14,8 +14,9 @@ fn every_built_in_scenario_reports_the_same_over_two_and_three_ranks_as_over_one
         let s = Scenario::built_in(name).unwrap();
         for seed in [1, 2] {
             let (one, _) = simulate_recording(&s, seed, None, &[]).unwrap();
-            for ranks in [2, 3] {
-                let (split, _) = simulate_split(&s, seed, None, &[], ranks).unwrap();
+            // Three ranks at one seed: a rank with nothing but the core, or nothing at all.
+            for ranks in if seed == 1 { &[2, 3][..] } else { &[2][..] } {
+                let (split, _) = simulate_split(&s, seed, None, &[], *ranks).unwrap();
                 assert!(json(&one) == json(&split), "{name} seed {seed} over {ranks} ranks differs from one rank");
             }
         }

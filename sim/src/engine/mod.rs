@@ -143,7 +143,7 @@ struct HostState {
 }
 
 /// What a host received of one flow.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Received {
     pub frames: u64,
     pub next_seq: u32,
@@ -225,7 +225,7 @@ impl Schedule {
 }
 
 /// Counts of what the run did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RunCounts {
     pub events: u64,
     pub frame_hops: u64,

@@ -37,8 +37,8 @@ impl Sim<'_> {
 /// What a run leaves for its report, from one rank or put together from several: each
 /// part from the rank that ran it (`None` where another rank did), link counts summed
 /// (a link's sender counts what it sent, its receiver what the link lost).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct Gathered {
-    pub now: Time,
     pub counts: RunCounts,
     pub switches: Vec<Option<GatheredSwitch>>,
     pub sent: Vec<Option<u64>>,
@@ -49,6 +49,7 @@ pub(crate) struct Gathered {
     pub recorded: Vec<crate::trace::Sent>,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct GatheredSwitch {
     pub stats: SwitchStats<crate::SimPortStats>,
     pub free_frames: u64,
@@ -90,7 +91,6 @@ impl Sim<'_> {
         let timelines =
             (0..f.ports.len()).map(|p| mine(self.port_node[p]).then(|| self.trace.timelines()[p].clone())).collect();
         Gathered {
-            now,
             counts: self.counts,
             switches,
             sent,
@@ -104,6 +104,16 @@ impl Sim<'_> {
 }
 
 impl Gathered {
+    /// As it travels between ranks: JSON, every float read back to the bit (serde_json's
+    /// `float_roundtrip`), so the gathered report is the one-rank run's byte for byte.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a run's part serializes")
+    }
+
+    pub(crate) fn from_bytes(bytes: &[u8]) -> anyhow::Result<Gathered> {
+        Ok(serde_json::from_slice(bytes)?)
+    }
+
     /// The ranks' parts put together, as the one-rank run's would be. `rank_of` says
     /// which rank ran each key node.
     pub(crate) fn merge(parts: Vec<Gathered>, fabric: &Fabric, rank_of: &[u16]) -> Gathered {
@@ -123,7 +133,6 @@ impl Gathered {
             m
         });
         let mut out = Gathered {
-            now: parts[0].now,
             counts: RunCounts::default(),
             switches: (0..fabric.switches.len()).map(|_| None).collect(),
             sent: vec![None; fabric.flows.len()],

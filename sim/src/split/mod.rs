@@ -21,6 +21,9 @@ use pfcswitch_core::time::Time;
 
 use crate::fabric::{Fabric, Owner};
 
+#[cfg(feature = "mpi")]
+pub mod mpi;
+
 /// Which rank runs each node. Hosts go with the switch they attach to. Switches go in
 /// groups: a fat-tree's pods (what stays connected once the switches with no host
 /// within two hops, its core, are set aside), else each switch alone; the heaviest
