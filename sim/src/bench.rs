@@ -23,6 +23,27 @@ pub struct SimBenchArgs {
     pub only: Option<String>,
     #[arg(long)]
     pub json: bool,
+    /// Also run the fat-trees split over these rank counts (threads of this process),
+    /// e.g. `1,2`: wall time against one rank, events per rank, frames that cross, time
+    /// waited at window ends, and the scaling that gives on paper.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub ranks: Vec<usize>,
+}
+
+/// One fat-tree split over some ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct SplitCase {
+    pub name: String,
+    pub ranks: usize,
+    pub wall_s: f64,
+    /// Its wall time over the one-rank run's.
+    pub against_one: f64,
+    pub events: u64,
+    pub frame_hops: u64,
+    /// Of the frame hops, the share that crossed ranks.
+    pub crossing: f64,
+    pub windows: u64,
+    pub per_rank: Vec<crate::split::RankStats>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -95,7 +116,7 @@ fn reset_peak_rss() {
 }
 
 /// The process's peak resident set since the last reset, MiB.
-fn peak_rss_mib() -> Option<f64> {
+pub(crate) fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -172,6 +193,7 @@ pub fn run(args: &SimBenchArgs) -> Result<()> {
             peak_rss_mib: peak_rss_mib(),
         });
     }
+    let split_cases = split_cases(args, &cases, &out)?;
     // k=8 against k=4 once more, in turns: the target compares their rates, and the
     // cases above, one after the other, may have met different loads.
     let case = |name: &str| cases.iter().find(|s| s.name == name);
@@ -183,7 +205,7 @@ pub fn run(args: &SimBenchArgs) -> Result<()> {
         _ => None,
     };
     if args.json {
-        let report = serde_json::json!({ "cases": out, "side_by_side": turns });
+        let report = serde_json::json!({ "cases": out, "side_by_side": turns, "split": split_cases });
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
@@ -231,11 +253,88 @@ pub fn run(args: &SimBenchArgs) -> Result<()> {
             100.0 * big.events_per_s / small.events_per_s
         );
     }
+    if !split_cases.is_empty() {
+        println!();
+        print!("{}", split_table(&split_cases));
+    }
     let wall = |name: &str| out.iter().find(|c| c.name == name).map(|c| c.wall_s);
     if let (Some(d), Some(o)) = (wall("fattree-k4-dcqcn"), wall("fattree-k4")) {
         println!("fattree-k4-dcqcn takes {:.2} times fattree-k4's wall time (DCQCN at every host)", d / o);
     }
     Ok(())
+}
+
+/// The fat-trees among `cases` over each rank count of `--ranks` above one, against
+/// their one-rank runs in `one`.
+fn split_cases(args: &SimBenchArgs, cases: &[Scenario], one: &[Case]) -> Result<Vec<SplitCase>> {
+    let mut out = Vec::new();
+    for s in cases.iter().filter(|s| s.name.starts_with("fattree-k")) {
+        let Some(base) = one.iter().find(|c| c.name == s.name) else { continue };
+        for &ranks in args.ranks.iter().filter(|&&r| r > 1) {
+            eprintln!("  {} over {ranks} ranks ...", s.name);
+            reset_peak_rss();
+            let started = Instant::now();
+            let (outcome, _) = crate::simulate_split(s, 1, None, &[], ranks)?;
+            let wall = started.elapsed().as_secs_f64();
+            let r = &outcome.report;
+            let posted: u64 = outcome.ranks.iter().map(|k| k.frames_posted).sum();
+            out.push(SplitCase {
+                name: s.name.clone(),
+                ranks,
+                wall_s: wall,
+                against_one: wall / base.wall_s,
+                events: r.events,
+                frame_hops: r.frame_hops,
+                crossing: posted as f64 / r.frame_hops.max(1) as f64,
+                windows: outcome.ranks.first().map_or(0, |k| k.windows),
+                per_rank: outcome.ranks.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The split runs, and what they give on paper at 16 and 64 ranks: each rank's share of
+/// the one-rank work, plus, per window, what the fastest rank waited at the window's end
+/// at this rank count (the exchange itself, no one else's work), taken to grow with the
+/// rank count's logarithm as an all-to-all's rounds do. A model, to be checked on a
+/// cluster; the event rate per rank and the share of frames that cross are measured.
+fn split_table(cases: &[SplitCase]) -> String {
+    let mut t = Table::new(&[
+        "case",
+        "ranks",
+        "wall s",
+        "× one rank",
+        "M events/s per rank",
+        "frames crossing",
+        "waited at window ends",
+        "windows",
+        "peak MiB",
+        "on paper: 16 / 64 ranks",
+    ]);
+    for c in cases {
+        let rates: Vec<String> =
+            c.per_rank.iter().map(|k| format!("{:.2}", k.events as f64 / k.wall_s.max(1e-9) / 1e6)).collect();
+        let waited: Vec<String> =
+            c.per_rank.iter().map(|k| format!("{:.0} %", 100.0 * k.exchange_s / k.wall_s.max(1e-9))).collect();
+        let one = c.wall_s / c.against_one;
+        let sync = c.per_rank.iter().map(|k| k.exchange_s).fold(f64::MAX, f64::min) / c.windows.max(1) as f64;
+        let paper = |n: f64| one / n + c.windows as f64 * sync * n.log2() / (c.ranks as f64).log2();
+        let peak = c.per_rank.iter().filter_map(|k| k.peak_rss_mib).fold(0.0, f64::max);
+        t.row(vec![
+            c.name.clone(),
+            c.ranks.to_string(),
+            format!("{:.2}", c.wall_s),
+            format!("{:.2}", c.against_one),
+            rates.join(" / "),
+            format!("{:.1} %", 100.0 * c.crossing),
+            waited.join(" / "),
+            c.windows.to_string(),
+            format!("{peak:.0}"),
+            format!("{:.2} / {:.2} s", paper(16.0), paper(64.0)),
+        ]);
+    }
+    t.render()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod fabric;
 pub mod monitor;
 pub mod scenario;
 pub mod split;
+pub mod sweep;
 pub mod trace;
 pub mod workload;
 
@@ -207,6 +208,8 @@ pub struct Outcome {
     pub report: SimReport,
     pub counts: RunCounts,
     pub timelines: Vec<(String, PauseTimeline)>,
+    /// Under a split: what each rank did (empty on one rank).
+    pub ranks: Vec<split::RankStats>,
 }
 
 /// Runs `scenario` with `seed`; captures into `pcap` if given.
@@ -341,6 +344,7 @@ fn run_rank(
     record: &[&str],
     ex: &mut dyn split::Exchange,
 ) -> Result<Gathered> {
+    let started = Instant::now();
     let rank = ex.rank();
     let mut trace = Trace::new(fabric.ports.len(), pcap);
     for label in record {
@@ -354,13 +358,18 @@ fn run_rank(
     let windows = split::Windows::new(end, partition.lookahead(fabric));
     // Every rank starts at the start (each has its own first event; they must agree).
     let mut from = Some(sim.now().as_nanos());
+    let (mut count, mut exchanging) = (0u64, Duration::ZERO);
     while let Some(start) = from {
         let last = windows.last(start);
         sim.run_to(Time::from_nanos(last));
         let (posted, earliest_posted) = sim.take_posted();
         let next = sim.next_event_at().min(earliest_posted);
         let mut earliest = u64::MAX;
-        for bytes in ex.all_to_all(split::Windows::stamp(next, posted)) {
+        let met = Instant::now();
+        let got = ex.all_to_all(split::Windows::stamp(next, posted));
+        exchanging += met.elapsed();
+        count += 1;
+        for bytes in got {
             let (their_next, frames) = split::Windows::unstamp(&bytes);
             earliest = earliest.min(their_next);
             sim.accept(frames);
@@ -369,7 +378,19 @@ fn run_rank(
     }
     sim.run_to(end);
     sim.trace.finish()?;
-    Ok(sim.gather())
+    let mut part = sim.gather();
+    part.ranks.push(split::RankStats {
+        rank,
+        switches: partition.switch_rank.iter().filter(|&&r| usize::from(r) == rank).count(),
+        hosts: partition.host_rank.iter().filter(|&&r| usize::from(r) == rank).count(),
+        events: sim.counts.events,
+        frames_posted: sim.frames_posted(),
+        windows: count,
+        exchange_s: exchanging.as_secs_f64(),
+        wall_s: started.elapsed().as_secs_f64(),
+        peak_rss_mib: bench::peak_rss_mib(),
+    });
+    Ok(part)
 }
 
 /// Each link direction's capture file.
@@ -495,6 +516,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, g: &Gathered, total: 
         },
         counts: g.counts,
         timelines,
+        ranks: g.ranks.clone(),
     }
 }
 

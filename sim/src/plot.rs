@@ -9,7 +9,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::trace::PauseTimeline;
 
-const COLOURS: [RGBColor; 8] = [
+pub(crate) const COLOURS: [RGBColor; 8] = [
     RGBColor(120, 120, 120),
     RGBColor(31, 119, 180),
     RGBColor(44, 160, 44),

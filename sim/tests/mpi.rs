@@ -36,3 +36,24 @@ fn scenarios_over_two_and_three_mpi_ranks_report_as_one_rank_does() {
         assert!(report(scenario, 1, None) == report(scenario, 1, Some(3)), "{scenario} over 3 ranks");
     }
 }
+
+#[test]
+fn a_sweep_over_mpi_ranks_writes_the_reports_the_runs_give_alone() {
+    let out = std::env::temp_dir().join(format!("pfcsim-mpi-sweep-{}", std::process::id()));
+    let status = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", PFCSIM, "sweep", "--mpi", "--jobs", "1"])
+        .args(["--scenarios", "ring-deadlock,headroom", "--seeds", "1,2", "--out"])
+        .arg(&out)
+        .status()
+        .expect("mpirun (openmpi-bin: scripts/setup.sh)");
+    assert!(status.success());
+    for scenario in ["ring-deadlock", "headroom"] {
+        for seed in [1, 2] {
+            let written = std::fs::read(out.join(format!("{scenario}-seed{seed}.json"))).unwrap();
+            // `--json` prints the same pretty JSON, and a newline.
+            assert_eq!([written, b"\n".to_vec()].concat(), report(scenario, seed, None), "{scenario} seed {seed}");
+        }
+    }
+    assert!(std::fs::read_to_string(out.join("summary.md")).unwrap().contains("ring-deadlock"));
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -524,6 +524,11 @@ impl<'f> Sim<'f> {
         self.split.as_mut().map_or_else(|| (Vec::new(), u64::MAX), Split::take_posted)
     }
 
+    /// Frames this rank's nodes sent to other ranks' in all.
+    pub(crate) fn frames_posted(&self) -> u64 {
+        self.split.as_ref().map_or(0, |s| s.frames_posted)
+    }
+
     /// When this rank's next event is due, ns (`u64::MAX` if none is).
     pub(crate) fn next_event_at(&self) -> u64 {
         self.queue.next_at().unwrap_or(u64::MAX)

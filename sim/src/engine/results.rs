@@ -47,6 +47,8 @@ pub(crate) struct Gathered {
     pub timelines: Vec<Option<PauseTimeline>>,
     pub monitor: Option<Monitor>,
     pub recorded: Vec<crate::trace::Sent>,
+    /// Under a split: what each rank did (one here, every rank's once merged).
+    pub ranks: Vec<crate::split::RankStats>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -99,6 +101,7 @@ impl Sim<'_> {
             timelines,
             monitor: self.monitor.clone(),
             recorded: self.trace.recorded().to_vec(),
+            ranks: Vec::new(),
         }
     }
 }
@@ -141,6 +144,7 @@ impl Gathered {
             timelines: vec![None; fabric.ports.len()],
             monitor,
             recorded: Vec::new(),
+            ranks: Vec::new(),
         };
         for part in &mut parts {
             out.counts.events += part.counts.events;
@@ -169,6 +173,7 @@ impl Gathered {
                 }
             }
             out.recorded.append(&mut part.recorded);
+            out.ranks.append(&mut part.ranks);
         }
         out.recorded.sort_by_key(|s| (s.at_ns, s.order));
         out

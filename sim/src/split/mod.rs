@@ -138,7 +138,12 @@ impl Partition {
                 .map(|s| fabric.switches[s].name.as_str())
                 .collect();
             let hosts = self.host_rank.iter().filter(|&&h| usize::from(h) == r).count();
-            out += &format!("rank {r}: {} switches ({}), {hosts} hosts\n", sws.len(), sws.join(" "));
+            // A few names say where the cut fell; a k=32 fabric's 640 would drown it.
+            let named = match sws.len() {
+                0..=8 => sws.join(" "),
+                n => format!("{} and {} more", sws[..6].join(" "), n - 6),
+            };
+            out += &format!("rank {r}: {} switches ({named}), {hosts} hosts\n", sws.len());
         }
         let crossing = (0..fabric.ports.len())
             .filter(|&p| self.port_rank(fabric, p) != self.port_rank(fabric, fabric.ports[p].peer))
@@ -159,11 +164,13 @@ pub(crate) struct Split {
     posted: Vec<Vec<u8>>,
     /// When the earliest frame posted since the last exchange arrives, ns.
     earliest_posted: u64,
+    /// Frames posted to other ranks in all.
+    pub frames_posted: u64,
 }
 
 impl Split {
     pub fn shared(rank: usize, rank_of: Arc<Vec<u16>>, ranks: usize) -> Split {
-        Split { rank, rank_of, posted: vec![Vec::new(); ranks], earliest_posted: u64::MAX }
+        Split { rank, rank_of, posted: vec![Vec::new(); ranks], earliest_posted: u64::MAX, frames_posted: 0 }
     }
 
     /// The rank that runs key node `node` (the world's events run on every rank).
@@ -180,6 +187,7 @@ impl Split {
     #[allow(clippy::too_many_arguments)]
     pub fn post(&mut self, to: usize, at: u64, key: u64, port: u32, epoch: u32, len: usize, head: &[u8], long: bool) {
         self.earliest_posted = self.earliest_posted.min(at);
+        self.frames_posted += 1;
         let out = &mut self.posted[to];
         out.extend_from_slice(&at.to_le_bytes());
         out.extend_from_slice(&key.to_le_bytes());
@@ -241,6 +249,24 @@ impl<'a> Posted<'a> {
             Some(p)
         })
     }
+}
+
+/// What one rank of a split run did, for the bench: not part of the report.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct RankStats {
+    pub rank: usize,
+    pub switches: usize,
+    pub hosts: usize,
+    /// Events it ran (the world's, which every rank runs, counted on rank 0 only).
+    pub events: u64,
+    /// Frames its nodes sent to another rank's.
+    pub frames_posted: u64,
+    /// Windows it ran, and the wall time it spent in the exchanges that end them.
+    pub windows: u64,
+    pub exchange_s: f64,
+    /// Wall time from its start to its report, and its process's peak resident set.
+    pub wall_s: f64,
+    pub peak_rss_mib: Option<f64>,
 }
 
 /// How ranks meet at a window's end.
