@@ -7,8 +7,12 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 # No module imports one that imports it back (docs/architecture.md relies on it).
 python3 scripts/check-import-cycles.py
-cargo build --release --workspace
-cargo clippy --release --workspace --all-targets -- -D warnings
+# With the simulator's MPI feature, so that one build serves every test (the default
+# build needs no MPI; sim/tests/mpi.rs runs the simulator under mpirun).
+features=(--features pfcsim/mpi)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cargo build --release --workspace "${features[@]}"
+cargo clippy --release --workspace --all-targets "${features[@]}" -- -D warnings
 # Every repeat a test makes for the machine's sake is noted here, and said at the end.
 PFCS_REPEAT_LOG="$(mktemp /tmp/pfcs-repeats.XXXXXX)"
 export PFCS_REPEAT_LOG
@@ -24,10 +28,4 @@ said_repeats() {
     fi
 }
 trap said_repeats EXIT
-cargo test --release --workspace "$@"
-# The simulator split over the ranks of an MPI job (a feature: the default build needs no MPI).
-if [ $# -eq 0 ]; then
-    cargo clippy --release -p pfcsim --features mpi --all-targets -- -D warnings
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        cargo test --release -p pfcsim --features mpi --test mpi
-fi
+cargo test --release --workspace "${features[@]}" "$@"

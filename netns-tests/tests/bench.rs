@@ -160,8 +160,9 @@ fn a_short_soak_accounts_for_every_frame_sent_through_random_faults() {
     // what the headroom covers, which a vCPU waking milliseconds late breaks (one run
     // without the wake-latency request lost 571 lossless frames with no sender that
     // ignores pauses). So it holds the request, as the PFC tests do; and a run whose
-    // switch was kept off its CPU for longer than a headroom lasts, and overflowed one,
-    // says nothing about the switch (the soak reports it as disturbed): it is repeated.
+    // switch or a sender was kept off its CPU for longer than a headroom lasts, and
+    // overflowed one, says nothing about the switch (the soak reports it as disturbed):
+    // it is repeated.
     let _serial = serial();
     let (r, attempt) = judged_attempt(|_| {
         let out = std::process::Command::new(harness::bin("pfctools").unwrap())

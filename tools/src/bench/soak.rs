@@ -127,12 +127,18 @@ pub struct SoakReport {
     /// The most of one stall that the loop spent waiting for a CPU (the machine's
     /// share), ms.
     pub longest_cpu_wait_ms: f64,
+    /// The most of one stall a sender's loop spent waiting for a CPU, ms, over the
+    /// senders: a sender kept off its CPU answers a pause that much late.
+    #[serde(default)]
+    pub longest_sender_cpu_wait_ms: f64,
     /// How long a sender's lossless flow takes to fill a port's headroom, ms: a switch
-    /// kept off its CPU for longer cannot pause it in time.
+    /// kept off its CPU for longer cannot pause it in time, nor a sender that long away
+    /// answer its pause in time.
     pub headroom_lasts_ms: f64,
     /// Why the run says nothing about the switch, when the machine spoiled it: lossless
-    /// headroom drops that no fault explains, after the switch's loop waited for a CPU
-    /// for longer than a headroom lasts. Such a run is not passed; it is to be run again.
+    /// headroom drops that no fault explains, after the switch's loop or a sender's waited
+    /// for a CPU for longer than a headroom lasts. Such a run is not passed; it is to be
+    /// run again.
     /// (A stall the loop spent working or blocked in a system call, such as binding a
     /// port, is the switch's own.)
     pub disturbed: Option<String>,
@@ -290,6 +296,7 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
         churn_failures,
         longest_stall_ms: end.stalls.longest_us as f64 / 1e3,
         longest_cpu_wait_ms: end.stalls.longest_cpu_wait_us as f64 / 1e3,
+        longest_sender_cpu_wait_ms: sent_by.iter().map(|g| g.longest_cpu_wait_us).max().unwrap_or(0) as f64 / 1e3,
         headroom_lasts_ms,
         disturbed: None,
         passed: false,
@@ -301,15 +308,28 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
         && report.shared_buffer_used_end == 0
         && report.churn_failures == 0
         && report.rss_end_kib <= report.rss_idle_kib + RSS_GROWTH_KIB;
-    let lossless = DropReason::Lossless.name();
-    if report.drops_unexplained.contains_key(lossless) && report.longest_cpu_wait_ms > headroom_lasts_ms {
-        report.disturbed = Some(format!(
-            "{} lossless frames overflowed a headroom after the switch waited {:.1} ms for a CPU, longer than a \
-             sender fills its headroom in ({headroom_lasts_ms:.1} ms)",
-            report.drops_unexplained[lossless], report.longest_cpu_wait_ms
-        ));
-    }
+    report.disturbed = machine_disturbed(&report);
     Ok(report)
+}
+
+/// Why a soak says nothing about the switch, if the machine spoiled it: lossless frames
+/// overflowed a headroom that no fault explains, and either end of the pause's way was
+/// kept from its CPU for longer than a headroom lasts, the switch (it cannot send the
+/// pause in time) or a sender (it cannot obey it in time).
+fn machine_disturbed(r: &SoakReport) -> Option<String> {
+    let dropped = r.drops_unexplained.get(DropReason::Lossless.name())?;
+    let (who, waited) = if r.longest_cpu_wait_ms >= r.longest_sender_cpu_wait_ms {
+        ("the switch", r.longest_cpu_wait_ms)
+    } else {
+        ("a sender", r.longest_sender_cpu_wait_ms)
+    };
+    (waited > r.headroom_lasts_ms).then(|| {
+        format!(
+            "{dropped} lossless frames overflowed a headroom after {who} waited {waited:.1} ms for a CPU, longer \
+             than a sender fills its headroom in ({:.1} ms)",
+            r.headroom_lasts_ms
+        )
+    })
 }
 
 /// Injects `fault` for about `hold`, and waits until it is over.
@@ -613,9 +633,9 @@ fn print_report(r: &SoakReport) {
         r.rss_peak_kib
     );
     println!(
-        "the switch's longest stall {:.1} ms; the longest it waited for a CPU in one {:.1} ms; a sender fills a \
-         headroom in {:.1} ms",
-        r.longest_stall_ms, r.longest_cpu_wait_ms, r.headroom_lasts_ms
+        "the switch's longest stall {:.1} ms; the longest it waited for a CPU in one {:.1} ms, a sender {:.1} ms; \
+         a sender fills a headroom in {:.1} ms",
+        r.longest_stall_ms, r.longest_cpu_wait_ms, r.longest_sender_cpu_wait_ms, r.headroom_lasts_ms
     );
     if let Some(why) = &r.disturbed {
         println!("disturbed by the machine: {why}");
@@ -627,4 +647,25 @@ fn print_report(r: &SoakReport) {
         r.churn_failures,
         if r.passed { "PASS" } else { "FAIL" }
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lossless_drops_are_the_machines_only_after_the_switch_or_a_sender_waited_longer_than_a_headroom_lasts() {
+        let lossless = DropReason::Lossless.name().to_string();
+        let report = |switch_ms: f64, sender_ms: f64, drops: u64| SoakReport {
+            drops_unexplained: if drops > 0 { BTreeMap::from([(lossless.clone(), drops)]) } else { BTreeMap::new() },
+            longest_cpu_wait_ms: switch_ms,
+            longest_sender_cpu_wait_ms: sender_ms,
+            headroom_lasts_ms: 12.8,
+            ..SoakReport::default()
+        };
+        assert_eq!(machine_disturbed(&report(7.6, 3.0, 527)), None, "both in time: the drops are the switch's");
+        assert!(machine_disturbed(&report(7.6, 20.0, 527)).unwrap().contains("a sender waited 20.0 ms"));
+        assert!(machine_disturbed(&report(30.0, 20.0, 527)).unwrap().contains("the switch waited 30.0 ms"));
+        assert_eq!(machine_disturbed(&report(30.0, 30.0, 0)), None, "no drop, nothing to excuse");
+    }
 }

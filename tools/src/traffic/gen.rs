@@ -11,6 +11,7 @@ use pfcswitch::core::speed::Speed;
 use pfcswitch::core::switch::FramePool;
 use pfcswitch::core::time::Time;
 use pfcswitch::core::Priority;
+use pfcswitch::dataplane::stall::StallMeter;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
@@ -111,6 +112,13 @@ pub struct GenReport {
     /// CNPs received for no flow of this generator.
     #[serde(default)]
     pub cnps_unknown: u64,
+    /// The send loop's longest stall (kept from its next turn, its own sleeps not
+    /// counted), and the most of one stall it spent waiting for a CPU, µs: a sender kept
+    /// off its CPU answers a pause that much late, whatever its response delay.
+    #[serde(default)]
+    pub longest_stall_us: u64,
+    #[serde(default)]
+    pub longest_cpu_wait_us: u64,
 }
 
 /// A flow while it is being sent.
@@ -198,10 +206,12 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     let mut rr = 0usize;
     let mut received_other = 0u64;
     let mut rx_stats = super::rxstats::RxStats::default();
+    let (mut stalls, cpu) = (StallMeter::default(), sys::CpuWait::this_thread());
     let mut sending_ended: Option<Time> = None;
     let mut cnps_unknown = 0u64;
     loop {
         let now = sys::now();
+        stalls.poll(now, || cpu.as_ref().map_or(Duration::ZERO, sys::CpuWait::read));
         let sending = now >= start && !(end.is_some_and(|e| now >= e) || flows.iter().all(finished));
         let ended = now >= start && !sending;
         if stop.load(Ordering::Relaxed) || (ended && *sending_ended.get_or_insert(now) + opts.linger <= now) {
@@ -336,6 +346,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
             }
         }
         if !sending {
+            stalls.sleeping(now + Duration::from_micros(200));
             std::thread::sleep(Duration::from_micros(200));
         } else if ids.is_empty() {
             if opts.spin {
@@ -346,7 +357,9 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
                     .filter(|f| !finished(f) && !paused.contains(f.prio))
                     .filter_map(|f| f.pacer.next_burst_due())
                     .min();
-                idle_wait(now, next_due, &responder, !paused.is_empty());
+                if let Some(until) = idle_wait(now, next_due, &responder, !paused.is_empty()) {
+                    stalls.sleeping(until);
+                }
             }
         }
     }
@@ -357,6 +370,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     }
     let now = sys::now();
     let elapsed = now.saturating_since(start).as_secs_f64();
+    let stalled = stalls.stats();
     let sent = flows.iter().map(|f| f.tx.sent).sum();
     let mut paused_us = [0; PRIORITIES];
     for (p, v) in Priority::all().zip(paused_us.iter_mut()) {
@@ -388,6 +402,8 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
         received: rx_stats.report(None),
         received_other,
         socket_dropped,
+        longest_stall_us: stalled.longest_us,
+        longest_cpu_wait_us: stalled.longest_cpu_wait_us,
     })
 }
 
@@ -403,12 +419,17 @@ const SLEEP_OVERSHOOT: Duration = Duration::from_micros(35);
 /// sender leaves the CPU to the switch; the last few µs are spun, because sleeps wake
 /// late. Sleeps are short enough (≤ 200 µs) that received pauses are read promptly, and
 /// a sleeping sender sends nothing, so sleeping is always safe.
-fn idle_wait(now: Time, next_due: Option<Time>, responder: &PauseResponder, paused: bool) {
+/// Returns when the sleep was to end, if it slept (a late wake is the machine's, not a
+/// stall of the sender's).
+fn idle_wait(now: Time, next_due: Option<Time>, responder: &PauseResponder, paused: bool) -> Option<Time> {
     let next = [next_due, if paused { responder.next_change(now) } else { None }].into_iter().flatten().min();
     let wait = next.map(|t| t.saturating_since(now)).unwrap_or(Duration::from_micros(20));
     if wait >= SLEEP_OVERSHOOT + Duration::from_micros(10) {
-        std::thread::sleep((wait - SLEEP_OVERSHOOT).min(Duration::from_micros(200)));
+        let nap = (wait - SLEEP_OVERSHOOT).min(Duration::from_micros(200));
+        std::thread::sleep(nap);
+        Some(now + nap)
     } else {
         std::hint::spin_loop();
+        None
     }
 }
