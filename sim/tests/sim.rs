@@ -269,9 +269,13 @@ fn the_pause_response_plan_passes_each_of_its_checks_exactly_on_priorities_3_4_a
             for &p in prios {
                 assert!(stormed.paused_us[usize::from(p)] >= 12_000.0, "{what}: {stormed:?}");
             }
-            // 2. Every background frame arrived.
+            // 2. Every background frame arrived, and the storm paused no background
+            // priority at any port: the background kept its rate through the storm.
             for f in r.flows.iter().filter(|f| !prios.contains(&f.priority.get())) {
                 assert!(f.sent > 500 && f.received == f.sent, "{what}: {f:?}");
+                for l in &r.links {
+                    assert_eq!(l.paused_us[f.priority.index()], 0.0, "{what}: {l:?}");
+                }
             }
             // Test frames of priority `p` put on the wire during the storm.
             let during_storm = |sent: &[Sent], p: u8| {
