@@ -11,7 +11,7 @@ python3 scripts/check-import-cycles.py
 # build needs no MPI; sim/tests/mpi.rs runs the simulator under mpirun).
 features=(--features pfcsim/mpi)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cargo build --release --workspace "${features[@]}"
+cargo build --release --workspace --all-targets "${features[@]}"
 cargo clippy --release --workspace --all-targets "${features[@]}" -- -D warnings
 # Every repeat a test makes for the machine's sake is noted here, and said at the end.
 PFCS_REPEAT_LOG="$(mktemp /tmp/pfcs-repeats.XXXXXX)"
