@@ -362,18 +362,18 @@ fn run_rank(
     while let Some(start) = from {
         let last = windows.last(start);
         sim.run_to(Time::from_nanos(last));
-        let (posted, earliest_posted) = sim.take_posted();
-        let next = sim.next_event_at().min(earliest_posted);
+        let out = sim.seal_posted();
         let mut earliest = u64::MAX;
         let met = Instant::now();
-        let got = ex.all_to_all(split::Windows::stamp(next, posted));
+        let got = ex.all_to_all(out);
         exchanging += met.elapsed();
         count += 1;
-        for bytes in got {
-            let (their_next, frames) = split::Windows::unstamp(&bytes);
+        for bytes in &got {
+            let (their_next, frames) = split::unstamp(bytes);
             earliest = earliest.min(their_next);
             sim.accept(frames);
         }
+        sim.recycle_posted(got);
         from = windows.next(last, earliest);
     }
     sim.run_to(end);

@@ -518,10 +518,19 @@ impl<'f> Sim<'f> {
         self.split.as_ref().is_none_or(|s| s.rank_of(node) == s.rank)
     }
 
-    /// The frames this rank's nodes sent to each rank's since the last call, and when
-    /// the earliest arrives (ns).
-    pub(crate) fn take_posted(&mut self) -> (Vec<Vec<u8>>, u64) {
-        self.split.as_mut().map_or_else(|| (Vec::new(), u64::MAX), Split::take_posted)
+    /// What goes to each rank at a window's end: the frames this rank's nodes sent to
+    /// its nodes since the last exchange, stamped with when this rank's next event is due
+    /// ([`Split::seal`]). Empty when the run is not split.
+    pub(crate) fn seal_posted(&mut self) -> Vec<Vec<u8>> {
+        let next = self.next_event_at();
+        self.split.as_mut().map_or_else(Vec::new, |s| s.seal(next))
+    }
+
+    /// Hands the buffers an exchange returned back for the next window's frames.
+    pub(crate) fn recycle_posted(&mut self, buffers: Vec<Vec<u8>>) {
+        if let Some(s) = &mut self.split {
+            s.recycle(buffers);
+        }
     }
 
     /// Frames this rank's nodes sent to other ranks' in all.

@@ -149,33 +149,28 @@ impl Gathered {
         for part in &mut parts {
             out.counts.events += part.counts.events;
             out.counts.frame_hops += part.counts.frame_hops;
-            for (o, p) in out.switches.iter_mut().zip(part.switches.drain(..)) {
-                if p.is_some() {
-                    *o = p;
-                }
-            }
-            for (o, p) in out.sent.iter_mut().zip(&part.sent) {
-                *o = o.or(*p);
-            }
-            for (o, p) in out.received.iter_mut().zip(part.received.drain(..)) {
-                if p.is_some() {
-                    *o = p;
-                }
-            }
+            fill(&mut out.switches, &mut part.switches);
+            fill(&mut out.sent, &mut part.sent);
+            fill(&mut out.received, &mut part.received);
             for (o, p) in out.links.iter_mut().zip(&part.links) {
                 for (a, b) in o.iter_mut().zip(p) {
                     *a += b;
                 }
             }
-            for (o, p) in out.timelines.iter_mut().zip(part.timelines.drain(..)) {
-                if p.is_some() {
-                    *o = p;
-                }
-            }
+            fill(&mut out.timelines, &mut part.timelines);
             out.recorded.append(&mut part.recorded);
             out.ranks.append(&mut part.ranks);
         }
         out.recorded.sort_by_key(|s| (s.at_ns, s.order));
         out
+    }
+}
+
+/// Takes each entry a rank gave (the rank that owns it; the others gave `None`).
+fn fill<T>(out: &mut [Option<T>], part: &mut Vec<Option<T>>) {
+    for (o, p) in out.iter_mut().zip(part.drain(..)) {
+        if p.is_some() {
+            *o = p;
+        }
     }
 }

@@ -170,7 +170,7 @@ pub(crate) struct Split {
 
 impl Split {
     pub fn shared(rank: usize, rank_of: Arc<Vec<u16>>, ranks: usize) -> Split {
-        Split { rank, rank_of, posted: vec![Vec::new(); ranks], earliest_posted: u64::MAX, frames_posted: 0 }
+        Split { rank, rank_of, posted: vec![vec![0; STAMP]; ranks], earliest_posted: u64::MAX, frames_posted: 0 }
     }
 
     /// The rank that runs key node `node` (the world's events run on every rank).
@@ -199,13 +199,38 @@ impl Split {
         out.extend_from_slice(head);
     }
 
-    /// The frames posted since the last call, per rank, and when the earliest arrives.
-    pub fn take_posted(&mut self) -> (Vec<Vec<u8>>, u64) {
-        let n = self.posted.len();
-        (
-            std::mem::replace(&mut self.posted, vec![Vec::new(); n]),
-            std::mem::replace(&mut self.earliest_posted, u64::MAX),
-        )
+    /// What goes to each rank at this window's end: the frames posted to it since the
+    /// last exchange, after a stamp of when this rank's next event is due (`next_event`,
+    /// or a frame it posted if that arrives earlier). The buffers kept their stamp's
+    /// room at the front, so nothing is copied.
+    pub fn seal(&mut self, next_event: u64) -> Vec<Vec<u8>> {
+        let next = next_event.min(std::mem::replace(&mut self.earliest_posted, u64::MAX));
+        for out in &mut self.posted {
+            out[..STAMP].copy_from_slice(&next.to_le_bytes());
+        }
+        std::mem::take(&mut self.posted)
+    }
+
+    /// Takes back the buffers an exchange returned, emptied, as the next window's: once
+    /// they have grown to a window's traffic, windows allocate nothing.
+    pub fn recycle(&mut self, mut buffers: Vec<Vec<u8>>) {
+        for b in &mut buffers {
+            b.clear();
+            b.resize(STAMP, 0);
+        }
+        self.posted = buffers;
+    }
+}
+
+/// The room at the front of what a rank sends at a window's end, for the time of its
+/// next event (ns, little-endian).
+const STAMP: usize = 8;
+
+/// What a rank received split into its stamp and its frames.
+pub(crate) fn unstamp(bytes: &[u8]) -> (u64, &[u8]) {
+    match bytes.split_first_chunk::<STAMP>() {
+        Some((next, frames)) => (u64::from_le_bytes(*next), frames),
+        None => (u64::MAX, bytes),
     }
 }
 
@@ -419,28 +444,6 @@ impl Windows {
     /// The last time (inclusive) of the window starting at `from`.
     pub fn last(&self, from: u64) -> u64 {
         from.saturating_add(self.step - 1).min(self.end)
-    }
-
-    /// Prefixes what goes to each rank with `next` (ns), this rank's earliest event after
-    /// the window (its frames posted to others included).
-    pub fn stamp(next: u64, posted: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
-        posted
-            .into_iter()
-            .map(|frames| {
-                let mut out = Vec::with_capacity(8 + frames.len());
-                out.extend_from_slice(&next.to_le_bytes());
-                out.extend_from_slice(&frames);
-                out
-            })
-            .collect()
-    }
-
-    /// What a rank received split into its stamp and its frames.
-    pub fn unstamp(bytes: &[u8]) -> (u64, &[u8]) {
-        match bytes.split_first_chunk::<8>() {
-            Some((next, frames)) => (u64::from_le_bytes(*next), frames),
-            None => (u64::MAX, bytes),
-        }
     }
 
     /// Where the next window starts, given the earliest event of every rank; `None` once
