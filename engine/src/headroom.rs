@@ -22,12 +22,17 @@ use crate::pfc::MIN_FRAME_LEN;
 use crate::speed::{wire_bytes, Speed, BITS_PER_QUANTUM};
 use serde::{Deserialize, Serialize};
 
-/// IEEE 802.3 Table 31B-1: the pause_quanta within which a MAC must stop after a PAUSE
-/// (Annex 31D applies the same to PFC), at the speeds whose entry this project uses.
+/// IEEE 802.3 Annex 31B.3.7 (with 802.3ba's amendment): the pause_quanta after a PAUSE
+/// within which a MAC must have stopped starting new frames, measured at the MDI (Annex
+/// 31D applies the same to PFC). 10 Gb/s is 60 for every PHY but 10GBASE-T, which gets
+/// 74: a port's speed does not say which, so 10G takes the figure that holds for the
+/// optical and direct-attach ports lossless fabrics use. 25 Gb/s (802.3by) is not tabled
+/// here: this project has not read its entry.
 pub fn reaction_allowance_quanta(speed: Speed) -> Option<u32> {
     match speed.bps() {
         1_000_000_000 => Some(2),
-        10_000_000_000 => Some(67),
+        10_000_000_000 => Some(60),
+        40_000_000_000 => Some(118),
         100_000_000_000 => Some(394),
         _ => None,
     }

@@ -686,7 +686,8 @@ fn derive(doc: &Doc, config: &Config, i: usize, shared: Option<&Pool>) -> Result
     let p = &config.ports[i];
     let speed = p.speed();
     let tabled = reaction_allowance_quanta(speed);
-    // Untabled speeds (25G, 40G...) take the 100G entry's quanta: more time at a lower rate.
+    // Untabled speeds take the 100G entry's quanta: at 25G that errs large (more time than
+    // 40G's entry allows); above 100G it may err small.
     let quanta = tabled.unwrap_or(394);
     let mut input = CalcInput {
         speed,
@@ -702,7 +703,7 @@ fn derive(doc: &Doc, config: &Config, i: usize, shared: Option<&Pool>) -> Result
         "no profile: headroom {bytes} B from the calculator ({speed}, {} m of cable, {} B frames, the upstream stopping within {quanta} quanta{})",
         p.cable_m,
         p.max_frame(),
-        if tabled.is_some() { ", 802.3 Table 31B-1" } else { ", 100G's allowance: 802.3 tables none for this speed" },
+        if tabled.is_some() { ", 802.3 Annex 31B.3.7" } else { ", 100G's allowance: 802.3 tables none for this speed" },
     );
     let mut profile = BufferProfile { headroom_bytes: Some(bytes), ..Default::default() };
     // The XOFF rule of the profiles the buffer manager makes: the pool's, with the

@@ -22,7 +22,7 @@ use crate::traffic::probe::{StormTrial, STORM_SETTLE};
 pub struct ResponseArgs {
     /// Port speeds. A speed above what this testbed carries (100G on veth) leaves the
     /// flow unshaped: the pause lasts as long as at that speed, and nothing else changes.
-    #[arg(long, value_delimiter = ',', default_value = "10G,25G,100G")]
+    #[arg(long, value_delimiter = ',', default_value = "10G,25G,40G,100G")]
     pub speeds: Vec<Speed>,
     /// Single pauses judged per speed (twice as many are sent: see `headroom --response-time`).
     #[arg(long, default_value_t = 10)]
@@ -226,7 +226,7 @@ fn render(r: &ResponseResult) -> String {
          XOFF of 65535 quanta at a time sent back from the receiver; storms of up to {} ms (one switch each) \
          refresh the pause every half pause. After the pause: frames of the priority that still reached the receiver after it was sent; stop: \
          when the flow stopped, from the receiver; switch: from the pause's arrival to the last frame it put on a \
-         tx ring. Bound: one 1518 B frame and one tx batch of the flow's frames. 802.3: Table 31B-1's reaction \
+         tx ring. Bound: one 1518 B frame and one tx batch of the flow's frames. 802.3: Annex 31B.3.7's reaction \
          allowance at the speed (quanta, and the bytes a MAC may still send: those quanta and the frame under \
          way). Leaked: frames that came through the storms the switch held throughout (it received every refresh before \
          the last ran out), from {} ms after the first pause and after any refresh the probe sent late; lapsed: \
@@ -284,8 +284,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_allowance_is_tabled_at_1g_10g_and_100g_only() {
-        assert_eq!(reaction_allowance_quanta(Speed::gbps(10)), Some(67));
+    fn the_allowance_is_802_3s_at_1g_10g_40g_and_100g_and_untabled_at_25g() {
+        assert_eq!(reaction_allowance_quanta(Speed::gbps(1)), Some(2));
+        assert_eq!(reaction_allowance_quanta(Speed::gbps(10)), Some(60));
+        assert_eq!(reaction_allowance_quanta(Speed::gbps(40)), Some(118));
         assert_eq!(reaction_allowance_quanta(Speed::gbps(100)), Some(394));
         assert_eq!(reaction_allowance_quanta(Speed::gbps(25)), None);
     }
@@ -307,8 +309,8 @@ mod tests {
             Storm::new(StormTrial::default(), 50, &[]),
         ];
         let row = row(Speed::gbps(10), 64, 64, &r, &storms);
-        // 10G: 67 quanta are 4288 bytes, and the frame under way.
-        assert_eq!(row.allowance_bytes, Some(67 * 64 + 1518));
+        // 10G: 60 quanta are 3840 bytes, and the frame under way.
+        assert_eq!(row.allowance_bytes, Some(60 * 64 + 1518));
         assert_eq!(row.bound_bytes, 1518 + 64 * 64);
         assert!(row.within_bound, "40 frames of 64 B fit: {row:?}");
         assert_eq!((row.storms, row.storms_judged, row.storm_leaked_frames, row.storms_lapsed_at_switch), (3, 1, 0, 1));

@@ -64,7 +64,7 @@ fn a_lossless_pg_profile_becomes_an_alpha_a_headroom_and_an_xon_offset_and_what_
 #[test]
 fn a_lossless_pg_without_a_profile_gets_the_calculators_headroom_for_its_speed_and_cable_and_says_so() {
     let t = sample();
-    let expect = |speed: Speed, cable_m: f64| {
+    let expect = |speed: Speed, cable_m: f64, quanta: u32| {
         let mut i = CalcInput {
             speed,
             cable_m,
@@ -73,17 +73,25 @@ fn a_lossless_pg_without_a_profile_gets_the_calculators_headroom_for_its_speed_a
             switch_delay: Duration::ZERO,
             load: 1.0,
         };
-        i.response = i.quanta(394);
+        i.response = i.quanta(quanta);
         i.calculate().total_bytes
     };
     let e4 = t.config.ports[1].priority.get(P3).unwrap();
-    assert_eq!(e4.headroom_bytes, Some(expect(Speed::gbps(100), 300.0)));
+    assert_eq!(e4.headroom_bytes, Some(expect(Speed::gbps(100), 300.0, 394)));
     assert_eq!(e4.xoff_alpha, Some(1.0), "the dynamic pool's threshold, 2^0 where the document gives no default");
     let n = note(&t, "BUFFER_PG", "Ethernet4|3");
     assert_eq!(n.kind, NoteKind::Derived);
-    assert!(n.text.contains("300 m") && n.text.contains("802.3 Table 31B-1"), "{}", n.text);
-    // 40G is not in 802.3's table: 100G's quanta, and the note says so.
-    assert_eq!(t.config.ports[2].priority.get(P4).unwrap().headroom_bytes, Some(expect(Speed::gbps(40), 40.0)));
+    assert!(n.text.contains("300 m") && n.text.contains("802.3 Annex 31B.3.7"), "{}", n.text);
+    // 40G: 802.3ba's 118 quanta.
+    assert_eq!(t.config.ports[2].priority.get(P4).unwrap().headroom_bytes, Some(expect(Speed::gbps(40), 40.0, 118)));
+    assert!(note(&t, "BUFFER_PG", "Ethernet8|4").text.contains("802.3 Annex 31B.3.7"));
+    // 25G is not tabled here: 100G's quanta, and the note says so.
+    let t = translate(
+        &SAMPLE.replace(r#""speed": "40000""#, r#""speed": "25000""#),
+        &map(&[("Ethernet0", "p1"), ("Ethernet4", "p2"), ("Ethernet8", "p3")]),
+    )
+    .unwrap();
+    assert_eq!(t.config.ports[2].priority.get(P4).unwrap().headroom_bytes, Some(expect(Speed::gbps(25), 40.0, 394)));
     assert!(note(&t, "BUFFER_PG", "Ethernet8|4").text.contains("tables none for this speed"));
 }
 
