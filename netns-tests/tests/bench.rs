@@ -104,6 +104,35 @@ fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
 }
 
 #[test]
+fn ping_reports_each_devices_round_trips_and_the_cpu_its_process_spent() {
+    let _serial = serial_as_the_machine_is();
+    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
+        .args(["bench", "ping", "--duts", "pfcswitch,pfcswitch-polling,bridge", "--count", "20"])
+        .args(["--interval-ms", "10", "--rounds", "1", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = r["results"].as_array().unwrap();
+    let duts: Vec<&str> = results.iter().map(|x| x["dut"].as_str().unwrap()).collect();
+    assert_eq!(duts, ["pfcswitch", "pfcswitch-polling", "bridge"]);
+    for x in results {
+        // An idle device answers every request.
+        assert_eq!((x["sent"].as_u64(), x["received"].as_u64()), (Some(20), Some(20)), "{x}");
+        let f = |k: &str| x[k].as_f64().unwrap();
+        assert!(0.0 < f("p50_us") && f("p50_us") <= f("p99_us") && f("p99_us") <= f("max_us"), "{x}");
+        // Only a device with a process of its own has a CPU figure; no OVS, no ratio.
+        assert_eq!(x["cpu_pct"].is_number(), x["dut"] != "bridge", "{x}");
+        assert!(x["p50_vs_ovs"].is_null(), "{x}");
+    }
+    // A loop that never sleeps spends a CPU whenever it has one (a quarter even with
+    // three others wanting the machine's two); one that sleeps when idle spends less.
+    let cpu = |i: usize| results[i]["cpu_pct"].as_f64().unwrap();
+    assert!(cpu(1) > 25.0 && cpu(0) < cpu(1), "{} against {}", cpu(0), cpu(1));
+}
+
+#[test]
 fn headroom_compare_puts_the_testbeds_headroom_beside_the_simulators_at_each_delay() {
     let _serial = serial();
     let out = std::process::Command::new(harness::bin("pfctools").unwrap())

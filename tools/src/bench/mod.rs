@@ -8,6 +8,7 @@ pub mod forward;
 pub mod lab;
 pub mod pfc;
 pub mod pfcwd;
+pub mod ping;
 pub mod report;
 pub mod response;
 pub mod rfc2544;
@@ -31,6 +32,9 @@ pub enum BenchCommand {
     Dcfit(dcfit::DcfitArgs),
     /// The PFC watchdog's accuracy: storm start to detection against detection_ms.
     Pfcwd(pfcwd::PfcwdArgs),
+    /// The kernel's ping through each idle device (pfcswitch with each way its loop can
+    /// wait, OVS, a bridge, the direct path) and the CPU each spends meanwhile.
+    Ping(ping::PingArgs),
     /// The simulator's speed on one core, from a ring to a k=16 fat-tree.
     Sim(sim::SimBenchArgs),
     /// RFC 2544 throughput, latency and frame loss per frame size, through pfcswitch with
@@ -51,6 +55,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::PauseResponse(args) => response::run(&args),
         BenchCommand::Dcfit(args) => dcfit::run(&args),
         BenchCommand::Pfcwd(args) => pfcwd::run(&args),
+        BenchCommand::Ping(args) => ping::run(&args),
         BenchCommand::Sim(args) => sim::run(&args),
         BenchCommand::Rfc2544(args) => rfc2544::run(&args),
         BenchCommand::Scrape(args) => scrape::run(&args),

@@ -43,6 +43,7 @@ use pfctestkit::progress::Progress;
 use plot::*;
 pub use search::{confirm, loss_rates, search, Confirmed};
 use search::{CONFIRM_STEP, CONFIRM_STEPS};
+pub(crate) use testbed::Bed;
 use testbed::*;
 pub use text::text;
 use text::*;

@@ -4,13 +4,13 @@ use super::*;
 
 /// A testbed for `dut`: two hosts, and between them a switch, a bridge, or nothing, every
 /// link at `mtu`.
-pub(super) struct Bed {
+pub(crate) struct Bed {
     pub(super) dut: Dut,
     pub(super) mtu: u32,
     pub(super) switch: Option<SwitchProc>,
     /// Dropped before the testbed: its daemons stop before the namespace goes.
     pub(super) ovs: Option<crate::testbed::ovs::Ovs>,
-    pub(super) tb: Testbed,
+    pub(crate) tb: Testbed,
     /// The switch's rx ring, frames: how long it lasts at a rate tells the machine's
     /// losses from the switch's.
     pub(super) ring_size: u32,
@@ -18,14 +18,20 @@ pub(super) struct Bed {
 
 impl Bed {
     pub(super) fn up(dut: Dut, mtu: u32) -> Result<Bed> {
+        Bed::up_tuned(dut, mtu, |_| {})
+    }
+
+    /// [`Bed::up`] with pfcswitch's configuration changed by `tune` first.
+    pub(crate) fn up_tuned(dut: Dut, mtu: u32, tune: impl FnOnce(&mut pfcswitch::config::RunConfig)) -> Result<Bed> {
         let name = unique_name(&format!("rfc-{}", &dut.as_str()[..2]));
         let topology = match dut {
             Dut::Direct => direct_topology(),
             Dut::Pfcswitch | Dut::Bridge | Dut::Ovs => Topology::star(2),
         };
         let tb = Testbed::up(&name, at_mtu(topology, mtu))?;
-        // What a user gets without a file: nothing tuned.
-        let config = harness::switch_config(&tb, "sw1");
+        // What a user gets without a file, unless the caller tunes it.
+        let mut config = harness::switch_config(&tb, "sw1");
+        tune(&mut config);
         let ring_size = config.dataplane.ring_size;
         let switch = match dut {
             Dut::Pfcswitch => Some(
@@ -44,7 +50,7 @@ impl Bed {
     /// Starts what runs only while this DUT is measured: OVS, whose PMD thread polls its
     /// rings with a whole CPU even when idle, and would take it from the other DUTs'
     /// trials on this 2-core machine.
-    pub(super) fn measuring(&mut self) -> Result<()> {
+    pub(crate) fn measuring(&mut self) -> Result<()> {
         if self.dut == Dut::Ovs && self.ovs.is_none() {
             self.ovs = Some(crate::testbed::ovs::Ovs::start(&self.tb, "sw1").context("starting Open vSwitch")?);
         }
@@ -52,12 +58,12 @@ impl Bed {
     }
 
     /// Stops what [`Bed::measuring`] started.
-    pub(super) fn idle(&mut self) {
+    pub(crate) fn idle(&mut self) {
         self.ovs = None;
     }
 
     /// The DUT's process, where it has one.
-    pub(super) fn dut_pid(&self) -> Option<u32> {
+    pub(crate) fn dut_pid(&self) -> Option<u32> {
         self.switch.as_ref().map(|s| s.proc.pid()).or(self.ovs.as_ref().map(|o| o.pid()))
     }
 
@@ -108,7 +114,7 @@ impl Bed {
         })
     }
 
-    pub(super) fn down(self) {
+    pub(crate) fn down(self) {
         drop(self.ovs);
         if let Some(s) = self.switch {
             let finished = s.stop();
