@@ -2,23 +2,39 @@
 
 use netns_tests::*;
 
+/// Runs `pfctools` with `args` (a `--json` report among them) and asserts it succeeded:
+/// the report, and what it said on stderr.
+fn pfctools_json(args: &[&str]) -> (serde_json::Value, String) {
+    let out = std::process::Command::new(harness::bin("pfctools").unwrap()).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    (report, stderr)
+}
+
 #[test]
 fn rfc2544_reports_throughput_latency_and_the_switchs_view_per_dut_with_ratios_and_a_plot() {
     let _serial = serial_as_the_machine_is();
     let plot = std::env::temp_dir().join(format!("pfcs-rfc2544-{}.svg", std::process::id()));
-    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-        // One 64-byte size, a coarse search: the report's shape, in about a minute. Three
-        // trials, so that the search reaches a quarter of the sender's ceiling when half
-        // of it is beyond the switch (at 64 bytes the sender's ceiling was up to 809 k
-        // frames/s, the switch's zero-loss rate 330-380 k).
-        .args(["bench", "rfc2544", "--sizes", "64", "--duts", "pfcswitch,direct", "--max-trials", "3"])
-        .args(["--resolution", "0.5", "--json", "--plot"])
-        .arg(&plot)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // One 64-byte size, a coarse search: the report's shape, in about a minute. Three
+    // trials, so that the search reaches a quarter of the sender's ceiling when half of
+    // it is beyond the switch (at 64 bytes the sender's ceiling was up to 809 k frames/s,
+    // the switch's zero-loss rate 330-380 k).
+    let (r, stderr) = pfctools_json(&[
+        "bench",
+        "rfc2544",
+        "--sizes",
+        "64",
+        "--duts",
+        "pfcswitch,direct",
+        "--max-trials",
+        "3",
+        "--resolution",
+        "0.5",
+        "--json",
+        "--plot",
+        plot.to_str().expect("a temporary path in UTF-8"),
+    ]);
     let results = r["results"].as_array().unwrap();
     let duts: Vec<&str> = results.iter().map(|x| x["dut"].as_str().unwrap()).collect();
     assert_eq!(duts, ["pfcswitch", "direct"], "{stderr}");
@@ -69,13 +85,8 @@ fn rfc2544_reports_throughput_latency_and_the_switchs_view_per_dut_with_ratios_a
 #[test]
 fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
     let _serial = serial_as_the_machine_is();
-    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-        .args(["bench", "pause-response", "--speeds", "1G,25G", "--repeats", "5", "--storms", "2", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (r, _) =
+        pfctools_json(&["bench", "pause-response", "--speeds", "1G,25G", "--repeats", "5", "--storms", "2", "--json"]);
     let (frame, batch) = (r["frame_bytes"].as_u64().unwrap(), r["batch"].as_u64().unwrap());
     let rows = r["rows"].as_array().unwrap();
     let speeds: Vec<&str> = rows.iter().map(|x| x["speed"].as_str().unwrap()).collect();
@@ -106,14 +117,19 @@ fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
 #[test]
 fn ping_reports_each_devices_round_trips_and_the_cpu_its_process_spent() {
     let _serial = serial_as_the_machine_is();
-    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-        .args(["bench", "ping", "--duts", "pfcswitch,pfcswitch-polling,bridge", "--count", "20"])
-        .args(["--interval-ms", "10", "--rounds", "1", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (r, _) = pfctools_json(&[
+        "bench",
+        "ping",
+        "--duts",
+        "pfcswitch,pfcswitch-polling,bridge",
+        "--count",
+        "20",
+        "--interval-ms",
+        "10",
+        "--rounds",
+        "1",
+        "--json",
+    ]);
     let results = r["results"].as_array().unwrap();
     let duts: Vec<&str> = results.iter().map(|x| x["dut"].as_str().unwrap()).collect();
     assert_eq!(duts, ["pfcswitch", "pfcswitch-polling", "bridge"]);
@@ -135,13 +151,7 @@ fn ping_reports_each_devices_round_trips_and_the_cpu_its_process_spent() {
 #[test]
 fn headroom_compare_puts_the_testbeds_headroom_beside_the_simulators_at_each_delay() {
     let _serial = serial();
-    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-        .args(["headroom", "--compare", "--delays", "0,3000", "--repeats", "1", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (r, _) = pfctools_json(&["headroom", "--compare", "--delays", "0,3000", "--repeats", "1", "--json"]);
     let rows = r["rows"].as_array().unwrap();
     let delays: Vec<u64> = rows.iter().map(|x| x["delay_quanta"].as_u64().unwrap()).collect();
     assert_eq!(delays, [0, 3000]);
@@ -160,13 +170,19 @@ fn headroom_compare_puts_the_testbeds_headroom_beside_the_simulators_at_each_del
 #[test]
 fn scrape_compares_runs_without_and_with_scrapers_and_accounts_for_every_frame() {
     let _serial = serial_as_the_machine_is();
-    let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-        .args(["bench", "scrape", "--rounds", "1", "--seconds", "1", "--rate", "50k", "--scrapers", "2", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (r, stderr) = pfctools_json(&[
+        "bench",
+        "scrape",
+        "--rounds",
+        "1",
+        "--seconds",
+        "1",
+        "--rate",
+        "50k",
+        "--scrapers",
+        "2",
+        "--json",
+    ]);
     let runs = r["runs"].as_array().unwrap();
     let scrapers: Vec<u64> = runs.iter().map(|x| x["scrapers"].as_u64().unwrap()).collect();
     assert_eq!(scrapers, [0, 2], "round 0 runs without scrapers first: {stderr}");
