@@ -12,6 +12,7 @@
 
 use std::path::Path;
 
+use pfctestkit::quantile;
 use rand::Rng;
 use serde::Serialize;
 
@@ -186,15 +187,6 @@ impl FlowFct {
     pub fn slowdown(&self) -> Option<f64> {
         self.fct_ns.zip(self.ideal_ns).map(|(fct, ideal)| fct as f64 / ideal.max(1) as f64)
     }
-}
-
-/// The `q`-quantile of sorted `v` (nearest rank), 0 if empty.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
 }
 
 fn bucket(name: &str, flows: &[&FlowFct]) -> FctBucket {

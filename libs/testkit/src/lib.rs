@@ -14,7 +14,31 @@ pub mod topology;
 
 use tagger::routes::explicit::{RouteEntry, RoutesFile};
 
+/// The `q`-quantile of `sorted` samples by nearest rank (the smallest sample with at least
+/// a `q` share of them at or below it): a sample itself, never a bucket's bound. 0 when
+/// there are none.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
 /// Host-to-host paths of node names as a routes file.
 pub fn routes_file(paths: &[Vec<String>]) -> RoutesFile {
     RoutesFile { routes: paths.iter().map(|p| RouteEntry { path: Some(p.clone()), ..RouteEntry::default() }).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quantiles_take_the_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(
+            (super::quantile(&v, 0.5), super::quantile(&v, 0.99), super::quantile(&v, 1.0)),
+            (50.0, 99.0, 100.0)
+        );
+        assert_eq!(super::quantile(&[], 0.5), 0.0);
+    }
 }

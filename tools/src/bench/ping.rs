@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use pfcswitch::config::RunConfig;
 use pfcswitch_table::Table;
+use pfctestkit::quantile;
 
 use super::rfc2544::{Bed, Dut};
 use crate::harness;
@@ -90,13 +91,17 @@ impl PingDut {
         }
     }
 
+    /// Each of `bench rfc2544`'s default devices, pfcswitch in each of its settings.
     fn defaults() -> Vec<PingDut> {
-        let mut d = vec![PingDut::Pfcswitch, PingDut::PfcswitchAwake, PingDut::PfcswitchPolling];
-        if crate::testbed::ovs::installed() {
-            d.push(PingDut::Ovs);
-        }
-        d.extend([PingDut::Bridge, PingDut::Direct]);
-        d
+        Dut::defaults()
+            .into_iter()
+            .flat_map(|d| match d {
+                Dut::Pfcswitch => vec![PingDut::Pfcswitch, PingDut::PfcswitchAwake, PingDut::PfcswitchPolling],
+                Dut::Ovs => vec![PingDut::Ovs],
+                Dut::Bridge => vec![PingDut::Bridge],
+                Dut::Direct => vec![PingDut::Direct],
+            })
+            .collect()
     }
 }
 
@@ -126,11 +131,19 @@ pub struct PingReport {
     pub results: Vec<PingResult>,
 }
 
+/// What one device gave over every round.
+#[derive(Default)]
+struct Tally {
+    sent: u64,
+    /// Round trips, µs.
+    rtts_us: Vec<f64>,
+    /// The device's CPU time and the wall time it was measured over, s.
+    cpu_s: Option<(f64, f64)>,
+}
+
 pub fn run(args: &PingArgs) -> Result<()> {
     let duts = if args.duts.is_empty() { PingDut::defaults() } else { args.duts.clone() };
-    let mut rtts: Vec<Vec<f64>> = vec![Vec::new(); duts.len()];
-    let mut sent = vec![0u64; duts.len()];
-    let mut cpu: Vec<Option<(f64, f64)>> = vec![None; duts.len()];
+    let mut tallies: Vec<Tally> = duts.iter().map(|_| Tally::default()).collect();
     for round in 0..args.rounds {
         for k in 0..duts.len() {
             let i = (round + k) % duts.len();
@@ -138,10 +151,11 @@ pub fn run(args: &PingArgs) -> Result<()> {
                 eprintln!("  round {}: {}", round + 1, duts[i].label());
             }
             let m = measure(duts[i], args)?;
-            sent[i] += u64::from(args.count);
-            rtts[i].extend(m.rtts_us);
+            let t = &mut tallies[i];
+            t.sent += u64::from(args.count);
+            t.rtts_us.extend(m.rtts_us);
             if let Some((c, w)) = m.cpu_s {
-                let (cs, ws) = cpu[i].get_or_insert((0.0, 0.0));
+                let (cs, ws) = t.cpu_s.get_or_insert((0.0, 0.0));
                 *cs += c;
                 *ws += w;
             }
@@ -149,19 +163,19 @@ pub fn run(args: &PingArgs) -> Result<()> {
     }
     let mut results: Vec<PingResult> = duts
         .iter()
-        .zip(rtts.iter_mut())
-        .zip(sent.iter().zip(&cpu))
-        .map(|((&dut, r), (&sent, cpu))| {
+        .zip(&mut tallies)
+        .map(|(&dut, t)| {
+            let r = &mut t.rtts_us;
             r.sort_by(f64::total_cmp);
             PingResult {
                 dut: Some(dut),
-                sent,
+                sent: t.sent,
                 received: r.len() as u64,
                 p50_us: quantile(r, 0.5),
                 p90_us: quantile(r, 0.9),
                 p99_us: quantile(r, 0.99),
                 max_us: r.last().copied().unwrap_or(0.0),
-                cpu_pct: cpu.map(|(c, w)| 100.0 * c / w.max(1e-9)),
+                cpu_pct: t.cpu_s.map(|(c, w)| 100.0 * c / w.max(1e-9)),
                 ..Default::default()
             }
         })
@@ -230,15 +244,6 @@ pub fn parse_rtts_us(out: &str) -> Vec<f64> {
         .collect()
 }
 
-/// The `q` quantile of sorted `v` (nearest rank); 0 when empty.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
-}
-
 fn against_ovs(results: &mut [PingResult]) {
     let Some(ovs) = results.iter().find(|r| r.dut == Some(PingDut::Ovs) && r.received > 0).cloned() else {
         return;
@@ -291,13 +296,6 @@ mod tests {
         let v = parse_rtts_us(out);
         assert_eq!(v.len(), 2);
         assert!((v[0] - 126.0).abs() < 1e-9 && (v[1] - 1050.0).abs() < 1e-9, "{v:?}");
-    }
-
-    #[test]
-    fn quantiles_take_the_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!((quantile(&v, 0.5), quantile(&v, 0.99), quantile(&v, 1.0)), (50.0, 99.0, 100.0));
-        assert_eq!(quantile(&[], 0.5), 0.0);
     }
 
     #[test]
