@@ -19,7 +19,9 @@ pub struct CpuPlan {
 /// cores, the scheduler put it on the switch's CPU and gave it half: the switch waited
 /// 200 ms for its CPU in 400 ms of traffic, in stalls of 5.5 ms, and every headroom run
 /// at a long delay was disturbed; at -15 the busy process gets a few percent and 6 runs
-/// in 6 were not (DEVELOPERS.md).
+/// in 6 were not (DEVELOPERS.md). Against a busy process in another session it counts
+/// only as its session's (autogroup's) nice value, which the processes get with theirs
+/// ([`Placement::own_session`]).
 pub const TIMING_NICE: i32 = -15;
 
 impl CpuPlan {
@@ -27,7 +29,9 @@ impl CpuPlan {
     /// nothing pinned on one CPU.
     pub fn split() -> CpuPlan {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let raised = |cpus: Option<String>| Placement { cpus, nice: Some(TIMING_NICE), ..Placement::default() };
+        // Each in a session of its own, whose autogroup gets the nice value too: in the
+        // caller's session the value ranked them only against its other processes.
+        let raised = |cpus: Option<String>| Placement { cpus, nice: Some(TIMING_NICE), own_session: true };
         if n < 2 {
             return CpuPlan { switch: None, switch_process: raised(None), hosts: raised(None) };
         }

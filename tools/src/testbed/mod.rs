@@ -385,8 +385,8 @@ impl Testbed {
         if nice.is_some() || own_session {
             // An absolute value (the `nice` command adds to the caller's); what the child
             // execs inherits it, and its session.
-            // SAFETY: setpriority, setsid, prctl and getppid are async-signal-safe and
-            // touch no memory of ours.
+            // SAFETY: setpriority, setsid, prctl, getppid, open, write and close are
+            // async-signal-safe and touch no memory of ours.
             unsafe {
                 cmd.pre_exec(move || {
                     if let Some(nice) = nice {
@@ -406,6 +406,9 @@ impl Testbed {
                         }
                         if libc::getppid() != parent {
                             return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                        }
+                        if let Some(nice) = nice {
+                            raise_own_autogroup(nice);
                         }
                     }
                     Ok(())
@@ -552,11 +555,47 @@ pub struct Placement {
     /// shares CPU time between sessions first and between a session's processes after:
     /// a switch in the caller's session shares one session's time with the sender and
     /// the sink started beside it, where Open vSwitch, which detaches, has a session of
-    /// its own. A nice value then only ranks the process within its new session. Out of
-    /// the caller's process group, a Ctrl-C no longer reaches it: it is sent SIGTERM when
-    /// the thread that started it ends (`PR_SET_PDEATHSIG`), so start it from a thread
-    /// that lives as long as it should.
+    /// its own. With a `nice` value, the new session's autogroup gets it too, so that
+    /// the value ranks the process against every other session's processes, not only
+    /// against its own (where it is alone). Out of the caller's process group, a Ctrl-C
+    /// no longer reaches it: it is sent SIGTERM when the thread that started it ends
+    /// (`PR_SET_PDEATHSIG`), so start it from a thread that lives as long as it should.
     pub own_session: bool,
+}
+
+/// Gives the calling process's autogroup the nice value `nice` (`/proc/self/autogroup`,
+/// sched(7)), between fork and exec: only what an async-signal-safe call may do, with
+/// the number written from a buffer on the stack. A kernel without autogroup has no such
+/// file, and one with it switched off ignores the value; either way the process keeps
+/// its own nice value, so a failure here is no reason to refuse the spawn.
+fn raise_own_autogroup(nice: i32) {
+    let (text, len) = nice_text(nice);
+    // SAFETY: a NUL-terminated path, a buffer of `len` bytes we own, and a descriptor
+    // closed before return.
+    unsafe {
+        let fd = libc::open(c"/proc/self/autogroup".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, text.as_ptr().cast(), len);
+            libc::close(fd);
+        }
+    }
+}
+
+/// A nice value (-20..19) as the decimal text the kernel reads, without the heap: the
+/// bytes and how many of them count.
+fn nice_text(nice: i32) -> ([u8; 3], usize) {
+    let magnitude = nice.unsigned_abs().min(99) as u8;
+    let (mut text, mut len) = ([0u8; 3], 0);
+    if nice < 0 {
+        text[len] = b'-';
+        len += 1;
+    }
+    if magnitude >= 10 {
+        text[len] = b'0' + magnitude / 10;
+        len += 1;
+    }
+    text[len] = b'0' + magnitude % 10;
+    (text, len + 1)
 }
 
 /// A process started in a namespace. Dropping it terminates it.
@@ -657,6 +696,14 @@ impl Drop for Proc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nice_value_is_written_as_the_decimal_text_the_kernel_reads() {
+        for (nice, text) in [(-20, "-20"), (-15, "-15"), (-5, "-5"), (0, "0"), (7, "7"), (19, "19")] {
+            let (bytes, len) = nice_text(nice);
+            assert_eq!(std::str::from_utf8(&bytes[..len]).unwrap(), text);
+        }
+    }
 
     #[test]
     fn down_refuses_a_name_that_up_would_refuse_before_reading_anything() {
