@@ -310,7 +310,7 @@ pub struct Threads {
 
 struct ThreadsShared {
     ranks: usize,
-    barrier: SpinBarrier,
+    barrier: WindowBarrier,
     /// `mail[to][from]`.
     mail: Vec<Mutex<Vec<Vec<u8>>>>,
 }
@@ -320,7 +320,7 @@ impl Threads {
     pub fn new(ranks: usize) -> Vec<Threads> {
         let shared = Arc::new(ThreadsShared {
             ranks,
-            barrier: SpinBarrier::new(ranks),
+            barrier: WindowBarrier::new(ranks),
             mail: (0..ranks).map(|_| Mutex::new(vec![Vec::new(); ranks])).collect(),
         });
         (0..ranks).map(|rank| Threads { rank, shared: shared.clone() }).collect()
@@ -351,19 +351,19 @@ impl Exchange for Threads {
     }
 }
 
-/// A barrier that spins a while, yields a few times, then sleeps on a futex until the
-/// last rank arrives. A split run meets at every window's end, hundreds of thousands of
-/// times a run, and a barrier that always sleeps costs a wake-up each time (23 µs a
-/// window measured on a k=4 fat-tree, twenty times the window's work), so a rank first
-/// spins for about as long as a window's work takes. The yields serve ranks that share a
-/// core (more ranks than cores, or two split runs at once): the rank waited for runs at
-/// once. Then it sleeps: beside other work (a `yes`, a build) a rank that only yielded
-/// handed its CPU to that work for a whole time slice each window, where a sleeping one
-/// frees its CPU for the rank it waits for and is woken as soon as that rank arrives.
+/// Where the ranks meet at a window's end: it spins a while, yields a few times, then
+/// sleeps on a futex until the last rank arrives. A split run meets at every window's end,
+/// hundreds of thousands of times a run, and a barrier that always sleeps costs a wake-up
+/// each time (23 µs a window measured on a k=4 fat-tree, twenty times the window's work),
+/// so a rank first spins for about as long as a window's work takes. The yields serve ranks
+/// that share a core (more ranks than cores, or two split runs at once): the rank waited
+/// for runs at once. Then it sleeps: beside other work (a `yes`, a build) a rank that only
+/// yielded handed its CPU to that work for a whole time slice each window, where a sleeping
+/// one frees its CPU for the rank it waits for and is woken as soon as that rank arrives.
 /// The split test, measured: 16 s quiet and over four minutes beside `yes` when it only
-/// yielded; 50 s quiet and 38 s beside `yes` when it slept without yielding; 15 s and
-/// 46 s with 20 yields between.
-struct SpinBarrier {
+/// yielded; 50 s quiet and 38 s beside `yes` when it slept without yielding; 15 s and 46 s
+/// with 20 yields between.
+struct WindowBarrier {
     ranks: u32,
     /// Spins before the yields: none when there are more ranks than cores.
     spins: u32,
@@ -377,11 +377,11 @@ struct SpinBarrier {
 /// Yields after the spin, before the barrier sleeps.
 const YIELDS: u32 = 20;
 
-impl SpinBarrier {
-    fn new(ranks: usize) -> SpinBarrier {
+impl WindowBarrier {
+    fn new(ranks: usize) -> WindowBarrier {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let spins = if ranks <= cores { 4000 } else { 0 };
-        SpinBarrier {
+        WindowBarrier {
             ranks: u32::try_from(ranks).expect("ranks fit in u32"),
             spins,
             arrived: AtomicU32::new(0),
