@@ -381,6 +381,9 @@ impl Testbed {
             None => Command::new("ip"),
         };
         let (nice, own_session) = (placement.nice, placement.own_session);
+        // The autogroup's value as the text the kernel reads, made here: the child may
+        // read it but not allocate.
+        let autogroup_nice = nice.filter(|_| own_session).map(|n| n.to_string());
         let parent = std::process::id() as libc::pid_t;
         if nice.is_some() || own_session {
             // An absolute value (the `nice` command adds to the caller's); what the child
@@ -407,8 +410,8 @@ impl Testbed {
                         if libc::getppid() != parent {
                             return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
                         }
-                        if let Some(nice) = nice {
-                            raise_own_autogroup(nice);
+                        if let Some(text) = &autogroup_nice {
+                            raise_own_autogroup(text.as_bytes());
                         }
                     }
                     Ok(())
@@ -563,39 +566,21 @@ pub struct Placement {
     pub own_session: bool,
 }
 
-/// Gives the calling process's autogroup the nice value `nice` (`/proc/self/autogroup`,
-/// sched(7)), between fork and exec: only what an async-signal-safe call may do, with
-/// the number written from a buffer on the stack. A kernel without autogroup has no such
-/// file, and one with it switched off ignores the value; either way the process keeps
-/// its own nice value, so a failure here is no reason to refuse the spawn.
-fn raise_own_autogroup(nice: i32) {
-    let (text, len) = nice_text(nice);
-    // SAFETY: a NUL-terminated path, a buffer of `len` bytes we own, and a descriptor
+/// Gives the calling process's autogroup the nice value written as `text`
+/// (`/proc/self/autogroup`, sched(7)), between fork and exec: only async-signal-safe
+/// calls. A kernel without autogroup has no such file, and one with it switched off
+/// ignores the value; either way the process keeps its own nice value, so a failure here
+/// is no reason to refuse the spawn.
+fn raise_own_autogroup(text: &[u8]) {
+    // SAFETY: a NUL-terminated path, a buffer of `text.len()` bytes, and a descriptor
     // closed before return.
     unsafe {
         let fd = libc::open(c"/proc/self/autogroup".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
         if fd >= 0 {
-            libc::write(fd, text.as_ptr().cast(), len);
+            libc::write(fd, text.as_ptr().cast(), text.len());
             libc::close(fd);
         }
     }
-}
-
-/// A nice value (-20..19) as the decimal text the kernel reads, without the heap: the
-/// bytes and how many of them count.
-fn nice_text(nice: i32) -> ([u8; 3], usize) {
-    let magnitude = nice.unsigned_abs().min(99) as u8;
-    let (mut text, mut len) = ([0u8; 3], 0);
-    if nice < 0 {
-        text[len] = b'-';
-        len += 1;
-    }
-    if magnitude >= 10 {
-        text[len] = b'0' + magnitude / 10;
-        len += 1;
-    }
-    text[len] = b'0' + magnitude % 10;
-    (text, len + 1)
 }
 
 /// A process started in a namespace. Dropping it terminates it.
@@ -696,14 +681,6 @@ impl Drop for Proc {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_nice_value_is_written_as_the_decimal_text_the_kernel_reads() {
-        for (nice, text) in [(-20, "-20"), (-15, "-15"), (-5, "-5"), (0, "0"), (7, "7"), (19, "19")] {
-            let (bytes, len) = nice_text(nice);
-            assert_eq!(std::str::from_utf8(&bytes[..len]).unwrap(), text);
-        }
-    }
 
     #[test]
     fn down_refuses_a_name_that_up_would_refuse_before_reading_anything() {
