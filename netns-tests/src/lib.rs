@@ -11,7 +11,7 @@ pub use pfcswitch::cli::RunArgs;
 use pfctools::argv;
 use pfctools::cli::{GenArgs, SinkArgs};
 pub use pfctools::harness::{self, run_gen, start_gen, switch_config, SinkProc, SwitchProc};
-pub use pfctools::testbed::{unique_name, Testbed, TestbedTopology, Topology};
+pub use pfctools::testbed::{unique_name, Placement, Testbed, TestbedTopology, Topology};
 
 /// `pfctools gen`'s arguments from the flags a user would type after `--iface IF`,
 /// parsed by the generator's own clap struct (the harness sets the interface).
@@ -138,7 +138,7 @@ pub fn pause_before_repeat(n: u32) {
 /// [`link_drops`] before and after: a veth's ring toward an XDP program overflows when
 /// its softirq waits for a CPU, and those frames never reached the switch). `None` when
 /// nothing was lost, or the machine does not explain it.
-pub fn machine_lost_frames(
+fn machine_lost_frames(
     sent: u64,
     rx: &pfctools::traffic::sink::SinkReport,
     stalls: &pfcswitch::stats::StallStats,
@@ -157,15 +157,80 @@ pub fn machine_lost_frames(
     })
 }
 
+/// What an attempt at a lossless transfer watches to tell the machine's losses from the
+/// switch's: the testbed's kernel link drops when it began, and at its end the switch's
+/// stalls ([`machine_lost_frames`]).
+pub struct AttemptWatch<'a> {
+    tb: &'a Testbed,
+    link_drops: u64,
+}
+
+impl<'a> AttemptWatch<'a> {
+    /// Begins watching `tb`, before the attempt's switch starts.
+    pub fn begin(tb: &'a Testbed) -> AttemptWatch<'a> {
+        AttemptWatch { tb, link_drops: link_drops(tb) }
+    }
+
+    /// Why the machine lost frames of this attempt (`sent` sent, `rx` received, the
+    /// switch's `stalls`), or `None`.
+    pub fn lost(
+        &self,
+        sent: u64,
+        rx: &pfctools::traffic::sink::SinkReport,
+        stalls: &pfcswitch::stats::StallStats,
+        headroom_lasts_us: f64,
+    ) -> Option<String> {
+        machine_lost_frames(sent, rx, stalls, headroom_lasts_us, link_drops(self.tb) - self.link_drops)
+    }
+
+    /// The switch back, still running, to be judged with the attempt; or, when the machine
+    /// lost frames of it ([`AttemptWatch::lost`]), why, with the switch stopped.
+    pub fn keep_switch(
+        &self,
+        sw: SwitchProc,
+        sent: u64,
+        rx: &pfctools::traffic::sink::SinkReport,
+        headroom_lasts_us: f64,
+    ) -> Result<SwitchProc, String> {
+        let stalls = sw.stats().unwrap().stalls;
+        match self.lost(sent, rx, &stalls, headroom_lasts_us) {
+            Some(why) => {
+                assert!(sw.stop().success());
+                Err(why)
+            }
+            None => Ok(sw),
+        }
+    }
+}
+
+impl<T> From<Result<T, String>> for Attempt<T> {
+    /// `Ok` to judge; `Err` why the machine disturbed it.
+    fn from(r: Result<T, String>) -> Attempt<T> {
+        match r {
+            Ok(t) => Attempt::Judge(t),
+            Err(why) => Attempt::Disturbed(why),
+        }
+    }
+}
+
+/// The testbed of `topology`, named after the test, whose switches, senders, sinks and
+/// storms run raised ([`Placement::raised`]): a test's verdict is about the switch, and
+/// beside a build or a package install in another terminal the switch and the senders,
+/// at nice 0 in the suite's session, waited 50-176 ms for a CPU, where a queue's headroom
+/// lasts a few (docs/bench/2026-11-28-suite-beside-load.md).
+pub fn up(tag: &str, topology: Topology) -> Testbed {
+    let tb = Testbed::up(&unique_name(tag), topology).unwrap_or_else(|e| panic!("testbed: {e}"));
+    tb.with_processes(Placement::raised(None))
+}
+
 /// A testbed from a topology file text, named after the test.
 pub fn testbed(tag: &str, topology: &str) -> Testbed {
-    let t = Topology::from_toml(topology).unwrap_or_else(|e| panic!("topology: {e}"));
-    Testbed::up(&unique_name(tag), t).unwrap_or_else(|e| panic!("testbed: {e}"))
+    up(tag, Topology::from_toml(topology).unwrap_or_else(|e| panic!("topology: {e}")))
 }
 
 /// Hosts h1..hN (addresses 10.0.0.i/24) each on its own port p_i of switch sw1.
 pub fn star(tag: &str, hosts: usize) -> Testbed {
-    Testbed::up(&unique_name(tag), Topology::star(hosts)).unwrap_or_else(|e| panic!("testbed: {e}"))
+    up(tag, Topology::star(hosts))
 }
 
 /// [`star`] with `queues` rx and tx queues at each end of every link (a multi-queue veth
@@ -175,7 +240,7 @@ pub fn star_with_queues(tag: &str, hosts: usize, queues: u32) -> Testbed {
     for link in &mut topology.links {
         link.queues = Some(queues);
     }
-    Testbed::up(&unique_name(tag), topology).unwrap_or_else(|e| panic!("testbed: {e}"))
+    up(tag, topology)
 }
 
 pub fn mac_of(tb: &Testbed, host: &str) -> String {

@@ -211,7 +211,7 @@ fn a_short_soak_accounts_for_every_frame_sent_through_random_faults() {
     let _serial = serial();
     let (r, attempt) = judged_attempt(|_| {
         let out = std::process::Command::new(harness::bin("pfctools").unwrap())
-            .args(["bench", "soak", "--minutes", "0.5", "--seed", "7", "--json"])
+            .args(["bench", "soak", "--minutes", "0.5", "--seed", "7", "--raised", "--json"])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

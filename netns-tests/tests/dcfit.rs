@@ -27,7 +27,7 @@ fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_ord
     // lost 28 frames, and the test judged it as the switch's without asking.
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (20e3 * 500.0) * 1e6;
     let ((sw, blocked, map, g, rx), _) = judged_attempt(|_| {
-        let drops_before = link_drops(&tb);
+        let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
         let gen = start_gen(
@@ -45,13 +45,7 @@ fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_ord
         ctl(&sw, Request::Unblock { port: "p2".into() });
         let g = gen.finish(GEN_TIMEOUT).unwrap();
         let rx = sink.finish(SINK_TIMEOUT).unwrap();
-        let stalls = sw.stats().unwrap().stalls;
-        if let Some(why) = machine_lost_frames(g.sent, &rx, &stalls, headroom_lasts_us, link_drops(&tb) - drops_before)
-        {
-            assert!(sw.stop().success());
-            return Attempt::Disturbed(why);
-        }
-        Attempt::Judge((sw, blocked, map, g, rx))
+        watch.keep_switch(sw, g.sent, &rx, headroom_lasts_us).map(|sw| (sw, blocked, map, g, rx)).into()
     });
 
     // While blocked: frames went to the slowpath, counted against p1's buffer, which
@@ -81,6 +75,7 @@ fn ring(tag: &str, resolution: DeadlockResolution) -> RingLab {
         resolution,
         drop_ms: 100,
         refresh_us: Some(500),
+        processes: Placement::raised(None),
         ..RingOptions::default()
     };
     RingLab::start(tag, &opts).unwrap()
@@ -273,7 +268,7 @@ fn with_resolution_on_the_ring_recovers_and_traffic_resumes() {
 #[test]
 fn a_line_of_pauses_without_a_cycle_reports_nothing() {
     let _serial = serial();
-    let tb = Testbed::up(&unique_name("line"), Topology::line(3)).unwrap();
+    let tb = up("line", Topology::line(3));
     let switches: Vec<SwitchProc> = (1..=3)
         .map(|i| {
             let mut c = harness::line_config(&tb, i, 3, Speed::gbps(10)).unwrap();

@@ -44,7 +44,7 @@ fn two_senders(
     more: &[&str],
 ) -> Attempt<(GenReport, GenReport, SinkReport, pfcswitch::stats::Stats)> {
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
-    let drops_before = link_drops(tb);
+    let watch = AttemptWatch::begin(tb);
     let sw = SwitchProc::start(tb, "sw1", config, &RunArgs::default()).unwrap();
     let sink = SinkProc::start(tb, "h3", "sink", &sink_flags(&["--idle", "1.5", "--cnp"])).unwrap();
     let (dst, secs) = (mac_of(tb, "h3"), secs.to_string());
@@ -76,7 +76,7 @@ fn two_senders(
     let rx = sink.finish(SINK_TIMEOUT).unwrap();
     let s = sw.stats().unwrap();
     assert!(sw.stop().success());
-    match machine_lost_frames(g1.sent + g2.sent, &rx, &s.stalls, headroom_lasts_us, link_drops(tb) - drops_before) {
+    match watch.lost(g1.sent + g2.sent, &rx, &s.stalls, headroom_lasts_us) {
         Some(why) => Attempt::Disturbed(why),
         None => Attempt::Judge((g1, g2, rx, s)),
     }

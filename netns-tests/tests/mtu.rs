@@ -10,7 +10,7 @@ fn star_at_mtu(tag: &str, mtu: u32, hosts: usize) -> Testbed {
     for link in &mut topology.links {
         link.mtu = Some(mtu);
     }
-    Testbed::up(&unique_name(tag), topology).unwrap_or_else(|e| panic!("testbed: {e}"))
+    up(tag, topology)
 }
 
 /// `ping -M do` (no fragmenting) from h1 to h2 with `payload` bytes of ICMP data: how
@@ -69,7 +69,7 @@ fn at_mtu_9000_pfc_keeps_two_jumbo_lossless_senders_into_a_slow_port_lossless() 
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
     let dst = mac_of(&tb, "h3");
     let ((sw, g1, g2, rx), _) = judged_attempt(|_| {
-        let drops_before = link_drops(&tb);
+        let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let sink = SinkProc::start(&tb, "h3", "sink", &sink_flags(&["--idle", "1.5"])).unwrap();
         let common =
@@ -83,14 +83,7 @@ fn at_mtu_9000_pfc_keeps_two_jumbo_lossless_senders_into_a_slow_port_lossless() 
         let g2 = start_gen(&tb, "h2", "gen2", &with_flow("2")).unwrap();
         let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
         let rx = sink.finish(SINK_TIMEOUT).unwrap();
-        let stalls = sw.stats().unwrap().stalls;
-        if let Some(why) =
-            machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, headroom_lasts_us, link_drops(&tb) - drops_before)
-        {
-            assert!(sw.stop().success());
-            return Attempt::Disturbed(why);
-        }
-        Attempt::Judge((sw, g1, g2, rx))
+        watch.keep_switch(sw, g1.sent + g2.sent, &rx, headroom_lasts_us).map(|sw| (sw, g1, g2, rx)).into()
     });
     for (g, flow) in [(&g1, 1), (&g2, 2)] {
         let f = rx.flows.iter().find(|f| f.flow == flow).unwrap_or_else(|| panic!("flow {flow} missing: {rx:?}"));

@@ -21,18 +21,11 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     let config = config_at(&tb, Speed::mbps(100));
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
     let ((sw, capture, g1, g2, rx), _) = judged_attempt(|attempt| {
-        let drops_before = link_drops(&tb);
+        let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let capture = tb.work_dir().join(format!("pfc-at-h1-{attempt}.pcapng"));
         let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
-        let stalls = sw.stats().unwrap().stalls;
-        if let Some(why) =
-            machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, headroom_lasts_us, link_drops(&tb) - drops_before)
-        {
-            assert!(sw.stop().success());
-            return Attempt::Disturbed(why);
-        }
-        Attempt::Judge((sw, capture, g1, g2, rx))
+        watch.keep_switch(sw, g1.sent + g2.sent, &rx, headroom_lasts_us).map(|sw| (sw, capture, g1, g2, rx)).into()
     });
 
     // Nothing lost: every frame each sender sent arrived.
@@ -192,7 +185,7 @@ fn zero_quanta_resumes_at_once() {
     // frames, and the test judged it as the switch's without asking.
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (10e3 * 100.0) * 1e6;
     let ((sw, g, rx), _) = judged_attempt(|_| {
-        let drops_before = link_drops(&tb);
+        let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
         let gen = start_gen(
@@ -228,13 +221,7 @@ fn zero_quanta_resumes_at_once() {
         storm("0");
         let g = gen.finish(GEN_TIMEOUT).unwrap();
         let rx = sink.finish(SINK_TIMEOUT).unwrap();
-        let stalls = sw.stats().unwrap().stalls;
-        if let Some(why) = machine_lost_frames(g.sent, &rx, &stalls, headroom_lasts_us, link_drops(&tb) - drops_before)
-        {
-            assert!(sw.stop().success());
-            return Attempt::Disturbed(why);
-        }
-        Attempt::Judge((sw, g, rx))
+        watch.keep_switch(sw, g.sent, &rx, headroom_lasts_us).map(|sw| (sw, g, rx)).into()
     });
     let f = &rx.flows[0];
     assert_eq!((f.received, f.lost), (g.sent, 0));

@@ -35,21 +35,15 @@ fn a_sonic_config_db_runs_the_switch_its_dscp_3_lossless_under_congestion_dscp_4
     let doc = document(&tb);
     let (h1, h3) = (mac_of(&tb, "h1"), mac_of(&tb, "h3"));
     let ((sw, g1, g2, rx), _) = judged_attempt(|_| {
-        let drops_before = link_drops(&tb);
+        let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start_sonic(&tb, "sw1", "sonic-sw1", &doc, &ports).unwrap();
         // h3 speaks first, so that the senders' frames go to its port alone.
         run_gen(&tb, "h3", "learn", &gen_flags(&["--dst-mac", &h1, "--count", "20", "--rate", "1k"]), GEN_TIMEOUT)
             .unwrap();
         // Two senders at 80 % of 100 Mb/s each on DSCP 3 into the third port.
         let (g1, g2, rx) = congest(&tb, "3", None);
-        let stalls = sw.stats().unwrap().stalls;
         // The profile's headroom (96 928 B) lasts ~10 ms at one sender's 80 Mb/s.
-        if let Some(why) = machine_lost_frames(g1.sent + g2.sent, &rx, &stalls, 9_000.0, link_drops(&tb) - drops_before)
-        {
-            assert!(sw.stop().success());
-            return Attempt::Disturbed(why);
-        }
-        Attempt::Judge((sw, g1, g2, rx))
+        watch.keep_switch(sw, g1.sent + g2.sent, &rx, 9_000.0).map(|sw| (sw, g1, g2, rx)).into()
     });
 
     // DSCP 3 is lossless priority 3: paused, nothing lost.

@@ -85,7 +85,7 @@ fn tagged_frames_leave_with_the_rewritten_dscp_and_a_checksum_kernel_hosts_accep
     let dst = mac_of(&tb, "h2");
     let drops = |s: &pfcswitch::stats::Stats| s.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>();
     let ((r, tx_frames, dropped), _) = judged_attempt(|_| {
-        let (before, link_before) = (sw.stats().unwrap(), link_drops(&tb));
+        let (before, watch) = (sw.stats().unwrap(), AttemptWatch::begin(&tb));
         let sink =
             SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--expect-per-flow", "2000", "--idle", "1"])).unwrap();
         let g = run_gen(
@@ -112,8 +112,7 @@ fn tagged_frames_leave_with_the_rewritten_dscp_and_a_checksum_kernel_hosts_accep
         assert_eq!(g.sent, 2000);
         let r = sink.finish(SINK_TIMEOUT).unwrap();
         let after = sw.stats().unwrap();
-        let lost_to = machine_lost_frames(g.sent, &r, &after.stalls, headroom_lasts_us, link_drops(&tb) - link_before);
-        match lost_to {
+        match watch.lost(g.sent, &r, &after.stalls, headroom_lasts_us) {
             Some(why) => Attempt::Disturbed(why),
             None => Attempt::Judge((
                 r,
@@ -180,7 +179,8 @@ fn a_table_the_switch_cannot_apply_stops_it_at_start_with_the_rule_named() {
 }
 
 fn ring(tagger: bool) -> lab::LabRun {
-    let opts = RingOptions { refresh_us: Some(500), tagger, ..RingOptions::default() };
+    let opts =
+        RingOptions { refresh_us: Some(500), tagger, processes: Placement::raised(None), ..RingOptions::default() };
     let l = RingLab::start("tagger-ring", &opts).unwrap();
     let run = lab::drive(&l, true, true);
     for sw in l.switches {

@@ -203,7 +203,15 @@ pub fn run(args: &LabArgs) -> Result<()> {
 
 fn options(args: &LabArgs, tagger: bool) -> RingOptions {
     let resolution = if args.resolve { DeadlockResolution::Drop } else { DeadlockResolution::Report };
-    RingOptions { speed: args.speed, resolution, drop_ms: 100, refresh_us: Some(500), rate: args.rate, tagger }
+    RingOptions {
+        speed: args.speed,
+        resolution,
+        drop_ms: 100,
+        refresh_us: Some(500),
+        rate: args.rate,
+        tagger,
+        ..RingOptions::default()
+    }
 }
 
 fn stop(lab: RingLab) {

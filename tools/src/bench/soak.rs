@@ -57,6 +57,11 @@ pub struct SoakArgs {
     /// The faults to draw from (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub faults: Vec<Fault>,
+    /// Run the switch, the senders and the sink above the machine's other work (nice -15,
+    /// each in a session of its own), so that a build or a package install beside the
+    /// soak does not keep them off their CPUs for longer than a headroom lasts.
+    #[arg(long)]
+    pub raised: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -168,7 +173,10 @@ pub fn run(args: &SoakArgs) -> Result<()> {
 }
 
 pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
-    let tb = Testbed::up(&unique_name("soak"), Topology::star(4))?;
+    let mut tb = Testbed::up(&unique_name("soak"), Topology::star(4))?;
+    if args.raised {
+        tb = tb.with_processes(testbed::Placement::raised(None));
+    }
     let mut config = harness::switch_config(&tb, "sw1");
     // Every host is known: nothing is flooded, so every frame has one destination.
     for h in ["h1", "h2", "h3", "h4"] {

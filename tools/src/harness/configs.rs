@@ -77,6 +77,8 @@ pub struct RingOptions {
     pub rate: u64,
     /// Apply Tagger's tables for the ring's routes (tags 1 and 2 on priorities 3 and 4).
     pub tagger: bool,
+    /// Where the lab's switches and senders run ([`Testbed::with_processes`]).
+    pub processes: Placement,
 }
 
 /// The ring ports' XOFF threshold.
@@ -113,6 +115,7 @@ impl Default for RingOptions {
             refresh_us: None,
             rate: 10_000,
             tagger: false,
+            processes: Placement::default(),
         }
     }
 }
@@ -132,7 +135,8 @@ pub struct RingLab {
 
 impl RingLab {
     pub fn start(tag: &str, opts: &RingOptions) -> Result<RingLab> {
-        let tb = Testbed::up(&crate::testbed::unique_name(tag), Topology::ring(3))?;
+        let tb =
+            Testbed::up(&crate::testbed::unique_name(tag), Topology::ring(3))?.with_processes(opts.processes.clone());
         let tables = if opts.tagger {
             let routes = tagging::routes_file(&ring_routes(3));
             Some(tagging::compute(&Topology::ring(3), &routes, &TAGGER_PRIORITIES, &tb.work_dir().join("tagger"))?)

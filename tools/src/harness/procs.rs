@@ -11,12 +11,13 @@ pub struct SwitchProc {
 }
 
 impl SwitchProc {
-    /// Starts pfcswitch in `node` with `config` (its name and ports as given) and waits
-    /// until its control socket answers.
+    /// Starts pfcswitch in `node` with `config` (its name and ports as given), placed as
+    /// the testbed's processes are ([`Testbed::processes`]), and waits until its control
+    /// socket answers.
     /// `args` are `pfcswitch run`'s other arguments (`RunArgs::default()` for none); the
     /// config file and the control socket are the harness's, in the testbed's directory.
     pub fn start(tb: &Testbed, node: &str, config: &RunConfig, args: &RunArgs) -> Result<SwitchProc> {
-        SwitchProc::start_on(tb, node, config, args, &Placement::default())
+        SwitchProc::start_on(tb, node, config, args, tb.processes())
     }
 
     /// [`SwitchProc::start`] in a session of its own, as a service or a daemon runs
@@ -45,7 +46,7 @@ impl SwitchProc {
             socket: Some(socket.clone()),
             ..RunArgs::default()
         };
-        let proc = tb.spawn_on(node, name, &Placement::default(), &command_line("pfcswitch", "run", &run)?)?;
+        let proc = tb.spawn(node, name, &command_line("pfcswitch", "run", &run)?)?;
         SwitchProc::wait_up(name, socket, proc)
     }
 
@@ -115,8 +116,9 @@ pub struct SinkProc {
 }
 
 impl SinkProc {
+    /// Starts a sink placed as the testbed's processes are ([`Testbed::processes`]).
     pub fn start(tb: &Testbed, node: &str, label: &str, args: &SinkArgs) -> Result<SinkProc> {
-        SinkProc::start_on(tb, node, label, &Placement::default(), args)
+        SinkProc::start_on(tb, node, label, tb.processes(), args)
     }
 
     /// [`SinkProc::start`] on the CPUs in `cpus`.
@@ -167,7 +169,7 @@ pub fn one_flow_h1_to_h2(
     rate: Option<f64>,
     cpu_of: Option<u32>,
 ) -> Result<OneFlowRun> {
-    one_flow_h1_to_h2_on(tb, size, seconds, rate, cpu_of, &Placement::default())
+    one_flow_h1_to_h2_on(tb, size, seconds, rate, cpu_of, tb.processes())
 }
 
 /// [`one_flow_h1_to_h2`] with the generator and the sink placed as `placement` says.
@@ -212,9 +214,10 @@ pub struct GenProc {
     proc: Proc,
 }
 
-/// Starts `pfctools gen` in `node` on the node's host interface; it reports JSON.
+/// Starts `pfctools gen` in `node` on the node's host interface, placed as the
+/// testbed's processes are ([`Testbed::processes`]); it reports JSON.
 pub fn start_gen(tb: &Testbed, node: &str, label: &str, args: &GenArgs) -> Result<GenProc> {
-    start_gen_on(tb, node, label, &Placement::default(), args)
+    start_gen_on(tb, node, label, tb.processes(), args)
 }
 
 /// [`start_gen`] on the CPUs in `cpus`.

@@ -125,6 +125,8 @@ pub struct Testbed {
     /// Whether it made `work_dir` (one found there is not removed).
     made_work_dir: bool,
     removed: bool,
+    /// Where its processes run unless a caller places one itself ([`Testbed::spawn`]).
+    processes: Placement,
 }
 
 /// Runs `ip` (or another command) and returns stdout, or its stderr as the error.
@@ -213,6 +215,7 @@ impl Testbed {
             created: Vec::new(),
             made_work_dir: false,
             removed: false,
+            processes: Placement::default(),
         };
         if let Err(e) = tb.claim().and_then(|()| tb.build()) {
             tb.down();
@@ -347,10 +350,24 @@ impl Testbed {
         run("ip", &full)
     }
 
-    /// Starts a command inside `node`'s namespace; its output goes to files in the
-    /// work directory. The process is stopped when the handle is dropped.
+    /// The testbed, whose processes run as `placement` says wherever their caller does
+    /// not place them itself: a test that judges timing raises them all at once
+    /// ([`Placement::raised`]).
+    pub fn with_processes(mut self, placement: Placement) -> Testbed {
+        self.processes = placement;
+        self
+    }
+
+    /// Where the testbed's processes run unless their caller places them.
+    pub fn processes(&self) -> &Placement {
+        &self.processes
+    }
+
+    /// Starts a command inside `node`'s namespace, placed as [`Testbed::processes`] says;
+    /// its output goes to files in the work directory. The process is stopped when the
+    /// handle is dropped.
     pub fn spawn<S: AsRef<str>>(&self, node: &str, label: &str, args: &[S]) -> Result<Proc, TestbedError> {
-        self.spawn_on(node, label, &Placement::default(), args)
+        self.spawn_on(node, label, &self.processes, args)
     }
 
     /// [`Testbed::spawn`], placed as `placement` says (its CPUs and its nice value).
@@ -580,6 +597,24 @@ fn raise_own_autogroup(text: &[u8]) {
             libc::write(fd, text.as_ptr().cast(), text.len());
             libc::close(fd);
         }
+    }
+}
+
+/// The nice value of a timing-sensitive run's processes. Beside one busy process on two
+/// cores, the scheduler put it on the switch's CPU and gave it half: the switch waited
+/// 200 ms for its CPU in 400 ms of traffic, in stalls of 5.5 ms, and every headroom run
+/// at a long delay was disturbed; at -15 the busy process gets a few percent and 6 runs
+/// in 6 were not (DEVELOPERS.md). Against a busy process in another session it counts
+/// only as its session's (autogroup's) nice value, which the processes get with theirs
+/// ([`Placement::own_session`]).
+pub const TIMING_NICE: i32 = -15;
+
+impl Placement {
+    /// A timing-sensitive process: at [`TIMING_NICE`], in a session of its own whose
+    /// autogroup gets that value too (in the caller's session the value ranked it only
+    /// against the session's other processes), on `cpus` (any when `None`).
+    pub fn raised(cpus: Option<String>) -> Placement {
+        Placement { cpus, nice: Some(TIMING_NICE), own_session: true }
     }
 }
 
