@@ -5,6 +5,7 @@
 
 use super::pool::FramePool;
 use super::queue::FrameId;
+use super::time::Time;
 
 const NIL: u32 = u32::MAX;
 
@@ -19,6 +20,8 @@ pub struct HeapPool {
     out: Vec<bool>,
     /// Bytes a buffer holds: [`HeapPool::put`] splits larger frames.
     buffer_size: usize,
+    /// When each frame arrived, as a receive path stamps it ([`HeapPool::stamp`]).
+    arrived: Vec<Option<Time>>,
 }
 
 impl HeapPool {
@@ -36,6 +39,7 @@ impl HeapPool {
             free: (0..n).rev().map(FrameId).collect(),
             out: vec![false; n as usize],
             buffer_size,
+            arrived: vec![None; n as usize],
         }
     }
 
@@ -66,6 +70,12 @@ impl HeapPool {
         self.chain(id).flat_map(|b| self.buffers[b.0 as usize].iter().copied()).collect()
     }
 
+    /// Stamps frame `id` with when it arrived, as the XDP program stamps what it hands
+    /// the switch: a frame read later than it arrived.
+    pub fn stamp(&mut self, id: FrameId, arrived: Time) {
+        self.arrived[id.0 as usize] = Some(arrived);
+    }
+
     /// Buffers free now.
     pub fn free_count(&self) -> usize {
         self.free.len()
@@ -88,6 +98,7 @@ impl HeapPool {
         assert!(self.out[id.0 as usize], "buffer {id:?} given back twice");
         self.out[id.0 as usize] = false;
         self.next[id.0 as usize] = NIL;
+        self.arrived[id.0 as usize] = None;
         self.free.push(id);
     }
 }
@@ -130,6 +141,9 @@ impl FramePool for HeapPool {
     }
     fn free_frames(&self) -> usize {
         self.free.len()
+    }
+    fn arrival(&self, id: FrameId) -> Option<Time> {
+        self.arrived[id.0 as usize]
     }
 }
 

@@ -229,6 +229,13 @@ pub struct PrioCounters {
     pub xoff_received: u64 => count,
     /// Zero-quanta resumes received for this priority.
     pub xon_received: u64 => count,
+    /// Frames of this priority sent after a pause that held it had arrived: the loop read
+    /// a refresh off its rx ring only after the pause before it ran out by its clock, and
+    /// let these out in between. The switch's own account of a storm it failed to hold,
+    /// from the refresh's arrival stamp (0 in the simulator, which reads every frame as it
+    /// arrives).
+    #[serde(default)]
+    pub sent_past_pause: u64 => count,
     /// Lossless frames dropped (headroom exhausted, or a deadlock or storm cut off).
     pub lossless_drops: u64 => count,
     /// Pauses the ingress group's frame limit caused before its bytes would have (many

@@ -111,6 +111,10 @@ fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
         assert_eq!(x["within_bound"].as_bool(), Some(placed), "{x}");
         assert_eq!(x["storms"].as_u64(), Some(2), "{x}");
         assert!(x["storms_judged"].as_u64().unwrap() <= 2, "{x}");
+        // The switch's own count of frames through its storms is reported; whether it is
+        // zero hangs on the loop reading each refresh in time, which a busy machine
+        // decides (the engine's unit tests check how it counts).
+        assert!(x["storm_sent_past_pause"].is_u64(), "{x}");
     }
 }
 

@@ -116,6 +116,10 @@ pub(super) struct PrioSent {
     pub(super) resume_due: Option<Time>,
     /// When its last frame was handed out for transmission.
     pub(super) last_tx: Time,
+    /// Frames handed out since the latest pause or resume for it was applied: all of them
+    /// went out after that pause ran out, so if the next pause arrived before it did,
+    /// they leaked through a storm (`sent_past_pause`).
+    pub(super) since_pause: u32,
 }
 
 impl PortTx {
@@ -198,6 +202,7 @@ impl Switch {
             }
             p.tx.shaper.send(now, meta.len as usize);
             p.tx.sent[prio].last_tx = now;
+            p.tx.sent[prio].since_pause = p.tx.sent[prio].since_pause.saturating_add(1);
             p.counters.tx_frames += 1;
             p.counters.tx_bytes += u64::from(meta.len);
             p.prio[prio].tx_frames += 1;

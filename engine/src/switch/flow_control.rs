@@ -174,6 +174,14 @@ impl Switch {
                     {
                         self.pause_response.record(p.tx.sent[prio].last_tx.saturating_since(now));
                     }
+                    // A pause that arrived while the one before it still held (by the
+                    // arrival stamps): whatever went out since that one was applied left
+                    // only because the loop read this one after the other ran out. Not
+                    // while the watchdog has the port ignore its pauses.
+                    if quanta > 0 && p.tx.pause.paused(now).contains(prio) && !p.pfcwd.forwarding().contains(prio) {
+                        p.prio[prio].sent_past_pause += u64::from(p.tx.sent[prio].since_pause);
+                    }
+                    p.tx.sent[prio].since_pause = 0;
                     p.tx.pause.pause_priority(now, prio, d);
                     p.tx.sent[prio].resume_due = Some(now + d);
                     if quanta == 0 {

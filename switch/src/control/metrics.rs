@@ -466,7 +466,7 @@ mod tests {
                 served += 1;
             }
         }
-        assert_eq!(served, 9 + 4 + 14 + 3);
+        assert_eq!(served, 9 + 4 + 15 + 3);
     }
 
     /// The Grafana dashboard in `docs/grafana` queries the switch by name: a name it asks

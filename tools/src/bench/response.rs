@@ -44,6 +44,9 @@ pub struct ResponseArgs {
     pub json: bool,
 }
 
+/// The priority the probed flow runs on and the storms pause.
+const STORM_PRIORITY: u8 = 3;
+
 /// How many pause arrivals the switch keeps per port (its `pause_arrivals_ns`).
 const STORM_PAUSES_KEPT: usize = 64;
 
@@ -58,16 +61,20 @@ pub struct Storm {
     pub switch_received: u32,
     /// The longest time between two of them arriving, µs.
     pub switch_longest_gap_us: f64,
+    /// Frames of the priority the switch counts as sent after a refresh that held it had
+    /// arrived (its `sent_past_pause`): its own verdict, from its arrival stamps.
+    pub switch_sent_past_pause: u64,
 }
 
 impl Storm {
-    fn new(trial: StormTrial, storm_ms: u64, arrivals_ns: &[u64]) -> Storm {
+    fn new(trial: StormTrial, storm_ms: u64, arrivals_ns: &[u64], sent_past_pause: u64) -> Storm {
         let longest = arrivals_ns.windows(2).map(|w| w[1].saturating_sub(w[0])).max().unwrap_or(0);
         Storm {
             trial,
             storm_ms,
             switch_received: arrivals_ns.len() as u32,
             switch_longest_gap_us: longest as f64 / 1e3,
+            switch_sent_past_pause: sent_past_pause,
         }
     }
 
@@ -123,6 +130,11 @@ pub struct ResponseRow {
     pub storms_judged: usize,
     pub storm_leaked_frames: u32,
     pub storms_lapsed_at_switch: usize,
+    /// Over every storm, the frames the switch itself counts as sent after a refresh
+    /// that held the priority had arrived: the verdict a busy testbed cannot blur, since
+    /// it reads the switch's own arrival stamps and transmits, not the receiver's view.
+    #[serde(default)]
+    pub storm_sent_past_pause: u64,
     /// The most frames any storm's first pause let out (its response).
     pub storm_first_response_max_frames: u32,
     /// Refreshes the probe sent late (over three quarters of a pause after the last),
@@ -168,9 +180,10 @@ pub fn run(args: &ResponseArgs) -> Result<()> {
         for _ in 0..args.storms {
             let (report, stats) = run_probe(&bursty, &[u16::MAX], 1, Some(storm_ms))?;
             let trials: Vec<StormTrial> = serde_json::from_str(&report).context("reading the storm probe's report")?;
-            let arrivals = &stats.ports[1].pause_arrivals_ns;
+            let egress = &stats.ports[1];
+            let past = egress.priorities[usize::from(STORM_PRIORITY)].counters.sent_past_pause;
             for trial in trials {
-                storms.push(Storm::new(trial, storm_ms, arrivals));
+                storms.push(Storm::new(trial, storm_ms, &egress.pause_arrivals_ns, past));
             }
         }
         rows.push(row(speed, frame_bytes, batch, &r, &storms));
@@ -214,6 +227,7 @@ fn row(speed: Speed, frame_bytes: usize, batch: usize, r: &super::pfc::ResponseT
         storms_judged: judged.len(),
         storm_leaked_frames: judged.iter().filter_map(|s| s.leaked).sum(),
         storms_lapsed_at_switch: storms.len() - held.len(),
+        storm_sent_past_pause: storms.iter().map(|s| s.switch_sent_past_pause).sum(),
         storm_first_response_max_frames: storms.iter().map(|s| s.trial.before_window).max().unwrap_or(0),
         storm_late_refreshes: storms.iter().map(|s| s.trial.late_refreshes).sum(),
         storm_longest_refresh_us: storms.iter().map(|s| s.trial.longest_refresh_us).fold(0.0, f64::max),
@@ -230,7 +244,9 @@ fn render(r: &ResponseResult) -> String {
          allowance at the speed (quanta, and the bytes a MAC may still send: those quanta and the frame under \
          way). Leaked: frames that came through the storms the switch held throughout (it received every refresh before \
          the last ran out), from {} ms after the first pause and after any refresh the probe sent late; lapsed: \
-         storms in which the testbed held a refresh back until the pause had run out at the switch.\n",
+         storms in which the testbed held a refresh back until the pause had run out at the switch; past pause: \
+         the switch's own count, over every storm, of frames it sent after a refresh that held the priority had \
+         arrived (by its arrival stamps).\n",
         r.rate / 1e3,
         r.frame_bytes,
         r.batch,
@@ -250,6 +266,7 @@ fn render(r: &ResponseResult) -> String {
         "storms judged",
         "leaked",
         "lapsed",
+        "past pause",
     ]);
     for row in &r.rows {
         let allowance = match (row.allowance_quanta, row.allowance_us, row.allowance_bytes) {
@@ -273,6 +290,7 @@ fn render(r: &ResponseResult) -> String {
             format!("{}/{}", row.storms_judged, row.storms),
             row.storm_leaked_frames.to_string(),
             row.storms_lapsed_at_switch.to_string(),
+            row.storm_sent_past_pause.to_string(),
         ]);
     }
     out.push_str(&t.render());
@@ -304,9 +322,9 @@ mod tests {
         let held = StormTrial { quanta: 65535, pauses: 3, leaked: Some(0), before_window: 7, ..Default::default() };
         // Refreshes every half pause at the switch: held; one gap longer than the pause: lapsed.
         let storms = [
-            Storm::new(held.clone(), 50, &[0, pause_ns / 2, pause_ns]),
-            Storm::new(held.clone(), 50, &[0, pause_ns / 2, pause_ns * 2]),
-            Storm::new(StormTrial::default(), 50, &[]),
+            Storm::new(held.clone(), 50, &[0, pause_ns / 2, pause_ns], 0),
+            Storm::new(held.clone(), 50, &[0, pause_ns / 2, pause_ns * 2], 2),
+            Storm::new(StormTrial::default(), 50, &[], 0),
         ];
         let row = row(Speed::gbps(10), 64, 64, &r, &storms);
         // 10G: 60 quanta are 3840 bytes, and the frame under way.
@@ -315,6 +333,7 @@ mod tests {
         assert!(row.within_bound, "40 frames of 64 B fit: {row:?}");
         assert_eq!((row.storms, row.storms_judged, row.storm_leaked_frames, row.storms_lapsed_at_switch), (3, 1, 0, 1));
         assert_eq!(row.storm_first_response_max_frames, 7);
+        assert_eq!(row.storm_sent_past_pause, 2, "the switch's own count, over every storm");
         // The calculator reads a report back for the speed it is given.
         let report = ResponseResult { rows: vec![row.clone()], ..Default::default() };
         let read: ResponseResult = serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();

@@ -336,3 +336,49 @@ fn a_switch_whose_clock_starts_at_zero_records_a_pause_that_begins_at_zero_and_i
     let e = r.stats().ports[0].xoff_episodes[0];
     assert_eq!((e.start_ns, e.end_ns), (0, Some(r.now.as_nanos())), "ended by the resume");
 }
+
+#[test]
+fn frames_sent_after_a_pause_ran_out_while_its_refresh_waited_on_the_rx_ring_count_as_sent_past_pause() {
+    let mut c = Rig::ports(2);
+    c.ports[1].speed = Some(Speed::gbps(40));
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
+    // 65535 quanta at 40G: the pause runs out 838 848 ns after it arrived.
+    r.advance(Duration::from_nanos(838_848));
+    for _ in 0..3 {
+        r.rx(0, &data(1, 2, 3, 200));
+    }
+    assert_eq!(r.tx(1).len(), 3, "by the switch's clock the pause ran out");
+    // The storm's next pause had arrived 100 µs before that, and waited on the ring.
+    r.rx_late(1, &pfc_frame(Priorities::only(P3), 65535), Duration::from_micros(100));
+    let s = r.stats();
+    assert_eq!(s.ports[1].priorities[3].counters.sent_past_pause, 3);
+    assert_eq!(s.ports[1].priorities[0].counters.sent_past_pause, 0);
+    r.rx(0, &data(1, 2, 3, 200));
+    assert!(r.tx(1).is_empty(), "the late refresh holds the priority from its arrival");
+}
+
+#[test]
+fn frames_sent_in_a_gap_between_two_pauses_or_after_a_resume_are_not_sent_past_pause() {
+    let mut c = Rig::ports(2);
+    c.ports[1].speed = Some(Speed::gbps(40));
+    let mut r = Rig::new(c);
+    r.rx(1, &data(2, 99, 0, 64));
+    r.tx(0);
+    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
+    r.advance(Duration::from_nanos(838_848 + 10_000));
+    r.rx(0, &data(1, 2, 3, 200));
+    assert_eq!(r.tx(1).len(), 1);
+    // The next pause arrived after the first ran out: the frame left in a gap of the
+    // storm, not through it.
+    r.rx_late(1, &pfc_frame(Priorities::only(P3), 65535), Duration::from_micros(5));
+    // A resume, then frames, then a pause: those frames left while nothing paused them.
+    r.rx(1, &pfc_frame(Priorities::only(P3), 0));
+    r.rx(0, &data(1, 2, 3, 200));
+    assert_eq!(r.tx(1).len(), 1);
+    r.advance(Duration::from_micros(1));
+    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
+    assert_eq!(r.stats().ports[1].priorities[3].counters.sent_past_pause, 0);
+}

@@ -99,6 +99,13 @@ impl Rig {
         self.sw.handle_frame(self.now, &mut self.pool, PortId::new(port), id);
     }
 
+    /// [`Rig::rx`] of a frame that arrived `ago` before now: it waited on the rx ring.
+    pub(crate) fn rx_late(&mut self, port: usize, bytes: &[u8], ago: Duration) {
+        let id = self.pool.put(bytes).expect("the test pool has room");
+        self.pool.stamp(id, self.now - ago);
+        self.sw.handle_frame(self.now, &mut self.pool, PortId::new(port), id);
+    }
+
     /// Everything `port` sends now, as bytes; frees the frames like the dataplane would.
     pub(crate) fn tx(&mut self, port: usize) -> Vec<Vec<u8>> {
         self.tx_limited(port, TxBatch::CAPACITY)
