@@ -12,6 +12,8 @@ use pfctools::argv;
 use pfctools::cli::{GenArgs, SinkArgs};
 pub use pfctools::harness::{self, run_gen, start_gen, switch_config, SinkProc, SwitchProc};
 pub use pfctools::testbed::{unique_name, Placement, Testbed, TestbedTopology, Topology};
+use pfctools::traffic::gen::GenReport;
+use pfctools::traffic::sink::SinkReport;
 
 /// `pfctools gen`'s arguments from the flags a user would type after `--iface IF`,
 /// parsed by the generator's own clap struct (the harness sets the interface).
@@ -130,36 +132,9 @@ pub fn pause_before_repeat(n: u32) {
     std::thread::sleep(harness::retry_pause(harness::RETRY_PAUSE, n));
 }
 
-/// Why an attempt at a lossless transfer that lost frames (`sent` sent, `rx` received)
-/// says nothing about the switch: the sink's socket dropped frames (its host was off its
-/// CPU for longer than its ring holds), the switch's loop stalled for longer than its
-/// headroom lasts at a sender's rate (frames then wait unseen on its rx ring past the
-/// point of pausing), or the kernel dropped frames on a testbed link (`link_drops`, from
-/// [`link_drops`] before and after: a veth's ring toward an XDP program overflows when
-/// its softirq waits for a CPU, and those frames never reached the switch). `None` when
-/// nothing was lost, or the machine does not explain it.
-fn machine_lost_frames(
-    sent: u64,
-    rx: &pfctools::traffic::sink::SinkReport,
-    stalls: &pfcswitch::stats::StallStats,
-    headroom_lasts_us: f64,
-    link_drops: u64,
-) -> Option<String> {
-    let machine = rx.socket_dropped > 0 || stalls.longest_us as f64 > headroom_lasts_us || link_drops > 0;
-    (rx.received < sent && machine).then(|| {
-        format!(
-            "{} of {sent} frames lost with sink socket drops {}, kernel link drops {link_drops} and a longest switch \
-             stall of {} µs",
-            sent - rx.received,
-            rx.socket_dropped,
-            stalls.longest_us
-        )
-    })
-}
-
 /// What an attempt at a lossless transfer watches to tell the machine's losses from the
-/// switch's: the testbed's kernel link drops when it began, and at its end the switch's
-/// stalls ([`machine_lost_frames`]).
+/// switch's: the testbed's kernel link drops when it began, and at its end the senders'
+/// and the switch's stalls.
 pub struct AttemptWatch<'a> {
     tb: &'a Testbed,
     link_drops: u64,
@@ -171,16 +146,44 @@ impl<'a> AttemptWatch<'a> {
         AttemptWatch { tb, link_drops: link_drops(tb) }
     }
 
-    /// Why the machine lost frames of this attempt (`sent` sent, `rx` received, the
-    /// switch's `stalls`), or `None`.
+    /// Why an attempt whose `senders` sent frames that `rx` did not all receive says
+    /// nothing about the switch, or `None` (nothing lost, or the machine does not explain
+    /// it). The machine lost them if:
+    /// - the sink's socket dropped frames (its host was off its CPU for longer than its
+    ///   ring holds);
+    /// - the switch's loop stalled for longer than its headroom lasts at a sender's rate
+    ///   (frames then wait unseen on its rx ring past the point of pausing);
+    /// - a sender's loop did (it answered a pause that much late, so more than the
+    ///   headroom arrived after it), or its socket dropped frames (a pause among them);
+    /// - the kernel dropped frames on a testbed link since [`AttemptWatch::begin`] (a
+    ///   veth's ring toward an XDP program overflows when its softirq waits for a CPU,
+    ///   and those frames never reached the switch).
     pub fn lost(
         &self,
-        sent: u64,
-        rx: &pfctools::traffic::sink::SinkReport,
+        senders: &[&GenReport],
+        rx: &SinkReport,
         stalls: &pfcswitch::stats::StallStats,
         headroom_lasts_us: f64,
     ) -> Option<String> {
-        machine_lost_frames(sent, rx, stalls, headroom_lasts_us, link_drops(self.tb) - self.link_drops)
+        let sent: u64 = senders.iter().map(|g| g.sent).sum();
+        let links = link_drops(self.tb) - self.link_drops;
+        let sender_stall = senders.iter().map(|g| g.longest_stall_us).max().unwrap_or(0);
+        let sender_socket: u64 = senders.iter().map(|g| g.socket_dropped).sum();
+        let machine = rx.socket_dropped > 0
+            || stalls.longest_us as f64 > headroom_lasts_us
+            || sender_stall as f64 > headroom_lasts_us
+            || sender_socket > 0
+            || links > 0;
+        (rx.received < sent && machine).then(|| {
+            format!(
+                "{} of {sent} frames lost with sink socket drops {}, kernel link drops {links}, a longest switch stall \
+                 of {} µs, a longest sender stall of {sender_stall} µs and sender socket drops {sender_socket} \
+                 (the headroom lasts {headroom_lasts_us:.0} µs)",
+                sent - rx.received,
+                rx.socket_dropped,
+                stalls.longest_us
+            )
+        })
     }
 
     /// The switch back, still running, to be judged with the attempt; or, when the machine
@@ -188,12 +191,12 @@ impl<'a> AttemptWatch<'a> {
     pub fn keep_switch(
         &self,
         sw: SwitchProc,
-        sent: u64,
-        rx: &pfctools::traffic::sink::SinkReport,
+        senders: &[&GenReport],
+        rx: &SinkReport,
         headroom_lasts_us: f64,
     ) -> Result<SwitchProc, String> {
         let stalls = sw.stats().unwrap().stalls;
-        match self.lost(sent, rx, &stalls, headroom_lasts_us) {
+        match self.lost(senders, rx, &stalls, headroom_lasts_us) {
             Some(why) => {
                 assert!(sw.stop().success());
                 Err(why)

@@ -45,7 +45,7 @@ fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_ord
         ctl(&sw, Request::Unblock { port: "p2".into() });
         let g = gen.finish(GEN_TIMEOUT).unwrap();
         let rx = sink.finish(SINK_TIMEOUT).unwrap();
-        watch.keep_switch(sw, g.sent, &rx, headroom_lasts_us).map(|sw| (sw, blocked, map, g, rx)).into()
+        watch.keep_switch(sw, &[&g], &rx, headroom_lasts_us).map(|sw| (sw, blocked, map, g, rx)).into()
     });
 
     // While blocked: frames went to the slowpath, counted against p1's buffer, which
@@ -57,8 +57,22 @@ fn a_blocked_port_pauses_the_upstream_and_unblocking_delivers_every_frame_in_ord
     assert!(map.at_slowpath[0][1], "traffic map marks (p1, p2): {map:?}");
     // After unblocking: everything, in order, once.
     let f = &rx.flows[0];
-    assert_eq!((f.received, f.lost, f.reordered, f.duplicates), (g.sent, 0, 0, 0), "{f:?}");
     let after = sw.stats().unwrap();
+    let held = |s: &pfcswitch::stats::Stats| {
+        s.ports.iter().map(|p| (p.counters.drops, p.socket, p.held_by_slowpath)).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (f.received, f.lost, f.reordered, f.duplicates),
+        (g.sent, 0, 0, 0),
+        "{f:?}\nswitch (drops, socket, held) per port: {:?}\nstalls {:?}\nsender pauses {:?}, longest stall {} µs \
+         ({} µs of it waiting for a CPU), socket drops {}",
+        held(&after),
+        after.stalls,
+        g.pauses,
+        g.longest_stall_us,
+        g.longest_cpu_wait_us,
+        g.socket_dropped
+    );
     assert_eq!((after.ports[1].blocked, after.ports[1].held_by_slowpath), (false, 0));
     assert_eq!(after.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0);
     assert!(!sw.traffic_map().unwrap().waiting[0][1]);

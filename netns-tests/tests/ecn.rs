@@ -76,7 +76,7 @@ fn two_senders(
     let rx = sink.finish(SINK_TIMEOUT).unwrap();
     let s = sw.stats().unwrap();
     assert!(sw.stop().success());
-    match watch.lost(g1.sent + g2.sent, &rx, &s.stalls, headroom_lasts_us) {
+    match watch.lost(&[&g1, &g2], &rx, &s.stalls, headroom_lasts_us) {
         Some(why) => Attempt::Disturbed(why),
         None => Attempt::Judge((g1, g2, rx, s)),
     }

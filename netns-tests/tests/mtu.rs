@@ -83,7 +83,7 @@ fn at_mtu_9000_pfc_keeps_two_jumbo_lossless_senders_into_a_slow_port_lossless() 
         let g2 = start_gen(&tb, "h2", "gen2", &with_flow("2")).unwrap();
         let (g1, g2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
         let rx = sink.finish(SINK_TIMEOUT).unwrap();
-        watch.keep_switch(sw, g1.sent + g2.sent, &rx, headroom_lasts_us).map(|sw| (sw, g1, g2, rx)).into()
+        watch.keep_switch(sw, &[&g1, &g2], &rx, headroom_lasts_us).map(|sw| (sw, g1, g2, rx)).into()
     });
     for (g, flow) in [(&g1, 1), (&g2, 2)] {
         let f = rx.flows.iter().find(|f| f.flow == flow).unwrap_or_else(|| panic!("flow {flow} missing: {rx:?}"));

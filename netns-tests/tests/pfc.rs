@@ -25,7 +25,7 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let capture = tb.work_dir().join(format!("pfc-at-h1-{attempt}.pcapng"));
         let (g1, g2, rx) = congest(&tb, "3", Some(capture.to_str().unwrap()));
-        watch.keep_switch(sw, g1.sent + g2.sent, &rx, headroom_lasts_us).map(|sw| (sw, capture, g1, g2, rx)).into()
+        watch.keep_switch(sw, &[&g1, &g2], &rx, headroom_lasts_us).map(|sw| (sw, capture, g1, g2, rx)).into()
     });
 
     // Nothing lost: every frame each sender sent arrived.
@@ -221,7 +221,7 @@ fn zero_quanta_resumes_at_once() {
         storm("0");
         let g = gen.finish(GEN_TIMEOUT).unwrap();
         let rx = sink.finish(SINK_TIMEOUT).unwrap();
-        watch.keep_switch(sw, g.sent, &rx, headroom_lasts_us).map(|sw| (sw, g, rx)).into()
+        watch.keep_switch(sw, &[&g], &rx, headroom_lasts_us).map(|sw| (sw, g, rx)).into()
     });
     let f = &rx.flows[0];
     assert_eq!((f.received, f.lost), (g.sent, 0));

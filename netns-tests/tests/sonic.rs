@@ -43,7 +43,7 @@ fn a_sonic_config_db_runs_the_switch_its_dscp_3_lossless_under_congestion_dscp_4
         // Two senders at 80 % of 100 Mb/s each on DSCP 3 into the third port.
         let (g1, g2, rx) = congest(&tb, "3", None);
         // The profile's headroom (96 928 B) lasts ~10 ms at one sender's 80 Mb/s.
-        watch.keep_switch(sw, g1.sent + g2.sent, &rx, 9_000.0).map(|sw| (sw, g1, g2, rx)).into()
+        watch.keep_switch(sw, &[&g1, &g2], &rx, 9_000.0).map(|sw| (sw, g1, g2, rx)).into()
     });
 
     // DSCP 3 is lossless priority 3: paused, nothing lost.

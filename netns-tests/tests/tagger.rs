@@ -112,7 +112,7 @@ fn tagged_frames_leave_with_the_rewritten_dscp_and_a_checksum_kernel_hosts_accep
         assert_eq!(g.sent, 2000);
         let r = sink.finish(SINK_TIMEOUT).unwrap();
         let after = sw.stats().unwrap();
-        match watch.lost(g.sent, &r, &after.stalls, headroom_lasts_us) {
+        match watch.lost(&[&g], &r, &after.stalls, headroom_lasts_us) {
             Some(why) => Attempt::Disturbed(why),
             None => Attempt::Judge((
                 r,
