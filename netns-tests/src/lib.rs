@@ -146,6 +146,11 @@ impl<'a> AttemptWatch<'a> {
         AttemptWatch { tb, link_drops: link_drops(tb) }
     }
 
+    /// Frames the kernel dropped on the testbed's links since [`AttemptWatch::begin`].
+    pub fn link_drops_since(&self) -> u64 {
+        link_drops(self.tb) - self.link_drops
+    }
+
     /// Why an attempt whose `senders` sent frames that `rx` did not all receive says
     /// nothing about the switch, or `None` (nothing lost, or the machine does not explain
     /// it). The machine lost them if:
@@ -166,7 +171,7 @@ impl<'a> AttemptWatch<'a> {
         headroom_lasts_us: f64,
     ) -> Option<String> {
         let sent: u64 = senders.iter().map(|g| g.sent).sum();
-        let links = link_drops(self.tb) - self.link_drops;
+        let links = self.link_drops_since();
         let sender_stall = senders.iter().map(|g| g.longest_stall_us).max().unwrap_or(0);
         let sender_socket: u64 = senders.iter().map(|g| g.socket_dropped).sum();
         let machine = rx.socket_dropped > 0

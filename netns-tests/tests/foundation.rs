@@ -60,7 +60,7 @@ fn lossless_transfer(size: &str) {
     // ring did while the switch was behind and off its CPU.
     let ((sw, r, stats), attempt) = judged_attempt(|_| {
         let since_ns = pfcswitch::sys::now().as_nanos();
-        let links_before = link_drops(&tb);
+        let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).unwrap();
         let sink =
             SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--expect-per-flow", "100000", "--idle", "2"])).unwrap();
@@ -79,7 +79,7 @@ fn lossless_transfer(size: &str) {
         let lost = r.flows.first().map_or(100_000, |f| 100_000 - f.received.min(100_000));
         let ring_lasts = Duration::from_micros(ring_lasts_us as u64);
         let off_cpu = stats.stalls.rx_lost_off_cpu(since_ns, ring_lasts);
-        let (sink_socket, links) = (r.socket_dropped, link_drops(&tb) - links_before);
+        let (sink_socket, links) = (r.socket_dropped, watch.link_drops_since());
         if lost > 0 && (stats.stalls.longest_us as f64 > ring_lasts_us || lost <= off_cpu + sink_socket + links) {
             assert!(sw.stop().success());
             return Attempt::Disturbed(format!(

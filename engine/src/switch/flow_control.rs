@@ -166,19 +166,19 @@ impl Switch {
                         continue;
                     }
                     let d = p.speed.quanta_duration(quanta);
+                    // Whether the pause before this one still held the priority when this
+                    // one arrived.
+                    let held = p.tx.pause.any_paused(now, Priorities::only(prio));
                     // How long after the pause arrived did this priority keep going out?
                     // Only meaningful while it was flowing (a frame in the last millisecond).
-                    if quanta > 0
-                        && p.tx.sent[prio].last_tx + RESPONSE_WINDOW >= now
-                        && !p.tx.pause.paused(now).contains(prio)
-                    {
+                    if quanta > 0 && p.tx.sent[prio].last_tx + RESPONSE_WINDOW >= now && !held {
                         self.pause_response.record(p.tx.sent[prio].last_tx.saturating_since(now));
                     }
                     // A pause that arrived while the one before it still held (by the
                     // arrival stamps): whatever went out since that one was applied left
                     // only because the loop read this one after the other ran out. Not
                     // while the watchdog has the port ignore its pauses.
-                    if quanta > 0 && p.tx.pause.paused(now).contains(prio) && !p.pfcwd.forwarding().contains(prio) {
+                    if quanta > 0 && held && !p.pfcwd.forwarding().contains(prio) {
                         p.prio[prio].sent_past_pause += u64::from(p.tx.sent[prio].since_pause);
                     }
                     p.tx.sent[prio].since_pause = 0;

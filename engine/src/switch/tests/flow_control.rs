@@ -136,14 +136,21 @@ fn lossy_priority_drops_and_never_pauses() {
     assert_eq!(s.ports[0].counters.mac_control.pfc_sent, 0);
 }
 
-#[test]
-fn received_pfc_pauses_one_priority_for_its_quanta() {
+/// Two ports, the second at 40G with station 99 learned on it, just paused on P3 for
+/// 65535 quanta: 838 848 ns at 40G.
+fn paused_at_40g() -> Rig {
     let mut c = Rig::ports(2);
     c.ports[1].speed = Some(Speed::gbps(40));
     let mut r = Rig::new(c);
     r.rx(1, &data(2, 99, 0, 64));
     r.tx(0);
     r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
+    r
+}
+
+#[test]
+fn received_pfc_pauses_one_priority_for_its_quanta() {
+    let mut r = paused_at_40g();
     r.rx(0, &data(1, 2, 3, 200));
     r.rx(0, &data(1, 2, 0, 200));
     let out = r.tx(1);
@@ -339,13 +346,8 @@ fn a_switch_whose_clock_starts_at_zero_records_a_pause_that_begins_at_zero_and_i
 
 #[test]
 fn frames_sent_after_a_pause_ran_out_while_its_refresh_waited_on_the_rx_ring_count_as_sent_past_pause() {
-    let mut c = Rig::ports(2);
-    c.ports[1].speed = Some(Speed::gbps(40));
-    let mut r = Rig::new(c);
-    r.rx(1, &data(2, 99, 0, 64));
-    r.tx(0);
-    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
-    // 65535 quanta at 40G: the pause runs out 838 848 ns after it arrived.
+    let mut r = paused_at_40g();
+    // The pause runs out 838 848 ns after it arrived.
     r.advance(Duration::from_nanos(838_848));
     for _ in 0..3 {
         r.rx(0, &data(1, 2, 3, 200));
@@ -362,12 +364,7 @@ fn frames_sent_after_a_pause_ran_out_while_its_refresh_waited_on_the_rx_ring_cou
 
 #[test]
 fn frames_sent_in_a_gap_between_two_pauses_or_after_a_resume_are_not_sent_past_pause() {
-    let mut c = Rig::ports(2);
-    c.ports[1].speed = Some(Speed::gbps(40));
-    let mut r = Rig::new(c);
-    r.rx(1, &data(2, 99, 0, 64));
-    r.tx(0);
-    r.rx(1, &pfc_frame(Priorities::only(P3), 65535));
+    let mut r = paused_at_40g();
     r.advance(Duration::from_nanos(838_848 + 10_000));
     r.rx(0, &data(1, 2, 3, 200));
     assert_eq!(r.tx(1).len(), 1);
