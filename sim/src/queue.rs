@@ -132,7 +132,7 @@ impl<E: Copy> EventQueue<E> {
     /// When the earliest pending event is due, ns.
     pub fn next_at(&self) -> Option<u64> {
         match self.next_slot() {
-            Some(slot) => Some(self.now + ((slot as u64).wrapping_sub(self.now) & MASK)),
+            Some(slot) => Some(self.slot_time(slot)),
             None => self.far.peek().map(|f| f.at),
         }
     }
@@ -140,7 +140,7 @@ impl<E: Copy> EventQueue<E> {
     /// The earliest event, if it is due at `end` ns or before: `(at, seq, ev)`.
     pub fn pop_until(&mut self, end: u64) -> Option<(u64, u64, E)> {
         let at = match self.next_slot() {
-            Some(slot) => self.now + ((slot as u64).wrapping_sub(self.now) & MASK),
+            Some(slot) => self.slot_time(slot),
             None => self.far.peek()?.at,
         };
         if at > end {
@@ -182,7 +182,7 @@ impl<E: Copy> EventQueue<E> {
     pub fn pending(&self) -> Vec<(u64, u64, E)> {
         let mut out: Vec<(u64, u64, E)> = self.far.iter().map(|f| (f.at, f.seq, f.ev)).collect();
         for (slot, s) in self.slots.iter().enumerate().filter(|(_, s)| s.head != NIL) {
-            let at = self.now + ((slot as u64).wrapping_sub(self.now) & MASK);
+            let at = self.slot_time(slot);
             let mut i = s.head;
             while i != NIL {
                 let n = &self.nodes[i as usize];
@@ -231,6 +231,12 @@ impl<E: Copy> EventQueue<E> {
                 }
             }
         }
+    }
+
+    /// The time `slot` holds events for: the one in the window that starts now.
+    #[inline(always)]
+    fn slot_time(&self, slot: usize) -> u64 {
+        self.now + ((slot as u64).wrapping_sub(self.now) & MASK)
     }
 
     fn mark(&mut self, slot: usize) {
