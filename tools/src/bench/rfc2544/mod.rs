@@ -83,6 +83,11 @@ pub struct Rfc2544Args {
     /// --json into this file.
     #[arg(long)]
     pub replot: Option<PathBuf>,
+    /// No throughput search: every DUT's latency at 10, 50 and 90 % of this rate
+    /// (frames/s, e.g. the lowest zero-loss rate of an earlier run), with pfcswitch's
+    /// stages. RFC 2544's latency test at loads you choose, in minutes instead of ten.
+    #[arg(long, value_parser = crate::cli::parse_positive, conflicts_with_all = ["replot", "plot"])]
+    pub equal_loads_of: Option<f64>,
 }
 
 fn parse_trial_s(s: &str) -> Result<f64, String> {
@@ -226,6 +231,10 @@ pub struct SizeResult {
     pub throughput_fps: f64,
     /// The rate the search found, before its confirmation.
     pub search_fps: f64,
+    /// Whether the throughput was searched for (not with `--equal-loads-of`, where only
+    /// `equal_load` is measured). Reports written before the option read as searched.
+    #[serde(default = "searched_by_default")]
+    pub searched: bool,
     /// The same in bits/s on the wire (preamble and gap included, as RFC 2544 counts).
     pub throughput_bps: f64,
     /// What the sender produced unpaced: the highest rate this machine can offer.
@@ -255,6 +264,35 @@ pub struct SizeResult {
     /// ([`EQUAL_LOADS`]) of the lowest zero-loss rate any of them had at this size.
     #[serde(default)]
     pub equal_load: Vec<LoadPoint>,
+}
+
+impl SizeResult {
+    /// A DUT measured only at equal loads (`--equal-loads-of`): no search, no throughput.
+    fn unsearched(dut: Dut, size: usize, equal_load: Vec<LoadPoint>) -> SizeResult {
+        SizeResult {
+            dut,
+            size,
+            throughput_fps: 0.0,
+            search_fps: 0.0,
+            searched: false,
+            throughput_bps: 0.0,
+            sender_max_fps: 0.0,
+            sender_limited: false,
+            latency: Percentiles::default(),
+            latency_trial_lost: 0,
+            confirmed: false,
+            latency_trials: Vec::new(),
+            host_disturbed: Vec::new(),
+            dut_cpu_ns_per_frame: None,
+            loss: Vec::new(),
+            trials: Vec::new(),
+            equal_load,
+        }
+    }
+}
+
+fn searched_by_default() -> bool {
+    true
 }
 
 /// The offered loads at which every DUT's latency is measured, as shares of the lowest
@@ -297,7 +335,8 @@ pub struct Report {
 pub fn ratios(results: &[SizeResult]) -> Vec<Ratio> {
     let mut sizes: Vec<usize> = results.iter().map(|r| r.size).collect();
     sizes.dedup();
-    let of = |dut, size| results.iter().find(|r| r.dut == dut && r.size == size).map(|r| r.throughput_fps);
+    let of =
+        |dut, size| results.iter().find(|r| r.dut == dut && r.size == size && r.searched).map(|r| r.throughput_fps);
     sizes
         .into_iter()
         .filter_map(|size| {
@@ -338,6 +377,16 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
             }
         }
         let at: Vec<usize> = (0..beds.len()).filter(|&b| beds[b].mtu == mtu).collect();
+        if let Some(rate) = args.equal_loads_of {
+            for k in 0..at.len() {
+                let bed = &mut beds[at[(i + k) % at.len()]];
+                progress.message(format!("{size} B through {} at equal loads", bed.dut.as_str()));
+                let equal_load = measure_equal_load(bed, size, rate, args)?;
+                progress.inc(1);
+                results.push(SizeResult::unsearched(bed.dut, size, equal_load));
+            }
+            continue;
+        }
         for k in 0..at.len() {
             let bed = &mut beds[at[(i + k) % at.len()]];
             progress.message(format!("{size} B through {}", bed.dut.as_str()));
@@ -541,6 +590,7 @@ mod tests {
             size,
             throughput_fps: fps,
             search_fps: fps,
+            searched: true,
             throughput_bps: 0.0,
             sender_max_fps: 0.0,
             sender_limited: false,
@@ -605,6 +655,23 @@ mod tests {
         // pfcswitch's stages: at the equal loads, then at its own zero-loss rate.
         assert!(!row("64 90 % 270000 10.0 / 900 5.00 / 900").is_empty(), "the rx ring's p99 in the stage table");
         assert!(row("64 zero-loss 360000").contains("5.00 / 1400"));
+    }
+
+    #[test]
+    fn a_run_at_equal_loads_alone_shows_those_loads_and_no_throughput_it_did_not_search_for() {
+        let points =
+            |p99: f64| EQUAL_LOADS.iter().map(move |&share| LoadPoint { share, trial: at(share * 200e3, p99, None) });
+        let results = vec![
+            SizeResult::unsearched(Dut::Pfcswitch, 64, points(50.0).collect()),
+            SizeResult::unsearched(Dut::Ovs, 64, points(60.0).collect()),
+        ];
+        let report = Report { trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
+        assert!(report.ratios.is_empty(), "no throughput to compare");
+        let text = text(&report);
+        assert!(!text.contains("throughput f/s") && !text.contains("pfcswitch / OVS"), "{text}");
+        assert!(text.contains("shares of the rate given to --equal-loads-of"), "{text}");
+        let ninety = text.lines().find(|l| l.starts_with("64") && l.contains("180000")).unwrap_or_default();
+        assert!(ninety.contains("10.0 / 50.0 / 100") && ninety.contains("10.0 / 60.0 / 120"), "{text}");
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub fn text(r: &Report) -> String {
         "DUT CPU ns/frame",
         "loss % above (offered f/s)",
     ]);
-    for s in &r.results {
+    for s in r.results.iter().filter(|s| s.searched) {
         let loss: Vec<String> = s.loss.iter().map(|l| format!("{:.1} ({:.0})", l.loss_pct, l.offered_fps)).collect();
         t.row(vec![
             s.size.to_string(),
@@ -92,8 +92,10 @@ pub fn text(r: &Report) -> String {
             if loss.is_empty() { "-".into() } else { loss.join(", ") },
         ]);
     }
-    out += &t.render();
-    out += "* nothing lost at the sender's ceiling: the DUT's own limit is higher\n";
+    if !t.is_empty() {
+        out += &t.render();
+        out += "* nothing lost at the sender's ceiling: the DUT's own limit is higher\n";
+    }
     let jumbo: Vec<String> = r
         .results
         .iter()
@@ -132,6 +134,9 @@ pub fn text(r: &Report) -> String {
     }
     out += &equal_load_text(r);
     out += &stages_text(r);
+    if r.ratios.is_empty() {
+        return out;
+    }
     let mut t = Table::new(&[
         "frame B",
         "pfcswitch / bridge",
@@ -187,7 +192,12 @@ pub(super) fn equal_load_text(r: &Report) -> String {
             t.row(row);
         }
     }
-    format!("latency at equal offered loads (shares of the lowest zero-loss rate at each size):\n{}", t.render())
+    let of = if r.results.iter().any(|s| s.searched) {
+        "the lowest zero-loss rate at each size"
+    } else {
+        "the rate given to --equal-loads-of"
+    };
+    format!("latency at equal offered loads (shares of {of}):\n{}", t.render())
 }
 
 /// Where pfcswitch's frames waited, stage by stage, at the equal loads and at its own
