@@ -234,9 +234,12 @@ fn zero_quanta_resumes_at_once() {
 
 /// A switch whose h2 port pauses the whole link on 802.3x (global-pause mode) and whose h3
 /// port is in PFC mode; h2 and h3 storm with `storms` (pfctools storm's flags after the
-/// interface, for longer than the traffic) while h1 sends each of them 0.5 s of frames
-/// with `gen_more` at 5 k/s: the switch, what the two sinks got in their 1.2 s, and the
-/// storms, still running or done.
+/// interface, for longer than the sinks listen) while h1 sends each of them 0.5 s of
+/// frames with `gen_more` at 5 k/s, one after the other: the switch, what the two sinks
+/// got in their 2 s, and the storms, still running or done. The sinks listen for 2 s so
+/// that h3's flow, the second, ends inside their window with 0.8 s to spare for starting
+/// the storms and the generators on a busy machine (1.2 s left it none: beside `yes`, h3's
+/// sink stopped after 708 of its 2500 frames); the storms last 3 s, a second past it.
 fn storm_two_ports_while_h1_sends(
     tb: &Testbed,
     storms: [&[&str]; 2],
@@ -247,8 +250,8 @@ fn storm_two_ports_while_h1_sends(
     let sw = SwitchProc::start(tb, "sw1", &config, &RunArgs::default()).unwrap();
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
     let sinks = [
-        SinkProc::start(tb, "h2", "sink2", &sink_flags(&["--duration", "1.2"])).unwrap(),
-        SinkProc::start(tb, "h3", "sink3", &sink_flags(&["--duration", "1.2"])).unwrap(),
+        SinkProc::start(tb, "h2", "sink2", &sink_flags(&["--duration", "2"])).unwrap(),
+        SinkProc::start(tb, "h3", "sink3", &sink_flags(&["--duration", "2"])).unwrap(),
     ];
     let storms: Vec<Proc> = ["h2", "h3"]
         .iter()
@@ -276,7 +279,7 @@ fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_
     let _serial = serial();
     let tb = star("global", 3);
     // 802.3x from h2 (global-pause port) and from h3 (PFC port).
-    let global: &[&str] = &["-g", "-s", "2", "--speed", "1G"];
+    let global: &[&str] = &["-g", "-s", "3", "--speed", "1G"];
     let (sw, rx2, rx3, storms) = storm_two_ports_while_h1_sends(&tb, [global, global], &[]);
     drop(storms);
     assert_eq!(rx2.received, 0, "a global-pause port stops everything while paused");
@@ -306,7 +309,7 @@ fn pause_802_3x_stops_a_global_pause_port_its_watchdog_sees_the_storm_and_a_pfc_
 fn unpadded_pause_frames_laid_out_as_sonics_storm_script_sends_them_pause_the_port() {
     let _serial = serial();
     let tb = star("sonicstorm", 3);
-    let unpadded = ["--mode", "unpadded", "-s", "1.5", "--speed", "1G", "--json"];
+    let unpadded = ["--mode", "unpadded", "-s", "3", "--speed", "1G", "--json"];
     let (global, pfc) = ([&["-g"][..], &unpadded].concat(), [&["--prio", "3"][..], &unpadded].concat());
     let (sw, rx2, rx3, storms) = storm_two_ports_while_h1_sends(&tb, [&global, &pfc], &["--dscp", "3"]);
     let sent: Vec<u64> = storms

@@ -37,9 +37,10 @@ pub struct DataplaneConfig {
     /// PMD thread does, and sleeps once the switch has been idle for that long. A loop
     /// that slept between bursts gave its CPU away, and the scheduler put the senders and
     /// receivers around it there, where it came back to share it: 64-byte frames at
-    /// 184 k/s waited 293-659 µs at p99 with 200 µs, 46-53 µs with a second, against
-    /// OVS's 49-68 (docs/bench). A small value (200) spends no CPU between bursts at that
-    /// price: for many switches on a few cores (the deadlock lab, Mininet).
+    /// 184 k/s waited 242-659 µs at p99 in five of seven runs with 200 µs, 46-77 µs in
+    /// seven with a second, OVS 45-56 beside them (docs/bench). A small value (200) spends
+    /// no CPU between bursts at that price: for many switches on a few cores (the
+    /// deadlock lab, Mininet).
     pub busy_poll_us: u64,
     /// Without a socket on a queue, drop frames instead of passing them to the kernel.
     pub drop_without_socket: bool,
