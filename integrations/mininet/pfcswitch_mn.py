@@ -76,9 +76,9 @@ class PfcSwitch(Switch):
                  busy_poll_us=200, **params):
         super().__init__(name, **params)
         self.speed = speed
-        # A Mininet network puts many switches on a few cores: by default each loop sleeps
-        # 200 us after its last frame, rather than keep its CPU for a second as a switch
-        # that has the machine to itself does (None: pfcswitch's own default).
+        # A Mininet network puts many switches on a few cores: each loop sleeps 200 us
+        # after its last frame (pfcswitch's default too), never polling for a second as
+        # a switch with a core of its own may be set to (None: pfcswitch's default).
         self.busy_poll_us = busy_poll_us
         self.lossless = _priorities(lossless)
         self.config_file = config

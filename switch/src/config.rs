@@ -33,14 +33,13 @@ pub struct DataplaneConfig {
     /// Frames handled per ring per loop turn.
     pub batch: usize,
     /// How long the loop keeps polling without sleeping after the last work it did.
-    /// By default a second: while frames flow the loop keeps its CPU, as Open vSwitch's
-    /// PMD thread does, and sleeps once the switch has been idle for that long. A loop
-    /// that slept between bursts gave its CPU away, and the scheduler put the senders and
-    /// receivers around it there, where it came back to share it: 64-byte frames at
-    /// 184 k/s waited 242-659 µs at p99 in five of seven runs with 200 µs, 46-77 µs in
-    /// seven with a second, OVS 45-56 beside them (docs/bench). A small value (200) spends
-    /// no CPU between bursts at that price: for many switches on a few cores (the
-    /// deadlock lab, Mininet).
+    /// 200 µs by default: an idle CPU between bursts. A second (1000000) keeps the CPU
+    /// while frames flow, as Open vSwitch's PMD thread does: a loop that slept between
+    /// bursts gave its CPU away and came back to share it (64-byte frames at 184 k/s:
+    /// p99 242-659 µs in five of seven runs with 200 µs, 46-77 µs in seven with a
+    /// second, OVS 45-56 beside them; docs/bench). Not the default: beside other busy
+    /// work on two cores the polling loop takes a core from it (two clean-clone suites
+    /// beside `yes` failed a PFC test whose sender starved, where eight had passed).
     pub busy_poll_us: u64,
     /// Without a socket on a queue, drop frames instead of passing them to the kernel.
     pub drop_without_socket: bool,
@@ -116,7 +115,7 @@ impl Default for DataplaneConfig {
             frame_size: None,
             ring_size: DEFAULT_RING_SIZE,
             batch: 64,
-            busy_poll_us: 1_000_000,
+            busy_poll_us: 200,
             drop_without_socket: false,
             cpu: None,
             wake_latency_us: None,

@@ -1,14 +1,13 @@
 //! `bench ping`: the round trip through an otherwise idle device, as a new user first
 //! meets it: the kernel's `ping` from one host to the other, through pfcswitch as it
-//! comes and with its two idle-CPU settings, Open vSwitch's AF_XDP datapath, a Linux
+//! comes and with its two latency settings, Open vSwitch's AF_XDP datapath, a Linux
 //! bridge and the direct veth path; beside each, the CPU its process spent meanwhile.
 //!
-//! By default pfcswitch's loop keeps polling for a second after its last frame, as OVS's
-//! PMD thread always does: pings 20 ms apart never let it sleep. With `busy_poll_us =
-//! 200` it sleeps between them, and on a VM an idle vCPU halts: a frame that finds both
-//! asleep waits for the host to run that vCPU again. `dataplane.wake_latency_us = 0`
-//! keeps idle CPUs out of deep sleep while the switch runs. The bench shows what each
-//! costs in latency and in CPU, so that a user can choose.
+//! An idle pfcswitch loop sleeps, and on a VM an idle vCPU halts: a frame that finds
+//! both asleep waits for the host to run that vCPU again. `dataplane.wake_latency_us = 0`
+//! keeps idle CPUs out of deep sleep while the switch runs; `busy_poll_us = 1000000`
+//! keeps the loop from sleeping at all, as OVS's PMD thread never does. The bench shows
+//! what each costs in latency and in CPU, so that a user can choose.
 //!
 //! Each device runs alone (its testbed up only while it is measured): a polling loop or
 //! a wake-latency request would otherwise change the others' figures.
@@ -49,14 +48,12 @@ pub struct PingArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum PingDut {
-    /// pfcswitch with its defaults: the loop polls for a second after its last frame.
+    /// pfcswitch with its defaults: the loop sleeps when idle, and so may its CPU.
     Pfcswitch,
-    /// pfcswitch with `dataplane.busy_poll_us = 200`: the loop sleeps between pings, and
-    /// so may its CPU.
-    PfcswitchSleeping,
-    /// pfcswitch sleeping so, with `dataplane.wake_latency_us = 0`: idle CPUs stay out of
-    /// deep sleep.
+    /// pfcswitch with `dataplane.wake_latency_us = 0`: idle CPUs stay out of deep sleep.
     PfcswitchAwake,
+    /// pfcswitch with `dataplane.busy_poll_us = 1000000`: the loop never sleeps.
+    PfcswitchPolling,
     /// Open vSwitch's userspace datapath with AF_XDP ports.
     Ovs,
     /// A Linux bridge.
@@ -65,13 +62,10 @@ pub enum PingDut {
     Direct,
 }
 
-/// The loop's polling after its last frame when it is to sleep between pings, µs.
-const SLEEPING_POLL_US: u64 = 200;
-
 impl PingDut {
     fn bed_dut(self) -> Dut {
         match self {
-            PingDut::Pfcswitch | PingDut::PfcswitchSleeping | PingDut::PfcswitchAwake => Dut::Pfcswitch,
+            PingDut::Pfcswitch | PingDut::PfcswitchAwake | PingDut::PfcswitchPolling => Dut::Pfcswitch,
             PingDut::Ovs => Dut::Ovs,
             PingDut::Bridge => Dut::Bridge,
             PingDut::Direct => Dut::Direct,
@@ -80,11 +74,8 @@ impl PingDut {
 
     fn tune(self, config: &mut RunConfig) {
         match self {
-            PingDut::PfcswitchSleeping => config.dataplane.busy_poll_us = SLEEPING_POLL_US,
-            PingDut::PfcswitchAwake => {
-                config.dataplane.busy_poll_us = SLEEPING_POLL_US;
-                config.dataplane.wake_latency_us = Some(0);
-            }
+            PingDut::PfcswitchAwake => config.dataplane.wake_latency_us = Some(0),
+            PingDut::PfcswitchPolling => config.dataplane.busy_poll_us = 1_000_000,
             _ => {}
         }
     }
@@ -92,8 +83,8 @@ impl PingDut {
     pub fn label(self) -> &'static str {
         match self {
             PingDut::Pfcswitch => "pfcswitch",
-            PingDut::PfcswitchSleeping => "pfcswitch, busy_poll_us = 200",
-            PingDut::PfcswitchAwake => "pfcswitch, busy_poll_us = 200, wake_latency_us = 0",
+            PingDut::PfcswitchAwake => "pfcswitch, wake_latency_us = 0",
+            PingDut::PfcswitchPolling => "pfcswitch, busy_poll_us = 1000000",
             PingDut::Ovs => "ovs-afxdp",
             PingDut::Bridge => "bridge",
             PingDut::Direct => "direct",
@@ -105,7 +96,7 @@ impl PingDut {
         Dut::defaults()
             .into_iter()
             .flat_map(|d| match d {
-                Dut::Pfcswitch => vec![PingDut::Pfcswitch, PingDut::PfcswitchSleeping, PingDut::PfcswitchAwake],
+                Dut::Pfcswitch => vec![PingDut::Pfcswitch, PingDut::PfcswitchAwake, PingDut::PfcswitchPolling],
                 Dut::Ovs => vec![PingDut::Ovs],
                 Dut::Bridge => vec![PingDut::Bridge],
                 Dut::Direct => vec![PingDut::Direct],
