@@ -231,10 +231,6 @@ pub struct SizeResult {
     pub throughput_fps: f64,
     /// The rate the search found, before its confirmation.
     pub search_fps: f64,
-    /// Whether the throughput was searched for (not with `--equal-loads-of`, where only
-    /// `equal_load` is measured). Reports written before the option read as searched.
-    #[serde(default = "searched_by_default")]
-    pub searched: bool,
     /// The same in bits/s on the wire (preamble and gap included, as RFC 2544 counts).
     pub throughput_bps: f64,
     /// What the sender produced unpaced: the highest rate this machine can offer.
@@ -274,7 +270,6 @@ impl SizeResult {
             size,
             throughput_fps: 0.0,
             search_fps: 0.0,
-            searched: false,
             throughput_bps: 0.0,
             sender_max_fps: 0.0,
             sender_limited: false,
@@ -289,10 +284,12 @@ impl SizeResult {
             equal_load,
         }
     }
-}
 
-fn searched_by_default() -> bool {
-    true
+    /// Whether the throughput was searched for: a search's first trial is the sender's
+    /// unpaced one, and `--equal-loads-of` makes no search.
+    pub(crate) fn searched(&self) -> bool {
+        !self.trials.is_empty()
+    }
 }
 
 /// The offered loads at which every DUT's latency is measured, as shares of the lowest
@@ -336,7 +333,7 @@ pub fn ratios(results: &[SizeResult]) -> Vec<Ratio> {
     let mut sizes: Vec<usize> = results.iter().map(|r| r.size).collect();
     sizes.dedup();
     let of =
-        |dut, size| results.iter().find(|r| r.dut == dut && r.size == size && r.searched).map(|r| r.throughput_fps);
+        |dut, size| results.iter().find(|r| r.dut == dut && r.size == size && r.searched()).map(|r| r.throughput_fps);
     sizes
         .into_iter()
         .filter_map(|size| {
@@ -376,48 +373,51 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
                 beds.push(Bed::up(dut, mtu)?);
             }
         }
+        // This size's beds, in an order rotated by one per size.
         let at: Vec<usize> = (0..beds.len()).filter(|&b| beds[b].mtu == mtu).collect();
-        if let Some(rate) = args.equal_loads_of {
-            for k in 0..at.len() {
-                let bed = &mut beds[at[(i + k) % at.len()]];
-                progress.message(format!("{size} B through {} at equal loads", bed.dut.as_str()));
-                let equal_load = measure_equal_load(bed, size, rate, args)?;
+        let order: Vec<usize> = (0..at.len()).map(|k| at[(i + k) % at.len()]).collect();
+        if args.equal_loads_of.is_none() {
+            for &b in &order {
+                let bed = &mut beds[b];
+                progress.message(format!("{size} B through {}", bed.dut.as_str()));
+                bed.measuring()?;
+                let r = measure(bed, size, args);
+                bed.idle();
+                let r = r?;
                 progress.inc(1);
-                results.push(SizeResult::unsearched(bed.dut, size, equal_load));
+                progress.println(format!(
+                    "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {} µs p99 {} \
+                     µs p99.9 {} µs{}{}",
+                    bed.dut.as_str(),
+                    r.throughput_fps,
+                    if r.sender_limited { " (the sender's ceiling)" } else { "" },
+                    r.sender_max_fps,
+                    us3(r.latency.p50_us),
+                    us3(r.latency.p99_us),
+                    us3(r.latency.p999_us),
+                    confirmation_note(&r),
+                    host_note(&r)
+                ));
+                results.push(r);
             }
-            continue;
         }
-        for k in 0..at.len() {
-            let bed = &mut beds[at[(i + k) % at.len()]];
-            progress.message(format!("{size} B through {}", bed.dut.as_str()));
-            bed.measuring()?;
-            let r = measure(bed, size, args);
-            bed.idle();
-            let r = r?;
-            progress.inc(1);
-            progress.println(format!(
-                "  {size:>5} B {:<9}: throughput {:>8.0} f/s{} (sender's ceiling {:.0}), latency p50 {} µs p99 {} \
-                 µs p99.9 {} µs{}{}",
-                bed.dut.as_str(),
-                r.throughput_fps,
-                if r.sender_limited { " (the sender's ceiling)" } else { "" },
-                r.sender_max_fps,
-                us3(r.latency.p50_us),
-                us3(r.latency.p99_us),
-                us3(r.latency.p999_us),
-                confirmation_note(&r),
-                host_note(&r)
-            ));
-            results.push(r);
-        }
-        let lowest = results.iter().filter(|r| r.size == size).map(|r| r.throughput_fps).fold(f64::INFINITY, f64::min);
-        if lowest.is_finite() && lowest > 0.0 {
-            for k in 0..at.len() {
-                let bed = &mut beds[at[(i + k) % at.len()]];
+        // The equal loads' base: the rate given, or the lowest zero-loss rate found.
+        let base = args.equal_loads_of.unwrap_or_else(|| {
+            results.iter().filter(|r| r.size == size).map(|r| r.throughput_fps).fold(f64::INFINITY, f64::min)
+        });
+        if base.is_finite() && base > 0.0 {
+            for &b in &order {
+                let bed = &mut beds[b];
                 progress.message(format!("{size} B through {} at equal loads", bed.dut.as_str()));
-                let points = measure_equal_load(bed, size, lowest, args)?;
-                let r = results.iter_mut().rev().find(|r| r.size == size && r.dut == bed.dut).expect("measured above");
-                r.equal_load = points;
+                let points = measure_equal_load(bed, size, base, args)?;
+                if args.equal_loads_of.is_some() {
+                    progress.inc(1);
+                    results.push(SizeResult::unsearched(bed.dut, size, points));
+                } else {
+                    let r =
+                        results.iter_mut().rev().find(|r| r.size == size && r.dut == bed.dut).expect("measured above");
+                    r.equal_load = points;
+                }
             }
         }
     }
@@ -583,26 +583,15 @@ mod tests {
         assert_eq!((t.lost(), aside.len()), (9, HOST_REPEATS));
     }
 
-    /// A confirmed result of `fps` frames a second for `dut` at `size`, nothing else known.
+    /// A confirmed result of `fps` frames a second for `dut` at `size`, searched for (its
+    /// unpaced trial), nothing else known.
     fn result(dut: Dut, size: usize, fps: f64) -> SizeResult {
         SizeResult {
-            dut,
-            size,
             throughput_fps: fps,
             search_fps: fps,
-            searched: true,
-            throughput_bps: 0.0,
-            sender_max_fps: 0.0,
-            sender_limited: false,
-            latency: Percentiles::default(),
-            latency_trial_lost: 0,
             confirmed: true,
-            latency_trials: vec![],
-            host_disturbed: vec![],
-            dut_cpu_ns_per_frame: None,
-            loss: vec![],
-            trials: vec![],
-            equal_load: vec![],
+            trials: vec![Trial::default()],
+            ..SizeResult::unsearched(dut, size, vec![])
         }
     }
 

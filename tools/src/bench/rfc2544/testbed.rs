@@ -178,7 +178,6 @@ pub(super) fn measure(bed: &Bed, size: usize, args: &Rfc2544Args) -> Result<Size
         size,
         throughput_fps: throughput,
         search_fps: found,
-        searched: true,
         throughput_bps: throughput * wire_bits(size),
         sender_max_fps: ceiling.offered_fps,
         sender_limited: ceiling.lost() == 0,

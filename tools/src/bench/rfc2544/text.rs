@@ -74,7 +74,7 @@ pub fn text(r: &Report) -> String {
         "DUT CPU ns/frame",
         "loss % above (offered f/s)",
     ]);
-    for s in r.results.iter().filter(|s| s.searched) {
+    for s in r.results.iter().filter(|s| s.searched()) {
         let loss: Vec<String> = s.loss.iter().map(|l| format!("{:.1} ({:.0})", l.loss_pct, l.offered_fps)).collect();
         t.row(vec![
             s.size.to_string(),
@@ -192,7 +192,7 @@ pub(super) fn equal_load_text(r: &Report) -> String {
             t.row(row);
         }
     }
-    let of = if r.results.iter().any(|s| s.searched) {
+    let of = if r.results.iter().any(SizeResult::searched) {
         "the lowest zero-loss rate at each size"
     } else {
         "the rate given to --equal-loads-of"
