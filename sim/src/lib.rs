@@ -378,13 +378,14 @@ fn run_rank(
     }
     sim.run_to(end);
     sim.trace.finish()?;
+    let (events, frames_posted) = (sim.counts.events, sim.frames_posted());
     let mut part = sim.gather();
     part.ranks.push(split::RankStats {
         rank,
         switches: partition.switch_rank.iter().filter(|&&r| usize::from(r) == rank).count(),
         hosts: partition.host_rank.iter().filter(|&&r| usize::from(r) == rank).count(),
-        events: sim.counts.events,
-        frames_posted: sim.frames_posted(),
+        events,
+        frames_posted,
         windows: count,
         exchange_s: exchanging.as_secs_f64(),
         wall_s: started.elapsed().as_secs_f64(),
