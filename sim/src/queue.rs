@@ -367,6 +367,42 @@ mod tests {
     }
 
     #[test]
+    fn keys_in_any_order_pushed_between_pops_pop_as_a_heap_pops_them() {
+        // Keys as the simulator draws them: any order at a time, unique among its events,
+        // pushed to the current time and to later ones between pops. Each pop is checked
+        // against a heap given the same pushes.
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut q = EventQueue::new(0);
+        let mut heap = std::collections::BinaryHeap::new();
+        let mut now = 0u64;
+        let mut next_key = 0u64;
+        for _ in 0..50_000 {
+            for _ in 0..rng.random_range(0..4) {
+                let ahead = match rng.random_range(0..8) {
+                    0 | 1 => 0,
+                    2 => rng.random_range(0..3 * WINDOW_NS),
+                    _ => rng.random_range(0..6),
+                };
+                // Unique keys in a shuffled order: a count with its bits scrambled.
+                next_key += 1;
+                let key = next_key.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
+                q.push(now + ahead, key, ());
+                heap.push(std::cmp::Reverse((now + ahead, key)));
+            }
+            let got = q.pop_until(u64::MAX).map(|(at, key, ())| (at, key));
+            let want = heap.pop().map(|std::cmp::Reverse(e)| e);
+            assert_eq!(got, want);
+            if let Some((at, _)) = got {
+                now = at;
+            }
+        }
+        while let Some(std::cmp::Reverse(want)) = heap.pop() {
+            assert_eq!(q.pop_until(u64::MAX).map(|(at, key, ())| (at, key)), Some(want));
+        }
+        assert!(q.is_empty());
+    }
+
+    #[test]
     fn nothing_after_the_end_pops_and_the_time_does_not_move_past_it() {
         let mut q = EventQueue::new(0);
         q.push(10, 1, 'a');
