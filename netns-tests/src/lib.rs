@@ -256,6 +256,16 @@ pub fn mac_of(tb: &Testbed, host: &str) -> String {
 }
 
 /// Generous limits: the suite shares 2 cores with CI's other work.
+/// Waits until `done()` holds, asking every `every`; fails the test, naming `what`, if it
+/// does not hold within `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, every: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {timeout:?}");
+        std::thread::sleep(every);
+    }
+}
+
 pub const GEN_TIMEOUT: Duration = Duration::from_secs(60);
 pub const SINK_TIMEOUT: Duration = Duration::from_secs(60);
 

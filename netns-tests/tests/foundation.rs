@@ -258,11 +258,9 @@ fn killed_switch_leaves_no_program_behind() {
     sw.proc.signal(libc::SIGKILL);
     let _ = sw.proc.wait(Duration::from_secs(5));
     // The programs were attached through bpf_links: the kernel detached them.
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while has_xdp(&tb, "sw1", "p1") && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!has_xdp(&tb, "sw1", "p1"));
+    wait_until("the kernel detached p1's program", Duration::from_secs(3), Duration::from_millis(50), || {
+        !has_xdp(&tb, "sw1", "p1")
+    });
     let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).expect("restart after SIGKILL");
     assert!(sw.stop().success());
 }
@@ -446,11 +444,9 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_and_comes_back_leave_every_po
     ip(&["-n", &h3, "addr", "add", &h3_addr, "dev", "eth0"]);
     ip(&["-n", &h3, "link", "set", "eth0", "up"]);
     ip(&["-n", &tb.ns("sw1").unwrap(), "link", "set", &p3_iface, "up"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !port(&sw.stats().unwrap(), "p3").link_up {
-        assert!(std::time::Instant::now() < deadline, "p3 is bound again within 5 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("p3 is bound again", Duration::from_secs(5), Duration::from_millis(100), || {
+        port(&sw.stats().unwrap(), "p3").link_up
+    });
     assert!(ping("10.0.0.3").unwrap().contains("2 received"), "p3 forwards to the new h3");
     send_to_h2("after-p3-back");
     std::thread::sleep(Duration::from_millis(300));
