@@ -209,9 +209,9 @@ fn zero_quanta_resumes_at_once() {
     let mut config = config_at(&tb, Speed::mbps(100));
     let full_pause = Speed::mbps(100).quanta_duration(65535);
     // The watchdog is not what this test checks. The XON comes from a second storm
-    // process 100 ms after the first: beside two `yes` it started late in three runs of
-    // five, the pause outlasted the watchdog's 200 ms, and the watchdog dropped the
-    // queue (683 frames), as it should.
+    // process 100 ms after the first: beside two `yes` (and a switch polling for a second
+    // after its last frame) it started late in three runs of five, the pause outlasted
+    // the watchdog's 200 ms, and the watchdog dropped the queue (683 frames), as it should.
     config.pfcwd.action = pfcswitch::core::pfcwd::WatchdogAction::Off;
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
     let dst = mac_of(&tb, "h2");
