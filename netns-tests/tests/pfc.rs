@@ -148,7 +148,8 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
         }
         // The stormed queue's frames fill p1's ingress to XOFF only until the watchdog
         // cuts the queue off, 200 ms after its first frame: a sender kept off its CPU
-        // for most of those 200 ms sends too few (beside `yes`, one attempt in three).
+        // for most of those 200 ms sends too few (beside `yes`, with a switch polling for
+        // a second after its last frame, one run in three).
         // The switch's own account of what p1 held says whether XOFF was due; when it
         // was, it must have been sent (judged below).
         let p1 = sw.stats().unwrap().ports[0].priorities[3];
