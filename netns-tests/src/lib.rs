@@ -255,7 +255,6 @@ pub fn mac_of(tb: &Testbed, host: &str) -> String {
     tb.host_iface(host).expect("host has an interface").mac.to_string()
 }
 
-/// Generous limits: the suite shares 2 cores with CI's other work.
 /// Waits until `done()` holds, asking every `every`; fails the test, naming `what`, if it
 /// does not hold within `timeout`.
 pub fn wait_until(what: &str, timeout: Duration, every: Duration, mut done: impl FnMut() -> bool) {
@@ -266,6 +265,7 @@ pub fn wait_until(what: &str, timeout: Duration, every: Duration, mut done: impl
     }
 }
 
+/// Generous limits: the suite shares 2 cores with CI's other work.
 pub const GEN_TIMEOUT: Duration = Duration::from_secs(60);
 pub const SINK_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -123,7 +123,7 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     let tb = star("storm", 2);
     // A storm generator that lost its CPU for longer than a pause (33.5 ms at 1G) let
     // priority 3 through: such an attempt says nothing about the switch and is repeated.
-    let ((sw, g, rx), _) = judged_attempt(|_| {
+    let ((sw, g, rx, stats), _) = judged_attempt(|_| {
         let (sw, g, rx, storm) = storm_attempt(&tb);
         if !storm.continuous {
             assert!(sw.stop().success());
@@ -151,8 +151,9 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
         // for most of those 200 ms sends too few (beside `yes`, with a switch polling for
         // a second after its last frame, one run in three).
         // The switch's own account of what p1 held says whether XOFF was due; when it
-        // was, it must have been sent (judged below).
-        let p1 = sw.stats().unwrap().ports[0].priorities[3];
+        // was, it must have been sent (judged below, on the same account).
+        let stats = sw.stats().unwrap();
+        let p1 = &stats.ports[0].priorities[3];
         if p1.counters.xoff_sent == 0 && p1.ingress_watermark < p1.xoff_threshold {
             assert!(sw.stop().success());
             return Attempt::Disturbed(format!(
@@ -161,7 +162,7 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
                 p1.ingress_watermark, p1.xoff_threshold, g.longest_stall_us, g.longest_cpu_wait_us
             ));
         }
-        Attempt::Judge((sw, g, rx))
+        Attempt::Judge((sw, g, rx, stats))
     });
 
     // The storm stops priority 3 only: every background frame (priority 0) the sender
@@ -169,9 +170,9 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     // sender sent it is the sender's CPU, not the switch (beside a cargo build it managed
     // 5.5 to 8.8 k of its 10 k frames/s); so the test asks only that it flowed throughout
     // (at least 3000 of its 15 000 frames; an attempt whose sender could not is repeated,
-    // above); that a storm leaves the background's rate
-    // alone is judged where the sender is exact, in the simulator (the pause-response
-    // plan: no background priority paused at any port, every frame arrived; sim/tests/sim.rs).
+    // above); that a storm leaves the background's rate alone is judged where the sender
+    // is exact, in the simulator (the pause-response plan: no background priority paused
+    // at any port, every frame arrived; sim/tests/sim.rs).
     let background = rx.flows.iter().find(|f| f.flow == 1).expect("background flow arrived");
     let sent_bg = g.flows.iter().find(|f| f.flow == 1).unwrap().sent;
     assert_eq!((background.received, background.lost), (sent_bg, 0), "all the background arrived: {background:?}");
@@ -179,7 +180,6 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     let stormed = rx.flows.iter().find(|f| f.flow == 0).map_or(0, |f| f.received);
     assert_eq!(stormed, 0, "priority 3 must not get through the storm");
 
-    let stats = sw.stats().unwrap();
     let (p1, p2) = (&stats.ports[0], &stats.ports[1]);
     assert!(p2.priorities[3].counters.xoff_received > 5);
     assert!(p2.priorities[3].paused_us > 1_500_000, "p2/3 paused {} µs", p2.priorities[3].paused_us);
@@ -221,7 +221,7 @@ fn zero_quanta_resumes_at_once() {
     // dropped while their CPU was elsewhere. Beside a package install one run lost 685
     // frames, and the test judged it as the switch's without asking.
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (10e3 * 100.0) * 1e6;
-    let ((sw, g, rx), _) = judged_attempt(|_| {
+    let ((sw, g, rx, stats), _) = judged_attempt(|_| {
         let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let sink = SinkProc::start(&tb, "h2", "sink", &sink_flags(&["--idle", "1"])).unwrap();
@@ -267,7 +267,8 @@ fn zero_quanta_resumes_at_once() {
         };
         // Only an XON that reached the switch before the XOFF ran out can cut it short:
         // its sender, or the switch's loop, may have been off their CPUs for that long.
-        let stall = Duration::from_micros(sw.stats().unwrap().stalls.longest_us);
+        let stats = sw.stats().unwrap();
+        let stall = Duration::from_micros(stats.stalls.longest_us);
         if xon_within + stall >= full_pause {
             assert!(sw.stop().success());
             return Attempt::Disturbed(format!(
@@ -275,13 +276,13 @@ fn zero_quanta_resumes_at_once() {
                  have come after the {full_pause:?} pause ran out"
             ));
         }
-        Attempt::Judge((sw, g, rx))
+        Attempt::Judge((sw, g, rx, stats))
     });
     let f = &rx.flows[0];
     assert_eq!((f.received, f.lost), (g.sent, 0));
     // The XON ended the pause where it arrived, not the 335 ms the XOFF carried: the
     // switch's own account of how long priority 3 stood paused.
-    let p2 = &sw.stats().unwrap().ports[1];
+    let p2 = &stats.ports[1];
     let paused = Duration::from_micros(p2.priorities[3].paused_us);
     assert!(!paused.is_zero() && paused < full_pause, "paused {paused:?} of the XOFF's {full_pause:?}");
     assert_eq!((p2.priorities[3].counters.xoff_received, p2.priorities[3].counters.xon_received), (1, 1));
