@@ -22,7 +22,6 @@ fn mpirun(args: &[&str]) -> Output {
         .args(["--allow-run-as-root", "--oversubscribe", "--mca", "orte_tmpdir_base"])
         .arg(&session)
         .args(args)
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
         .output()
         .unwrap_or_else(|e| panic!("mpirun {args:?}: {e} (mpirun comes with Debian's openmpi-bin: scripts/setup.sh)"));
     let _ = std::fs::remove_dir_all(&session);
