@@ -4,16 +4,10 @@
 //!
 //! Events pop in the order of their time and, at equal times, of their key (the `seq`
 //! the simulator gives them: who scheduled the event, and the how-manieth of theirs it
-//! is), exactly as a binary heap ordered by `(at, seq)` pops them. A slot is a list,
-//! sorted by key once, when its time comes and its first event pops; until then a push
-//! appends. Events tie at a nanosecond all the time in a fabric of equal links (in a k=8
-//! fat-tree three pushes in four meet others in their slot), and their keys come in no
-//! order: a list kept sorted on every push was walked by more than half of them, 2.7
-//! nodes each, a cache miss a node. Sorted when due, each node is read once, just before
-//! it pops. Only
-//! an event scheduled for the very nanosecond being popped is put in its place in the
-//! list. Events move from the heap into the wheel as soon as the window reaches their
-//! time.
+//! is), exactly as a binary heap ordered by `(at, seq)` pops them: a slot is a list kept
+//! in key order. A run pushes most events with a key above every other in their slot
+//! (appended, one step), and the list is walked only for the others; events move from
+//! the heap into the wheel as soon as the window reaches their time.
 //!
 //! Why not the heap alone: a fat-tree keeps tens of thousands of events pending, and a
 //! heap pop walks its depth through memory scattered over all of them, a cache miss per
@@ -92,14 +86,7 @@ pub struct EventQueue<E> {
     free: u32,
     far: BinaryHeap<Far<E>>,
     len: usize,
-    /// The slot whose list is in key order: the one being popped, else [`UNSORTED`].
-    sorted: usize,
-    /// Where a slot's keys are sorted, reused.
-    scratch: Vec<(u64, u32)>,
 }
-
-/// No slot's list is in key order.
-const UNSORTED: usize = usize::MAX;
 
 impl<E: Copy> EventQueue<E> {
     /// An empty queue whose time starts at `now` ns.
@@ -114,8 +101,6 @@ impl<E: Copy> EventQueue<E> {
             free: NIL,
             far: BinaryHeap::new(),
             len: 0,
-            sorted: UNSORTED,
-            scratch: Vec::new(),
         }
     }
 
@@ -163,7 +148,6 @@ impl<E: Copy> EventQueue<E> {
         }
         if at != self.now {
             self.now = at;
-            self.sorted = UNSORTED;
             // The window now reaches further: what the heap holds for the newly covered
             // times goes to its slots, earliest (and first scheduled) first.
             while self.far.peek().is_some_and(|f| f.at - self.now < WINDOW_NS) {
@@ -172,10 +156,6 @@ impl<E: Copy> EventQueue<E> {
             }
         }
         let slot = (at & MASK) as usize;
-        if self.sorted != slot {
-            self.sort_slot(slot);
-            self.sorted = slot;
-        }
         let i = self.slots[slot].head;
         let node = &self.nodes[i as usize];
         let (seq, ev, next) = (node.seq, node.ev, node.next);
@@ -232,11 +212,6 @@ impl<E: Copy> EventQueue<E> {
                 self.slots[slot].tail = i;
                 self.mark(slot);
             }
-            // Sorted when its first event pops.
-            t if slot != self.sorted => {
-                self.nodes[t as usize].next = i;
-                self.slots[slot].tail = i;
-            }
             t if self.nodes[t as usize].seq < seq => {
                 self.nodes[t as usize].next = i;
                 self.slots[slot].tail = i;
@@ -256,37 +231,6 @@ impl<E: Copy> EventQueue<E> {
                 }
             }
         }
-    }
-
-    /// Puts `slot`'s list in key order. Its nodes are read once here, in list order, and
-    /// relinked only if they were out of order.
-    #[inline(never)]
-    fn sort_slot(&mut self, slot: usize) {
-        let head = self.slots[slot].head;
-        if self.nodes[head as usize].next == NIL {
-            return;
-        }
-        self.scratch.clear();
-        let mut in_order = true;
-        let mut i = head;
-        while i != NIL {
-            let n = &self.nodes[i as usize];
-            in_order &= self.scratch.last().is_none_or(|&(last, _)| last < n.seq);
-            self.scratch.push((n.seq, i));
-            i = n.next;
-        }
-        if in_order {
-            return;
-        }
-        // Keys are unique at a nanosecond: an unstable sort orders them as a stable one.
-        self.scratch.sort_unstable_by_key(|&(seq, _)| seq);
-        for pair in self.scratch.windows(2) {
-            self.nodes[pair[0].1 as usize].next = pair[1].1;
-        }
-        let (first, last) = (self.scratch[0].1, self.scratch[self.scratch.len() - 1].1);
-        self.nodes[last as usize].next = NIL;
-        self.slots[slot].head = first;
-        self.slots[slot].tail = last;
     }
 
     /// The time `slot` holds events for: the one in the window that starts now.
