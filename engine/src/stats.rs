@@ -213,7 +213,8 @@ counters! {
 /// Two cache lines each, from a line's start: every frame adds to its priority's first
 /// four, which then share a line. At 120 bytes unaligned, a priority's four straddled two
 /// lines (priority 3's, 360 bytes in), and a fat-tree in the simulator, all on priority
-/// 3, missed the second cache level 9 % more often in all (cachegrind, k=8, 2 ms).
+/// 3, missed the second cache level 9 % more often in all (cachegrind, k=8, 2 ms; its
+/// wall time moved less than a VM can show).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[repr(C, align(64))]
 pub struct PrioCounters {
