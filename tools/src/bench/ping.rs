@@ -198,7 +198,7 @@ struct Measured {
 }
 
 fn measure(dut: PingDut, args: &PingArgs) -> Result<Measured> {
-    let mut bed = Bed::up_tuned(dut.bed_dut(), 1500, |c| dut.tune(c))?;
+    let mut bed = Bed::up_tuned(dut.bed_dut(), 1500, &Default::default(), |c| dut.tune(c))?;
     let result = (|| {
         bed.measuring()?;
         let iface = bed.tb.host_iface("h2")?;

@@ -34,6 +34,12 @@ pub struct Ovs {
 impl Ovs {
     /// Starts OVS in `node`'s namespace with a bridge over every interface of the node.
     pub fn start(tb: &Testbed, node: &str) -> Result<Ovs, TestbedError> {
+        Ovs::start_with_pmd_on(tb, node, None)
+    }
+
+    /// [`Ovs::start`], its PMD thread on CPU `pmd_cpu` (`other_config:pmd-cpu-mask`) when
+    /// given, where OVS otherwise picks a core itself.
+    pub fn start_with_pmd_on(tb: &Testbed, node: &str, pmd_cpu: Option<usize>) -> Result<Ovs, TestbedError> {
         let ns = tb.ns(node)?;
         let dir = tb.work_dir().join(format!("ovs-{node}"));
         // A fresh database each time: a bench starts OVS for each of its runs.
@@ -65,6 +71,10 @@ impl Ovs {
             run("ovs-vsctl", &a)
         };
         vsctl(&["--no-wait", "init"])?;
+        if let Some(cpu) = pmd_cpu {
+            let mask = pmd_cpu_mask(cpu).ok_or_else(|| TestbedError::Ovs(format!("no PMD mask for CPU {cpu}")))?;
+            vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &format!("other_config:pmd-cpu-mask={mask}")])?;
+        }
         run(
             "ip",
             &[
@@ -162,5 +172,24 @@ impl Drop for Ovs {
         // vswitchd first: it detaches its XDP programs and closes its sockets.
         stop(self.vswitchd);
         stop(self.ovsdb);
+    }
+}
+
+/// OVS's `pmd-cpu-mask` for one CPU: a hexadecimal bit mask (`0x2` for CPU 1).
+fn pmd_cpu_mask(cpu: usize) -> Option<String> {
+    let bit = 1u128.checked_shl(u32::try_from(cpu).ok()?)?;
+    Some(format!("0x{bit:x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pmd_mask_names_one_cpu_in_hexadecimal() {
+        assert_eq!(pmd_cpu_mask(0).as_deref(), Some("0x1"));
+        assert_eq!(pmd_cpu_mask(1).as_deref(), Some("0x2"));
+        assert_eq!(pmd_cpu_mask(12).as_deref(), Some("0x1000"));
+        assert_eq!(pmd_cpu_mask(128), None);
     }
 }

@@ -88,6 +88,13 @@ pub struct Rfc2544Args {
     /// stages. RFC 2544's latency test at loads you choose, in minutes instead of ten.
     #[arg(long, value_parser = crate::cli::parse_positive, conflicts_with_all = ["replot", "plot"])]
     pub equal_loads_of: Option<f64>,
+    /// The tester on CPUs of its own: the sender and the sink on every CPU but the last,
+    /// each DUT's forwarding thread on the last (pfcswitch's `dataplane.cpu`, Open
+    /// vSwitch's `pmd-cpu-mask`), as the tester and the DUT are two boxes in RFC 2544.
+    /// Without it, all share the machine's CPUs as the scheduler places them. Needs two
+    /// CPUs.
+    #[arg(long)]
+    pub isolate: bool,
 }
 
 fn parse_trial_s(s: &str) -> Result<f64, String> {
@@ -321,6 +328,9 @@ pub struct Ratio {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// Whether the tester had CPUs of its own (`--isolate`).
+    #[serde(default)]
+    pub isolate: bool,
     pub trial_s: f64,
     pub resolution: f64,
     pub retries: usize,
@@ -363,6 +373,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     // One testbed per DUT and MTU: jumbo sizes run on links at a jumbo MTU, the others at
     // the standard one, as a user's testbed would be.
     let duts = if args.duts.is_empty() { Dut::defaults() } else { args.duts.clone() };
+    let cpus = Cpus::new(args.isolate)?;
     let mut beds: Vec<Bed> = Vec::new();
     let mut results = Vec::new();
     let progress = Progress::new((args.sizes.len() * duts.len()) as u64, "frame sizes × DUTs", args.json);
@@ -370,7 +381,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
         let mtu = mtu_for(size);
         if !beds.iter().any(|b| b.mtu == mtu) {
             for &dut in &duts {
-                beds.push(Bed::up(dut, mtu)?);
+                beds.push(Bed::up(dut, mtu, &cpus)?);
             }
         }
         // This size's beds, in an order rotated by one per size.
@@ -426,6 +437,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     }
     results.sort_by_key(|r| (r.size, duts.iter().position(|&d| d == r.dut)));
     let report = Report {
+        isolate: args.isolate,
         trial_s: args.trial_s,
         resolution: args.resolution,
         retries: args.retries,
@@ -438,6 +450,22 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn isolation_gives_the_dut_the_last_cpu_and_the_tester_the_others() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let none = Cpus::new(false).unwrap();
+        assert_eq!((none.tester, none.dut), (None, None));
+        match Cpus::new(true) {
+            Ok(c) if n >= 2 => {
+                assert_eq!(c.dut, Some(n - 1));
+                let tester = c.tester.unwrap();
+                assert_eq!(tester, if n == 2 { "0".to_string() } else { format!("0-{}", n - 2) });
+            }
+            Err(e) if n < 2 => assert!(e.to_string().contains("two CPUs")),
+            other => panic!("{n} CPUs: {other:?}"),
+        }
+    }
 
     fn fake(limit: f64) -> impl FnMut(f64) -> Result<Trial> {
         move |rate| {
@@ -630,7 +658,8 @@ mod tests {
             },
             SizeResult { equal_load: loads([15.0, 40.0, 70.0], false), ..result(Dut::Ovs, 64, 300e3) },
         ];
-        let report = Report { trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
+        let report =
+            Report { isolate: false, trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
         let text = text(&report);
         let row = |start: &str| {
             text.lines()
@@ -654,7 +683,8 @@ mod tests {
             SizeResult::unsearched(Dut::Pfcswitch, 64, points(50.0).collect()),
             SizeResult::unsearched(Dut::Ovs, 64, points(60.0).collect()),
         ];
-        let report = Report { trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
+        let report =
+            Report { isolate: false, trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
         assert!(report.ratios.is_empty(), "no throughput to compare");
         let text = text(&report);
         assert!(!text.contains("throughput f/s") && !text.contains("pfcswitch / OVS"), "{text}");
@@ -692,7 +722,8 @@ mod tests {
             result(Dut::Bridge, 64, 207e3),
             result(Dut::Pfcswitch, 1518, 375e3),
         ];
-        let report = Report { trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
+        let report =
+            Report { isolate: false, trial_s: 3.0, resolution: 0.02, retries: 1, ratios: ratios(&results), results };
         let path = std::env::temp_dir().join(format!("rfc2544-chart-{}.svg", std::process::id()));
         plot(&report, &path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();

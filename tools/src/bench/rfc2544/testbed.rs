@@ -14,15 +14,47 @@ pub(crate) struct Bed {
     /// The switch's rx ring, frames: how long it lasts at a rate tells the machine's
     /// losses from the switch's.
     pub(super) ring_size: u32,
+    /// Where the tester and the DUT's forwarding thread run.
+    pub(super) cpus: Cpus,
+}
+
+/// Where a bed's processes run: by default wherever the scheduler puts them; under
+/// `--isolate`, the tester (sender and sink) on CPUs of its own and the DUT's forwarding
+/// thread on the last CPU, as a tester and a DUT are two boxes in RFC 2544.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cpus {
+    /// The sender's and the sink's CPUs (`None`: the testbed's placement).
+    pub(super) tester: Option<String>,
+    /// pfcswitch's loop (`dataplane.cpu`) and OVS's PMD thread (`pmd-cpu-mask`).
+    pub(super) dut: Option<usize>,
+}
+
+impl Cpus {
+    /// The bench's placement: isolated or not.
+    pub(crate) fn new(isolate: bool) -> Result<Cpus> {
+        if !isolate {
+            return Ok(Cpus::default());
+        }
+        let plan = harness::CpuPlan::split();
+        match (plan.hosts.cpus, plan.switch) {
+            (Some(tester), Some(dut)) => Ok(Cpus { tester: Some(tester), dut: Some(dut) }),
+            _ => Err(anyhow!("--isolate needs two CPUs or more: one for the DUT, the others for the tester")),
+        }
+    }
 }
 
 impl Bed {
-    pub(super) fn up(dut: Dut, mtu: u32) -> Result<Bed> {
-        Bed::up_tuned(dut, mtu, |_| {})
+    pub(super) fn up(dut: Dut, mtu: u32, cpus: &Cpus) -> Result<Bed> {
+        Bed::up_tuned(dut, mtu, cpus, |_| {})
     }
 
     /// [`Bed::up`] with pfcswitch's configuration changed by `tune` first.
-    pub(crate) fn up_tuned(dut: Dut, mtu: u32, tune: impl FnOnce(&mut pfcswitch::config::RunConfig)) -> Result<Bed> {
+    pub(crate) fn up_tuned(
+        dut: Dut,
+        mtu: u32,
+        cpus: &Cpus,
+        tune: impl FnOnce(&mut pfcswitch::config::RunConfig),
+    ) -> Result<Bed> {
         let name = unique_name(&format!("rfc-{}", &dut.as_str()[..2]));
         let topology = match dut {
             Dut::Direct => direct_topology(),
@@ -32,6 +64,9 @@ impl Bed {
         // What a user gets without a file, unless the caller tunes it.
         let mut config = harness::switch_config(&tb, "sw1");
         tune(&mut config);
+        if cpus.dut.is_some() {
+            config.dataplane.cpu = cpus.dut;
+        }
         let ring_size = config.dataplane.ring_size;
         let switch = match dut {
             Dut::Pfcswitch => Some(
@@ -44,7 +79,7 @@ impl Bed {
             }
             Dut::Direct | Dut::Ovs => None,
         };
-        Ok(Bed { dut, mtu, switch, ovs: None, tb, ring_size })
+        Ok(Bed { dut, mtu, switch, ovs: None, tb, ring_size, cpus: cpus.clone() })
     }
 
     /// Starts what runs only while this DUT is measured: OVS, whose PMD thread polls its
@@ -52,7 +87,8 @@ impl Bed {
     /// trials on this 2-core machine.
     pub(crate) fn measuring(&mut self) -> Result<()> {
         if self.dut == Dut::Ovs && self.ovs.is_none() {
-            self.ovs = Some(crate::testbed::ovs::Ovs::start(&self.tb, "sw1").context("starting Open vSwitch")?);
+            let ovs = crate::testbed::ovs::Ovs::start_with_pmd_on(&self.tb, "sw1", self.cpus.dut);
+            self.ovs = Some(ovs.context("starting Open vSwitch")?);
         }
         Ok(())
     }
@@ -78,7 +114,11 @@ impl Bed {
             s.command(&Request::ClearWatermarks)?;
         }
         let steal = harness::HostSteal::read();
-        let run = harness::one_flow_h1_to_h2(&self.tb, size, seconds, rate, self.dut_pid())?;
+        let mut tester = self.tb.processes().clone();
+        if let Some(cpus) = &self.cpus.tester {
+            tester.cpus = Some(cpus.clone());
+        }
+        let run = harness::one_flow_h1_to_h2_on(&self.tb, size, seconds, rate, self.dut_pid(), &tester)?;
         let host_took = harness::HostSteal::read().most_since(&steal);
         let dut_cpu_ns = run.cpu.map(|d| d.as_nanos() as u64);
         let switch = match (&self.switch, before) {

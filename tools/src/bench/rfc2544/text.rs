@@ -59,10 +59,16 @@ pub(super) fn host_note(r: &SizeResult) -> String {
 pub fn text(r: &Report) -> String {
     let mut out = format!(
         "bench rfc2544: h1 → DUT → h2 on veth, {} s trials, search to {:.0} %, a lossy rate tried {} more time(s); \
-         pfcswitch with its defaults\n",
+         pfcswitch with its defaults{}\n",
         r.trial_s,
         r.resolution * 100.0,
-        r.retries
+        r.retries,
+        if r.isolate {
+            " but its loop's CPU; the tester on CPUs of its own, each DUT's forwarding thread on the last CPU \
+             (--isolate)"
+        } else {
+            ""
+        }
     );
     let mut t = Table::new(&[
         "frame B",
