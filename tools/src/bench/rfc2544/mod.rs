@@ -373,7 +373,7 @@ pub fn run(args: &Rfc2544Args) -> Result<()> {
     // One testbed per DUT and MTU: jumbo sizes run on links at a jumbo MTU, the others at
     // the standard one, as a user's testbed would be.
     let duts = if args.duts.is_empty() { Dut::defaults() } else { args.duts.clone() };
-    let cpus = Cpus::new(args.isolate)?;
+    let cpus = cpu_plan(args.isolate)?;
     let mut beds: Vec<Bed> = Vec::new();
     let mut results = Vec::new();
     let progress = Progress::new((args.sizes.len() * duts.len()) as u64, "frame sizes × DUTs", args.json);
@@ -454,12 +454,12 @@ mod tests {
     #[test]
     fn isolation_gives_the_dut_the_last_cpu_and_the_tester_the_others() {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let none = Cpus::new(false).unwrap();
-        assert_eq!((none.tester, none.dut), (None, None));
-        match Cpus::new(true) {
-            Ok(c) if n >= 2 => {
-                assert_eq!(c.dut, Some(n - 1));
-                let tester = c.tester.unwrap();
+        let shared = cpu_plan(false).unwrap();
+        assert_eq!((shared.hosts.cpus, shared.switch), (None, None));
+        match cpu_plan(true) {
+            Ok(plan) if n >= 2 => {
+                assert_eq!(plan.switch, Some(n - 1));
+                let tester = plan.hosts.cpus.unwrap();
                 assert_eq!(tester, if n == 2 { "0".to_string() } else { format!("0-{}", n - 2) });
             }
             Err(e) if n < 2 => assert!(e.to_string().contains("two CPUs")),

@@ -1,6 +1,7 @@
 //! The testbeds the DUTs run on, and one frame size's measurements on them.
 
 use super::*;
+use crate::testbed::Placement;
 
 /// A testbed for `dut`: two hosts, and between them a switch, a bridge, or nothing, every
 /// link at `mtu`.
@@ -14,37 +15,31 @@ pub(crate) struct Bed {
     /// The switch's rx ring, frames: how long it lasts at a rate tells the machine's
     /// losses from the switch's.
     pub(super) ring_size: u32,
-    /// Where the tester and the DUT's forwarding thread run.
-    pub(super) cpus: Cpus,
+    /// Where the sender and the sink run: the testbed's placement, on the tester's CPUs
+    /// under `--isolate`.
+    tester: Placement,
+    /// The CPU of the DUT's forwarding thread under `--isolate`: pfcswitch's loop
+    /// (`dataplane.cpu`) and OVS's PMD thread (`pmd-cpu-mask`).
+    dut_cpu: Option<usize>,
 }
 
-/// Where a bed's processes run: by default wherever the scheduler puts them; under
-/// `--isolate`, the tester (sender and sink) on CPUs of its own and the DUT's forwarding
-/// thread on the last CPU, as a tester and a DUT are two boxes in RFC 2544.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Cpus {
-    /// The sender's and the sink's CPUs (`None`: the testbed's placement).
-    pub(super) tester: Option<String>,
-    /// pfcswitch's loop (`dataplane.cpu`) and OVS's PMD thread (`pmd-cpu-mask`).
-    pub(super) dut: Option<usize>,
-}
-
-impl Cpus {
-    /// The bench's placement: isolated or not.
-    pub(crate) fn new(isolate: bool) -> Result<Cpus> {
-        if !isolate {
-            return Ok(Cpus::default());
-        }
-        let plan = harness::CpuPlan::split();
-        match (plan.hosts.cpus, plan.switch) {
-            (Some(tester), Some(dut)) => Ok(Cpus { tester: Some(tester), dut: Some(dut) }),
-            _ => Err(anyhow!("--isolate needs two CPUs or more: one for the DUT, the others for the tester")),
-        }
+/// Where a bench's processes run: by default wherever the scheduler puts them (no CPU
+/// named); under `--isolate`, [`harness::CpuPlan::split`]'s CPUs: the tester (sender and
+/// sink) on all but the last, the DUT's forwarding thread on the last, as a tester and a
+/// DUT are two boxes in RFC 2544. Only the plan's CPUs are used, not its nice values.
+pub(crate) fn cpu_plan(isolate: bool) -> Result<harness::CpuPlan> {
+    if !isolate {
+        return Ok(harness::CpuPlan::default());
+    }
+    let plan = harness::CpuPlan::split();
+    match plan.switch {
+        Some(_) => Ok(plan),
+        None => Err(anyhow!("--isolate needs two CPUs or more: one for the DUT, the others for the tester")),
     }
 }
 
 impl Bed {
-    pub(super) fn up(dut: Dut, mtu: u32, cpus: &Cpus) -> Result<Bed> {
+    pub(super) fn up(dut: Dut, mtu: u32, cpus: &harness::CpuPlan) -> Result<Bed> {
         Bed::up_tuned(dut, mtu, cpus, |_| {})
     }
 
@@ -52,7 +47,7 @@ impl Bed {
     pub(crate) fn up_tuned(
         dut: Dut,
         mtu: u32,
-        cpus: &Cpus,
+        cpus: &harness::CpuPlan,
         tune: impl FnOnce(&mut pfcswitch::config::RunConfig),
     ) -> Result<Bed> {
         let name = unique_name(&format!("rfc-{}", &dut.as_str()[..2]));
@@ -64,8 +59,8 @@ impl Bed {
         // What a user gets without a file, unless the caller tunes it.
         let mut config = harness::switch_config(&tb, "sw1");
         tune(&mut config);
-        if cpus.dut.is_some() {
-            config.dataplane.cpu = cpus.dut;
+        if cpus.switch.is_some() {
+            config.dataplane.cpu = cpus.switch;
         }
         let ring_size = config.dataplane.ring_size;
         let switch = match dut {
@@ -79,7 +74,11 @@ impl Bed {
             }
             Dut::Direct | Dut::Ovs => None,
         };
-        Ok(Bed { dut, mtu, switch, ovs: None, tb, ring_size, cpus: cpus.clone() })
+        let mut tester = tb.processes().clone();
+        if cpus.hosts.cpus.is_some() {
+            tester.cpus.clone_from(&cpus.hosts.cpus);
+        }
+        Ok(Bed { dut, mtu, switch, ovs: None, tb, ring_size, tester, dut_cpu: cpus.switch })
     }
 
     /// Starts what runs only while this DUT is measured: OVS, whose PMD thread polls its
@@ -87,7 +86,7 @@ impl Bed {
     /// trials on this 2-core machine.
     pub(crate) fn measuring(&mut self) -> Result<()> {
         if self.dut == Dut::Ovs && self.ovs.is_none() {
-            let ovs = crate::testbed::ovs::Ovs::start_with_pmd_on(&self.tb, "sw1", self.cpus.dut);
+            let ovs = crate::testbed::ovs::Ovs::start_with_pmd_on(&self.tb, "sw1", self.dut_cpu);
             self.ovs = Some(ovs.context("starting Open vSwitch")?);
         }
         Ok(())
@@ -114,11 +113,7 @@ impl Bed {
             s.command(&Request::ClearWatermarks)?;
         }
         let steal = harness::HostSteal::read();
-        let mut tester = self.tb.processes().clone();
-        if let Some(cpus) = &self.cpus.tester {
-            tester.cpus = Some(cpus.clone());
-        }
-        let run = harness::one_flow_h1_to_h2_on(&self.tb, size, seconds, rate, self.dut_pid(), &tester)?;
+        let run = harness::one_flow_h1_to_h2_on(&self.tb, size, seconds, rate, self.dut_pid(), &self.tester)?;
         let host_took = harness::HostSteal::read().most_since(&steal);
         let dut_cpu_ns = run.cpu.map(|d| d.as_nanos() as u64);
         let switch = match (&self.switch, before) {
