@@ -70,6 +70,10 @@ pub struct SinkReport {
     pub flows: Vec<FlowReport>,
     /// Frames the kernel could not deliver to the socket (ring full or no buffers).
     pub socket_dropped: u64,
+    /// Where the receive program ran. In native mode a veth counts the frames its
+    /// program could not hand to the socket among its own rx drops as well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xdp_mode: Option<pfcswitch::config::XdpMode>,
     /// CNPs sent (as DCQCN's notification point), all flows.
     #[serde(default)]
     pub cnps_sent: u64,
@@ -194,6 +198,7 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
         mac_control: seen,
         flows: stats.report(opts.expect_per_flow),
         socket_dropped,
+        xdp_mode: host.xdp_mode(),
         cnps_sent,
         cnps_unsent,
     })

@@ -55,6 +55,11 @@ impl HostPort {
         self.classifier.is_some()
     }
 
+    /// Where the receive program runs, as the kernel reported it (none without one).
+    pub fn xdp_mode(&self) -> Option<pfcswitch::config::XdpMode> {
+        self.classifier.as_ref().and_then(|c| c.mode())
+    }
+
     /// Frames the XDP program classified on this interface.
     pub fn xdp_counters(&self) -> Option<pfcswitch::stats::XdpClassCounters> {
         self.classifier.as_ref().map(|c| c.class_counters())
