@@ -320,7 +320,7 @@ pub struct SinkArgs {
     #[arg(long, value_parser = parse_secs, default_value = "2")]
     #[serde(serialize_with = "crate::argv::secs")]
     pub idle: Duration,
-    /// Stop once this many test frames arrived.
+    /// Stop once this many distinct test frames arrived (duplicates not counted).
     #[arg(long)]
     pub expect: Option<u64>,
     /// Frames each flow sent: losses after the last received frame count too.

@@ -181,9 +181,14 @@ pub fn one_flow_h1_to_h2_on(
     cpu_of: Option<u32>,
     placement: &Placement,
 ) -> Result<OneFlowRun> {
+    // Paced: as many frames as the rate gives in `seconds`; unpaced: for `seconds`.
+    let count = rate.map(|r| (r * seconds).max(1.0) as u64);
     let sink_args = SinkArgs {
         idle: Duration::from_secs(1),
         duration: Some(Duration::from_secs_f64(seconds + 10.0)),
+        // A paced trial that lost nothing ends at its last frame, not a second later;
+        // one that lost some waits out the idle second for latecomers.
+        expect: count,
         ..sink_defaults()
     };
     let sink = SinkProc::start_on(tb, "h2", "sink", placement, &sink_args)?;
@@ -191,8 +196,7 @@ pub fn one_flow_h1_to_h2_on(
         size,
         tx_only: true,
         rate,
-        // Paced: as many frames as the rate gives in `seconds`; unpaced: for `seconds`.
-        count: rate.map(|r| (r * seconds).max(1.0) as u64),
+        count,
         duration: rate.is_none().then(|| Duration::from_secs_f64(seconds)),
         ..gen_to(tb.host_iface("h2")?.mac)
     };

@@ -34,6 +34,7 @@ struct FlowRx {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowReport {
     pub flow: u16,
+    /// Distinct frames: a copy of one already received counts in `duplicates` instead.
     pub received: u64,
     pub bytes: u64,
     /// Sequence numbers missing below the highest one received (or below `expected`).

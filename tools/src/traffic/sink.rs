@@ -26,7 +26,7 @@ pub struct SinkOptions {
     pub duration: Option<Duration>,
     /// Stop when no test frame arrived for this long (counted from the first one).
     pub idle_timeout: Option<Duration>,
-    /// Stop once this many test frames arrived.
+    /// Stop once this many distinct test frames arrived.
     pub expect_total: Option<u64>,
     /// Frames each flow sent, to count trailing losses.
     pub expect_per_flow: Option<u64>,
@@ -113,6 +113,7 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
                 break;
             }
         }
+        // `received` counts each frame once: a copy cannot end the wait for another.
         if opts.expect_total.is_some_and(|n| stats.received() >= n) {
             break;
         }

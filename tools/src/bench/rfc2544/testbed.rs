@@ -140,7 +140,8 @@ impl Bed {
             asked_fps: rate,
             offered_fps: run.gen.pps,
             sent: run.gen.sent,
-            received: flow.received.saturating_sub(flow.duplicates),
+            // Each frame once: the sink counts copies apart (`duplicates`), not in it.
+            received: flow.received,
             latency: flow.latency,
             sink_dropped: run.sink.socket_dropped,
             switch,
