@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fuzz_targets::TARGETS;
+use fuzz_targets::{Target, TARGETS};
 
 fn corpus_dir(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(target)
@@ -92,21 +92,39 @@ fn check(name: &str, f: fn(&[u8]), input: &[u8]) {
 fn every_target_passes_its_corpus_and_a_few_seconds_of_mutations() {
     let budget = std::env::var("FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
     let only = std::env::var("FUZZ_ONLY").ok();
-    for &(name, f) in TARGETS.iter().filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n)) {
-        let seeds = corpus(name);
-        assert!(!seeds.is_empty(), "{name}: no seed corpus in {}", corpus_dir(name).display());
-        for s in &seeds {
-            check(name, f, s);
+    let targets: Vec<(&str, Target)> =
+        TARGETS.iter().copied().filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n)).collect();
+    // One worker per CPU, each taking the next target: every target still has its budget
+    // on a CPU to itself (as many mutations as one after the other), in a share of the
+    // time. A target that fails panics its worker, and the scope passes the panic on.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(targets.len());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while let Some(&(name, f)) = targets.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                    fuzz_one(name, f, budget);
+                }
+            });
         }
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
-        let until = Instant::now() + Duration::from_secs_f64(budget);
-        let mut runs = 0u64;
-        while Instant::now() < until {
-            let seed = &seeds[rng.below(seeds.len())];
-            let other = &seeds[rng.below(seeds.len())];
-            check(name, f, &mutate(&mut rng, seed, other));
-            runs += 1;
-        }
-        eprintln!("{name}: {} seeds, {runs} mutations", seeds.len());
+    });
+}
+
+/// `name`'s corpus, then its mutations for `budget` seconds.
+fn fuzz_one(name: &str, f: Target, budget: f64) {
+    let seeds = corpus(name);
+    assert!(!seeds.is_empty(), "{name}: no seed corpus in {}", corpus_dir(name).display());
+    for s in &seeds {
+        check(name, f, s);
     }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
+    let until = Instant::now() + Duration::from_secs_f64(budget);
+    let mut runs = 0u64;
+    while Instant::now() < until {
+        let seed = &seeds[rng.below(seeds.len())];
+        let other = &seeds[rng.below(seeds.len())];
+        check(name, f, &mutate(&mut rng, seed, other));
+        runs += 1;
+    }
+    eprintln!("{name}: {} seeds, {runs} mutations", seeds.len());
 }
