@@ -97,7 +97,7 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
         let (g1, g2, rx) = congest(&tb, "0", None);
         let stats = sw.stats().unwrap();
         let lossy: u64 = stats.ports.iter().map(|p| p.counters.drops.lossy).sum();
-        let switch_sockets: u64 = stats.ports.iter().map(|p| p.socket.rx_dropped + p.socket.rx_ring_full).sum();
+        let switch_sockets: u64 = stats.ports.iter().map(|p| p.socket.rx_lost()).sum();
         let links = link_drops(&tb) - drops_before;
         let machine = format!(
             "lost by the machine: sink socket {}, switch sockets {switch_sockets}, links {links}",

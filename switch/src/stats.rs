@@ -248,6 +248,13 @@ pub struct SocketCounters {
     pub tx_in_flight_max: u32,
 }
 
+impl SocketCounters {
+    /// Frames the kernel could not put on the rx ring: the ring full, or no fill frame.
+    pub fn rx_lost(&self) -> u64 {
+        self.rx_ring_full + self.rx_dropped
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

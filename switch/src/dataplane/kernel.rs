@@ -89,7 +89,7 @@ impl KernelCounters {
     /// Frames the kernel dropped on the way to the switch's rx rings, all ports together
     /// (for the backlog meter, at the ends of its spells).
     pub fn rx_lost(&self) -> u64 {
-        self.ports().iter().map(PortKernel::socket_counters).map(|c| c.rx_ring_full + c.rx_dropped).sum()
+        self.ports().iter().map(PortKernel::socket_counters).map(|c| c.rx_lost()).sum()
     }
 
     /// How long the forwarding thread has waited for a CPU, µs, where the kernel tells.

@@ -308,7 +308,7 @@ fn ring_state(s: &Stats) -> SwitchFigures {
         ccw_pausing_upstream: ccw.priorities.iter().filter(|q| lossless(q)).any(|q| q.xoff),
         cw_paused_by_next: cw.priorities.iter().filter(|q| lossless(q)).any(|q| q.egress_paused),
         stuck_at_cw: cw.queues_total() + cw.held_by_slowpath,
-        socket_drops: s.ports.iter().map(|p| p.socket.rx_dropped + p.socket.rx_ring_full).sum(),
+        socket_drops: s.ports.iter().map(|p| p.socket.rx_lost()).sum(),
         drops: s.ports.iter().map(|p| p.counters.drops.total()).sum(),
     }
 }

@@ -298,8 +298,7 @@ pub fn soak(args: &SoakArgs) -> Result<SoakReport> {
                 *a.switch_drops.entry(reason.name().to_string()).or_default() += d;
             }
         }
-        let lost = (after.socket.rx_ring_full + after.socket.rx_dropped)
-            .saturating_sub(before.socket.rx_ring_full + before.socket.rx_dropped);
+        let lost = after.socket.rx_lost().saturating_sub(before.socket.rx_lost());
         a.switch_rx_lost += lost;
         if after.xdp_mode == Some(XdpMode::Native) {
             a.socket_drops_in_veths += lost;

@@ -455,7 +455,7 @@ pub(super) fn trial(tb: &Testbed, opts: &SweepOptions, delay: u32) -> Result<Run
         storm_continuous: storm.continuous,
         dut_drops: stats.ports.iter().map(|p| p.counters.drops.total()).sum(),
         dut_drop_reasons: stats.ports.iter().map(|p| p.counters.drops).collect(),
-        dut_socket_drops: stats.ports.iter().map(|p| p.socket.rx_dropped + p.socket.rx_ring_full).sum(),
+        dut_socket_drops: stats.ports.iter().map(|p| p.socket.rx_lost()).sum(),
         dut_tx_busy: stats.ports.iter().map(|p| p.socket.tx_kernel_busy).sum(),
         sink_socket_drops: rx.socket_dropped,
         dut_reaction_max_us: stats.pfc_reaction.max_us,
