@@ -4,7 +4,7 @@
 //! Both replay the same recorded fat-tree run (`pfcsim::record_schedule`): every event
 //! the simulator ran, at the node where it ran, scheduling the events it scheduled. The
 //! switch and host work is left out, so what differs is only the engine's own cost per
-//! event. Run with `cargo bench -p pfctools --bench des_engines [-- k4|k8]`.
+//! event. Run with `cargo bench -p pfcsim --features des-bench --bench des_engines [-- k4|k8]`.
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering};

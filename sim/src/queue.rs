@@ -14,7 +14,7 @@
 //! level; at k=8 that was a quarter of the run. The wheel's pops walk the slots in time
 //! order, and the nodes of the lists are reused most recently freed first, so the memory
 //! they touch stays in the cache whatever the fabric's size. `cargo bench -p
-//! pfcsim --bench des_engines` replays a recorded fat-tree run through both.
+//! pfcsim --features des-bench --bench des_engines` replays a recorded fat-tree run through both.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;

@@ -202,7 +202,7 @@ struct Storm {
 
 /// Every event a run scheduled, with where it ran and what it scheduled in turn: the run's
 /// event pattern without its work, so that event engines can be compared on it
-/// (`cargo bench -p pfctools --bench des_engines`).
+/// (`cargo bench -p pfcsim --features des-bench --bench des_engines`).
 #[derive(Clone, Debug, Default)]
 pub struct Schedule {
     /// Switches first (0..switches), then hosts; [`Schedule::WORLD`] for scenario actions.

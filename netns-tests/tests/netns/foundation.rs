@@ -312,7 +312,7 @@ fn start_up_errors_are_clear() {
     assert!(err.contains("--iface"), "{err}");
 
     // An MTU above the largest the switch carries (jumbo MTUs up to it take several
-    // UMEM frames each: see tests/mtu.rs).
+    // UMEM frames each: see mtu.rs).
     tb.exec("sw1", &["ip", "link", "set", "dev", "p1", "mtu", "9500"]).unwrap();
     let err = run(&["run", "--name", "e3", "-i", "p1"]);
     assert!(err.contains("has MTU 9500") && err.contains("largest pfcswitch carries, 9216"), "{err}");

@@ -196,7 +196,7 @@ fn two_lossless_priorities_with_different_headroom_are_tested_side_by_side() {
     // Judged by margin: a run counts as disturbed only if the testbed moved a response by
     // enough to turn that priority's verdict. How much each priority used against the
     // calculator is checked where it is exact, in the simulator
-    // (`two_lossless_priorities_with_their_own_headroom_...` in sim/tests/sim.rs).
+    // (`two_lossless_priorities_with_their_own_headroom_...` in sim/tests/sim/fidelity.rs).
     let mut opts = SweepOptions {
         prios: vec![Priority::new(3), Priority::new(4)],
         delays: vec![0, 4000],

@@ -172,7 +172,7 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     // (at least 3000 of its 15 000 frames; an attempt whose sender could not is repeated,
     // above); that a storm leaves the background's rate alone is judged where the sender
     // is exact, in the simulator (the pause-response plan: no background priority paused
-    // at any port, every frame arrived; sim/tests/sim.rs).
+    // at any port, every frame arrived; sim/tests/sim/fidelity.rs).
     let background = rx.flows.iter().find(|f| f.flow == 1).expect("background flow arrived");
     let sent_bg = g.flows.iter().find(|f| f.flow == 1).unwrap().sent;
     assert_eq!((background.received, background.lost), (sent_bg, 0), "all the background arrived: {background:?}");

@@ -311,7 +311,7 @@ fn the_pause_response_plan_passes_each_of_its_checks_exactly_on_priorities_3_4_a
     }
 }
 
-/// The netns test of this (`two_lossless_priorities_...` in netns-tests/tests/headroom.rs)
+/// The netns test of this (`two_lossless_priorities_...` in netns-tests/tests/netns/headroom.rs)
 /// checks the drops alone; the figures live here, where they are exact.
 #[test]
 fn two_lossless_priorities_with_their_own_headroom_take_the_same_delay_each_as_the_calculator_says() {

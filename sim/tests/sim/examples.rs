@@ -1,6 +1,6 @@
 //! The examples run as tests: each asserts what it shows.
 
-#[path = "../examples/deadlock.rs"]
+#[path = "../../examples/deadlock.rs"]
 mod deadlock;
 
 #[test]

@@ -1,5 +1,5 @@
 //! The fabric split over the ranks of an MPI job reports byte for byte as one rank
-//! (`cargo test --release -p pfcsim --features mpi --test mpi`; needs `mpirun`).
+//! (`cargo test --release -p pfcsim --features mpi --test sim mpi::`; needs `mpirun`).
 #![cfg(feature = "mpi")]
 
 use std::path::PathBuf;
