@@ -179,6 +179,11 @@ pub enum ControlError {
     Io { path: String, source: std::io::Error },
     #[error("another switch is already running with control socket {0}; pick another --name")]
     InUse(String),
+    #[error(
+        "control socket {path} is {len} bytes long: a Unix socket's path holds at most 107 \
+         (pick a shorter --socket or --name)"
+    )]
+    PathTooLong { path: String, len: usize },
     #[error("{0} exists and is not a socket; refusing to replace it (pick another --socket)")]
     NotASocket(String),
     #[error(

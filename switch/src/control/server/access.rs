@@ -83,7 +83,13 @@ pub(super) fn ensure_socket_dir(dir: &Path) -> Result<(), ControlError> {
 /// Binds the socket in a directory only we can enter, gives it its mode (and group) there,
 /// then renames it to `path`: the path never names a socket with a looser mode, and no one
 /// can swap what a chmod by path would act on.
+///
+/// The private directory's name is longer than the socket's, and a path to bind must fit
+/// a sockaddr_un (107 bytes) where `path` alone may just fit: the bind goes through
+/// `/proc/self/fd/N/`, N the private directory opened, whatever its own path's length.
+/// (A netns test's socket of 79 bytes failed to bind at 113 through the directory.)
 pub(super) fn bind_with_mode(path: &Path, dir: &Path, access: &SocketAccess) -> Result<UnixListener, ControlError> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::DirBuilderExt;
     let io = |source| ControlError::Io { path: path.display().to_string(), source };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -92,7 +98,8 @@ pub(super) fn bind_with_mode(path: &Path, dir: &Path, access: &SocketAccess) -> 
     std::fs::DirBuilder::new().mode(0o700).create(&private).map_err(io)?;
     let inside = private.join("socket");
     let bound = (|| {
-        let listener = UnixListener::bind(&inside)?;
+        let opened = std::fs::File::open(&private)?;
+        let listener = UnixListener::bind(format!("/proc/self/fd/{}/socket", opened.as_raw_fd()))?;
         std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(access.mode()))?;
         if let Some((_, gid)) = &access.group {
             std::os::unix::fs::chown(&inside, None, Some(*gid))?;

@@ -67,6 +67,11 @@ impl ControlServer {
     /// is gone is replaced; anything else there is an error (never deleted).
     pub fn start(path: &Path, routes: Routes, access: SocketAccess) -> Result<ControlServer, ControlError> {
         let io = |source| ControlError::Io { path: path.display().to_string(), source };
+        // A client can reach the socket only by a path that fits a sockaddr_un (std's
+        // check, the kernel's limit): say so here, not as a failed connect later.
+        if std::os::unix::net::SocketAddr::from_pathname(path).is_err() {
+            return Err(ControlError::PathTooLong { path: path.display().to_string(), len: path.as_os_str().len() });
+        }
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         ensure_socket_dir(dir)?;
         match std::fs::symlink_metadata(path) {
@@ -346,6 +351,11 @@ mod tests {
     /// A server at a fresh path whose dataplane answers every request with "done".
     fn server(dir: &Path) -> (ControlServer, PathBuf) {
         let path = dir.join("sw.sock");
+        (server_at(&path), path)
+    }
+
+    /// A server at `path` whose dataplane answers every request with "done".
+    fn server_at(path: &Path) -> ControlServer {
         let (dataplane, requests) = crossbeam_channel::bounded::<ControlMsg>(16);
         let (slowpath, _slow) = crossbeam_channel::bounded(16);
         std::thread::spawn(move || {
@@ -354,7 +364,7 @@ mod tests {
             }
         });
         let routes = routes(dataplane, slowpath);
-        (ControlServer::start(&path, routes, SocketAccess::owner_only()).unwrap(), path)
+        ControlServer::start(path, routes, SocketAccess::owner_only()).unwrap()
     }
 
     fn temp_dir(tag: &str) -> PathBuf {
@@ -475,6 +485,25 @@ mod tests {
         let err = ControlServer::start(&path, silent_routes(), SocketAccess::owner_only()).unwrap_err();
         assert!(matches!(err, ControlError::NotASocket(_)), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_socket_path_of_107_bytes_is_bound_and_answers_and_one_of_108_is_refused_by_its_length() {
+        let dir = temp_dir("fits");
+        let at = |len: usize| {
+            let base = dir.join("s").display().to_string();
+            PathBuf::from(format!("{base}{}.sock", "x".repeat(len - base.len() - ".sock".len())))
+        };
+        let path = at(107);
+        assert_eq!(path.as_os_str().len(), 107);
+        let server = server_at(&path);
+        assert!(request(&path).contains("done"));
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        drop(server);
+        let err = ControlServer::start(&at(108), silent_routes(), SocketAccess::owner_only()).unwrap_err();
+        assert!(matches!(err, ControlError::PathTooLong { len: 108, .. }), "{err}");
+        assert!(err.to_string().contains("at most 107"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
