@@ -8,13 +8,18 @@ cargo fmt --all -- --check
 # No module imports one that imports it back (docs/architecture.md relies on it).
 python3 scripts/check-import-cycles.py
 # With the simulator's MPI feature, so that one build serves every test (the default
-# build needs no MPI; sim/tests/sim/mpi.rs runs the simulator under mpirun).
-features=(--features pfcsim/mpi)
+# build needs no MPI; sim/tests/sim/mpi.rs runs the simulator under mpirun), and its
+# event-engine bench's (sim/Cargo.toml), so that the bench is built and linted too.
+features=(--features pfcsim/mpi,pfcsim/des-bench)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The lints run in the build: clippy-driver is rustc with clippy's lints (what `cargo
+# clippy` runs on our crates, but to the end, code included), and CLIPPY_ARGS is how
+# `cargo clippy -- -D warnings` passes its flags to it. A separate `cargo clippy` checked
+# every crate again, dependencies included: a minute of the suite. The tests below build
+# with the same wrapper, or cargo would build our crates again for them.
+command -v clippy-driver >/dev/null || { echo "test: clippy is needed (rustup component add clippy)" >&2; exit 1; }
+export RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-Dwarnings
 cargo build --release --workspace --all-targets "${features[@]}"
-# The lints also read the simulator's event-engine bench, which the build leaves out: its
-# feature brings nexosim, which the tests never need (sim/Cargo.toml).
-cargo clippy --release --workspace --all-targets "${features[@]}" --features pfcsim/des-bench -- -D warnings
 # Every repeat a test makes for the machine's sake is noted here, and said at the end.
 PFCS_REPEAT_LOG="$(mktemp /tmp/pfcs-repeats.XXXXXX)"
 export PFCS_REPEAT_LOG
