@@ -1,6 +1,6 @@
-//! The netns integration tests, one module per area, in one test binary: each file
-//! its own binary linked every crate again (about a minute of a clean build on two
-//! cores), and the tests that send traffic take turns anyway (`netns_tests::serial`).
+//! The netns integration tests, one module per area, in one test binary: a binary per
+//! file linked every crate again (about a minute of a clean build on two cores), and the
+//! tests that send traffic take turns anyway (`netns_tests::serial`).
 //! Run one area with `cargo test --release -p netns-tests --test netns pfc::`.
 
 mod bench;

@@ -175,7 +175,7 @@ fn one_run(
         lost: flow.gen.sent.saturating_sub(f.received),
         switch_rx_ring_full: lost_at.rx_ring_full,
         switch_rx_no_frame: lost_at.rx_no_frame,
-        switch_drops: lost_at.tail_drops + lost_at.other_drops,
+        switch_drops: lost_at.dropped(),
         longest_stall_us: stalls.longest_since(start_ns).map_or(0, |s| s.us),
         cpu_wait_us: waited_before.zip(stalls.cpu_wait_us).map(|(a, b)| b.saturating_sub(a)),
         scrapes: times.len() as u64,

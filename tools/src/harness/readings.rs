@@ -31,6 +31,17 @@ impl SwitchLosses {
         l
     }
 
+    /// Frames the kernel could not put on the switch's rx rings: ring full or no fill
+    /// frame (`SocketCounters::rx_lost`, summed).
+    pub fn rx_lost(&self) -> u64 {
+        self.rx_ring_full + self.rx_no_frame
+    }
+
+    /// Frames the switch dropped itself.
+    pub fn dropped(&self) -> u64 {
+        self.tail_drops + self.other_drops
+    }
+
     pub fn minus(self, o: SwitchLosses) -> SwitchLosses {
         SwitchLosses {
             rx_ring_full: self.rx_ring_full - o.rx_ring_full,

@@ -120,12 +120,12 @@ impl Bed {
             (Some(s), Some((before, start_ns))) => {
                 let stats = s.stats()?;
                 let lost = SwitchLosses::of(&stats).minus(before);
-                let rx_lost = lost.rx_ring_full + lost.rx_no_frame;
+                let rx_lost = lost.rx_lost();
                 let longest = stats.stalls.longest_since(start_ns);
                 let ring_lasts = Duration::from_secs_f64(f64::from(self.ring_size) / run.gen.pps.max(1.0));
                 Some(SwitchSide {
                     rx_lost,
-                    dropped: lost.tail_drops + lost.other_drops,
+                    dropped: lost.dropped(),
                     machine_explains: stats.stalls.rx_lost_off_cpu(start_ns, ring_lasts).min(rx_lost),
                     longest_stall_us: longest.map_or(0, |st| st.us),
                     longest_stall_cpu_wait_us: longest.map_or(0, |st| st.cpu_wait_us),
