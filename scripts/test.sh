@@ -23,7 +23,6 @@ export RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-Dwarnings
 # no instruction), an eighth less compiling (1 083 against 948 s of CPU from a clean
 # clone, 2026-12-02). A user's `cargo build --release` keeps it, for perf and backtraces.
 export CARGO_PROFILE_RELEASE_DEBUG=0
-cargo build --release --workspace --all-targets "${features[@]}"
 # Every repeat a test makes for the machine's sake is noted here, and said at the end.
 PFCS_REPEAT_LOG="$(mktemp /tmp/pfcs-repeats.XXXXXX)"
 export PFCS_REPEAT_LOG
@@ -39,23 +38,30 @@ said_repeats() {
     fi
 }
 trap said_repeats EXIT
-# The netns tests take turns through their own lock, and spend their time on traffic that
-# runs for seconds, not on the CPUs; the other test binaries (unit tests, the simulator's,
-# the fuzz corpus: 95 s alone) run beside them rather than after. The netns tests hold
-# on a busy machine as they must on a user's: the processes whose timing they judge run
-# raised (harness::Placement), and an attempt the machine disturbed is repeated and noted
-# in the log of repeats. Their output is printed when they end.
+# The netns tests are the suite's longest part (4-5 minutes, one test at a time through
+# their lock), and need only the binaries and their own test binary. So those are built
+# first, and the netns tests start as soon as they are; the rest of the build (the unit
+# tests, the other integration tests, benches and examples: a third of it) and then the
+# other tests run beside them. Every switch, sender, sink and storm a netns test judges
+# runs raised (nice -15 in an autogroup of its own: `Placement::raised`), so a compiler
+# or a test at nice 0 gets only the CPU time they leave; an attempt the machine disturbed
+# all the same is repeated and noted in the log of repeats. The same workspace and
+# features in both builds: the second rebuilds nothing the first built.
+cargo build --release --workspace "${features[@]}" --bins --test netns
 netns_log="$(mktemp /tmp/pfcs-netns.XXXXXX)"
 cargo test --release --workspace "${features[@]}" --test netns "$@" > "$netns_log" 2>&1 &
 netns_pid=$!
 rest=0
-cargo test --release --workspace --exclude netns-tests "${features[@]}" "$@" || rest=$?
+cargo build --release --workspace --all-targets "${features[@]}" || rest=$?
+if [ "$rest" -eq 0 ]; then
+    cargo test --release --workspace --exclude netns-tests "${features[@]}" "$@" || rest=$?
+fi
 netns=0
 wait "$netns_pid" || netns=$?
-echo "--- the netns tests (run beside the others) ---"
+echo "--- the netns tests (run beside the rest) ---"
 cat "$netns_log"
 rm -f "$netns_log"
 if [ "$rest" -ne 0 ] || [ "$netns" -ne 0 ]; then
-    echo "test: failed (the netns tests: exit $netns; the others: exit $rest)" >&2
+    echo "test: failed (the netns tests: exit $netns; the build and the other tests: exit $rest)" >&2
     exit 1
 fi
