@@ -50,8 +50,9 @@ trap said_repeats EXIT
 # features in both builds: the second rebuilds nothing the first built.
 cargo build --release --workspace "${features[@]}" --bins --test netns
 netns_log="$(mktemp /tmp/pfcs-netns.XXXXXX)"
-# In a session of its own, so that an interrupted suite can stop it with all it started:
-# a script's background job ignores the terminal's Ctrl-C.
+# In a session of its own, so that an interrupted suite can stop it with all it started
+# (a script's background job ignores the terminal's Ctrl-C); the testbed it leaves is
+# removed by the next test's `pfctools testbed clean`.
 setsid cargo test --release --workspace "${features[@]}" --test netns "$@" > "$netns_log" 2>&1 &
 netns_pid=$!
 trap 'kill -TERM -- "-$netns_pid" 2>/dev/null; exit 130' INT TERM
