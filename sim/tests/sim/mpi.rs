@@ -47,8 +47,10 @@ fn scenarios_over_two_and_three_mpi_ranks_report_as_one_rank_does() {
             let one = report(scenario, seed, None);
             assert!(one.len() > 1000);
             assert!(one == report(scenario, seed, Some(2)), "{scenario} seed {seed} over 2 ranks");
+            if seed == 1 {
+                assert!(one == report(scenario, 1, Some(3)), "{scenario} over 3 ranks");
+            }
         }
-        assert!(report(scenario, 1, None) == report(scenario, 1, Some(3)), "{scenario} over 3 ranks");
     }
 }
 
