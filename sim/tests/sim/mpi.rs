@@ -42,6 +42,7 @@ fn report(scenario: &str, seed: u64, ranks: Option<usize>) -> Vec<u8> {
 
 #[test]
 fn scenarios_over_two_and_three_mpi_ranks_report_as_one_rank_does() {
+    let _split = crate::one_split_at_a_time();
     for scenario in ["ring-deadlock", "fattree-storm", "fattree-bounce", "dcqcn-convergence"] {
         for seed in [1, 2] {
             let one = report(scenario, seed, None);
@@ -56,6 +57,7 @@ fn scenarios_over_two_and_three_mpi_ranks_report_as_one_rank_does() {
 
 #[test]
 fn a_sweep_over_mpi_ranks_writes_the_reports_the_runs_give_alone() {
+    let _split = crate::one_split_at_a_time();
     let out = std::env::temp_dir().join(format!("pfcsim-mpi-sweep-{}", std::process::id()));
     let out_dir = out.display().to_string();
     let done = mpirun(&[

@@ -10,6 +10,7 @@ fn json(o: &pfcsim::Outcome) -> String {
 
 #[test]
 fn every_built_in_scenario_reports_the_same_over_two_and_three_ranks_as_over_one() {
+    let _split = crate::one_split_at_a_time();
     for (name, _, _) in BUILT_IN {
         let s = Scenario::built_in(name).unwrap();
         for seed in [1, 2] {
@@ -25,6 +26,7 @@ fn every_built_in_scenario_reports_the_same_over_two_and_three_ranks_as_over_one
 
 #[test]
 fn the_frames_a_port_sends_and_the_pcaps_are_the_same_split_or_not() {
+    let _split = crate::one_split_at_a_time();
     let s = Scenario::built_in("fattree-storm").unwrap();
     let dir = std::env::temp_dir().join(format!("pfcsim-split-{}", std::process::id()));
     let (one_dir, split_dir) = (dir.join("one"), dir.join("split"));
@@ -42,6 +44,7 @@ fn the_frames_a_port_sends_and_the_pcaps_are_the_same_split_or_not() {
 
 #[test]
 fn frames_recorded_at_ports_of_different_ranks_come_back_in_the_one_rank_order() {
+    let _split = crate::one_split_at_a_time();
     let s = Scenario::built_in("headroom").unwrap();
     let record = ["dut:p2", "tx", "rx"];
     let (_, one) = simulate_recording(&s, 1, None, &record).unwrap();
