@@ -9,8 +9,9 @@ cargo fmt --all -- --check
 python3 scripts/check-import-cycles.py
 # With the simulator's MPI feature, so that one build serves every test (the default
 # build needs no MPI; sim/tests/sim/mpi.rs runs the simulator under mpirun). Without its
-# event-engine bench's (`des-bench`: nexosim and thirty-odd crates, about 55 s of CPU, half a
-# minute of a suite bound by its two CPUs); DEVELOPERS.md's clippy command builds and lints it.
+# event-engine bench's (`des-bench`: nexosim and the thirty-odd crates under it, 45 s of
+# CPU, and the bench, 9 s: half a minute of a suite bound by its two CPUs);
+# DEVELOPERS.md's clippy command builds and lints it.
 features=(--features pfcsim/mpi)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The lints run in the build: clippy-driver is rustc with clippy's lints (what `cargo
