@@ -169,7 +169,10 @@ enum CtlCommand {
 fn main() {
     pfcswitch::sys::quiet_on_closed_stdout();
     let cli = Cli::parse();
-    init_logging(cli.log.as_deref());
+    if let Err(e) = pfcswitch::sys::init_logging(cli.log.as_deref(), "info") {
+        eprintln!("pfcswitch: --log or RUST_LOG: {e}");
+        std::process::exit(2);
+    }
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Ctl(args) => ctl(args),
@@ -211,15 +214,6 @@ fn doctor(ifaces: &[String], json: bool) -> Result<()> {
         bail!("{} of {} interfaces cannot be used as they are: {}", unusable.len(), ifaces.len(), unusable.join(", "));
     }
     Ok(())
-}
-
-fn init_logging(level: Option<&str>) {
-    let filter = match level {
-        Some(l) => tracing_subscriber::EnvFilter::new(l),
-        None => tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-    };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 fn load_config(path: &Path) -> Result<RunConfig> {

@@ -328,6 +328,28 @@ pub fn pollfd(fd: RawFd) -> libc::pollfd {
     libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
 }
 
+/// Logs to standard error, filtered by `directives` (`RUST_LOG`'s form, as `--log` takes
+/// it: `info`, `warn,pfcswitch=debug`, a level alone or per target), or by `RUST_LOG`
+/// when they are `None`, or else by `default`. Directives that do not parse are an error
+/// that names them, not a filter that silently lets everything or nothing through.
+///
+/// `Targets`, not `EnvFilter`: the filters these programs are given name targets and
+/// levels, which `Targets` parses; `EnvFilter` also matches span fields by regular
+/// expression, which brought the regex crates into the build (a twentieth of the
+/// binaries' compile time) for a form nobody here uses.
+pub fn init_logging(directives: Option<&str>, default: &str) -> Result<(), tracing_subscriber::filter::ParseError> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let from_env = std::env::var("RUST_LOG").ok();
+    let spec = directives.or(from_env.as_deref()).unwrap_or(default);
+    let filter: tracing_subscriber::filter::Targets = spec.parse()?;
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .init();
+    Ok(())
+}
+
 /// Makes a closed standard output (the reader of a pipe went away, as in `pfctools sim
 /// --json | head`) end the program quietly, as `cat` or `grep` end, instead of with a panic
 /// and a backtrace. `print!` panics when writing to stdout fails; the hook knows that panic
@@ -373,5 +395,17 @@ impl WakeLatencyHold {
         // The request is a binary 32-bit value in µs.
         f.write_all(&i32::try_from(max_us).unwrap_or(i32::MAX).to_ne_bytes()).ok()?;
         Some(WakeLatencyHold { _request: f })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_filter_that_does_not_parse_is_refused_before_anything_is_installed() {
+        let err = init_logging(Some("pfcswitch=loud"), "info").unwrap_err();
+        assert!(err.to_string().contains("level"), "{err}");
+        assert!(init_logging(Some("warn,pfcswitch=debug=x"), "info").is_err());
     }
 }

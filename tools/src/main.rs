@@ -98,8 +98,10 @@ enum TestbedCommand {
 fn main() {
     pfcswitch::sys::quiet_on_closed_stdout();
     let cli = Cli::parse();
-    let filter = cli.log.clone().or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "warn".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    if let Err(e) = pfcswitch::sys::init_logging(cli.log.as_deref(), "warn") {
+        eprintln!("pfctools: --log or RUST_LOG: {e}");
+        std::process::exit(2);
+    }
     if let Err(e) = dispatch(cli.command) {
         eprintln!("pfctools: {e:#}");
         std::process::exit(1);
