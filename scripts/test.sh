@@ -3,7 +3,7 @@
 # (which build real namespaces and run the real binaries; they need root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --tests
 cargo fmt --all -- --check
 # No module imports one that imports it back (docs/architecture.md relies on it).
 python3 scripts/check-import-cycles.py
