@@ -170,7 +170,7 @@ fn main() {
     pfcswitch::sys::quiet_on_closed_stdout();
     let cli = Cli::parse();
     if let Err(e) = pfcswitch::sys::init_logging(cli.log.as_deref(), "info") {
-        eprintln!("pfcswitch: --log or RUST_LOG: {e}");
+        eprintln!("pfcswitch: {e}");
         std::process::exit(2);
     }
     let result = match cli.command {

@@ -99,7 +99,7 @@ fn main() {
     pfcswitch::sys::quiet_on_closed_stdout();
     let cli = Cli::parse();
     if let Err(e) = pfcswitch::sys::init_logging(cli.log.as_deref(), "warn") {
-        eprintln!("pfctools: --log or RUST_LOG: {e}");
+        eprintln!("pfctools: {e}");
         std::process::exit(2);
     }
     if let Err(e) = dispatch(cli.command) {
