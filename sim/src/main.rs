@@ -4,6 +4,9 @@
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOC: pfcsim::alloc::SimAlloc = pfcsim::alloc::SimAlloc;
+
 #[derive(Parser)]
 #[command(
     name = "pfcsim",

@@ -13,6 +13,10 @@ use pfctools::cli::{GenArgs, SinkArgs};
 use pfctools::testbed::{self, Testbed, TestbedTopology, Topology};
 use pfctools::traffic::{gen, inject, sink};
 
+/// The simulator's allocator (`pfctools sim`, `bench sim`): see [`pfcsim::alloc`].
+#[global_allocator]
+static ALLOC: pfcsim::alloc::SimAlloc = pfcsim::alloc::SimAlloc;
+
 #[derive(Parser)]
 #[command(name = "pfctools", version, about = "Test tools for pfcswitch: testbeds, traffic, storms, benchmarks")]
 struct Cli {
