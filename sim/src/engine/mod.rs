@@ -676,8 +676,9 @@ impl<'f> Sim<'f> {
     /// kinds go to [`Sim::dispatch_other`]. One `match` of them all was a jump through a
     /// table, and since ties are ordered by a draw per node, a nanosecond's kinds come in
     /// no pattern for the jump's predictor to learn. Split so, a k=4 fat-tree took 0.983
-    /// of the time (20 pairs) and brought small fabrics back to their speed from before
-    /// the split (docs/bench/2026-12-02-huge-pages.md).
+    /// of the time (20 pairs); with random destinations it and `fattree-dcqcn` then ran
+    /// as fast as before the split, and the bench's k=4 case still 3 to 5 % slower
+    /// (docs/bench/2026-12-02-huge-pages.md).
     fn dispatch(&mut self, at: Time, ev: Ev) {
         match ev {
             Ev::Arrive { port, buf, epoch } => {
