@@ -25,6 +25,12 @@ export RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-Dwarnings
 # no instruction), an eighth less compiling (1 083 against 948 s of CPU from a clean
 # clone, 2026-12-02). A user's `cargo build --release` keeps it, for perf and backtraces.
 export CARGO_PROFILE_RELEASE_DEBUG=0
+# And without the release profile's ThinLTO, which inlines across crates for speed and
+# changes nothing the tests check (every built-in scenario's report is byte-identical
+# with and without it); with it, each of the thirty-odd binaries a test build links (unit
+# tests, integration tests, binaries, examples, the bench) would pay its own
+# link-time pass over the whole dependency graph.
+export CARGO_PROFILE_RELEASE_LTO=false
 # Every repeat a test makes for the machine's sake is noted here, and said at the end.
 PFCS_REPEAT_LOG="$(mktemp /tmp/pfcs-repeats.XXXXXX)"
 export PFCS_REPEAT_LOG
