@@ -211,6 +211,29 @@ impl<'a> AttemptWatch<'a> {
     }
 }
 
+/// Why a port that a test's senders should have kept busy delivered `delivered` frames/s,
+/// no more than `share` of its `line_rate`, for the machine's reasons; `None` when it
+/// delivered more, or when the machine does not explain the shortfall. The switch's loop
+/// paces the port: while it waits for a CPU the port sends nothing, so over a transfer
+/// of `span_s` in which it waited `cpu_wait_us` the port can carry only the rest. The
+/// machine explains the shortfall when what arrived is at least `share` of that rest.
+pub fn port_idled_by_machine(
+    delivered: f64,
+    line_rate: f64,
+    share: f64,
+    span_s: f64,
+    cpu_wait_us: Option<u64>,
+) -> Option<String> {
+    let waited_s = cpu_wait_us? as f64 / 1e6;
+    let had_cpu_s = (span_s - waited_s).max(0.0);
+    (delivered <= share * line_rate && delivered * span_s >= share * line_rate * had_cpu_s).then(|| {
+        format!(
+            "the port delivered {delivered:.0} of {line_rate:.0} frames/s, and the switch's loop waited \
+             {waited_s:.3} s of the {span_s:.3} s transfer for a CPU"
+        )
+    })
+}
+
 impl<T> From<Result<T, String>> for Attempt<T> {
     /// `Ok` to judge; `Err` why the machine disturbed it.
     fn from(r: Result<T, String>) -> Attempt<T> {
