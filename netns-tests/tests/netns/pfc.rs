@@ -25,7 +25,7 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
     let line_rate = 100e6 / 8.0 / 1024.0; // 1000-byte frames: 1024 bytes on the wire
     let cpu_wait = |sw: &SwitchProc| sw.stats().unwrap().stalls.cpu_wait_us;
-    let ((sw, capture, g1, g2, rx, waited_us), _) = judged_attempt(|attempt| {
+    let ((sw, capture, g1, g2, rx, delivered, waited_us), _) = judged_attempt(|attempt| {
         let watch = AttemptWatch::begin(&tb);
         let sw = SwitchProc::start(&tb, "sw1", &config, &RunArgs::default()).unwrap();
         let waited_before = cpu_wait(&sw);
@@ -43,7 +43,7 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
             assert!(sw.stop().success());
             return Attempt::Disturbed(why);
         }
-        Attempt::Judge((sw, capture, g1, g2, rx, waited_us))
+        Attempt::Judge((sw, capture, g1, g2, rx, delivered, waited_us))
     });
 
     // Nothing lost: every frame each sender sent arrived.
@@ -67,7 +67,6 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     // The two share the port, and together they fill it.
     let (a, b) = (rx.flows[0].received as f64, rx.flows[1].received as f64);
     assert!((0.35..=0.65).contains(&(a / (a + b))), "unfair share {a} / {b}");
-    let delivered: f64 = rx.flows.iter().map(|f| f.pps).sum();
     assert!(
         delivered > 0.85 * line_rate,
         "port underused: {delivered:.0} of {line_rate:.0} frames/s (the switch waited {waited_us:?} µs for a CPU)"

@@ -677,8 +677,9 @@ impl<'f> Sim<'f> {
     /// table, and since ties are ordered by a draw per node, a nanosecond's kinds come in
     /// no pattern for the jump's predictor to learn. Split so, a k=4 fat-tree took 0.983
     /// of the time (20 pairs); with random destinations it and `fattree-dcqcn` then ran
-    /// as fast as before the split, and the bench's k=4 case still 3 to 5 % slower
-    /// (docs/bench/2026-12-02-huge-pages.md).
+    /// as fast as before the split, and the bench's k=4 case was still 3 to 5 % slower
+    /// until LTO across crates (docs/bench/2026-12-02-huge-pages.md and
+    /// 2026-12-02-thin-lto.md).
     fn dispatch(&mut self, at: Time, ev: Ev) {
         match ev {
             Ev::Arrive { port, buf, epoch } => {
