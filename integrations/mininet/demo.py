@@ -37,8 +37,11 @@ def main():
         ping_loss = net.pingAll(timeout=2)
         storm = h3.popen(["pfctools", "storm", "-i", "h3-eth0", "--prio", "3", "-s", "1", "--speed", "1G"])
         time.sleep(0.2)
-        gen = h1.cmd("pfctools gen -i h1-eth0 --dst-mac %s --dscp 3 --rate 5k --size 1000 --duration 0.5 --tx-only "
-                     "--speed 1G --json" % h3.MAC())
+        # A count, not a duration: what h1 sends is then the same on any machine (a paced
+        # sender that wakes late skips what fell due meanwhile, as a NIC's rate limiter
+        # does). The duration only bounds a sender that cannot keep up at all.
+        gen = h1.cmd("pfctools gen -i h1-eth0 --dst-mac %s --dscp 3 --rate 5k --size 1000 --count 2500 --duration 3 "
+                     "--tx-only --speed 1G --json" % h3.MAC())
         storm.wait(timeout=10)
         stats = s1.stats()
         ports = {p["iface"]: p for p in stats["ports"]}
