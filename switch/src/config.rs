@@ -49,8 +49,10 @@ pub struct DataplaneConfig {
     /// (`/dev/cpu_dma_latency`; 0: they poll). An idle loop sleeps, and on a VM whose
     /// idle vCPUs halt, each frame that finds it asleep waits for the host to run the
     /// vCPU again (a ping through an idle switch: 126 µs p50, 32 µs with 0). The price:
-    /// idle CPUs stay busy, and on a VM take time from their busy siblings. Absent: the
-    /// machine's own policy.
+    /// idle CPUs stay busy, and on a VM take time from their busy siblings. The kernel
+    /// reads the request only through a cpuidle driver: where it has none
+    /// (`/sys/devices/system/cpu/cpuidle/current_driver`), idle CPUs halt all the same,
+    /// and the switch says so at start. Absent: the machine's own policy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wake_latency_us: Option<u32>,
     /// Bind at most this many rx queues of each port (queues 0..N-1); every queue the

@@ -240,17 +240,33 @@ pub fn pin_to_cpu(cpu: usize) -> Result<(), SysError> {
     Ok(())
 }
 
+/// The calling thread's CPUs.
+fn affinity() -> Result<libc::cpu_set_t, SysError> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity on the calling thread with its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(SysError::Os { what: "sched_getaffinity", source: io::Error::last_os_error() });
+        }
+        Ok(set)
+    }
+}
+
+/// The CPUs the calling thread may run on, in order.
+pub fn allowed_cpus() -> Result<Vec<usize>, SysError> {
+    let set = affinity()?;
+    // SAFETY: CPU_ISSET reads within the set (cpu is below its size in bits).
+    Ok((0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect())
+}
+
 /// Takes `cpu` out of the calling thread's CPUs (threads it starts later inherit that),
 /// unless it would leave none; says whether it did.
 pub fn avoid_cpu(cpu: usize) -> Result<bool, SysError> {
     let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: cpu_set_t is plain data; the CPU_* macros stay within it (cpu is checked
-    // against its size); sched_{get,set}affinity on the calling thread with its size.
+    let mut set = affinity()?;
+    // SAFETY: the CPU_* macros stay within the set (cpu is checked against its size);
+    // sched_setaffinity on the calling thread with its size.
     unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, size, &mut set) != 0 {
-            return Err(SysError::Os { what: "sched_getaffinity", source: io::Error::last_os_error() });
-        }
         if cpu >= 8 * size || !libc::CPU_ISSET(cpu, &set) || libc::CPU_COUNT(&set) < 2 {
             return Ok(false);
         }
@@ -386,6 +402,16 @@ pub fn quiet_on_closed_stdout() {
         }
         report(info);
     }));
+}
+
+/// The kernel's cpuidle driver (`/sys/devices/system/cpu/cpuidle/current_driver`), or
+/// `None` where it has none. Without one an idle CPU halts (on a VM, until the host runs
+/// its vCPU again), and no wake-up latency request ([`WakeLatencyHold`]) is consulted:
+/// the kernel reads them only when a driver offers idle states to choose from.
+pub fn cpuidle_driver() -> Option<String> {
+    let name = fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver").ok()?;
+    let name = name.trim();
+    (!name.is_empty() && name != "none").then(|| name.to_string())
 }
 
 /// Keeps this machine's idle CPUs from sleeping deeper than `max_us` allows while it

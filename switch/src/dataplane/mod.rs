@@ -344,9 +344,13 @@ impl Dataplane {
         // Held for as long as the loop runs (see `dataplane.wake_latency_us`).
         let _wake = self.config.dataplane.wake_latency_us.and_then(|us| {
             let hold = sys::WakeLatencyHold::hold(us);
-            match &hold {
-                Some(_) => tracing::info!(us, "idle CPUs held to this wake-up latency"),
-                None => tracing::warn!("dataplane.wake_latency_us: /dev/cpu_dma_latency cannot be held here"),
+            match (&hold, sys::cpuidle_driver()) {
+                (Some(_), Some(driver)) => tracing::info!(us, driver, "idle CPUs held to this wake-up latency"),
+                (Some(_), None) => tracing::warn!(
+                    "dataplane.wake_latency_us: held, but this machine's CPUs have no cpuidle driver \
+                     (/sys/devices/system/cpu/cpuidle/current_driver): idle CPUs halt all the same"
+                ),
+                (None, _) => tracing::warn!("dataplane.wake_latency_us: /dev/cpu_dma_latency cannot be held here"),
             }
             hold
         });
