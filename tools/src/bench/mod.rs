@@ -14,6 +14,7 @@ pub mod response;
 pub mod rfc2544;
 pub mod scrape;
 pub mod soak;
+pub mod wake;
 pub use pfcsim::bench as sim;
 
 use anyhow::Result;
@@ -33,7 +34,8 @@ pub enum BenchCommand {
     /// The PFC watchdog's accuracy: storm start to detection against detection_ms.
     Pfcwd(pfcwd::PfcwdArgs),
     /// The kernel's ping through each idle device (pfcswitch with each way its loop can
-    /// wait, OVS, a bridge, the direct path) and the CPU each spends meanwhile.
+    /// wait, OVS, a bridge, the direct path) and the CPU each spends meanwhile; beneath
+    /// them, what this machine takes to wake a thread asleep on another CPU.
     Ping(ping::PingArgs),
     /// The simulator's speed on one core, from a ring to a k=16 fat-tree.
     Sim(sim::SimBenchArgs),

@@ -5,9 +5,11 @@
 //!
 //! An idle pfcswitch loop sleeps, and on a VM an idle vCPU halts: a frame that finds
 //! both asleep waits for the host to run that vCPU again. `dataplane.wake_latency_us = 0`
-//! keeps idle CPUs out of deep sleep while the switch runs; `busy_poll_us = 1000000`
-//! keeps the loop from sleeping at all, as OVS's PMD thread never does. The bench shows
-//! what each costs in latency and in CPU, so that a user can choose.
+//! keeps idle CPUs out of deep sleep while the switch runs, where the kernel has a
+//! cpuidle driver to ask; `busy_poll_us = 1000000` keeps the loop from sleeping at all,
+//! as OVS's PMD thread never does. The bench shows what each costs in latency and in
+//! CPU, so that a user can choose, and beneath them what this machine takes to wake a
+//! thread asleep on another CPU ([`super::wake`]): the floor under a loop that sleeps.
 //!
 //! Each device runs alone (its testbed up only while it is measured): a polling loop or
 //! a wake-latency request would otherwise change the others' figures.
@@ -50,7 +52,8 @@ pub struct PingArgs {
 pub enum PingDut {
     /// pfcswitch with its defaults: the loop sleeps when idle, and so may its CPU.
     Pfcswitch,
-    /// pfcswitch with `dataplane.wake_latency_us = 0`: idle CPUs stay out of deep sleep.
+    /// pfcswitch with `dataplane.wake_latency_us = 0`: idle CPUs stay out of deep sleep
+    /// (where the kernel has a cpuidle driver).
     PfcswitchAwake,
     /// pfcswitch with `dataplane.busy_poll_us = 1000000`: the loop never sleeps.
     PfcswitchPolling,
@@ -129,6 +132,11 @@ pub struct PingReport {
     pub interval_ms: f64,
     pub rounds: usize,
     pub results: Vec<PingResult>,
+    /// This machine's wake of a thread asleep on another CPU, against one spinning,
+    /// measured alone before each round's devices (`None` with one CPU): the floor
+    /// under the round trip of a loop that sleeps.
+    #[serde(default)]
+    pub wake: Option<super::wake::WakeFigures>,
 }
 
 /// What one device gave over every round.
@@ -144,7 +152,13 @@ struct Tally {
 pub fn run(args: &PingArgs) -> Result<()> {
     let duts = if args.duts.is_empty() { PingDut::defaults() } else { args.duts.clone() };
     let mut tallies: Vec<Tally> = duts.iter().map(|_| Tally::default()).collect();
+    let mut wake = super::wake::Samples::default();
+    let interval = std::time::Duration::from_secs_f64(args.interval_ms / 1e3);
     for round in 0..args.rounds {
+        if !args.json {
+            eprintln!("  round {}: this machine's wakes", round + 1);
+        }
+        wake.measure(args.count, interval)?;
         for k in 0..duts.len() {
             let i = (round + k) % duts.len();
             if !args.json {
@@ -181,7 +195,13 @@ pub fn run(args: &PingArgs) -> Result<()> {
         })
         .collect();
     against_ovs(&mut results);
-    let report = PingReport { count: args.count, interval_ms: args.interval_ms, rounds: args.rounds, results };
+    let report = PingReport {
+        count: args.count,
+        interval_ms: args.interval_ms,
+        rounds: args.rounds,
+        results,
+        wake: wake.figures(),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -273,11 +293,12 @@ fn render(r: &PingReport) -> String {
     }
     format!(
         "Round trips of the kernel's ping through each idle device, {} requests {} ms apart per device and round, \
-         {} rounds; CPU: the device's process over the pings' wall time.\n{}",
+         {} rounds; CPU: the device's process over the pings' wall time.\n{}{}",
         r.count,
         r.interval_ms,
         r.rounds,
-        t.render()
+        t.render(),
+        r.wake.as_ref().map_or(String::new(), |w| format!("{}\n", w.line()))
     )
 }
 
@@ -296,6 +317,23 @@ mod tests {
         let v = parse_rtts_us(out);
         assert_eq!(v.len(), 2);
         assert!((v[0] - 126.0).abs() < 1e-9 && (v[1] - 1050.0).abs() < 1e-9, "{v:?}");
+    }
+
+    #[test]
+    fn the_machines_wake_floor_is_said_beneath_the_table_where_it_was_measured() {
+        let mut r = PingReport { count: 3, interval_ms: 20.0, rounds: 1, ..Default::default() };
+        assert!(!render(&r).contains("This machine"));
+        let p = |p50_us| super::super::wake::Percentiles { samples: 3, p50_us, ..Default::default() };
+        r.wake = Some(super::super::wake::WakeFigures {
+            waker_cpu: 0,
+            woken_cpu: 1,
+            asleep: p(79.0),
+            spinning: p(1.0),
+            lost: 0,
+        });
+        let text = render(&r);
+        assert!(text.contains("asleep in ppoll on CPU 1 ran again p50 / p90 / p99 79 /"), "{text}");
+        assert!(text.contains("after a thread on CPU 0 woke it, a spinning one saw the signal in 1 /"), "{text}");
     }
 
     #[test]
