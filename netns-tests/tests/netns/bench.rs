@@ -122,7 +122,7 @@ fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
 }
 
 #[test]
-fn ping_reports_each_devices_round_trips_and_the_cpu_its_process_spent() {
+fn ping_reports_each_devices_round_trips_the_cpu_its_process_spent_and_the_machines_wake() {
     let _serial = serial_as_the_machine_is();
     let (r, _) = pfctools_json(&[
         "bench",
@@ -153,6 +153,16 @@ fn ping_reports_each_devices_round_trips_and_the_cpu_its_process_spent() {
     // three others wanting the machine's two); one that sleeps when idle spends less.
     let cpu = |i: usize| results[i]["cpu_pct"].as_f64().unwrap();
     assert!(cpu(1) > 25.0 && cpu(0) < cpu(1), "{} against {}", cpu(0), cpu(1));
+    // The machine's wake, once per request for a sleeper and for a spinner, on two CPUs
+    // (none on a machine of one).
+    let w = &r["wake"];
+    if w.is_null() {
+        assert_eq!(std::thread::available_parallelism().unwrap().get(), 1);
+        return;
+    }
+    let n = |k: &str| w[k]["samples"].as_u64().unwrap();
+    assert_eq!(n("asleep") + n("spinning") + w["lost"].as_u64().unwrap(), 40, "{w}");
+    assert_ne!(w["waker_cpu"], w["woken_cpu"], "{w}");
 }
 
 #[test]
