@@ -29,8 +29,8 @@ use crate::harness;
 
 #[derive(Args, Clone, Debug)]
 pub struct PingArgs {
-    /// Echo requests per device and round.
-    #[arg(long, default_value_t = 500)]
+    /// Echo requests per device and round (and wakes of each kind measured per round).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
     pub count: u32,
     /// Between two requests, ms (ping's -i; below 200 needs root).
     #[arg(long, default_value_t = 20.0, value_parser = crate::cli::parse_positive)]
