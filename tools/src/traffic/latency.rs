@@ -42,14 +42,15 @@ impl Latency {
     }
 
     /// The summary: each percentile the value its bucket stands for, to three
-    /// significant digits; the longest exactly.
+    /// significant digits, and never above the longest, which is exact (the top bucket
+    /// stands for values up to its end, which the longest may fall short of).
     pub fn percentiles(&self) -> Percentiles {
         let n = self.hist.len();
         if n == 0 {
             return Percentiles::default();
         }
         let us = |ns: u64| ns as f64 / 1000.0;
-        let at = |q: f64| us(self.hist.value_at_quantile(q));
+        let at = |q: f64| us(self.hist.value_at_quantile(q).min(self.max_ns));
         Percentiles {
             count: n,
             p50_us: at(0.5),
@@ -102,6 +103,19 @@ mod tests {
         assert!((p.p50_us - 12.345).abs() < 0.01, "{p:?}");
         assert_eq!(p.max_us, 80.0);
         assert_eq!(Latency::default().percentiles(), Percentiles::default());
+    }
+
+    #[test]
+    fn no_percentile_is_said_to_be_longer_than_the_longest_latency() {
+        // 113 833 ns lies in a bucket that stands for up to 113 855 ns.
+        let mut l = Latency::default();
+        for ns in [29_135u64, 69_887, 113_833] {
+            l.record(Duration::from_nanos(ns));
+        }
+        let p = l.percentiles();
+        assert_eq!(p.max_us, 113.833);
+        assert_eq!((p.p99_us, p.p999_us), (113.833, 113.833), "{p:?}");
+        assert!((p.p50_us - 69.887).abs() < 0.07, "{p:?}");
     }
 
     #[test]
