@@ -160,7 +160,7 @@ fn ping_reports_each_devices_round_trips_the_cpu_its_process_spent_and_the_machi
         assert_eq!(std::thread::available_parallelism().unwrap().get(), 1);
         return;
     }
-    let n = |k: &str| w[k]["samples"].as_u64().unwrap();
+    let n = |k: &str| w[k]["count"].as_u64().unwrap();
     assert_eq!(n("asleep") + n("spinning") + w["lost"].as_u64().unwrap(), 40, "{w}");
     assert_ne!(w["waker_cpu"], w["woken_cpu"], "{w}");
 }

@@ -323,7 +323,7 @@ mod tests {
     fn the_machines_wake_floor_is_said_beneath_the_table_where_it_was_measured() {
         let mut r = PingReport { count: 3, interval_ms: 20.0, rounds: 1, ..Default::default() };
         assert!(!render(&r).contains("This machine"));
-        let p = |p50_us| super::super::wake::Percentiles { samples: 3, p50_us, ..Default::default() };
+        let p = |p50_us| pfcswitch::core::histogram::Percentiles { count: 3, p50_us, ..Default::default() };
         r.wake = Some(super::super::wake::WakeFigures {
             waker_cpu: 0,
             woken_cpu: 1,

@@ -20,15 +20,17 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use pfcswitch::core::histogram::Percentiles;
 use pfcswitch::sys;
-use pfctestkit::quantile;
+
+use crate::traffic::latency::Latency;
 
 /// The longest a sleeper is waited for before its wake is counted as lost: far beyond
 /// any wake seen here, and it bounds a run on a machine that stops a thread for long.
 const WAKE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Wakes measured on one machine: µs from the waker's signal to the woken thread
-/// running, per way of waiting.
+/// Wakes measured on one machine: from the waker's signal to the woken thread running,
+/// per way of waiting (as every latency here: an HDR histogram's three significant digits).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WakeFigures {
     /// The CPU the waker ran on, and the CPU the woken thread ran on.
@@ -40,28 +42,6 @@ pub struct WakeFigures {
     pub spinning: Percentiles,
     /// Wakes not seen within a second (a sleeper's, then a spinner's).
     pub lost: u64,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub samples: u64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub max_us: f64,
-}
-
-impl Percentiles {
-    fn of(mut us: Vec<f64>) -> Percentiles {
-        us.sort_by(f64::total_cmp);
-        Percentiles {
-            samples: us.len() as u64,
-            p50_us: quantile(&us, 0.5),
-            p90_us: quantile(&us, 0.9),
-            p99_us: quantile(&us, 0.99),
-            max_us: us.last().copied().unwrap_or(0.0),
-        }
-    }
 }
 
 impl WakeFigures {
@@ -79,7 +59,7 @@ impl WakeFigures {
             self.spinning.p50_us,
             self.spinning.p90_us,
             self.spinning.p99_us,
-            self.asleep.samples,
+            self.asleep.count,
             if self.lost > 0 { format!(", {} lost", self.lost) } else { String::new() },
         )
     }
@@ -89,8 +69,8 @@ impl WakeFigures {
 #[derive(Debug, Default)]
 pub struct Samples {
     cpus: Option<(usize, usize)>,
-    asleep_us: Vec<f64>,
-    spinning_us: Vec<f64>,
+    asleep: Latency,
+    spinning: Latency,
     lost: u64,
 }
 
@@ -102,12 +82,11 @@ impl Samples {
         let cpus = sys::allowed_cpus().context("the CPUs this process may use")?;
         let [waker, woken, ..] = cpus[..] else { return Ok(()) };
         self.cpus = Some((waker, woken));
-        let (asleep, lost) = wakes(count, interval, waker, woken, Wait::Asleep)?;
-        self.asleep_us.extend(asleep);
-        self.lost += lost;
-        let (spinning, lost) = wakes(count, interval, waker, woken, Wait::Spinning)?;
-        self.spinning_us.extend(spinning);
-        self.lost += lost;
+        for (wait, into) in [(Wait::Asleep, &mut self.asleep), (Wait::Spinning, &mut self.spinning)] {
+            let (seen, lost) = wakes(count, interval, waker, woken, wait)?;
+            seen.into_iter().for_each(|d| into.record(d));
+            self.lost += lost;
+        }
         Ok(())
     }
 
@@ -116,8 +95,8 @@ impl Samples {
         Some(WakeFigures {
             waker_cpu,
             woken_cpu,
-            asleep: Percentiles::of(self.asleep_us),
-            spinning: Percentiles::of(self.spinning_us),
+            asleep: self.asleep.percentiles(),
+            spinning: self.spinning.percentiles(),
             lost: self.lost,
         })
     }
@@ -138,10 +117,16 @@ struct Shared {
     seen: AtomicU64,
 }
 
-/// `count` wakes, each `interval` after the previous one was seen (or given up on). The
-/// µs of each wake seen, and how many were not seen in time. Both ends run on threads of
+/// `count` wakes, each `interval` after the previous one was seen (or given up on). How
+/// long each wake seen took, and how many were not seen in time. Both ends run on threads of
 /// their own, pinned, so that the caller's CPUs stay as they were.
-fn wakes(count: u32, interval: Duration, waker_cpu: usize, woken_cpu: usize, wait: Wait) -> Result<(Vec<f64>, u64)> {
+fn wakes(
+    count: u32,
+    interval: Duration,
+    waker_cpu: usize,
+    woken_cpu: usize,
+    wait: Wait,
+) -> Result<(Vec<Duration>, u64)> {
     let shared = Arc::new(Shared::default());
     let signal = Arc::new(sys::Waker::new().context("an eventfd")?);
     let woken = {
@@ -154,8 +139,8 @@ fn wakes(count: u32, interval: Duration, waker_cpu: usize, woken_cpu: usize, wai
         .name("waker".into())
         .spawn(move || waker_thread(waker_cpu, wait, count, interval, &shared, &signal))?;
     let lost = waker.join().map_err(|_| anyhow::anyhow!("the waking thread panicked"))??;
-    let us = woken.join().map_err(|_| anyhow::anyhow!("the woken thread panicked"))??;
-    Ok((us, lost))
+    let seen = woken.join().map_err(|_| anyhow::anyhow!("the woken thread panicked"))??;
+    Ok((seen, lost))
 }
 
 fn waker_thread(
@@ -193,12 +178,12 @@ fn waker_thread(
     pinned.map(|()| lost)
 }
 
-fn woken_thread(cpu: usize, wait: Wait, count: u32, shared: &Shared, signal: &sys::Waker) -> Result<Vec<f64>> {
-    let mut us = Vec::with_capacity(count as usize);
+fn woken_thread(cpu: usize, wait: Wait, count: u32, shared: &Shared, signal: &sys::Waker) -> Result<Vec<Duration>> {
+    let mut took = Vec::with_capacity(count as usize);
     let pinned = sys::pin_to_cpu(cpu).context("pinning the woken thread");
     if pinned.is_err() {
-        // The waker's signals go unseen; it gives up on each within WAKE_TIMEOUT. Told
-        // at once instead: it stops when it sees `sent` jump to the end.
+        // The waker's signals would go unseen, and it would wait WAKE_TIMEOUT for each:
+        // every one counts as seen instead, and the error below says why none was.
         shared.seen.store(u64::MAX, Ordering::Release);
     }
     pinned?;
@@ -213,7 +198,7 @@ fn woken_thread(cpu: usize, wait: Wait, count: u32, shared: &Shared, signal: &sy
         if sent > seen {
             // Stamped first: the eventfd's clearing is not part of the wake.
             let at = sys::now().as_nanos();
-            us.push(at.saturating_sub(shared.stamp_ns.load(Ordering::Acquire)) as f64 / 1e3);
+            took.push(Duration::from_nanos(at.saturating_sub(shared.stamp_ns.load(Ordering::Acquire))));
             signal.drain();
             seen = sent;
             shared.seen.store(seen, Ordering::Release);
@@ -224,7 +209,7 @@ fn woken_thread(cpu: usize, wait: Wait, count: u32, shared: &Shared, signal: &sy
             Wait::Spinning => std::hint::spin_loop(),
         }
     }
-    Ok(us)
+    Ok(took)
 }
 
 #[cfg(test)]
@@ -241,7 +226,7 @@ mod tests {
             return;
         };
         assert_ne!(f.waker_cpu, f.woken_cpu);
-        assert_eq!(f.asleep.samples + f.spinning.samples + f.lost, 40, "{f:?}");
+        assert_eq!(f.asleep.count + f.spinning.count + f.lost, 40, "{f:?}");
         for p in [&f.asleep, &f.spinning] {
             assert!(p.p50_us <= p.p90_us && p.p90_us <= p.p99_us && p.p99_us <= p.max_us, "{p:?}");
         }
@@ -249,13 +234,17 @@ mod tests {
     }
 
     #[test]
-    fn runs_pool_their_samples_before_percentiles_are_taken() {
+    fn runs_pool_their_wakes_into_one_histogram_per_kind() {
         let mut s = Samples { cpus: Some((0, 1)), ..Samples::default() };
-        s.asleep_us.extend([10.0, 20.0]);
-        s.asleep_us.extend([30.0, 40.0]);
-        s.spinning_us.extend([1.0, 2.0, 3.0, 4.0]);
+        let us = Duration::from_micros;
+        // Two runs' wakes into one histogram per kind.
+        [10, 20].into_iter().chain([30, 40]).for_each(|u| s.asleep.record(us(u)));
+        (1..=4).for_each(|u| s.spinning.record(us(u)));
         let f = s.figures().unwrap();
-        assert_eq!((f.asleep.samples, f.asleep.p50_us, f.asleep.max_us), (4, 20.0, 40.0));
-        assert_eq!(f.spinning.p99_us, 4.0);
+        // Three significant digits: each percentile within a thousandth of its sample.
+        let near = |got: f64, want: f64| (got - want).abs() <= want / 1000.0;
+        assert_eq!((f.asleep.count, f.asleep.max_us), (4, 40.0));
+        assert!(near(f.asleep.p50_us, 20.0), "{f:?}");
+        assert!(near(f.spinning.p99_us, 4.0), "{f:?}");
     }
 }
