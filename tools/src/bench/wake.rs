@@ -118,8 +118,8 @@ struct Shared {
 }
 
 /// `count` wakes, each `interval` after the previous one was seen (or given up on). How
-/// long each wake seen took, and how many were not seen in time. Both ends run on threads of
-/// their own, pinned, so that the caller's CPUs stay as they were.
+/// long each wake seen took, and how many were not seen in time. Both ends run on
+/// threads of their own, pinned, so that the caller's CPUs stay as they were.
 fn wakes(
     count: u32,
     interval: Duration,
