@@ -33,14 +33,37 @@ enum xdp_class {
 	CLASS_COUNT = 8,
 };
 
-// Written in the metadata area in front of every frame: when it arrived (CLOCK_MONOTONIC),
-// so that pauses and reaction times count from arrival, not from when userspace read it.
-// Mirrored in switch/src/dataplane/xsk.rs (RxMeta).
-#define RX_META_MAGIC 0x50465453 /* "PFTS" */
+// How the program tells userspace when a frame arrived (CLOCK_MONOTONIC), so that pauses
+// and reaction times count from arrival, not from when userspace read it. Mirrored in
+// switch/src/dataplane/xsk.rs (ArrivalStamp, STAMP_LEN).
+#define STAMP_RX_CLOCK 0 /* no stamp: userspace takes its own clock when it reads the frame */
+#define STAMP_METADATA 1 /* in the metadata area in front of the frame (bpf_xdp_adjust_meta) */
+#define STAMP_IN_FRAME 2 /* in 16 bytes pushed in front of the frame (bpf_xdp_adjust_head), which userspace takes off */
 struct rx_meta {
 	__u32 magic;
 	__u32 reserved;
 	__u64 arrival_ns;
+};
+
+// Set by the loader before the program is loaded (switch/src/dataplane/paths.rs), after
+// probing what this kernel allows. Read-only: the verifier knows their values and never
+// walks the branches they turn off, so a kernel that refuses a helper never sees its call.
+// One struct, the only thing in .rodata: the loader finds it at offset 0 (and checks its
+// size and defaults before it writes).
+struct classifier_options {
+	// One of the STAMP_* above.
+	__u32 arrival_stamp;
+	// The stamp's first word: chosen at random per process, so that a frame that merely
+	// begins with the same bytes is never taken for a stamp.
+	__u32 stamp_magic;
+	// Loaded frags-aware (BPF_F_XDP_HAS_FRAGS, kernel 5.18 and later): only then may the
+	// program ask for the whole length of a frame over several buffers.
+	__u32 frags_aware;
+};
+const volatile struct classifier_options options = {
+	.arrival_stamp = STAMP_METADATA,
+	.stamp_magic = 0x50465453, /* "PFTS" */
+	.frags_aware = 1,
 };
 
 struct class_counter {
@@ -104,19 +127,35 @@ static __always_inline __u32 classify(void *data, void *data_end)
 	}
 }
 
-static __always_inline void stamp_arrival(struct xdp_md *ctx)
+static __always_inline void stamp_in_meta(struct xdp_md *ctx, __u64 now)
 {
-	__u64 now = bpf_ktime_get_ns();
-
-	// Not every driver has a metadata area; then userspace falls back to its own clock.
+	// Not every driver has a metadata area; then the frame carries no stamp and
+	// userspace takes its own clock for it (and counts it).
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct rx_meta)))
 		return;
 	struct rx_meta *meta = (void *)(long)ctx->data_meta;
 	if ((void *)(meta + 1) > (void *)(long)ctx->data)
 		return;
-	meta->magic = RX_META_MAGIC;
+	meta->magic = options.stamp_magic;
 	meta->reserved = 0;
 	meta->arrival_ns = now;
+}
+
+// Pushes the stamp in front of the frame itself; returns whether it did. XDP gives every
+// frame 256 bytes of headroom, so this fails only on a driver that breaks that promise.
+static __always_inline int stamp_in_frame(struct xdp_md *ctx, __u64 now)
+{
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(struct rx_meta)))
+		return 0;
+	struct rx_meta *meta = (void *)(long)ctx->data;
+	if ((void *)(meta + 1) > (void *)(long)ctx->data_end) {
+		bpf_xdp_adjust_head(ctx, (int)sizeof(struct rx_meta));
+		return 0;
+	}
+	meta->magic = options.stamp_magic;
+	meta->reserved = 0;
+	meta->arrival_ns = now;
+	return 1;
 }
 
 // Frags-aware ("xdp.frags"): a frame larger than a page arrives in several buffers
@@ -125,7 +164,12 @@ static __always_inline void stamp_arrival(struct xdp_md *ctx)
 SEC("xdp.frags")
 int pfcswitch_classify(struct xdp_md *ctx)
 {
-	stamp_arrival(ctx);
+	__u64 now = 0;
+
+	if (options.arrival_stamp != STAMP_RX_CLOCK)
+		now = bpf_ktime_get_ns();
+	if (options.arrival_stamp == STAMP_METADATA)
+		stamp_in_meta(ctx, now);
 
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -136,7 +180,10 @@ int pfcswitch_classify(struct xdp_md *ctx)
 	if (counter) {
 		counter->packets++;
 		// The whole frame: a jumbo frame's further buffers lie beyond data_end.
-		counter->bytes += bpf_xdp_get_buff_len(ctx);
+		if (options.frags_aware)
+			counter->bytes += bpf_xdp_get_buff_len(ctx);
+		else
+			counter->bytes += data_end - data;
 	}
 
 	__u32 fallback = XDP_PASS;
@@ -144,9 +191,14 @@ int pfcswitch_classify(struct xdp_md *ctx)
 	if (drop_without_socket && *drop_without_socket)
 		fallback = XDP_DROP;
 
+	int in_frame = options.arrival_stamp == STAMP_IN_FRAME && stamp_in_frame(ctx, now);
 	// The low bits of the flags are the action when no socket is bound for
 	// this queue (kernel >= 5.3).
-	return bpf_redirect_map(&xsks, ctx->rx_queue_index, fallback);
+	long action = bpf_redirect_map(&xsks, ctx->rx_queue_index, fallback);
+	// A frame the kernel stack gets back must be the frame that arrived.
+	if (in_frame && action != XDP_REDIRECT)
+		bpf_xdp_adjust_head(ctx, (int)sizeof(struct rx_meta));
+	return action;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

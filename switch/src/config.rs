@@ -68,6 +68,70 @@ pub struct DataplaneConfig {
     /// copy. Absent: zero-copy where the driver offers it, else copy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bind_mode: Option<BindMode>,
+    /// How the classifier tells the loop when a frame arrived: in the frame's metadata
+    /// area, in 16 bytes pushed in front of the frame, or not at all (the loop's clock as
+    /// it takes the frame off its rx ring). Absent: the first of these this kernel allows
+    /// (`pfcswitch doctor` says which); a path set here that the kernel refuses is an
+    /// error at start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_stamp: Option<ArrivalStamp>,
+    /// Load the classifier frags-aware (kernel 5.18 and later), which frames over one
+    /// UMEM frame (jumbo MTUs) need. Absent: where the kernel allows it; `false` forces
+    /// it off, `true` makes a kernel that refuses it an error at start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp_frags: Option<bool>,
+}
+
+/// How the XDP classifier hands a frame's arrival time to the loop, best first: the
+/// pause timers, the reaction figures and the rx ring's wait count from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrivalStamp {
+    /// In the metadata area in front of the frame (`bpf_xdp_adjust_meta`): free.
+    Metadata,
+    /// In 16 bytes pushed in front of the frame (`bpf_xdp_adjust_head`), which the loop
+    /// takes off again: a copy of the frame's first buffer per frame.
+    InFrame,
+    /// None: the loop's clock when it takes the frame off its rx ring (the rx batch's
+    /// time), so whatever waited on the ring is not seen.
+    RxClock,
+}
+
+impl ArrivalStamp {
+    /// Every path, best first.
+    pub const ALL: [ArrivalStamp; 3] = [ArrivalStamp::Metadata, ArrivalStamp::InFrame, ArrivalStamp::RxClock];
+
+    /// The path's name in the config file, logs, `doctor` and `ctl stats`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArrivalStamp::Metadata => "metadata",
+            ArrivalStamp::InFrame => "in-frame",
+            ArrivalStamp::RxClock => "rx-clock",
+        }
+    }
+
+    /// Whether the time is taken where the frame arrived (in the XDP program), not by
+    /// the loop that reads it.
+    pub fn at_arrival(self) -> bool {
+        self != ArrivalStamp::RxClock
+    }
+}
+
+impl std::str::FromStr for ArrivalStamp {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ArrivalStamp, String> {
+        ArrivalStamp::ALL.into_iter().find(|a| a.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = ArrivalStamp::ALL.iter().map(|a| a.as_str()).collect();
+            format!("{s:?} is no arrival stamp: one of {}", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for ArrivalStamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where an XDP program runs.
@@ -124,11 +188,25 @@ impl Default for DataplaneConfig {
             queues: None,
             xdp_mode: None,
             bind_mode: None,
+            arrival_stamp: None,
+            xdp_frags: None,
         }
     }
 }
 
 impl DataplaneConfig {
+    /// Every optional part of the AF_XDP path forced to its fallback (generic XDP, copy
+    /// mode, no arrival stamp, not frags-aware): what a kernel or driver that offers none
+    /// of them gets. The suite runs its core PFC and pause tests once more with this, so
+    /// that the fallbacks are tested on a kernel that offers the fast paths.
+    pub fn every_optional_part_off(mut self) -> DataplaneConfig {
+        self.xdp_mode = Some(XdpMode::Generic);
+        self.bind_mode = Some(BindMode::Copy);
+        self.arrival_stamp = Some(ArrivalStamp::RxClock);
+        self.xdp_frags = Some(false);
+        self
+    }
+
     /// The frame pool for `ports` ports with `rx_sockets` sockets in all (one per bound rx
     /// queue): `umem_frames`, or a fill ring's worth per socket, a tx ring's worth per port
     /// (ports send on their first queue), and [`crate::core::pool::DEFAULT_HELD_FRAMES`] for the frames the

@@ -188,18 +188,32 @@ fn main() {
 }
 
 fn doctor(ifaces: &[String], json: bool) -> Result<()> {
+    // What this kernel lets the classifier do, found as `run` finds it (trial loads).
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    let kernel = pfcswitch::dataplane::paths::probe(Default::default()).map(|p| p.paths);
     let mut reports = Vec::new();
     let mut missing = Vec::new();
     for iface in ifaces {
         match nic::probe(iface) {
-            Ok(facts) => reports.push(nic::diagnose(facts)),
+            Ok(facts) => reports.push(nic::diagnose(facts, kernel.as_ref().ok())),
             Err(e) => missing.push((iface.as_str(), e.to_string())),
         }
     }
     if json {
         let errors: Vec<&str> = missing.iter().map(|(_, e)| e.as_str()).collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "interfaces": reports, "errors": errors }))?);
+        let kernel = match &kernel {
+            Ok(paths) => serde_json::json!({ "release": release, "paths": paths }),
+            Err(e) => serde_json::json!({ "release": release, "error": e.to_string() }),
+        };
+        let doc = serde_json::json!({ "kernel": kernel, "interfaces": reports, "errors": errors });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
+        println!("kernel {release}:");
+        match &kernel {
+            Ok(paths) => paths.lines().iter().for_each(|l| println!("  {l}")),
+            Err(e) => println!("  the XDP classifier could not be probed: {e}"),
+        }
+        println!();
         print!("{}", report::doctor_text(&reports));
         for (_, e) in &missing {
             println!("{e}\n");

@@ -340,13 +340,35 @@ pub fn stats_table(s: &Stats) -> String {
     if let Some(t) = &s.tagger {
         out += &tagger_table(t);
     }
+    if let Some(k) = &s.kernel_paths {
+        out += "\n";
+        for line in k.lines() {
+            let _ = writeln!(out, "{line}");
+        }
+        if s.unstamped_frames > 0 {
+            let _ = writeln!(
+                out,
+                "frames that came without an arrival stamp (the rx clock stood in): {}",
+                s.unstamped_frames
+            );
+        }
+    }
     let l = &s.latency;
+    let stage = |p: &crate::core::histogram::Percentiles| format!("p50 {:.0} / p99 {:.0} µs", p.p50_us, p.p99_us);
     if l.rx_ring.count > 0 {
-        let stage = |p: &crate::core::histogram::Percentiles| format!("p50 {:.0} / p99 {:.0} µs", p.p50_us, p.p99_us);
         let _ = writeln!(
             out,
             "\nwhere frames waited (since start or `ctl clear`): rx ring {}, engine {}, tx ring {}",
             stage(&l.rx_ring),
+            stage(&l.engine),
+            stage(&l.tx_ring)
+        );
+    } else if l.engine.count > 0 {
+        // Without arrival stamps the rx ring's wait cannot be seen: say so, not 0.
+        let _ = writeln!(
+            out,
+            "\nwhere frames waited (since start or `ctl clear`): rx ring not measured (no arrival stamps), engine {}, \
+             tx ring {}",
             stage(&l.engine),
             stage(&l.tx_ring)
         );
@@ -355,8 +377,15 @@ pub fn stats_table(s: &Stats) -> String {
     if r.count > 0 {
         let _ = writeln!(
             out,
-            "\nPFC reaction (XOFF-crossing frame read → pause handed to the kernel): {} pauses, p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
-            r.count, r.p50_us, r.p99_us, r.max_us
+            "\nPFC reaction (XOFF-crossing frame read → pause handed to the kernel): {} pauses, p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs{}",
+            r.count,
+            r.p50_us,
+            r.p99_us,
+            r.max_us,
+            s.kernel_paths.as_ref().map_or(String::new(), |k| format!(
+                " (received pauses count from their arrival stamps: {})",
+                k.arrival_stamp.path
+            ))
         );
     }
     out

@@ -8,7 +8,7 @@ use std::ops::Deref;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{BindMode, XdpMode};
+use crate::config::{ArrivalStamp, BindMode, XdpMode};
 use crate::core::histogram::Percentiles;
 use crate::core::stats::{PortStats, SwitchStats};
 
@@ -26,6 +26,48 @@ pub struct Stats {
     /// Where forwarded frames waited inside the switch, stage by stage.
     #[serde(default)]
     pub latency: StageLatency,
+    /// The paths taken for the kernel's optional parts (arrival stamps, frags), and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_paths: Option<KernelPaths>,
+    /// Frames that came without the arrival stamp the classifier was built to put (a
+    /// driver with no metadata area): their arrival is the loop's clock.
+    #[serde(default)]
+    pub unstamped_frames: u64,
+}
+
+/// One optional part: the path taken, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice<T> {
+    pub path: T,
+    pub why: String,
+}
+
+/// The paths taken for the kernel's optional parts, as the start-up log, `doctor` and
+/// `ctl stats` say them (chosen by `dataplane::paths`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelPaths {
+    pub arrival_stamp: Choice<ArrivalStamp>,
+    /// Whether the classifier loads frags-aware.
+    pub xdp_frags: Choice<bool>,
+}
+
+impl KernelPaths {
+    /// The best of every part, as on a kernel that allows them all (for tests and for a
+    /// report that has no kernel to ask).
+    pub fn best() -> KernelPaths {
+        KernelPaths {
+            arrival_stamp: Choice { path: ArrivalStamp::Metadata, why: "the best path".into() },
+            xdp_frags: Choice { path: true, why: "the best path".into() },
+        }
+    }
+
+    /// The lines the start-up log and `doctor` print, one per part.
+    pub fn lines(&self) -> [String; 2] {
+        [
+            format!("arrival stamps: {} — {}", self.arrival_stamp.path, self.arrival_stamp.why),
+            format!("frags-aware XDP: {} — {}", if self.xdp_frags.path { "yes" } else { "no" }, self.xdp_frags.why),
+        ]
+    }
 }
 
 /// Where forwarded frames waited inside the switch, since it started or since the last

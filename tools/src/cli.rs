@@ -168,6 +168,11 @@ pub struct GenArgs {
     /// Replace an XDP program already on the interface.
     #[arg(long)]
     pub force: bool,
+    /// How the receive program stamps arrivals: metadata, in-frame or rx-clock (the
+    /// best this kernel allows when absent, as the switch chooses).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_stamp: Option<pfcswitch::config::ArrivalStamp>,
     /// Write the MAC control frames received to this pcap file.
     #[arg(long)]
     pub capture: Option<PathBuf>,
@@ -280,6 +285,7 @@ impl GenArgs {
             spin: self.spin,
             umem_frames: self.umem_frames,
             force: self.force,
+            arrival_stamp: self.arrival_stamp,
             capture: self.capture.clone(),
             dcqcn: self.dcqcn_params()?,
         })
@@ -333,6 +339,11 @@ pub struct SinkArgs {
     pub umem_frames: u32,
     #[arg(long)]
     pub force: bool,
+    /// How the receive program stamps arrivals: metadata, in-frame or rx-clock (the
+    /// best this kernel allows when absent, as the switch chooses).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_stamp: Option<pfcswitch::config::ArrivalStamp>,
     /// Act as DCQCN's notification point: answer CE-marked test frames with RoCEv2 CNPs,
     /// at most one per flow per --min-time-between-cnps.
     #[arg(long)]
@@ -358,6 +369,7 @@ impl SinkArgs {
             capture: self.capture.clone(),
             umem_frames: self.umem_frames,
             force: self.force,
+            arrival_stamp: self.arrival_stamp,
             cnp: self.cnp.then(|| CnpOptions {
                 params: roce::DcqcnParams { min_time_between_cnps: self.min_time_between_cnps, ..Default::default() },
                 dscp: self.cnp_dscp,

@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod kernel;
+pub mod paths;
 pub mod port;
 pub mod slowpath;
 pub mod stages;
@@ -27,14 +28,16 @@ use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
 use crate::core::{FramePool, PortSet};
-use crate::frame_size::{geometry_for, largest_frame, max_frame_note, Geometry};
+use crate::frame_size::{geometry_for, largest_frame, largest_mtu, max_frame_note, Geometry};
+use crate::stats::KernelPaths;
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
 use kernel::KernelCounters;
+use paths::Probed;
 use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
-use xdp::{Classifier, XdpError};
-use xsk::{BindOn, UmemPool, XskError};
+use xdp::{Classifier, ClassifierBuild, XdpError};
+use xsk::{BindOn, StampReading, UmemPool, XskError};
 
 /// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
 const POOL_RESERVE: usize = 256;
@@ -143,6 +146,10 @@ pub struct Dataplane {
     speed_from: Vec<SpeedSource>,
     /// The running `ctl capture`, if any.
     capture: Option<capture::Capture>,
+    /// What every port's classifier is built as (a port bound again is built the same).
+    build: ClassifierBuild,
+    /// The paths taken for the kernel's optional parts, and why.
+    paths: KernelPaths,
 }
 
 /// A port being bound again on a thread of its own ([`Dataplane::try_rebind`]).
@@ -159,18 +166,35 @@ impl std::fmt::Debug for Dataplane {
 }
 
 /// Picks the UMEM geometry for the largest frame any port can receive (see
-/// [`geometry_for`]).
-fn geometry(config: &RunConfig, mtus: &[(String, u32)]) -> Result<Geometry, XskError> {
+/// [`geometry_for`]), with what an in-frame arrival stamp adds to it; a frame over one
+/// UMEM frame needs a frags-aware classifier.
+fn geometry(config: &RunConfig, mtus: &[(String, u32)], build: &ClassifierBuild) -> Result<Geometry, XskError> {
+    let overhead = StampReading { stamp: build.arrival_stamp, magic: build.stamp_magic }.overhead();
     let Some((iface, mtu)) = mtus.iter().max_by_key(|(_, mtu)| *mtu) else {
-        return Ok(geometry_for(largest_frame(1500), config.dataplane.frame_size).expect("MTU 1500 fits"));
+        return Ok(geometry_for(largest_frame(1500) + overhead, config.dataplane.frame_size).expect("MTU 1500 fits"));
     };
-    let frame = largest_frame(*mtu);
-    geometry_for(frame, config.dataplane.frame_size).map_err(|advice| XskError::FrameTooLarge {
+    let frame = largest_frame(*mtu) + overhead;
+    let g = geometry_for(frame, config.dataplane.frame_size).map_err(|advice| XskError::FrameTooLarge {
         iface: iface.clone(),
         mtu: *mtu,
         frame,
         advice: advice.replace("IF", iface),
-    })
+    })?;
+    if g.buffers_per_frame > 1 && !build.frags_aware {
+        let largest = largest_mtu(g.frame_size.max(config.dataplane.frame_size.unwrap_or(0))) - overhead;
+        return Err(XskError::FrameTooLarge {
+            iface: iface.clone(),
+            mtu: *mtu,
+            frame,
+            advice: format!(
+                "they take {} UMEM frames of {} bytes, and the classifier is not frags-aware here (`pfcswitch \
+                 doctor` says why), so no frame over one UMEM frame reaches it: the largest MTU that works is \
+                 {largest} (`ip link set {iface} mtu {largest}`)",
+                g.buffers_per_frame, g.frame_size
+            ),
+        });
+    }
+    Ok(g)
 }
 
 impl Dataplane {
@@ -239,8 +263,13 @@ impl Dataplane {
                 ),
             });
         }
+        // Once for every port: what the kernel allows does not change between them.
+        let Probed { build, paths } = paths::probe(paths::Wanted::of(d))?;
+        for line in paths.lines() {
+            tracing::info!("{line}");
+        }
         let mtus: Vec<(String, u32)> = infos.iter().map(|i| (i.name.clone(), i.mtu)).collect();
-        let geometry = geometry(&config, &mtus)?;
+        let geometry = geometry(&config, &mtus, &build)?;
         let buffers_per_frame = geometry.buffers_per_frame as usize;
         if buffers_per_frame > 1 {
             tracing::info!(
@@ -249,12 +278,13 @@ impl Dataplane {
                 "jumbo frames: each takes up to {buffers_per_frame} UMEM frames (AF_XDP multi-buffer)"
             );
         }
-        let mut pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size)?;
+        let reading = StampReading { stamp: build.arrival_stamp, magic: build.stamp_magic };
+        let mut pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size, reading)?;
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
         for (i, (info, &queues)) in infos.iter().zip(&queues).enumerate() {
             let on = pool.bind_on(queues.1);
-            let (classifier, port) = bind_port(on, d, info, queues.0, buffers_per_frame, options.force)?;
+            let (classifier, port) = bind_port(on, d, &build, info, queues.0, buffers_per_frame, options.force)?;
             options.kernel.bound(i, &port, &classifier)?;
             classifiers.push(classifier);
             ports.push(port);
@@ -316,6 +346,8 @@ impl Dataplane {
             kernel: options.kernel,
             speed_from,
             capture: None,
+            build,
+            paths,
         };
         for port in &mut dp.ports {
             port.refill(&mut dp.pool, POOL_RESERVE);
@@ -694,9 +726,10 @@ impl Dataplane {
         };
         let on = self.pool.bind_on(queues.1);
         let (d, buffers_per_frame, ifindex) = (self.config.dataplane.clone(), self.buffers_per_frame, info.ifindex);
+        let build = self.build;
         let spawned = std::thread::Builder::new()
             .name(format!("pfcs-bind-{port}"))
-            .spawn(move || bind_port(on, &d, &info, queues.0, buffers_per_frame, false));
+            .spawn(move || bind_port(on, &d, &build, &info, queues.0, buffers_per_frame, false));
         match spawned {
             Ok(handle) => self.rebinding[i] = Some(Rebinding { handle, ifindex }),
             Err(e) => self.rebound(i, ifindex, Err(DataplaneError::Rebind { iface, problem: e.to_string() })),
@@ -814,7 +847,14 @@ impl Dataplane {
         });
         let mut stalls = self.stalls.stats();
         stalls.backlogs = self.backlog.recent();
-        Stats { switch, free_frames: self.pool.free_count() as u64, stalls, latency: self.pool.stages().latency() }
+        Stats {
+            switch,
+            free_frames: self.pool.free_count() as u64,
+            stalls,
+            latency: self.pool.stages().latency(),
+            kernel_paths: Some(self.paths.clone()),
+            unstamped_frames: self.pool.unstamped(),
+        }
     }
 }
 
@@ -824,6 +864,7 @@ impl Dataplane {
 fn bind_port(
     on: BindOn,
     d: &DataplaneConfig,
+    build: &ClassifierBuild,
     info: &sys::InterfaceInfo,
     has: u32,
     buffers_per_frame: usize,
@@ -831,7 +872,7 @@ fn bind_port(
 ) -> Result<(Classifier, PortSockets), DataplaneError> {
     // A queue left without a socket must not pass frames around the switch.
     let bind = on.ids.len() as u32;
-    let mut classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket || bind < has)?;
+    let mut classifier = Classifier::load(&info.name, info.ifindex, d.drop_without_socket || bind < has, build)?;
     let port = PortSockets::bind(on, &info.name, d.ring_size, d.batch, d.bind_mode, buffers_per_frame)?;
     for (queue, socket) in port.sockets().iter().enumerate() {
         classifier.bind_socket(queue as u32, socket.fd())?;
@@ -906,6 +947,7 @@ fn log_watchdog(config: &RunConfig, e: WatchdogEvent) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ArrivalStamp;
 
     #[test]
     fn a_port_adds_one_batch_a_turn_and_never_holds_over_two_on_its_tx_ring() {
@@ -919,9 +961,10 @@ mod tests {
     #[test]
     fn the_umem_geometry_follows_the_largest_mtu_and_jumbo_frames_take_several_buffers() {
         let c = RunConfig::for_interfaces(&["a", "b"]);
+        let best = ClassifierBuild { arrival_stamp: ArrivalStamp::Metadata, stamp_magic: 1, frags_aware: true };
         let g = |c: &RunConfig, mtus: &[u32]| {
             let named: Vec<(String, u32)> = mtus.iter().map(|&m| ("a".to_string(), m)).collect();
-            geometry(c, &named).map(|g| (g.frame_size, g.buffers_per_frame))
+            geometry(c, &named, &best).map(|g| (g.frame_size, g.buffers_per_frame))
         };
         assert_eq!(g(&c, &[1500, 1500]).unwrap(), (2048, 1));
         assert_eq!(g(&c, &[1500, 3000]).unwrap(), (4096, 1));
@@ -932,5 +975,21 @@ mod tests {
         assert_eq!(g(&small, &[3000]).unwrap(), (2048, 2));
         let err = g(&c, &[9500]).unwrap_err().to_string();
         assert!(err.contains("interface a has MTU 9500") && err.contains("ip link set a mtu 9216"), "{err}");
+    }
+
+    #[test]
+    fn an_in_frame_stamp_counts_in_the_geometry_and_a_jumbo_mtu_without_frags_is_refused_naming_the_mtu_that_works() {
+        let c = RunConfig::for_interfaces(&["a"]);
+        let g = |mtu: u32, build: ClassifierBuild| geometry(&c, &[("a".to_string(), mtu)], &build);
+        let in_frame = ClassifierBuild { arrival_stamp: ArrivalStamp::InFrame, stamp_magic: 1, frags_aware: true };
+        // 3818 is the largest MTU one 4096-byte UMEM frame holds; 16 bytes of stamp more
+        // take a second one.
+        assert_eq!(g(3818, in_frame).unwrap().buffers_per_frame, 2);
+        assert_eq!(g(3802, in_frame).unwrap().buffers_per_frame, 1);
+        let plain = ClassifierBuild { frags_aware: false, ..in_frame };
+        assert_eq!(g(1500, plain).unwrap().buffers_per_frame, 1);
+        let err = g(9000, plain).unwrap_err().to_string();
+        assert!(err.contains("interface a has MTU 9000") && err.contains("not frags-aware"), "{err}");
+        assert!(err.contains("the largest MTU that works is 3802 (`ip link set a mtu 3802`)"), "{err}");
     }
 }

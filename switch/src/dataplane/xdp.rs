@@ -8,9 +8,9 @@ use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::libbpf_sys as sys;
-use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
+use libbpf_rs::{AsRawLibbpf, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, OpenObject};
 
-use crate::config::XdpMode;
+use crate::config::{ArrivalStamp, XdpMode};
 use crate::stats::XdpClassCounters;
 
 /// The compiled classifier, built by build.rs with libbpf-cargo.
@@ -19,13 +19,41 @@ const PROGRAM: &str = "pfcswitch_classify";
 /// Class indices of `class_counters`, as in the C `enum xdp_class`.
 pub(super) const CLASS_COUNT: u32 = 8;
 
+/// What one instance of the classifier is built with: the read-only options its program
+/// reads (`struct classifier_options` in the C code) and whether it loads frags-aware.
+/// [`super::paths::probe`] chooses them for the kernel at hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassifierBuild {
+    /// How the program stamps a frame's arrival.
+    pub arrival_stamp: ArrivalStamp,
+    /// The stamp's first word, which userspace checks ([`crate::dataplane::xsk::UmemPool`]).
+    pub stamp_magic: u32,
+    /// Loaded with BPF_F_XDP_HAS_FRAGS: frames over several buffers reach it whole.
+    pub frags_aware: bool,
+}
+
+impl ClassifierBuild {
+    /// The build in a load error: "arrival stamps: in-frame, frags-aware: yes".
+    pub fn describe(&self) -> String {
+        format!("arrival stamps: {}, frags-aware: {}", self.arrival_stamp, if self.frags_aware { "yes" } else { "no" })
+    }
+}
+
+/// The options' defaults in the object, checked before they are overwritten: a C struct
+/// laid out otherwise than [`write_options`] assumes is an error, not a wrong program.
+const OPTIONS_DEFAULTS: [u32; 3] = [1, 0x5046_5453, 1];
+
 #[derive(Debug, thiserror::Error)]
 pub enum XdpError {
     #[error(
-        "loading the XDP classifier failed: {0}; is this kernel built with BPF, and does this process \
-         have CAP_BPF and CAP_NET_ADMIN (run as root)?"
+        "loading the XDP classifier failed: {source}; this process lacks the privileges to load BPF programs \
+         (CAP_BPF and CAP_NET_ADMIN: run as root)"
     )]
-    Load(libbpf_rs::Error),
+    Privileges { source: libbpf_rs::Error },
+    #[error("loading the XDP classifier ({what}) failed: {source}{}", verifier_said(.log))]
+    Load { what: String, source: libbpf_rs::Error, log: String },
+    #[error("the XDP classifier object is not laid out as this loader expects: {0}")]
+    Layout(&'static str),
     #[error("the XDP classifier object lacks {0}")]
     Missing(&'static str),
     #[error("attaching XDP to {iface} ({mode}): {source}")]
@@ -47,6 +75,150 @@ pub enum XdpError {
     Map { what: &'static str, source: libbpf_rs::Error },
 }
 
+fn verifier_said(log: &str) -> String {
+    if log.is_empty() {
+        String::new()
+    } else {
+        format!("; the kernel said: {log}")
+    }
+}
+
+/// The object opened with `build`'s options written and its load flags set, not loaded.
+fn open(build: &ClassifierBuild) -> Result<OpenObject, XdpError> {
+    let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(|source| XdpError::Load {
+        what: "opening the object".into(),
+        source,
+        log: String::new(),
+    })?;
+    {
+        let mut rodata = open
+            .maps_mut()
+            .find(|m| m.name().to_string_lossy().ends_with(".rodata"))
+            .ok_or(XdpError::Layout("no .rodata section"))?;
+        let bytes = rodata.initial_value_mut().ok_or(XdpError::Layout(".rodata has no initial value"))?;
+        write_options(bytes, build)?;
+    }
+    let mut prog = open.progs_mut().find(|p| p.name() == PROGRAM).ok_or(XdpError::Missing("pfcswitch_classify"))?;
+    // SAFETY: a valid program of an open object; reading its flags changes nothing.
+    let flags = unsafe { sys::bpf_program__flags(prog.as_libbpf_object().as_ptr()) };
+    prog.set_flags(if build.frags_aware {
+        flags | sys::BPF_F_XDP_HAS_FRAGS
+    } else {
+        flags & !sys::BPF_F_XDP_HAS_FRAGS
+    });
+    Ok(open)
+}
+
+/// Writes `build`'s options over the object's `struct classifier_options`, the only thing
+/// in its .rodata, after checking that the defaults the C code gives stand there.
+fn write_options(rodata: &mut [u8], build: &ClassifierBuild) -> Result<(), XdpError> {
+    if rodata.len() != 4 * OPTIONS_DEFAULTS.len() {
+        return Err(XdpError::Layout(".rodata is not struct classifier_options alone"));
+    }
+    let word = |i: usize, r: &[u8]| u32::from_ne_bytes(r[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+    if (0..OPTIONS_DEFAULTS.len()).any(|i| word(i, rodata) != OPTIONS_DEFAULTS[i]) {
+        return Err(XdpError::Layout("struct classifier_options does not hold the defaults this loader knows"));
+    }
+    let stamp = match build.arrival_stamp {
+        ArrivalStamp::RxClock => 0u32,
+        ArrivalStamp::Metadata => 1,
+        ArrivalStamp::InFrame => 2,
+    };
+    for (i, v) in [stamp, build.stamp_magic, u32::from(build.frags_aware)].into_iter().enumerate() {
+        rodata[4 * i..4 * i + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    Ok(())
+}
+
+/// Loads the classifier built as `build` into the kernel and drops it again: whether this
+/// kernel takes that build, and if not, what it said.
+pub fn try_load(build: &ClassifierBuild) -> Result<(), XdpError> {
+    load_object(build, "a trial").map(drop)
+}
+
+/// Loads the classifier built as `build`; the error holds what the kernel said (the
+/// verifier's complaint), and libbpf prints nothing of it meanwhile.
+fn load_object(build: &ClassifierBuild, what: &str) -> Result<Object, XdpError> {
+    let open = open(build)?;
+    let (loaded, log) = libbpf_log::captured(|| open.load());
+    loaded.map_err(|source| {
+        if source.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+            XdpError::Privileges { source }
+        } else {
+            XdpError::Load {
+                what: format!("{what}, {}", build.describe()),
+                source,
+                log: libbpf_log::the_complaint(&log),
+            }
+        }
+    })
+}
+
+/// libbpf's messages: to stderr as libbpf prints them, except while a load is tried
+/// ([`captured`]), when they are kept for the error instead.
+mod libbpf_log {
+    use std::cell::RefCell;
+    use std::io::Write;
+    use std::sync::Once;
+
+    use libbpf_rs::PrintLevel;
+
+    thread_local! {
+        static KEPT: RefCell<Option<String>> = const { RefCell::new(None) };
+    }
+
+    fn print(_level: PrintLevel, msg: String) {
+        let kept = KEPT.with(|k| k.borrow_mut().as_mut().map(|buf| buf.push_str(&msg)).is_some());
+        if !kept {
+            let _ = std::io::stderr().write_all(msg.as_bytes());
+        }
+    }
+
+    /// Runs `f` with what libbpf says on this thread kept, and returns both.
+    pub(super) fn captured<T>(f: impl FnOnce() -> T) -> (T, String) {
+        static INSTALL: Once = Once::new();
+        // libbpf's own default level (Info): what it prints does not change.
+        INSTALL.call_once(|| {
+            let _ = libbpf_rs::set_print(Some((PrintLevel::Info, print)));
+        });
+        KEPT.with(|k| *k.borrow_mut() = Some(String::new()));
+        let out = f();
+        let log = KEPT.with(|k| k.borrow_mut().take()).unwrap_or_default();
+        (out, log)
+    }
+
+    /// The line of a load's log that says why the kernel refused it: the verifier's last
+    /// words before libbpf's own, else libbpf's last line.
+    pub(super) fn the_complaint(log: &str) -> String {
+        let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let verifier = match lines.iter().position(|l| l.contains("-- END PROG LOAD LOG --")) {
+            Some(end) => lines[..end].iter().rev().find(|l| !l.starts_with("processed ") && !l.starts_with("libbpf:")),
+            None => None,
+        };
+        verifier.or(lines.last()).map(|l| l.to_string()).unwrap_or_default()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_complaint_is_the_verifiers_last_word_not_libbpfs_summary() {
+            let log = "libbpf: prog 'meta': BPF program load failed: Invalid argument\n\
+                       libbpf: prog 'meta': -- BEGIN PROG LOAD LOG --\n\
+                       0: R1=ctx() R10=fp0\n\
+                       6: (85) call bpf_xdp_adjust_meta#54\n\
+                       program of this type cannot use helper bpf_xdp_adjust_meta#54\n\
+                       processed 7 insns (limit 1000000)\n\
+                       -- END PROG LOAD LOG --\n\
+                       libbpf: prog 'meta': failed to load: -22\n";
+            assert_eq!(the_complaint(log), "program of this type cannot use helper bpf_xdp_adjust_meta#54");
+            assert_eq!(the_complaint("libbpf: failed to load object: -1\n"), "libbpf: failed to load object: -1");
+            assert_eq!(the_complaint(""), "");
+        }
+    }
+}
+
 /// One loaded (and possibly attached) instance of the classifier.
 pub struct Classifier {
     iface: String,
@@ -57,6 +229,8 @@ pub struct Classifier {
     config: MapHandle,
     /// The bpf_link holding the program on the interface, and the mode it holds it in.
     link: Option<(OwnedFd, XdpMode)>,
+    /// What it was built as.
+    build: ClassifierBuild,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -66,10 +240,15 @@ impl std::fmt::Debug for Classifier {
 }
 
 impl Classifier {
-    /// Loads a fresh instance for interface `iface`; nothing is attached yet.
-    pub fn load(iface: &str, ifindex: u32, drop_without_socket: bool) -> Result<Classifier, XdpError> {
-        let open = ObjectBuilder::default().open_memory(OBJECT).map_err(XdpError::Load)?;
-        let object = open.load().map_err(XdpError::Load)?;
+    /// Loads a fresh instance for interface `iface`, built as `build`; nothing is
+    /// attached yet.
+    pub fn load(
+        iface: &str,
+        ifindex: u32,
+        drop_without_socket: bool,
+        build: &ClassifierBuild,
+    ) -> Result<Classifier, XdpError> {
+        let object = load_object(build, &format!("for {iface}"))?;
         let map = |name: &'static str| -> Result<MapHandle, XdpError> {
             let m = object.maps().find(|m| m.name() == name).ok_or(XdpError::Missing(name))?;
             MapHandle::try_from(&m).map_err(|source| XdpError::Map { what: name, source })
@@ -82,7 +261,12 @@ impl Classifier {
         config
             .update(&0u32.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
             .map_err(|source| XdpError::Map { what: "writing the classifier config", source })?;
-        Ok(Classifier { iface: iface.to_string(), ifindex, object, xsks, counters, config, link: None })
+        Ok(Classifier { iface: iface.to_string(), ifindex, object, xsks, counters, config, link: None, build: *build })
+    }
+
+    /// What it was built as.
+    pub fn build(&self) -> &ClassifierBuild {
+        &self.build
     }
 
     /// Steers rx queue `queue` to the AF_XDP socket `fd`.
@@ -277,4 +461,32 @@ pub fn class_counters(map: &MapHandle) -> XdpClassCounters {
     }
     let [pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt] = totals;
     XdpClassCounters { pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_build_opens_with_its_options_written_where_the_c_struct_has_them() {
+        for arrival_stamp in ArrivalStamp::ALL {
+            for frags_aware in [true, false] {
+                let build = ClassifierBuild { arrival_stamp, stamp_magic: 0xdead_beef, frags_aware };
+                let open = open(&build).unwrap_or_else(|e| panic!("{}: {e}", build.describe()));
+                let rodata = open.maps().find(|m| m.name().to_string_lossy().ends_with(".rodata")).unwrap();
+                let bytes = rodata.initial_value().unwrap();
+                let words: Vec<u32> = bytes.chunks(4).map(|w| u32::from_ne_bytes(w.try_into().unwrap())).collect();
+                let stamp = ArrivalStamp::ALL.iter().position(|&a| a == arrival_stamp).unwrap() as u32;
+                // The C code's numbering: rx clock 0, metadata 1, in-frame 2.
+                assert_eq!(words, [[1, 2, 0][stamp as usize], 0xdead_beef, u32::from(frags_aware)]);
+            }
+        }
+    }
+
+    #[test]
+    fn options_over_a_rodata_laid_out_otherwise_are_refused() {
+        let build = ClassifierBuild { arrival_stamp: ArrivalStamp::Metadata, stamp_magic: 1, frags_aware: true };
+        assert!(matches!(write_options(&mut [0u8; 8], &build), Err(XdpError::Layout(_))));
+        assert!(matches!(write_options(&mut [0u8; 12], &build), Err(XdpError::Layout(_))));
+    }
 }

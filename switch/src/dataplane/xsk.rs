@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
-use crate::config::BindMode;
+use crate::config::{ArrivalStamp, BindMode};
 use crate::core::prefetch::{prefetch_addr, prefetch_range_l2, LINE};
 use crate::core::queue::FrameId;
 use crate::core::switch::{FramePool, TxBatch};
@@ -59,9 +59,28 @@ fn socket_hint(e: &xsk_rs::socket::SocketCreateError) -> &'static str {
     }
 }
 
-/// What the XDP classifier writes in front of each frame (struct rx_meta in the C code).
-const RX_META_MAGIC: u32 = 0x5046_5453;
-const RX_META_LEN: usize = 16;
+/// The stamp the XDP classifier writes in front of each frame (struct rx_meta in the C
+/// code): a word that says it is one, a reserved word, the arrival time.
+const STAMP_LEN: usize = 16;
+
+/// How the pool reads the arrival stamps of the frames its sockets receive: where the
+/// classifier puts them ([`ArrivalStamp`]) and the word that begins each one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StampReading {
+    pub stamp: ArrivalStamp,
+    pub magic: u32,
+}
+
+impl StampReading {
+    /// Bytes a stamp adds to a received frame in the UMEM (pushed in front of it).
+    pub fn overhead(self) -> u32 {
+        if self.stamp == ArrivalStamp::InFrame {
+            STAMP_LEN as u32
+        } else {
+            0
+        }
+    }
+}
 
 /// The descriptor option that says more buffers of the same frame follow (XDP_PKT_CONTD).
 const PKT_CONTD: u32 = 1;
@@ -95,6 +114,11 @@ pub struct UmemPool {
     /// a socket is closed for good, what it held comes back ([`UmemPool::reclaim_lent`]).
     lent_to: Vec<SocketId>,
     next_socket: SocketId,
+    /// Where the classifier puts arrival stamps.
+    reading: StampReading,
+    /// Frames that came without the stamp the classifier should have put (a driver with
+    /// no metadata area): their arrival is the loop's clock.
+    unstamped: u64,
 }
 
 /// What the pool remembers of a frame's time (0: unknown).
@@ -130,7 +154,9 @@ impl std::fmt::Debug for UmemPool {
 }
 
 impl UmemPool {
-    pub fn new(frames: u32, frame_size: u32, ring_size: u32) -> Result<UmemPool, XskError> {
+    /// A pool of `frames` buffers of `frame_size` bytes, for sockets with rings of
+    /// `ring_size`, whose frames carry arrival stamps as `reading` says.
+    pub fn new(frames: u32, frame_size: u32, ring_size: u32, reading: StampReading) -> Result<UmemPool, XskError> {
         let geometry = |e: &dyn std::fmt::Display| XskError::Geometry(e.to_string());
         let config = UmemConfig::builder()
             .frame_size(FrameSize::new(frame_size).map_err(|e| geometry(&e))?)
@@ -154,7 +180,19 @@ impl UmemPool {
             pristine: descs,
             lent_to: vec![NO_SOCKET; frames as usize],
             next_socket: NO_SOCKET + 1,
+            reading,
+            unstamped: 0,
         })
+    }
+
+    /// How the pool reads arrival stamps.
+    pub fn stamp_reading(&self) -> StampReading {
+        self.reading
+    }
+
+    /// Frames that came without the arrival stamp the classifier was built to put.
+    pub fn unstamped(&self) -> u64 {
+        self.unstamped
     }
 
     pub fn umem(&self) -> &Umem {
@@ -221,9 +259,10 @@ impl UmemPool {
         self.lent_to[i] = NO_SOCKET;
         self.current[i] = *desc;
         self.next[i] = NIL;
-        self.frame_len[i] = desc.lengths().data() as u32;
         self.buffers[i] = 1;
-        let arrived = self.take_arrival(desc);
+        let arrived = self.take_arrival(i);
+        // After the stamp: an in-frame stamp is no longer part of the frame.
+        self.frame_len[i] = self.current[i].lengths().data() as u32;
         self.stamps[i] = Stamps { arrival_ns: arrived, since_ns: arrived };
         id
     }
@@ -295,33 +334,61 @@ impl UmemPool {
     pub fn prefetch_received(&self, desc: &FrameDesc) {
         // SAFETY: the descriptor came off our rx ring, so it points into our UMEM.
         let data = unsafe { self.umem.data(desc) }.contents().as_ptr();
-        prefetch_addr(data.wrapping_sub(RX_META_LEN));
+        prefetch_addr(data.wrapping_sub(STAMP_LEN));
         prefetch_addr(data);
         // The rest goes to this core's L2: the kernel copies the whole frame out of the
         // UMEM when it transmits it, in our `sendto`, and found it in the sender's cache.
         prefetch_range_l2(data.wrapping_add(LINE), desc.lengths().data().saturating_sub(LINE));
     }
 
-    /// Reads (and clears, so a later frame without metadata cannot inherit it) the
-    /// arrival stamp the classifier put just before the frame's data.
-    fn take_arrival(&self, desc: &FrameDesc) -> u64 {
-        let chunk_start = desc.addr() / self.frame_size * self.frame_size;
-        if desc.addr() < chunk_start + RX_META_LEN {
-            return 0;
-        }
-        // SAFETY: the frame is ours (just taken off the rx ring); the 16 bytes before its
-        // data lie in the same UMEM chunk (checked above), inside the mapping.
-        unsafe {
-            let data = self.umem.data(desc).contents().as_ptr();
-            let meta = data.sub(RX_META_LEN) as *mut u8;
-            let magic = u32::from_ne_bytes(std::ptr::read_unaligned(meta as *const [u8; 4]));
-            if magic != RX_META_MAGIC {
-                return 0;
+    /// Reads buffer `i`'s arrival stamp (0: none), where the classifier put it: in the
+    /// metadata area (cleared after, so that a later frame without one cannot inherit
+    /// it), or in front of the frame, which then moves up over it (the descriptor's
+    /// address cannot move: xsk-rs keeps it, and the kernel takes it back as it is).
+    fn take_arrival(&mut self, i: usize) -> u64 {
+        let StampReading { stamp, magic } = self.reading;
+        let ns = match stamp {
+            ArrivalStamp::RxClock => return 0,
+            ArrivalStamp::Metadata => {
+                let desc = &self.current[i];
+                let chunk_start = desc.addr() / self.frame_size * self.frame_size;
+                if desc.addr() < chunk_start + STAMP_LEN {
+                    0
+                } else {
+                    // SAFETY: the frame is ours (just taken off the rx ring); the 16 bytes
+                    // before its data lie in the same UMEM chunk (checked above), inside
+                    // the mapping.
+                    unsafe {
+                        let data = self.umem.data(desc).contents().as_ptr();
+                        let meta = data.sub(STAMP_LEN) as *mut u8;
+                        if std::ptr::read_unaligned(meta as *const [u8; 4]) != magic.to_ne_bytes() {
+                            0
+                        } else {
+                            std::ptr::write_unaligned(meta as *mut [u8; 4], [0; 4]);
+                            u64::from_ne_bytes(std::ptr::read_unaligned(meta.add(8) as *const [u8; 8]))
+                        }
+                    }
+                }
             }
-            let ns = u64::from_ne_bytes(std::ptr::read_unaligned(meta.add(8) as *const [u8; 8]));
-            std::ptr::write_unaligned(meta as *mut [u8; 4], [0; 4]);
-            ns
+            ArrivalStamp::InFrame => {
+                // SAFETY: the frame is ours (just taken off the rx ring).
+                let mut data = unsafe { self.umem.data_mut(&mut self.current[i]) };
+                let len = data.contents().len();
+                let bytes = data.contents_mut();
+                if len < STAMP_LEN || bytes[..4] != magic.to_ne_bytes() {
+                    0
+                } else {
+                    let ns = u64::from_ne_bytes(bytes[8..16].try_into().expect("8 bytes"));
+                    bytes.copy_within(STAMP_LEN.., 0);
+                    data.cursor().set_pos(len - STAMP_LEN);
+                    ns
+                }
+            }
+        };
+        if ns == 0 {
+            self.unstamped += 1;
         }
+        ns
     }
 
     /// Puts the descriptors of frame `id` on `out` (one per buffer, each but the last

@@ -11,11 +11,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::ArrivalStamp;
 use crate::config::{BindMode, XdpMode};
 use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
 use crate::core::speed::Speed;
-use crate::frame_size::{geometry_for, largest_frame};
-use crate::stats::SpeedSource;
+use crate::frame_size::{geometry_for, largest_frame, largest_mtu};
+use crate::stats::{KernelPaths, SpeedSource};
 use crate::sys::{self, LinkState, SysError};
 use ethtool::{Channels, Driver, Ethtool, PauseSettings};
 use netlink::{DcbState, XdpFeatures};
@@ -153,8 +154,9 @@ impl Diagnosis {
     }
 }
 
-/// Judges `facts`: what `run` would do, and what to fix or know first.
-pub fn diagnose(facts: NicFacts) -> Diagnosis {
+/// Judges `facts`: what `run` would do, and what to fix or know first, on a kernel whose
+/// XDP classifier takes the paths `kernel` says (None: not probed, taken as the best).
+pub fn diagnose(facts: NicFacts, kernel: Option<&KernelPaths>) -> Diagnosis {
     let mut f = Vec::new();
     let mut say = |level, text: String| f.push(Finding { level, text });
     let iface = &facts.iface;
@@ -163,8 +165,27 @@ pub fn diagnose(facts: NicFacts) -> Diagnosis {
     if !facts.link_up {
         say(Level::Warn, "the link is down: the port carries nothing until it comes up".into());
     }
-    let frame = largest_frame(facts.mtu);
+    // An in-frame arrival stamp lies in front of the frame in the UMEM.
+    let overhead = match kernel.map(|k| k.arrival_stamp.path) {
+        Some(ArrivalStamp::InFrame) => 16,
+        _ => 0,
+    };
+    let frags = kernel.is_none_or(|k| k.xdp_frags.path);
+    let frame = largest_frame(facts.mtu) + overhead;
     let frame_size = match geometry_for(frame, None) {
+        Ok(g) if g.buffers_per_frame > 1 && !frags => {
+            let largest = largest_mtu(g.frame_size) - overhead;
+            say(
+                Level::Error,
+                format!(
+                    "MTU {} ({frame}-byte frames) takes {} UMEM frames, and this kernel's classifier is not \
+                     frags-aware, so no such frame reaches it: the largest MTU that works is {largest} (`ip link \
+                     set {iface} mtu {largest}`)",
+                    facts.mtu, g.buffers_per_frame
+                ),
+            );
+            None
+        }
         Ok(g) if g.buffers_per_frame == 1 => {
             say(
                 Level::Ok,
@@ -365,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_veth_gets_native_xdp_copy_mode_and_no_line_rate_despite_its_nominal_10g() {
-        let d = diagnose(veth());
+        let d = diagnose(veth(), None);
         assert_eq!((d.run.xdp_mode, d.run.bind_mode), (XdpMode::Native, BindMode::Copy));
         assert_eq!((d.run.rx_queues, d.run.frame_size), (4, Some(2048)));
         assert_eq!((d.run.speed, d.run.speed_from), (Speed::gbps(10), SpeedSource::Default));
@@ -383,7 +404,7 @@ mod tests {
         f.xdp.as_mut().unwrap().zero_copy = true;
         f.pause = Some(PauseSettings { autoneg: false, rx: true, tx: true });
         f.dcb = Some(DcbState::Pfc { capable: 8, enabled: [3, 4].map(Priority::new).into_iter().collect() });
-        let d = diagnose(f);
+        let d = diagnose(f, None);
         assert_eq!(
             (d.run.speed, d.run.speed_from, d.run.bind_mode),
             (Speed::gbps(25), SpeedSource::Nic, BindMode::ZeroCopy)
@@ -399,16 +420,34 @@ mod tests {
     fn a_jumbo_mtu_takes_several_4096_byte_frames_and_one_above_9216_is_an_error() {
         let mut f = veth();
         f.mtu = 3000;
-        assert_eq!(diagnose(f.clone()).run.frame_size, Some(4096));
+        assert_eq!(diagnose(f.clone(), None).run.frame_size, Some(4096));
         f.mtu = 9000;
-        let d = diagnose(f.clone());
+        let d = diagnose(f.clone(), None);
         assert_eq!(d.run.frame_size, Some(4096));
         assert_ne!(d.worst(), Level::Error, "{:?}", d.findings);
         assert!(has(&d, Level::Ok, "MTU 9000 (9022-byte frames) takes 3 UMEM frames"), "{:?}", d.findings);
         f.mtu = 9500;
-        let d = diagnose(f);
+        let d = diagnose(f, None);
         assert_eq!((d.run.frame_size, d.worst()), (None, Level::Error));
         assert!(has(&d, Level::Error, "largest pfcswitch carries, 9216"), "{:?}", d.findings);
+    }
+
+    #[test]
+    fn a_jumbo_mtu_on_a_kernel_without_frags_aware_xdp_is_an_error_naming_the_mtu_that_works() {
+        let mut f = veth();
+        f.mtu = 9000;
+        let mut k = KernelPaths::best();
+        k.xdp_frags.path = false;
+        k.arrival_stamp.path = ArrivalStamp::InFrame;
+        let d = diagnose(f.clone(), Some(&k));
+        assert_eq!((d.run.frame_size, d.worst()), (None, Level::Error));
+        assert!(
+            has(&d, Level::Error, "the largest MTU that works is 3802 (`ip link set eth0 mtu 3802`)"),
+            "{:?}",
+            d.findings
+        );
+        f.mtu = 1500;
+        assert_eq!(diagnose(f, Some(&k)).run.frame_size, Some(2048));
     }
 
     #[test]
@@ -419,7 +458,7 @@ mod tests {
         f.physical = true;
         f.speed_mbps = None;
         f.link_up = false;
-        let d = diagnose(f);
+        let d = diagnose(f, None);
         assert_eq!(d.run.xdp_mode, XdpMode::Native);
         assert!(has(&d, Level::Warn, "tries native XDP, then generic"));
         assert!(has(&d, Level::Warn, "reports no link speed"));
@@ -427,6 +466,6 @@ mod tests {
         assert!(has(&d, Level::Warn, "DCB state could not be read"));
         let mut g = veth();
         g.xdp = Some(XdpFeatures { native: true, redirect: false, ..Default::default() });
-        assert_eq!(diagnose(g).run.xdp_mode, XdpMode::Generic, "AF_XDP needs redirect in native mode");
+        assert_eq!(diagnose(g, None).run.xdp_mode, XdpMode::Generic, "AF_XDP needs redirect in native mode");
     }
 }

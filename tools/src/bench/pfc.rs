@@ -1,6 +1,7 @@
 //! `bench pfc`: how fast the switch reacts to congestion with a pause, and how exactly it
 //! obeys the pauses it receives, at 1G–100G.
 
+use pfcswitch::config::ArrivalStamp;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -122,7 +123,7 @@ pub fn probe_switch(
     rate: f64,
     smooth: bool,
 ) -> Result<(Vec<ProbeTrial>, Percentiles, pfcswitch::stats::Stats)> {
-    let flow = ProbedFlow { speed, batch: Some(batch), rate, size: None, smooth };
+    let flow = ProbedFlow { speed, batch: Some(batch), rate, size: None, smooth, stamp: None };
     let (report, stats) = run_probe(&flow, quanta, repeats, None)?;
     let trials = serde_json::from_str(&report).context("reading the pause probe's report")?;
     Ok((trials, stats.resume_lateness, stats))
@@ -141,6 +142,8 @@ pub struct ProbedFlow {
     pub size: Option<usize>,
     /// See [`probe_switch`].
     pub smooth: bool,
+    /// How the switch and the probe stamp arrivals; None: the best the kernel allows.
+    pub stamp: Option<ArrivalStamp>,
 }
 
 impl ProbedFlow {
@@ -176,6 +179,7 @@ pub fn run_probe(
         config.dataplane.batch = batch;
     }
     config.dataplane.cpu = cpus.switch;
+    config.dataplane.arrival_stamp = flow.stamp;
     let sw = SwitchProc::start_on(&tb, "sw1", &config, &RunArgs::default(), &cpus.switch_process)?;
     let gen_args = GenArgs {
         dscp: vec![3],
@@ -194,6 +198,7 @@ pub fn run_probe(
         quanta: quanta.to_vec(),
         repeats,
         storm_ms,
+        arrival_stamp: flow.stamp,
     };
     let probe =
         tb.spawn_on("h2", "probe", cpus.hosts(), &harness::command_line("pfctools", "pause-probe", &probe_args)?)?;
@@ -263,13 +268,17 @@ pub struct ResponseTime {
     /// The size of the flow's frames on the wire (FCS included), bytes.
     #[serde(default)]
     pub frame_bytes: usize,
+    /// How the switch stamped arrivals, which its figures count from (the probe stamps
+    /// as it does: the same choice on the same kernel). None: a switch that did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_stamp: Option<ArrivalStamp>,
 }
 
 /// `headroom --response-time`: [`response_time_of`] a dense, smooth flow of the
 /// generator's default frames (the stop can only be placed to within one interval),
 /// with batches of 8.
 pub fn response_time(speed: Speed, repeats: usize) -> Result<ResponseTime> {
-    let flow = ProbedFlow { speed, batch: Some(8), rate: 200e3, size: None, smooth: true };
+    let flow = ProbedFlow { speed, batch: Some(8), rate: 200e3, size: None, smooth: true, stamp: None };
     let r = response_time_of(&flow, repeats)?.0;
     if r.external_count == 0 {
         bail!(
@@ -318,6 +327,7 @@ pub fn response_time_of(flow: &ProbedFlow, repeats: usize) -> Result<(ResponseTi
         after_pause_p50_frames: median(&after.iter().map(|&n| f64::from(n)).collect::<Vec<_>>()),
         after_pause_max_frames: after.iter().copied().max().unwrap_or(0),
         frame_bytes: flow.frame_bytes(),
+        arrival_stamp: stats.kernel_paths.as_ref().map(|k| k.arrival_stamp.path),
     };
     Ok((r, stats))
 }

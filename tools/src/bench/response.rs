@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use pfcswitch::config::ArrivalStamp;
 use pfcswitch::core::speed::{Speed, BITS_PER_QUANTUM};
 use pfcswitch_table::Table;
 
@@ -40,6 +41,10 @@ pub struct ResponseArgs {
     /// The flow's frame size on the wire (FCS included); the generator's default if absent.
     #[arg(long)]
     pub size: Option<usize>,
+    /// How the switch and the probe stamp arrivals (metadata, in-frame, rx-clock): the
+    /// best this kernel allows when absent.
+    #[arg(long)]
+    pub arrival_stamp: Option<ArrivalStamp>,
     #[arg(long)]
     pub json: bool,
 }
@@ -145,6 +150,9 @@ pub struct ResponseRow {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ResponseResult {
+    /// How the switch and the probe stamped arrivals: what every figure counts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_stamp: Option<ArrivalStamp>,
     pub frame_bytes: usize,
     pub rate: f64,
     pub batch: usize,
@@ -165,10 +173,19 @@ pub fn run(args: &ResponseArgs) -> Result<()> {
     let frame_bytes = super::pfc::frame_bytes(args.size);
     let batch = pfcswitch::config::DataplaneConfig::default().batch;
     let mut rows = Vec::new();
+    let mut arrival_stamp = args.arrival_stamp;
     for &speed in &args.speeds {
         eprintln!("  pause response at {speed}: single pauses, then storms");
-        let flow = ProbedFlow { speed, batch: None, rate: args.rate, size: args.size, smooth: true };
+        let flow = ProbedFlow {
+            speed,
+            batch: None,
+            rate: args.rate,
+            size: args.size,
+            smooth: true,
+            stamp: args.arrival_stamp,
+        };
         let (r, _) = response_time_of(&flow, args.repeats)?;
+        arrival_stamp = arrival_stamp.or(r.arrival_stamp);
         // A storm needs no smooth flow (a leak is any frame at all), and a spinning sender
         // would take the CPU the probe refreshes its pauses from. One switch per storm, and
         // storms short enough for the switch's record of pause arrivals to hold them all.
@@ -188,7 +205,7 @@ pub fn run(args: &ResponseArgs) -> Result<()> {
         }
         rows.push(row(speed, frame_bytes, batch, &r, &storms));
     }
-    let result = ResponseResult { frame_bytes, rate: args.rate, batch, storm_ms: args.storm_ms, rows };
+    let result = ResponseResult { arrival_stamp, frame_bytes, rate: args.rate, batch, storm_ms: args.storm_ms, rows };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
@@ -253,6 +270,16 @@ fn render(r: &ResponseResult) -> String {
         r.storm_ms,
         STORM_SETTLE.as_millis(),
     );
+    out.push_str(&match r.arrival_stamp {
+        Some(stamp) if stamp.at_arrival() => {
+            format!("Arrival stamps: {stamp}, taken by the XDP program as each frame arrived (switch and probe).\n")
+        }
+        Some(stamp) => format!(
+            "Arrival stamps: {stamp}: the switch and the probe take their own clock as they read each rx batch, so \
+             the switch's pause counts from then and the probe places frames late by their wait on the ring.\n"
+        ),
+        None => String::new(),
+    });
     let mut t = Table::new(&[
         "speed",
         "802.3 allowance",

@@ -55,6 +55,8 @@ pub struct GenOptions {
     pub spin: bool,
     pub umem_frames: u32,
     pub force: bool,
+    /// How the receive program stamps arrivals (absent: the best this kernel allows).
+    pub arrival_stamp: Option<pfcswitch::config::ArrivalStamp>,
     /// Write the MAC control frames received to this pcap file.
     pub capture: Option<std::path::PathBuf>,
     /// React to CNPs as DCQCN's reaction point, per flow.
@@ -159,7 +161,7 @@ pub fn run(opts: &GenOptions, stop: &AtomicBool) -> Result<GenReport> {
     if opts.count.is_none() && opts.duration.is_none() {
         bail!("give --count, --duration or both; an endless flood is not a test");
     }
-    let mut host = HostPort::open(&opts.iface, !opts.tx_only, opts.umem_frames, opts.force)?;
+    let mut host = HostPort::open(&opts.iface, !opts.tx_only, opts.umem_frames, opts.force, opts.arrival_stamp)?;
     sys::tighten_timer_slack();
     let mut responder = PauseResponder::new(opts.speed, opts.pause_delay_quanta, opts.honour_pfc);
     let mut capture =

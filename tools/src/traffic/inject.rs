@@ -25,7 +25,7 @@ pub fn send(iface: &str, frame: &[u8], count: u64, gap: Duration) -> Result<u64>
     if frame.is_empty() {
         bail!("an empty frame cannot be sent");
     }
-    let mut host = HostPort::open(iface, false, 4096, false)?;
+    let mut host = HostPort::open(iface, false, 4096, false, None)?;
     if frame.len() > host.pool.bytes_capacity() {
         bail!("a {}-byte frame does not fit a UMEM frame of this interface", frame.len());
     }

@@ -46,6 +46,11 @@ pub struct ProbeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub storm_ms: Option<u64>,
+    /// How the receive program stamps arrivals: metadata, in-frame or rx-clock (the
+    /// best this kernel allows when absent, as the switch chooses).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_stamp: Option<pfcswitch::config::ArrivalStamp>,
 }
 
 /// One storm: pauses of the probed quanta sent back to back (each after half the last
@@ -182,7 +187,7 @@ fn steady_interval(arrivals: &[Time]) -> Result<Duration> {
 
 /// Opens the probe's port and waits for the steady test flow.
 fn open(opts: &ProbeArgs, stop: &AtomicBool) -> Result<(Receiver, RawSender, MacAddr)> {
-    let host = HostPort::open(&opts.iface, true, 16384, false)?;
+    let host = HostPort::open(&opts.iface, true, 16384, false, opts.arrival_stamp)?;
     let raw = RawSender::open(&opts.iface)?;
     let src = host.mac;
     let pollfd = [sys::pollfd(host.fd)];

@@ -34,6 +34,8 @@ pub struct SinkOptions {
     pub capture: Option<PathBuf>,
     pub umem_frames: u32,
     pub force: bool,
+    /// How the receive program stamps arrivals (absent: the best this kernel allows).
+    pub arrival_stamp: Option<pfcswitch::config::ArrivalStamp>,
     /// Act as DCQCN's notification point: answer CE-marked test frames with CNPs.
     pub cnp: Option<CnpOptions>,
 }
@@ -74,6 +76,9 @@ pub struct SinkReport {
     /// program could not hand to the socket among its own rx drops as well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xdp_mode: Option<pfcswitch::config::XdpMode>,
+    /// How the receive program stamped arrivals (what `first_ns`/`last_ns` count from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_stamp: Option<pfcswitch::config::ArrivalStamp>,
     /// CNPs sent (as DCQCN's notification point), all flows.
     #[serde(default)]
     pub cnps_sent: u64,
@@ -86,7 +91,7 @@ pub struct SinkReport {
 pub const READY_LINE: &str = "sink ready";
 
 pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
-    let mut host = HostPort::open(&opts.iface, true, opts.umem_frames, opts.force)?;
+    let mut host = HostPort::open(&opts.iface, true, opts.umem_frames, opts.force, opts.arrival_stamp)?;
     let mut capture = opts.capture.as_ref().map(|p| CaptureWriter::create_one(p, &opts.iface)).transpose()?;
     let mut stats = RxStats::default();
     if let Some(n) = opts.expect_per_flow {
@@ -200,6 +205,7 @@ pub fn run(opts: &SinkOptions, stop: &AtomicBool) -> Result<SinkReport> {
         flows: stats.report(opts.expect_per_flow),
         socket_dropped,
         xdp_mode: host.xdp_mode(),
+        arrival_stamp: Some(host.arrival_stamp()),
         cnps_sent,
         cnps_unsent,
     })

@@ -4,9 +4,12 @@
 use std::os::fd::RawFd;
 
 use anyhow::{Context, Result};
+use pfcswitch::config::ArrivalStamp;
+use pfcswitch::dataplane::paths::{self, Probed, Wanted};
 use pfcswitch::dataplane::xdp::Classifier;
-use pfcswitch::dataplane::xsk::{UmemPool, XskPort};
+use pfcswitch::dataplane::xsk::{StampReading, UmemPool, XskPort};
 use pfcswitch::frame_size;
+use pfcswitch::stats::KernelPaths;
 use pfcswitch::sys;
 
 pub const RING_SIZE: u32 = 4096;
@@ -19,36 +22,58 @@ pub struct HostPort {
     pub pool: UmemPool,
     pub mac: pfcswitch::core::mac::MacAddr,
     pub fd: RawFd,
+    /// What this kernel let the receive program do, and why (none without one).
+    pub kernel_paths: Option<KernelPaths>,
 }
 
 impl HostPort {
     /// Opens `iface`. With `receive`, the classifier is attached so that frames arriving
     /// on the interface reach the socket (the kernel stack no longer sees them); without
     /// it the socket only transmits and needs no XDP program.
-    pub fn open(iface: &str, receive: bool, frames: u32, force: bool) -> Result<HostPort> {
+    /// The receive program is built as the switch's classifier is: the best arrival
+    /// stamp this kernel allows, unless `stamp` names one.
+    pub fn open(iface: &str, receive: bool, frames: u32, force: bool, stamp: Option<ArrivalStamp>) -> Result<HostPort> {
         sys::check_privileges()?;
         let info = sys::interface(iface)?;
-        // The switch's own rule: the smallest UMEM frame that holds the MTU's frames, or
-        // several (multi-buffer) for a jumbo MTU.
-        let geometry = frame_size::geometry_for(frame_size::largest_frame(info.mtu), None)
+        let probed = if receive { Some(paths::probe(Wanted { arrival_stamp: stamp, xdp_frags: None })?) } else { None };
+        let reading = probed.as_ref().map_or(StampReading { stamp: ArrivalStamp::RxClock, magic: 0 }, |p| {
+            StampReading { stamp: p.build.arrival_stamp, magic: p.build.stamp_magic }
+        });
+        // The switch's own rule: the smallest UMEM frame that holds the MTU's frames (and
+        // an in-frame stamp), or several (multi-buffer) for a jumbo MTU.
+        let frame = frame_size::largest_frame(info.mtu) + reading.overhead();
+        let geometry = frame_size::geometry_for(frame, None)
             .map_err(|advice| anyhow::anyhow!("{iface}: {}", advice.replace("IF", iface)))?;
-        let mut pool = UmemPool::new(frames, geometry.frame_size, RING_SIZE)?;
+        let mut pool = UmemPool::new(frames, geometry.frame_size, RING_SIZE, reading)?;
         let buffers = geometry.buffers_per_frame as usize;
         let on = pool.bind_on(1);
         let mut port = XskPort::bind((&on.umem, on.ids[0]), iface, 0, RING_SIZE, BATCH, None, buffers)?;
-        let classifier = if receive {
-            // Buffers first: a frame that arrives once the program is attached and finds
-            // the fill ring empty is dropped.
-            port.refill(&mut pool, frames as usize / 2);
-            let mut c = Classifier::load(iface, info.ifindex, false)?;
-            c.bind_socket(0, port.fd())?;
-            c.attach(force, None).with_context(|| format!("attaching the receive program to {iface}"))?;
-            Some(c)
-        } else {
-            None
+        let classifier = match &probed {
+            Some(Probed { build, paths }) => {
+                if buffers > 1 && !build.frags_aware {
+                    anyhow::bail!(
+                        "{iface}: MTU {} needs frames over one UMEM frame: {}",
+                        info.mtu,
+                        paths.xdp_frags.why
+                    );
+                }
+                // Buffers first: a frame that arrives once the program is attached and finds
+                // the fill ring empty is dropped.
+                port.refill(&mut pool, frames as usize / 2);
+                let mut c = Classifier::load(iface, info.ifindex, false, build)?;
+                c.bind_socket(0, port.fd())?;
+                c.attach(force, None).with_context(|| format!("attaching the receive program to {iface}"))?;
+                Some(c)
+            }
+            None => None,
         };
         let fd = port.fd();
-        Ok(HostPort { classifier, port, pool, mac: info.mac, fd })
+        Ok(HostPort { classifier, port, pool, mac: info.mac, fd, kernel_paths: probed.map(|p| p.paths) })
+    }
+
+    /// How the frames it receives are stamped on arrival.
+    pub fn arrival_stamp(&self) -> ArrivalStamp {
+        self.pool.stamp_reading().stamp
     }
 
     pub fn receives(&self) -> bool {
