@@ -505,3 +505,46 @@ pub fn congest(
     let (r1, r2) = (g1.finish(GEN_TIMEOUT).unwrap(), g2.finish(GEN_TIMEOUT).unwrap());
     (r1, r2, sink.finish(SINK_TIMEOUT).unwrap())
 }
+
+/// Which AF_XDP paths a test's switch takes: what this kernel and driver allow (the
+/// defaults), or every optional part forced to its fallback, so that the fallbacks are
+/// tested on a kernel that offers the fast paths too (`DataplaneConfig::every_optional_part_off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paths {
+    AsTheKernelAllows,
+    EveryOptionalPartOff,
+}
+
+impl Paths {
+    /// `config` set to take these paths.
+    pub fn apply(self, mut config: pfcswitch::config::RunConfig) -> pfcswitch::config::RunConfig {
+        if self == Paths::EveryOptionalPartOff {
+            config.dataplane = config.dataplane.every_optional_part_off();
+        }
+        config
+    }
+
+    /// Checks that the switch whose stats these are took these paths, and said so.
+    pub fn check(self, stats: &pfcswitch::stats::Stats) {
+        use pfcswitch::config::{ArrivalStamp, BindMode, XdpMode};
+        let k = stats.kernel_paths.as_ref().expect("the switch says which paths it took");
+        assert!(!k.arrival_stamp.why.is_empty() && !k.xdp_frags.why.is_empty(), "{k:?}");
+        match self {
+            Paths::AsTheKernelAllows => {
+                // Every kernel with XDP has bpf_xdp_adjust_head: arrival is stamped where
+                // the frame arrived, in its metadata area or in front of it.
+                assert!(k.arrival_stamp.path.at_arrival(), "{k:?}");
+                assert_eq!(stats.latency.rx_ring.count > 0, stats.latency.engine.count > 0, "{:?}", stats.latency);
+            }
+            Paths::EveryOptionalPartOff => {
+                assert_eq!((k.arrival_stamp.path, k.xdp_frags.path), (ArrivalStamp::RxClock, false), "{k:?}");
+                for p in &stats.ports {
+                    assert_eq!((p.xdp_mode, p.bind_mode), (Some(XdpMode::Generic), Some(BindMode::Copy)), "{p:?}");
+                }
+                // Without an arrival stamp the rx ring's wait is not seen, and is not
+                // reported as none.
+                assert_eq!(stats.latency.rx_ring.count, 0, "{:?}", stats.latency);
+            }
+        }
+    }
+}

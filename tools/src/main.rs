@@ -203,6 +203,7 @@ fn testbed_cmd(what: TestbedCommand) -> Result<()> {
                 println!("{}  {}", tb.ns(node)?, ifaces.join(", "));
             }
             println!("remove with: pfctools testbed down {name}");
+            bench::say_kernel_paths();
             tb.keep()?;
             Ok(())
         }

@@ -91,6 +91,12 @@ fn pause_response_reports_each_speed_beside_802_3_and_the_storms_it_ran() {
     let (r, _) =
         pfctools_json(&["bench", "pause-response", "--speeds", "1G,25G", "--repeats", "5", "--storms", "2", "--json"]);
     let (frame, batch) = (r["frame_bytes"].as_u64().unwrap(), r["batch"].as_u64().unwrap());
+    // The figures below count from arrival stamps taken where each frame arrived (the
+    // metadata area, or in front of the frame where a kernel refuses that): the bound is
+    // judged for those stamps. The rx clock would place the probe's frames late by their
+    // wait on its ring, and is what `--arrival-stamp rx-clock` measures.
+    let stamp = r["arrival_stamp"].as_str().unwrap_or_else(|| panic!("the report names its arrival stamps: {r}"));
+    assert!(["metadata", "in-frame"].contains(&stamp), "{stamp}");
     let rows = r["rows"].as_array().unwrap();
     let speeds: Vec<&str> = rows.iter().map(|x| x["speed"].as_str().unwrap()).collect();
     assert_eq!(speeds, ["1G", "25G"]);

@@ -632,6 +632,15 @@ fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_spee
     let exe = harness::bin("pfcswitch").unwrap().display().to_string();
     let out = tb.exec("sw1", &[&exe, "doctor", "--json", &ifaces[0], &ifaces[1]]).unwrap();
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The kernel's optional parts, probed by trial loads: each path named, with why.
+    let kernel = &report["kernel"];
+    assert!(!kernel["release"].as_str().unwrap().is_empty(), "{kernel}");
+    let stamp = kernel["paths"]["arrival_stamp"]["path"].as_str().unwrap_or_else(|| panic!("{kernel}"));
+    assert!(["metadata", "in-frame"].contains(&stamp), "every kernel with XDP stamps at arrival: {kernel}");
+    assert!(!kernel["paths"]["arrival_stamp"]["why"].as_str().unwrap().is_empty(), "{kernel}");
+    assert!(kernel["paths"]["xdp_frags"]["path"].is_boolean(), "{kernel}");
+    let text = tb.exec("sw1", &[&exe, "doctor", &ifaces[0]]).unwrap();
+    assert!(text.contains(&format!("arrival stamps: {stamp} — ")), "{text}");
     let found = report["interfaces"].as_array().unwrap();
     assert_eq!(found.len(), 2, "{report}");
     for (d, iface) in found.iter().zip(&ifaces) {
@@ -663,6 +672,9 @@ fn doctor_reports_what_run_then_does_on_a_veth_and_run_says_where_each_port_spee
     for p in &s.ports {
         assert_eq!((p.rx_queues, p.xdp_mode, p.bind_mode), (4, Some(XdpMode::Native), Some(BindMode::Copy)), "{p:?}");
     }
+    // And took the paths the doctor named for this kernel.
+    let paths = s.kernel_paths.as_ref().expect("ctl stats says which paths the switch took");
+    assert_eq!(serde_json::to_value(paths).unwrap(), kernel["paths"]);
     assert!(sw.stop().success());
 }
 

@@ -12,6 +12,15 @@ use pfctools::traffic::sink::SinkReport;
 
 #[test]
 fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_valid() {
+    lossless_senders_share_a_slow_port(Paths::AsTheKernelAllows);
+}
+
+#[test]
+fn with_every_optional_xdp_part_off_two_lossless_senders_still_share_a_slow_port_without_loss() {
+    lossless_senders_share_a_slow_port(Paths::EveryOptionalPartOff);
+}
+
+fn lossless_senders_share_a_slow_port(paths: Paths) {
     let _serial = serial();
     let tb = star("lossless", 3);
     // A run the machine disturbed is repeated (`judged_attempt`): one in which the
@@ -21,7 +30,7 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
     // or one in which the port idled while the switch's loop, which paces it, waited for a
     // CPU (`port_idled_by_machine`: 25 % of the line rate missing in a suite run on a
     // VM whose switch waited 40-110 ms for a CPU in each headroom run, 2026-12-02).
-    let config = config_at(&tb, Speed::mbps(100));
+    let config = paths.apply(config_at(&tb, Speed::mbps(100)));
     let headroom_lasts_us = config.buffer.headroom_bytes as f64 / (80e6 / 8.0) * 1e6;
     let line_rate = 100e6 / 8.0 / 1024.0; // 1000-byte frames: 1024 bytes on the wire
     let cpu_wait = |sw: &SwitchProc| sw.stats().unwrap().stalls.cpu_wait_us;
@@ -60,6 +69,7 @@ fn two_lossless_senders_share_a_slow_port_without_loss_and_its_pfc_frames_are_va
         assert!(g.pauses.xoff[3] > 0 && g.pauses.xon[3] > 0, "flow {flow} pauses: {:?}", g.pauses);
     }
     let stats = sw.stats().unwrap();
+    paths.check(&stats);
     assert_eq!(stats.ports.iter().map(|p| p.counters.drops.total()).sum::<u64>(), 0, "{stats:?}");
     for p in &stats.ports[..2] {
         assert!(p.priorities[3].counters.xoff_sent > 0 && p.priorities[3].counters.xon_sent > 0, "{p:?}");
@@ -155,12 +165,21 @@ fn lossy_priority_drops_under_the_same_load_and_sends_no_pfc() {
 
 #[test]
 fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
+    storm_stops_its_priority_only(Paths::AsTheKernelAllows);
+}
+
+#[test]
+fn with_every_optional_xdp_part_off_a_storm_still_stops_its_priority_only_and_pauses_propagate_upstream() {
+    storm_stops_its_priority_only(Paths::EveryOptionalPartOff);
+}
+
+fn storm_stops_its_priority_only(paths: Paths) {
     let _serial = serial();
     let tb = star("storm", 2);
     // A storm generator that lost its CPU for longer than a pause (33.5 ms at 1G) let
     // priority 3 through: such an attempt says nothing about the switch and is repeated.
     let ((sw, g, rx, stats), _) = judged_attempt(|_| {
-        let (sw, g, rx, storm) = storm_attempt(&tb);
+        let (sw, g, rx, storm) = storm_attempt(&tb, paths);
         if !storm.continuous {
             assert!(sw.stop().success());
             return Attempt::Disturbed(format!(
@@ -216,6 +235,7 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
     let stormed = rx.flows.iter().find(|f| f.flow == 0).map_or(0, |f| f.received);
     assert_eq!(stormed, 0, "priority 3 must not get through the storm");
 
+    paths.check(&stats);
     let (p1, p2) = (&stats.ports[0], &stats.ports[1]);
     assert!(p2.priorities[3].counters.xoff_received > 5);
     assert!(p2.priorities[3].paused_us > 1_500_000, "p2/3 paused {} µs", p2.priorities[3].paused_us);
@@ -240,10 +260,19 @@ fn storm_stops_its_priority_only_and_pauses_propagate_upstream() {
 
 #[test]
 fn zero_quanta_resumes_at_once() {
+    zero_quanta_resumes(Paths::AsTheKernelAllows);
+}
+
+#[test]
+fn with_every_optional_xdp_part_off_zero_quanta_still_resumes_at_once() {
+    zero_quanta_resumes(Paths::EveryOptionalPartOff);
+}
+
+fn zero_quanta_resumes(paths: Paths) {
     let _serial = serial();
     let tb = star("resume", 2);
     // At 100 Mb/s, 65535 quanta pause for 335 ms.
-    let mut config = config_at(&tb, Speed::mbps(100));
+    let mut config = paths.apply(config_at(&tb, Speed::mbps(100)));
     let full_pause = Speed::mbps(100).quanta_duration(65535);
     // The watchdog is not what this test checks. The XON comes from a second storm
     // process 100 ms after the first: beside two `yes` (and a switch polling for a second
@@ -314,6 +343,7 @@ fn zero_quanta_resumes_at_once() {
         }
         Attempt::Judge((sw, g, rx, stats))
     });
+    paths.check(&stats);
     let f = &rx.flows[0];
     assert_eq!((f.received, f.lost), (g.sent, 0));
     // The XON ended the pause where it arrived, not the 335 ms the XOFF carried: the
@@ -481,9 +511,10 @@ fn malformed_pause_frames_are_counted_per_reason_and_never_acted_on() {
 /// from h1; the switch still running, the generator's, sink's and storm's reports.
 fn storm_attempt(
     tb: &Testbed,
+    paths: Paths,
 ) -> (SwitchProc, pfctools::traffic::gen::GenReport, pfctools::traffic::sink::SinkReport, pfctools::storm::StormReport)
 {
-    let sw = SwitchProc::start(tb, "sw1", &config_at(tb, Speed::gbps(1)), &RunArgs::default()).unwrap();
+    let sw = SwitchProc::start(tb, "sw1", &paths.apply(config_at(tb, Speed::gbps(1))), &RunArgs::default()).unwrap();
     let pfctools = harness::bin("pfctools").unwrap().display().to_string();
     let sink = SinkProc::start(tb, "h2", "sink", &sink_flags(&["--duration", "2.2"])).unwrap();
     // A PFC storm from h2 on priority 3, for longer than the traffic runs.

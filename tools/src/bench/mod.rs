@@ -51,6 +51,11 @@ pub enum BenchCommand {
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
+    // Before a long run: what this kernel offers the switch and the tools' XDP programs
+    // (every bench but the simulator's runs them).
+    if !matches!(cmd, BenchCommand::Sim(_)) {
+        say_kernel_paths();
+    }
     match cmd {
         BenchCommand::Forward(args) => forward::run(&args),
         BenchCommand::Pfc(args) => pfc::run(&args),
@@ -62,6 +67,17 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Rfc2544(args) => rfc2544::run(&args),
         BenchCommand::Scrape(args) => scrape::run(&args),
         BenchCommand::Soak(args) => soak::run(&args),
+    }
+}
+
+/// Says on stderr which path each optional part of the XDP programs takes on this
+/// kernel (as `pfcswitch doctor` does), or why it could not be probed.
+pub fn say_kernel_paths() {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    eprintln!("kernel {}:", release.trim());
+    match pfcswitch::dataplane::paths::probe(Default::default()) {
+        Ok(p) => p.paths.lines().iter().for_each(|l| eprintln!("  {l}")),
+        Err(e) => eprintln!("  the XDP programs could not be probed: {e}"),
     }
 }
 
