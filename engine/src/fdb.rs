@@ -28,7 +28,23 @@ struct Entry {
     port: u16,
     last_seen: Time,
     is_static: bool,
+    /// A static multipath entry: its group's number plus one (0: a single port).
+    group: u16,
 }
+
+/// Where a lookup sends a frame: one port, or a group of equal-cost ports of which the
+/// frame's flow picks one ([`crate::ecmp`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// This port.
+    Port(PortId),
+    /// One of this group's ports.
+    Group(GroupId),
+}
+
+/// A group of equal-cost egress ports, as [`Fdb::add_static_group`] numbered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupId(u16);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Learned {
@@ -57,6 +73,8 @@ pub struct Fdb {
     /// Learned (not static) entries per port, and the most a port may have.
     per_port: Vec<u32>,
     max_per_port: u32,
+    /// The static multipath entries' groups of ports.
+    groups: Vec<Box<[PortId]>>,
 }
 
 /// One row of the table, for display.
@@ -70,6 +88,9 @@ pub struct FdbRow {
     pub age_s: u64,
     /// A static entry from the configuration.
     pub is_static: bool,
+    /// A static multipath entry's ports (`port` is the first of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group: Vec<PortId>,
 }
 
 impl Fdb {
@@ -89,6 +110,7 @@ impl Fdb {
             aging,
             per_port: vec![0; ports],
             max_per_port: max_per_port.unwrap_or(u32::MAX),
+            groups: Vec::new(),
         }
     }
 
@@ -128,7 +150,7 @@ impl Fdb {
             None if learned >= self.max_entries => return Learned::TableFull,
             None if port_full => return Learned::PortFull,
             None => {
-                self.entries.insert(mac.as_u64(), Entry { port, last_seen: now, is_static: false });
+                self.entries.insert(mac.as_u64(), Entry { port, last_seen: now, is_static: false, group: 0 });
                 None
             }
         };
@@ -147,13 +169,46 @@ impl Fdb {
         if !self.entries.get(&mac.as_u64()).is_some_and(|e| e.is_static) {
             self.statics += 1;
         }
-        self.entries.insert(mac.as_u64(), Entry { port: port.index() as u16, last_seen: Time::ZERO, is_static: true });
+        let entry = Entry { port: port.index() as u16, last_seen: Time::ZERO, is_static: true, group: 0 };
+        self.entries.insert(mac.as_u64(), entry);
     }
 
-    /// The port `mac` was last seen on, if that is recent enough.
-    pub fn lookup(&self, mac: MacAddr, now: Time) -> Option<PortId> {
+    /// A static multipath entry: `mac` is reached by any of `ports` (at least one), one
+    /// chosen per flow. Never ages, never moves.
+    pub fn add_static_group(&mut self, mac: MacAddr, ports: &[PortId]) {
+        let Some(&first) = ports.first() else { return };
+        if ports.len() == 1 {
+            return self.add_static(mac, first);
+        }
+        self.add_static(mac, first);
+        let group = match self.groups.iter().position(|g| &g[..] == ports) {
+            Some(g) => g,
+            None => {
+                self.groups.push(ports.into());
+                self.groups.len() - 1
+            }
+        };
+        if let Some(e) = self.entries.get_mut(&mac.as_u64()) {
+            e.group = group as u16 + 1;
+        }
+    }
+
+    /// Where a frame to `mac` goes: the port it was last seen on, if that is recent
+    /// enough, or its static entry's port or group.
+    pub fn lookup(&self, mac: MacAddr, now: Time) -> Option<Next> {
         let e = self.entries.get(&mac.as_u64())?;
-        (e.is_static || now.saturating_since(e.last_seen) < self.aging).then_some(PortId::new(usize::from(e.port)))
+        if !(e.is_static || now.saturating_since(e.last_seen) < self.aging) {
+            return None;
+        }
+        Some(match e.group {
+            0 => Next::Port(PortId::new(usize::from(e.port))),
+            g => Next::Group(GroupId(g - 1)),
+        })
+    }
+
+    /// The ports of group `g`.
+    pub fn group(&self, g: GroupId) -> &[PortId] {
+        &self.groups[usize::from(g.0)]
     }
 
     /// Forgets entries older than the aging time; returns how many.
@@ -206,6 +261,7 @@ impl Fdb {
                 port: PortId::new(usize::from(e.port)),
                 age_s: now.saturating_since(e.last_seen).as_secs(),
                 is_static: e.is_static,
+                group: if e.group == 0 { Vec::new() } else { self.groups[usize::from(e.group - 1)].to_vec() },
             })
             .collect();
         rows.sort_by_key(|r| (r.port, r.mac));
@@ -225,10 +281,10 @@ mod tests {
         let a = MacAddr::local(1);
         let t0 = Time::from_millis(1);
         assert_eq!(fdb.learn(a, PortId::new(1), t0), Learned::New);
-        assert_eq!(fdb.lookup(a, t0), Some(PortId::new(1)));
+        assert_eq!(fdb.lookup(a, t0), Some(Next::Port(PortId::new(1))));
         assert_eq!(fdb.learn(a, PortId::new(1), t0), Learned::Refreshed);
         assert_eq!(fdb.learn(a, PortId::new(2), t0), Learned::Moved);
-        assert_eq!(fdb.lookup(a, t0), Some(PortId::new(2)));
+        assert_eq!(fdb.lookup(a, t0), Some(Next::Port(PortId::new(2))));
         let later = t0 + AGING;
         assert_eq!(fdb.lookup(a, later), None, "stale entries are not used even before a sweep");
         assert_eq!(fdb.age(later), 1);
@@ -246,7 +302,7 @@ mod tests {
         assert_eq!(fdb.lookup(MacAddr::local(2), t), None);
         fdb.age(t + AGING * 2);
         fdb.flush_port(PortId::new(3));
-        assert_eq!(fdb.lookup(MacAddr::local(9), t + AGING * 2), Some(PortId::new(3)));
+        assert_eq!(fdb.lookup(MacAddr::local(9), t + AGING * 2), Some(Next::Port(PortId::new(3))));
         assert_eq!(fdb.rows(t).len(), 1);
     }
 
@@ -264,7 +320,7 @@ mod tests {
         );
         assert_eq!(fdb.learn(MacAddr::local(3), PortId::new(1), t), Learned::New, "the other port has room");
         assert_eq!(fdb.learn(MacAddr::local(3), PortId::new(0), t), Learned::PortFull, "nor may it move in");
-        assert_eq!(fdb.lookup(MacAddr::local(3), t), Some(PortId::new(1)));
+        assert_eq!(fdb.lookup(MacAddr::local(3), t), Some(Next::Port(PortId::new(1))));
         assert_eq!(fdb.learn(MacAddr::local(1), PortId::new(1), t), Learned::Moved, "moving out frees a place");
         assert_eq!((fdb.learned_on(PortId::new(0)), fdb.learned_on(PortId::new(1))), (1, 2));
         assert_eq!(fdb.learn(MacAddr::local(4), PortId::new(0), t), Learned::New);
@@ -272,6 +328,22 @@ mod tests {
         assert_eq!(fdb.learned_on(PortId::new(1)), 0);
         assert_eq!(fdb.age(t + AGING), 2);
         assert_eq!(fdb.learned_on(PortId::new(0)), 0, "aged entries leave their port's count");
+    }
+
+    #[test]
+    fn a_multipath_entry_names_its_group_and_shows_every_port_of_it() {
+        let mut fdb = Fdb::new(16, AGING, 4, None);
+        let ports = [PortId::new(2), PortId::new(3)];
+        fdb.add_static_group(MacAddr::local(5), &ports);
+        fdb.add_static_group(MacAddr::local(6), &ports);
+        let Some(Next::Group(g)) = fdb.lookup(MacAddr::local(5), Time::ZERO) else { panic!("a group") };
+        assert_eq!(fdb.group(g), ports);
+        assert_eq!(fdb.lookup(MacAddr::local(6), Time::ZERO), Some(Next::Group(g)), "one group for one set of ports");
+        fdb.add_static_group(MacAddr::local(7), &ports[..1]);
+        assert_eq!(fdb.lookup(MacAddr::local(7), Time::ZERO), Some(Next::Port(PortId::new(2))));
+        let rows = fdb.rows(Time::ZERO);
+        assert_eq!((rows[0].port, &rows[0].group[..]), (PortId::new(2), &ports[..]), "{rows:?}");
+        assert!(rows[2].group.is_empty());
     }
 
     #[test]

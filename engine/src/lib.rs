@@ -20,6 +20,7 @@ pub(crate) mod classify;
 pub mod config;
 pub mod counters;
 pub mod dcfit;
+pub mod ecmp;
 pub(crate) mod ether;
 pub mod fdb;
 pub mod headroom;

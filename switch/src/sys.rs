@@ -381,28 +381,9 @@ pub fn init_logging(directives: Option<&str>, default: &str) -> Result<(), LogFi
     Ok(())
 }
 
-/// Makes a closed standard output (the reader of a pipe went away, as in `pfctools sim
-/// --json | head`) end the program quietly, as `cat` or `grep` end, instead of with a panic
-/// and a backtrace. `print!` panics when writing to stdout fails; the hook knows that panic
-/// by std's message ("failed printing to stdout") with a broken pipe, and exits with 141
-/// (128 + SIGPIPE), the status a program that signal ended has. Every other panic reports as
-/// before. SIGPIPE itself stays ignored (Rust's default), so that a control socket closed
-/// under a write is an error to report, not a silent death.
-pub fn quiet_on_closed_stdout() {
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
-        }
-        report(info);
-    }));
-}
+/// Makes a closed standard output end the program quietly (see the function's home,
+/// the crate of what the binaries print).
+pub use pfcswitch_table::quiet_on_closed_stdout;
 
 /// The kernel's cpuidle driver (`/sys/devices/system/cpu/cpuidle/current_driver`), or
 /// `None` where it has none. Without one an idle CPU halts (on a VM, until the host runs

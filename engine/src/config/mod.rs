@@ -67,6 +67,10 @@ pub struct Config {
     /// topologies need them instead of flooding).
     #[serde(rename = "fdb_entry", default)]
     pub fdb_entries: Vec<StaticFdbEntry>,
+    /// Static multipath entries: a station reached by any of several ports, one chosen
+    /// per flow (ECMP towards a fabric's next hops, or the links of a LAG).
+    #[serde(rename = "fdb_group", default, skip_serializing_if = "Vec::is_empty")]
+    pub fdb_groups: Vec<StaticFdbGroup>,
 }
 
 /// Port speeds the switch accepts.
@@ -105,6 +109,17 @@ pub struct StaticFdbEntry {
     pub mac: MacAddr,
     /// The port's name (or interface).
     pub port: String,
+}
+
+/// A `[[fdb_group]]`: a station reached by any of `ports`, one chosen per flow by a hash
+/// of the flow's key and `fdb.ecmp_seed` ([`crate::ecmp`]).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFdbGroup {
+    /// The station's address.
+    pub mac: MacAddr,
+    /// The ports' names (or interfaces), at least one.
+    pub ports: Vec<String>,
 }
 
 /// What the switch does when it finds a PFC deadlock.
@@ -204,11 +219,14 @@ pub struct FdbConfig {
     /// Absent: no limit but `max_entries`, as switches ship.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_per_port: Option<u32>,
+    /// The seed of the hash that picks a multipath entry's port per flow: switches of
+    /// one fabric want different seeds, or every tier splits flows alike.
+    pub ecmp_seed: u64,
 }
 
 impl Default for FdbConfig {
     fn default() -> FdbConfig {
-        FdbConfig { aging_s: 300, max_entries: 16384, max_per_port: None }
+        FdbConfig { aging_s: 300, max_entries: 16384, max_per_port: None, ecmp_seed: 0 }
     }
 }
 
@@ -269,6 +287,7 @@ impl Config {
             wred: WredConfig::default(),
             ports: ifaces.iter().map(|i| PortConfig::new(i.as_ref())).collect(),
             fdb_entries: Vec::new(),
+            fdb_groups: Vec::new(),
         }
     }
 
@@ -554,6 +573,20 @@ impl Config {
             }
             if e.mac.is_multicast() || e.mac.is_zero() {
                 return Err(invalid(format!("fdb_entry[{i}].mac"), "must be a unicast, non-zero address"));
+            }
+        }
+        for (i, g) in self.fdb_groups.iter().enumerate() {
+            if g.ports.is_empty() {
+                return Err(invalid(format!("fdb_group[{i}].ports"), "must name at least one port"));
+            }
+            if let Some(p) = g.ports.iter().find(|p| self.port_index(p).is_none()) {
+                return Err(invalid(format!("fdb_group[{i}].ports"), format!("no port called {p:?}")));
+            }
+            if g.mac.is_multicast() || g.mac.is_zero() {
+                return Err(invalid(format!("fdb_group[{i}].mac"), "must be a unicast, non-zero address"));
+            }
+            if self.fdb_entries.iter().any(|e| e.mac == g.mac) {
+                return Err(invalid(format!("fdb_group[{i}].mac"), "has an fdb_entry too"));
             }
         }
         if self.dcfit.drop_ms == 0 || self.dcfit.drop_ms > 60_000 {

@@ -3,7 +3,8 @@
 //! dropped with a counted reason; MAC control frames go to [`flow_control`](super::flow_control).
 
 use crate::ether::{self, FrameHeader, IpAt};
-use crate::fdb::Learned;
+use crate::ecmp::{self, FlowKey};
+use crate::fdb::{GroupId, Learned, Next};
 use crate::pfc;
 use crate::pool::FramePool;
 use crate::ports::{PortId, PortSet};
@@ -91,7 +92,11 @@ impl Switch {
         let counters = &mut self.ports[port].prio[class.prio];
         counters.rx_frames += 1;
         counters.rx_bytes += len as u64;
-        let destination = if header.dst.is_multicast() { None } else { self.fdb.lookup(header.dst, now) };
+        let destination = match self.fdb.lookup(header.dst, now).filter(|_| !header.dst.is_multicast()) {
+            None => None,
+            Some(Next::Port(p)) => Some(p),
+            Some(Next::Group(g)) => Some(self.member(g, FlowKey::of(pool.bytes(id), &header, class.prio))),
+        };
         match destination {
             Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),
             Some(egress) => self.enqueue(arrived, pool, port, egress, id, len, class),
@@ -102,6 +107,15 @@ impl Switch {
                 self.flood(arrived, pool, port, id, len, class)
             }
         }
+    }
+
+    /// The member of group `g` a flow keyed `key` leaves by: the one its hash picks, or
+    /// while that one's link is down the next that is up (the flows of the members that
+    /// are up keep theirs).
+    fn member(&self, g: GroupId, key: FlowKey) -> PortId {
+        let ports = self.fdb.group(g);
+        let first = ecmp::member(key.hash(self.ecmp_seed), ports.len());
+        (0..ports.len()).map(|i| ports[(first + i) % ports.len()]).find(|&p| self.link_up(p)).unwrap_or(ports[first])
     }
 
     /// The priority a frame is charged to at ingress: its PCP or mapped DSCP, or under a

@@ -128,6 +128,8 @@ pub struct Switch {
     started: Time,
     ports: Vec<Port>,
     fdb: Fdb,
+    /// The seed of the hash that picks a multipath entry's port ([`crate::ecmp`]).
+    ecmp_seed: u64,
     buffer: SharedBuffer,
     frames: FrameTable,
     classifier: Classifier,
@@ -208,6 +210,10 @@ impl Switch {
                 fdb.add_static(e.mac, PortId::new(port));
             }
         }
+        for g in &config.fdb_groups {
+            let ports: Vec<PortId> = g.ports.iter().filter_map(|p| config.port_index(p)).map(PortId::new).collect();
+            fdb.add_static_group(g.mac, &ports);
+        }
         let n = config.ports.len();
         let wide = GroupProfile {
             xoff: config.buffer.xoff_rule(),
@@ -228,6 +234,7 @@ impl Switch {
             fdb,
             buffer,
             frames: FrameTable::new(pool.frames),
+            ecmp_seed: config.fdb.ecmp_seed,
             classifier: Classifier::new(&config.classify),
             lossless,
             tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },

@@ -1,7 +1,8 @@
 //! The plain-text tables pfcswitch, pfctools and the simulator print: a header row, a
 //! left-aligned first column and right-aligned figures, each column as wide as its
 //! widest cell. Its own crate so that a tool can print a table without depending on the
-//! AF_XDP shell.
+//! AF_XDP shell; with it, how the three binaries stop when the reader of their output
+//! goes away ([`quiet_on_closed_stdout`]).
 //!
 //! Kept by hand rather than built on `tabled` or `comfy-table`: SONiC's layout (Python
 //! `tabulate`'s `simple`) draws its rule under each column's text with two-space gaps and
@@ -86,6 +87,29 @@ impl Table {
         }
         out
     }
+}
+
+/// Makes a closed standard output (the reader of a pipe went away, as in `pfcsim --json |
+/// head`) end the program quietly, as `cat` or `grep` end, instead of with a panic
+/// and a backtrace. `print!` panics when writing to stdout fails; the hook knows that panic
+/// by std's message ("failed printing to stdout") with a broken pipe, and exits with 141
+/// (128 + SIGPIPE), the status a program that signal ended has. Every other panic reports as
+/// before. SIGPIPE itself stays ignored (Rust's default), so that a control socket closed
+/// under a write is an error to report, not a silent death.
+pub fn quiet_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
 
 #[cfg(test)]

@@ -113,3 +113,60 @@ fn a_full_fdb_and_unknown_unicast_floods_are_counted() {
     assert_eq!(s.ports[0].counters.fdb_full, 2, "sources 3 and 4 were not learned");
     assert_eq!(s.ports[0].counters.unknown_unicast_flooded, 4, "the broadcast is not unknown unicast");
 }
+
+/// A frame from mac 1 to mac 9 of the UDP flow from source port `sport`.
+fn flow_frame(sport: u16) -> Vec<u8> {
+    let mut f = data(1, 9, 0, 100);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_multipath_entry_sends_each_flow_by_one_of_its_ports_and_flows_spread_over_all_of_them() {
+    let mut c = Rig::switch_ports(4);
+    c.fdb_groups.push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
+    let mut r = Rig::new(c);
+    let mut by_port = [0usize; 4];
+    for sport in 0..60u16 {
+        for _ in 0..2 {
+            r.rx(0, &flow_frame(sport));
+        }
+        let took: Vec<usize> = (1..4).filter(|&p| !r.tx(p).is_empty()).collect();
+        assert_eq!(took.len(), 1, "flow {sport}: both frames by one port, not {took:?}");
+        by_port[took[0]] += 1;
+    }
+    assert_eq!(by_port[0], 0);
+    assert!(by_port[1..].iter().all(|&n| n >= 10), "60 flows over three ports: {by_port:?}");
+}
+
+#[test]
+fn a_multipath_member_whose_link_is_down_hands_its_flows_to_the_others_and_the_rest_keep_theirs() {
+    let mut c = Rig::switch_ports(3);
+    c.fdb_groups.push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into()] });
+    let mut r = Rig::new(c);
+    let port_of = |r: &mut Rig, sport: u16| {
+        r.rx(0, &flow_frame(sport));
+        (1..3).find(|&p| !r.tx(p).is_empty()).expect("forwarded")
+    };
+    let before: Vec<usize> = (0..20).map(|s| port_of(&mut r, s)).collect();
+    assert!(before.contains(&1) && before.contains(&2), "{before:?}");
+    r.sw.set_link(&mut r.pool, PortId::new(1), false);
+    let after: Vec<usize> = (0..20).map(|s| port_of(&mut r, s)).collect();
+    assert!(after.iter().all(|&p| p == 2), "{after:?}");
+    r.sw.set_link(&mut r.pool, PortId::new(1), true);
+    let back: Vec<usize> = (0..20).map(|s| port_of(&mut r, s)).collect();
+    assert_eq!(back, before, "the same flows return to the port that came back");
+}
+
+#[test]
+fn a_multipath_entry_on_an_unknown_port_or_beside_a_single_entry_is_refused() {
+    let mut c = Rig::switch_ports(3);
+    c.fdb_groups.push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p2".into(), "p9".into()] });
+    assert!(c.validate().unwrap_err().to_string().contains("fdb_group[0].ports"));
+    c.fdb_groups[0].ports = vec![];
+    assert!(c.validate().unwrap_err().to_string().contains("at least one port"));
+    c.fdb_groups[0].ports = vec!["p1".into(), "p2".into()];
+    assert_eq!(c.validate(), Ok(()));
+    c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(9), port: "p2".into() });
+    assert!(c.validate().unwrap_err().to_string().contains("has an fdb_entry too"));
+}
