@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pfcswitch_core::config::{max_frame_for_mtu, sonic, Config, PortRole, StaticFdbEntry};
+use pfcswitch_core::config::{max_frame_for_mtu, sonic, Config, PortRole, StaticFdbEntry, StaticFdbGroup};
+use pfcswitch_core::ecmp::{self, FlowKey};
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::tagging::TagTable;
@@ -19,7 +20,7 @@ use tagger::topology::{Peer, Topology};
 
 use pfctestkit::topology::TestbedTopology;
 
-use crate::scenario::{invalid, Scenario, ScenarioError, TopologySource};
+use crate::scenario::{invalid, Routing, Scenario, ScenarioError, TopologySource};
 
 /// Propagation in a cable, ns per metre.
 const NS_PER_M: f64 = 5.0;
@@ -273,10 +274,11 @@ impl Fabric {
         let end = secs("duration_ms", "the run", (s.duration_ms + s.drain_ms) / 1e3)?;
         let mut flows = plan_flows(s, &t, &host_index, &ports, &hosts, seed, end)?;
 
-        // Forwarding: every switch gets a static entry per destination host.
-        let mut fdb: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); t.switches.len()];
+        // Forwarding: every switch gets a static entry per destination host, of one port
+        // or (ECMP) of every equal-cost next hop.
+        let mut fdb: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); t.switches.len()];
         if s.routes.is_empty() {
-            shortest_routes(&t, &ports, &hosts, &mut fdb)?;
+            shortest_routes(&t, &ports, &hosts, s.routing, &mut fdb)?;
         } else {
             explicit_routes(s, &t, &ports, &hosts, &host_index, &mut fdb)?;
         }
@@ -284,8 +286,7 @@ impl Fabric {
         // a count would take alone on them.
         let mut paths = Vec::new();
         for f in &mut flows {
-            let path =
-                walk(&t, &ports, &hosts, &fdb, f.from, f.to).map_err(|e| invalid(format!("flow {}", f.id), e))?;
+            let path = walk(&t, &ports, &hosts, &fdb, f).map_err(|e| invalid(format!("flow {}", f.id), e))?;
             f.ideal = ideal_fct(&ports, &path, f, end);
             let names = path_names(&ports, &path);
             if !paths.contains(&names) {
@@ -352,9 +353,22 @@ impl Fabric {
                 // The fabric may loop: static entries do the forwarding.
                 p.flood = false;
             }
-            for (&h, &port) in &fdb[sw] {
-                let k = local.iter().position(|&p| p == port).expect("an entry names one of the switch's ports");
-                c.fdb_entries.push(StaticFdbEntry { mac: ports[hosts[h].port].mac, port: c.port_name(k).to_string() });
+            // Each switch its own seed: with one seed for all, every tier would split
+            // flows alike (see pfcswitch_core::ecmp).
+            c.fdb.ecmp_seed = ecmp_seed(sw);
+            for (&h, next) in &fdb[sw] {
+                let mac = ports[hosts[h].port].mac;
+                let names: Vec<String> = next
+                    .iter()
+                    .map(|port| {
+                        let k = local.iter().position(|p| p == port).expect("an entry names one of the switch's ports");
+                        c.port_name(k).to_string()
+                    })
+                    .collect();
+                match &names[..] {
+                    [one] => c.fdb_entries.push(StaticFdbEntry { mac, port: one.clone() }),
+                    _ => c.fdb_groups.push(StaticFdbGroup { mac, ports: names }),
+                }
             }
             let mut table =
                 toml::Table::try_from(&c).map_err(|e| invalid(format!("switch {}", spec.name), e.to_string()))?;
@@ -518,6 +532,9 @@ fn plan_flows(
     for (i, w) in s.workload.iter().enumerate() {
         plan_workload(s, i, w, host_index, ports, hosts, &mut rng, end, &mut flows)?;
     }
+    for (i, spec) in s.flow_file.iter().enumerate() {
+        plan_flow_file(s, i, spec, ports, hosts, end, &mut flows)?;
+    }
     Ok(flows)
 }
 
@@ -570,37 +587,110 @@ fn plan_workload(
             if a == b {
                 continue;
             }
-            let frames = bytes.div_ceil(per_frame);
-            let last = bytes - (frames - 1) * per_frame;
-            let id = u16::try_from(flows.len()).map_err(|_| invalid(&field, "at most 65536 flows in a run"))?;
-            flows.push(FlowPlan {
-                id,
-                from: a,
-                to: b,
-                priority: w.priority,
-                dscp: w.dscp,
-                ecn: None,
-                size: w.frame,
-                interval: secs(&field, "a frame's time at line rate", wire * 8.0 / speed.bps() as f64)?,
-                start: Duration::from_nanos(at),
-                stop: end,
-                count: Some(frames),
-                bytes: Some(bytes),
-                last_size: (last as usize + FRAME_OVERHEAD).max(64),
-                ideal: None,
-            });
+            let sized = Sized { bytes, frame: w.frame, priority: w.priority, dscp: w.dscp };
+            flows.push(sized_flow(&field, flows.len(), (a, b), sized, Duration::from_nanos(at), speed, end)?);
         }
     }
     Ok(())
 }
 
-/// Shortest paths over the working links, one next hop per (switch, destination host):
-/// among equal ones, chosen by the destination (so different destinations spread).
+/// A flow of a known size: its bytes of UDP payload, in frames of `frame` bytes on the
+/// wire and a last one with the rest, on `priority`.
+struct Sized {
+    bytes: u64,
+    frame: usize,
+    priority: Priority,
+    dscp: Option<u8>,
+}
+
+/// The plan of flow number `id` from host `ends.0` to `ends.1` sending `sized` from
+/// `start` at `speed`'s line rate until it is done (or the run's `end`).
+fn sized_flow(
+    field: &str,
+    id: usize,
+    (a, b): (usize, usize),
+    sized: Sized,
+    start: Duration,
+    speed: Speed,
+    end: Duration,
+) -> Result<FlowPlan, ScenarioError> {
+    let per_frame = payload_of(sized.frame) as u64;
+    let wire = pfcswitch_core::speed::wire_bytes(sized.frame - 4) as f64;
+    let frames = sized.bytes.div_ceil(per_frame).max(1);
+    let last = sized.bytes.saturating_sub((frames - 1) * per_frame);
+    let id = u16::try_from(id).map_err(|_| invalid(field, "at most 65536 flows in a run"))?;
+    Ok(FlowPlan {
+        id,
+        from: a,
+        to: b,
+        priority: sized.priority,
+        dscp: sized.dscp,
+        ecn: None,
+        size: sized.frame,
+        interval: secs(field, "a frame's time at line rate", wire * 8.0 / speed.bps() as f64)?,
+        start,
+        stop: end,
+        count: Some(frames),
+        bytes: Some(sized.bytes),
+        last_size: (last as usize + FRAME_OVERHEAD).max(64),
+        ideal: None,
+    })
+}
+
+/// Flow file `i`'s flows ([`crate::scenario::FlowFileSpec`]), appended to `flows`.
+fn plan_flow_file(
+    s: &Scenario,
+    i: usize,
+    spec: &crate::scenario::FlowFileSpec,
+    ports: &[PortSpec],
+    hosts: &[HostNode],
+    end: Duration,
+    flows: &mut Vec<FlowPlan>,
+) -> Result<(), ScenarioError> {
+    use crate::scenario::FlowFileFormat;
+    let field = format!("flow_file[{i}]");
+    let largest = s.mtu as usize + 18;
+    if !(64..=largest).contains(&spec.frame) {
+        return Err(invalid(format!("{field}.frame"), format!("must be 64..={largest} (MTU {})", s.mtu)));
+    }
+    let text = std::fs::read_to_string(&spec.path).map_err(|e| invalid(&field, format!("{}: {e}", spec.path)))?;
+    let listed = match spec.format {
+        FlowFileFormat::Htsim => crate::workload::parse_htsim_matrix(&text),
+        FlowFileFormat::Hpcc => crate::workload::parse_hpcc_flows(&text),
+    }
+    .map_err(|e| invalid(&field, format!("{}: {e}", spec.path)))?;
+    for f in listed {
+        if f.from >= hosts.len() || f.to >= hosts.len() {
+            return Err(invalid(
+                &field,
+                format!("flow {}->{}: the topology has {} hosts (numbered from 0)", f.from, f.to, hosts.len()),
+            ));
+        }
+        if f.from == f.to {
+            return Err(invalid(&field, format!("flow {}->{} sends to itself", f.from, f.to)));
+        }
+        let priority = spec.priority.or(f.priority.map(Priority::new)).unwrap_or(default_flow_priority());
+        let sized = Sized { bytes: f.bytes, frame: spec.frame, priority, dscp: spec.dscp };
+        let speed = ports[hosts[f.from].port].speed;
+        let start = Duration::from_nanos(f.start_ns);
+        flows.push(sized_flow(&field, flows.len(), (f.from, f.to), sized, start, speed, end)?);
+    }
+    Ok(())
+}
+
+/// The priority a flow file's flows take when neither the scenario nor the file says.
+fn default_flow_priority() -> Priority {
+    Priority::new(3)
+}
+
+/// Shortest paths over the working links: per (switch, destination host) every
+/// equal-cost next hop, or one of them, as `routing` says.
 fn shortest_routes(
     t: &Topology,
     ports: &[PortSpec],
     hosts: &[HostNode],
-    fdb: &mut [BTreeMap<usize, usize>],
+    routing: Routing,
+    fdb: &mut [BTreeMap<usize, Vec<usize>>],
 ) -> Result<(), ScenarioError> {
     let ns = t.switches.len();
     for (h, host) in hosts.iter().enumerate() {
@@ -629,7 +719,7 @@ fn shortest_routes(
         }
         for sw in 0..ns {
             if sw == home {
-                fdb[sw].insert(h, attach);
+                fdb[sw].insert(h, vec![attach]);
                 continue;
             }
             if dist[sw] == u32::MAX {
@@ -644,7 +734,14 @@ fn shortest_routes(
                         && matches!(ports[ports[p].peer].owner, Owner::Switch(o, _) if dist[o] + 1 == dist[sw])
                 })
                 .collect();
-            fdb[sw].insert(h, candidates[h % candidates.len()]);
+            let n = candidates.len();
+            let next = match routing {
+                Routing::Ecmp => candidates,
+                Routing::Single => vec![candidates[h % n]],
+                Routing::Dmodk if dist[sw] % 2 == 1 => vec![candidates[(h / n) % n]],
+                Routing::Dmodk => vec![candidates[h % n]],
+            };
+            fdb[sw].insert(h, next);
         }
     }
     Ok(())
@@ -656,7 +753,7 @@ fn explicit_routes(
     ports: &[PortSpec],
     hosts: &[HostNode],
     host_index: &BTreeMap<&str, usize>,
-    fdb: &mut [BTreeMap<usize, usize>],
+    fdb: &mut [BTreeMap<usize, Vec<usize>>],
 ) -> Result<(), ScenarioError> {
     let switch_index: BTreeMap<&str, usize> =
         t.switches.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
@@ -682,32 +779,35 @@ fn explicit_routes(
                     }
                 })
                 .ok_or_else(|| invalid(&field, format!("no link from {} to {}", w[0], w[1])))?;
-            if let Some(&other) = fdb[sw].get(&dst) {
-                if other != port {
+            if let Some(other) = fdb[sw].get(&dst) {
+                if other[..] != [port] {
                     return Err(invalid(&field, format!("{} already sends {} another way", w[0], hosts[dst].name)));
                 }
             }
-            fdb[sw].insert(dst, port);
+            fdb[sw].insert(dst, vec![port]);
         }
     }
     Ok(())
 }
 
-/// The ports a frame from host `a` to host `b` leaves by, the host's own first.
+/// The ports flow `f`'s frames leave by, its host's own first: at a switch with several
+/// next hops, the one the switch's hash picks for the flow (as the engine will).
 fn walk(
     t: &Topology,
     ports: &[PortSpec],
     hosts: &[HostNode],
-    fdb: &[BTreeMap<usize, usize>],
-    a: usize,
-    b: usize,
+    fdb: &[BTreeMap<usize, Vec<usize>>],
+    f: &FlowPlan,
 ) -> Result<Vec<usize>, String> {
+    let (a, b) = (f.from, f.to);
+    let key = flow_key(f);
     let mut path = vec![hosts[a].port];
     let mut at = ports[hosts[a].port].peer;
     for _ in 0..=t.switches.len() {
         let Owner::Switch(sw, _) = ports[at].owner else { unreachable!() };
-        let out =
-            *fdb[sw].get(&b).ok_or_else(|| format!("{} has no route to {}", t.switches[sw].name, hosts[b].name))?;
+        let next =
+            fdb[sw].get(&b).ok_or_else(|| format!("{} has no route to {}", t.switches[sw].name, hosts[b].name))?;
+        let out = next[ecmp::member(key.hash(ecmp_seed(sw)), next.len())];
         path.push(out);
         let next = ports[out].peer;
         match ports[next].owner {
@@ -717,6 +817,23 @@ fn walk(
         }
     }
     Err(format!("the route from {} to {} loops", hosts[a].name, hosts[b].name))
+}
+
+/// Switch `sw`'s ECMP seed.
+fn ecmp_seed(sw: usize) -> u64 {
+    sw as u64
+}
+
+/// Host `h`'s IPv4 address: 10.0.0.0/16 in host order.
+pub fn host_ip(h: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(10, 0, (h >> 8) as u8, h as u8)
+}
+
+/// The 5-tuple flow `f`'s frames carry (`pfctestkit::flow`'s test frames: UDP from the
+/// flow's source port to the test port), as a switch's ECMP hash reads it.
+pub fn flow_key(f: &FlowPlan) -> FlowKey {
+    let ports = (roce::wire::flow_src_port(f.id), pfctestkit::flow::UDP_PORT);
+    FlowKey::ipv4(host_ip(f.from).octets(), host_ip(f.to).octets(), 17, ports)
 }
 
 /// The node names along the ports `walk` gave, the receiver last.

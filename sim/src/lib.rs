@@ -65,6 +65,11 @@ pub struct SimArgs {
     /// (`NAME-series.svg`).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Write every sized flow's completion to this CSV file, a row per flow: src, dst,
+    /// size_bytes, start_us, fct_us, ideal_fct_us, slowdown (empty where the flow did not
+    /// complete), as pandas' `read_csv` takes it.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
     /// Run without the scenario's `[dcqcn]` table: PFC alone, the senders open loop (the
     /// same flows, to compare).
     #[arg(long)]
@@ -102,6 +107,9 @@ pub struct FlowReport {
     /// A workload's flow: its size, bytes of UDP payload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// A workload's flow: when it started, µs into the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_us: Option<f64>,
     /// A flow with a count that arrived whole: from its start to its last frame's last
     /// bit at the receiver, µs.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -467,6 +475,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, g: &Gathered, total: 
             latency: rx.latency.percentiles(),
             ce: rx.ce,
             bytes: f.bytes,
+            start_us: f.bytes.map(|_| f.start.as_nanos() as f64 / 1e3),
             fct_us: fct.fct_ns.map(|n| n as f64 / 1e3),
             ideal_fct_us: fct.ideal_ns.map(|n| n as f64 / 1e3),
             slowdown: fct.slowdown(),
@@ -560,7 +569,13 @@ pub fn run(args: &SimArgs) -> Result<()> {
     let total_us = ((scenario.duration_ms + scenario.drain_ms) * 1e3) as u64;
     let bar = pfctestkit::progress::Progress::new(total_us, "µs simulated", args.json);
     bar.message(scenario.name.clone());
-    if args.mpi {
+    // `mpirun -np N pfcsim ...` without `--mpi` ran N whole copies, each printing its
+    // report: a process the launcher started as one of several ranks joins the job.
+    let launched = launched_ranks();
+    if args.mpi || launched.is_some_and(|(n, _)| n > 1) {
+        if let (false, Some((n, var))) = (args.mpi, launched) {
+            eprintln!("launched as one of {n} ranks ({var}): joining the MPI job, as with --mpi");
+        }
         drop(bar);
         return run_mpi(args, &scenario, started);
     }
@@ -579,6 +594,14 @@ pub fn run(args: &SimArgs) -> Result<()> {
     present(args, &scenario, &outcome, started)
 }
 
+/// How many ranks an MPI launcher started this process among, and the variable that
+/// says so (Open MPI's, MPICH's and PMIx's), if one did.
+fn launched_ranks() -> Option<(usize, &'static str)> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"]
+        .into_iter()
+        .find_map(|var| Some((std::env::var(var).ok()?.parse().ok()?, var)))
+}
+
 /// `--mpi`: this process's rank of the job; rank 0 presents the report.
 #[cfg(feature = "mpi")]
 fn run_mpi(args: &SimArgs, scenario: &Scenario, started: Instant) -> Result<()> {
@@ -591,7 +614,29 @@ fn run_mpi(args: &SimArgs, scenario: &Scenario, started: Instant) -> Result<()> 
 
 #[cfg(not(feature = "mpi"))]
 fn run_mpi(_: &SimArgs, _: &Scenario, _: Instant) -> Result<()> {
-    anyhow::bail!("--mpi needs pfcsim built with MPI: cargo build --release -p pfcsim --features mpi")
+    anyhow::bail!(
+        "an MPI job (--mpi, or a launch by mpirun) needs pfcsim built with MPI: cargo build --release -p pfcsim \
+         --features mpi; without it every rank would run the whole simulation"
+    )
+}
+
+/// The sized flows' completions as CSV, a row per flow in the report's order.
+pub fn fct_csv(flows: &[FlowReport]) -> String {
+    let mut out = String::from("src,dst,size_bytes,start_us,fct_us,ideal_fct_us,slowdown\n");
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+    for f in flows {
+        let Some(bytes) = f.bytes else { continue };
+        out.push_str(&format!(
+            "{},{},{bytes},{},{},{},{}\n",
+            f.from,
+            f.to,
+            opt(f.start_us),
+            opt(f.fct_us),
+            opt(f.ideal_fct_us),
+            opt(f.slowdown)
+        ));
+    }
+    out
 }
 
 /// What a run prints: its counts and wall time on stderr, plots, the report.
@@ -618,6 +663,10 @@ fn present(args: &SimArgs, scenario: &Scenario, outcome: &Outcome, started: Inst
             plot::series(&p, &scenario.name, series)?;
             eprintln!("queues and rates over time: {}", p.display());
         }
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, fct_csv(&outcome.report.flows)).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("flow completions: {}", path.display());
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.report)?);

@@ -29,6 +29,8 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // `pfcsim --json | head` ends as `head` ends the reader, not with a panic.
+    pfcswitch_table::quiet_on_closed_stdout();
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::Sweep(args)) => pfcsim::sweep::run(args),

@@ -77,6 +77,26 @@ pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Scenario
     ScenarioError::Invalid { field: field.into(), problem: problem.into() }
 }
 
+/// How a switch with several equal-cost next hops towards a destination uses them.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Routing {
+    /// All of them, one per flow by a hash of its 5-tuple, each switch with a seed of its
+    /// own (its index), as a fabric's ECMP does: a `[[fdb_group]]` per destination.
+    #[default]
+    Ecmp,
+    /// One per destination, the destination host's index modulo their number: every
+    /// switch picks alike, so a fat-tree's edge and aggregation switches agree and only
+    /// one core switch in k/2 carries traffic (how the simulator routed until 2026-12).
+    Single,
+    /// Destination-mod-k: one per destination, the destination's index modulo their
+    /// number at a switch an even number of hops from the destination's own switch (a
+    /// fat-tree's edge), and its index divided by their number, modulo it, an odd number
+    /// (an aggregation switch): a fat-tree's flows to distinct destinations then use
+    /// distinct cores.
+    Dmodk,
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -106,9 +126,12 @@ pub struct Scenario {
     #[serde(default = "default_drain_ms")]
     pub drain_ms: f64,
     /// How frames find their way: host-to-host paths of node names, or (none) shortest
-    /// paths spread over equal-cost next hops by destination.
+    /// paths, spread over equal-cost next hops as `routing` says.
     #[serde(default)]
     pub routes: Vec<Vec<String>>,
+    /// How shortest routes use equal-cost next hops (without `routes`).
+    #[serde(default)]
+    pub routing: Routing,
     /// Compute Tagger's tables for the routes the flows take and apply them.
     #[serde(default)]
     pub tagger: bool,
@@ -147,6 +170,9 @@ pub struct Scenario {
     /// process at each sender.
     #[serde(default)]
     pub workload: Vec<WorkloadSpec>,
+    /// `[[flow_file]]`: the flows a file lists, in htsim's or the HPCC simulator's format.
+    #[serde(default)]
+    pub flow_file: Vec<FlowFileSpec>,
     /// `[monitor]`: time series sampled during the run (queues, flows' rates).
     #[serde(default)]
     pub monitor: Option<MonitorSpec>,
@@ -266,6 +292,37 @@ pub struct WorkloadSpec {
     /// send to their end.
     #[serde(default)]
     pub stop_ms: Option<f64>,
+}
+
+/// Flows another simulator's workload file lists, each sending its size as a workload's
+/// flow does (line rate or its DCQCN rate, frames of `frame` bytes and a last one with the
+/// rest), its completion time reported with its slowdown. Hosts are numbered as those
+/// simulators number them: the topology's hosts in order (a fat-tree's host i under edge
+/// switch i / (k/2), as `fattree:k=K` builds it).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FlowFileSpec {
+    /// The file's path.
+    pub path: String,
+    pub format: FlowFileFormat,
+    /// Every flow's priority; absent, an HPCC file's priority group, else 3.
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    #[serde(default)]
+    pub dscp: Option<u8>,
+    /// The largest frame, on the wire with FCS.
+    #[serde(default = "default_workload_frame")]
+    pub frame: usize,
+}
+
+/// Whose format a flow file is in.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlowFileFormat {
+    /// htsim's connection matrix (`-tm`): `Nodes N`, `Connections M`, `a->b start US size BYTES`.
+    Htsim,
+    /// The HPCC ns-3 simulator's flow file: `N`, then `src dst pg dport size start_s`.
+    Hpcc,
 }
 
 /// What the run samples every `every_us`: the bytes queued at switch egress ports, and

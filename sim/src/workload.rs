@@ -315,3 +315,130 @@ mod tests {
         assert!(summarise(&[]).is_none());
     }
 }
+
+/// A flow a file lists: its hosts by number (the topology's hosts in order), its size in
+/// bytes, when it starts, and (HPCC's files) its priority group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedFlow {
+    pub from: usize,
+    pub to: usize,
+    pub bytes: u64,
+    pub start_ns: u64,
+    pub priority: Option<u8>,
+}
+
+/// Reads htsim's connection matrix (`datacenter/connection_matrix.cpp`): `Nodes N`,
+/// `Connections M`, then a line per flow, `a->b` followed by key-value pairs of which
+/// `start` (µs) and `size` (bytes) are read and `id` is passed over. A line's error names
+/// its number. Anything else htsim's matrix can say (triggers, failures) is refused.
+pub fn parse_htsim_matrix(text: &str) -> Result<Vec<ListedFlow>, String> {
+    let mut nodes = None;
+    let mut connections = None;
+    let mut flows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let at = |e: String| format!("line {}: {e}", i + 1);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [] => continue,
+            ["Nodes", n] => nodes = Some(n.parse::<usize>().map_err(|e| at(format!("Nodes {n:?}: {e}")))?),
+            ["Connections", n] => {
+                connections = Some(n.parse::<usize>().map_err(|e| at(format!("Connections {n:?}: {e}")))?)
+            }
+            [pair, rest @ ..] if pair.contains("->") => {
+                let (a, b) = pair.split_once("->").expect("checked");
+                let host = |s: &str| s.parse::<usize>().map_err(|e| at(format!("host {s:?}: {e}")));
+                let (from, to) = (host(a)?, host(b)?);
+                let (mut start_us, mut size) = (None, None);
+                for kv in rest.chunks(2) {
+                    let [key, value] = kv else { return Err(at(format!("{:?} has no value", kv[0]))) };
+                    match *key {
+                        "start" => {
+                            start_us = Some(value.parse::<f64>().map_err(|e| at(format!("start {value:?}: {e}")))?)
+                        }
+                        "size" => size = Some(value.parse::<u64>().map_err(|e| at(format!("size {value:?}: {e}")))?),
+                        "id" => {}
+                        other => return Err(at(format!("{other:?} is not read here (only id, start and size)"))),
+                    }
+                }
+                let start_us = start_us.unwrap_or(0.0);
+                if !(start_us.is_finite() && start_us >= 0.0) {
+                    return Err(at(format!("start {start_us} must be a time of at least 0")));
+                }
+                let bytes = size.ok_or_else(|| at("a flow needs a size".into()))?;
+                flows.push(ListedFlow { from, to, bytes, start_ns: (start_us * 1e3).round() as u64, priority: None });
+            }
+            [word, ..] => return Err(at(format!("{word:?}: not a line of a connection matrix"))),
+        }
+    }
+    let nodes = nodes.ok_or("no Nodes line")?;
+    if let Some(f) = flows.iter().find(|f| f.from >= nodes || f.to >= nodes) {
+        return Err(format!("a flow {}->{} names a host beyond Nodes {nodes}", f.from, f.to));
+    }
+    match connections {
+        Some(n) if n != flows.len() => Err(format!("Connections says {n}, the file lists {}", flows.len())),
+        _ => Ok(flows),
+    }
+}
+
+/// Reads the HPCC simulator's flow file (`mix/flow.txt`): the number of flows, then a line
+/// per flow, `src dst pg dport size start_s`: hosts by number, the priority group, the
+/// destination port (passed over), the size in bytes and the start in seconds.
+pub fn parse_hpcc_flows(text: &str) -> Result<Vec<ListedFlow>, String> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let (_, first) = lines.next().ok_or("an empty flow file")?;
+    let n: usize = first.trim().parse().map_err(|e| format!("line 1: the number of flows {first:?}: {e}"))?;
+    let mut flows = Vec::with_capacity(n.min(1 << 20));
+    for (i, line) in lines {
+        let at = |e: String| format!("line {}: {e}", i + 1);
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let [src, dst, pg, _dport, size, start] = w[..] else {
+            return Err(at(format!("{} fields, not the six of `src dst pg dport size start_s`", w.len())));
+        };
+        let num = |what: &str, s: &str| s.parse::<u64>().map_err(|e| at(format!("{what} {s:?}: {e}")));
+        let start_s: f64 = start.parse().map_err(|e| at(format!("start {start:?}: {e}")))?;
+        if !(start_s.is_finite() && start_s >= 0.0) {
+            return Err(at(format!("start {start_s} must be a time of at least 0")));
+        }
+        let pg = num("pg", pg)?;
+        flows.push(ListedFlow {
+            from: num("src", src)? as usize,
+            to: num("dst", dst)? as usize,
+            bytes: num("size", size)?,
+            start_ns: (start_s * 1e9).round() as u64,
+            priority: u8::try_from(pg).ok().filter(|&p| p < 8),
+        });
+    }
+    if flows.len() != n {
+        return Err(format!("the first line says {n} flows, the file lists {}", flows.len()));
+    }
+    Ok(flows)
+}
+
+#[cfg(test)]
+mod listed {
+    use super::*;
+
+    #[test]
+    fn an_htsim_connection_matrix_reads_as_its_flows_with_starts_in_microseconds() {
+        let text = "Nodes 16\nConnections 2\n0->5 id 1 start 0 size 2000000\n3->12 id 2 start 12.5 size 100\n";
+        let f = parse_htsim_matrix(text).unwrap();
+        assert_eq!(f[0], ListedFlow { from: 0, to: 5, bytes: 2_000_000, start_ns: 0, priority: None });
+        assert_eq!((f[1].from, f[1].to, f[1].bytes, f[1].start_ns), (3, 12, 100, 12_500));
+        let bad = parse_htsim_matrix("Nodes 4\nConnections 1\n0->9 start 0 size 1\n").unwrap_err();
+        assert!(bad.contains("beyond Nodes 4"), "{bad}");
+        let trigger = parse_htsim_matrix("Nodes 4\n0->1 size 1 trigger 2\n").unwrap_err();
+        assert!(trigger.contains("line 2") && trigger.contains("\"trigger\""), "{trigger}");
+        assert!(parse_htsim_matrix("Nodes 4\nConnections 2\n0->1 size 1\n")
+            .unwrap_err()
+            .contains("Connections says 2"));
+    }
+
+    #[test]
+    fn an_hpcc_flow_file_reads_as_its_flows_with_starts_in_seconds_and_its_priority_groups() {
+        let f = parse_hpcc_flows("2\n2 1 3 100 200000 2.000001\n0 7 3 100 1000 2\n").unwrap();
+        assert_eq!(f[0], ListedFlow { from: 2, to: 1, bytes: 200_000, start_ns: 2_000_001_000, priority: Some(3) });
+        assert_eq!(f[1].start_ns, 2_000_000_000);
+        assert!(parse_hpcc_flows("3\n2 1 3 100 200000 2\n").unwrap_err().contains("says 3 flows"));
+        assert!(parse_hpcc_flows("1\n2 1 3 100\n").unwrap_err().contains("line 2: 4 fields"));
+    }
+}

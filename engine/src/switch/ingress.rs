@@ -2,8 +2,8 @@
 //! each egress it goes to (ingress group, egress queue, rewritten tag) and admitted or
 //! dropped with a counted reason; MAC control frames go to [`flow_control`](super::flow_control).
 
-use crate::ether::{self, FrameHeader, IpAt};
 use crate::ecmp::{self, FlowKey};
+use crate::ether::{self, FrameHeader, IpAt};
 use crate::fdb::{GroupId, Learned, Next};
 use crate::pfc;
 use crate::pool::FramePool;

@@ -43,6 +43,57 @@ fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
     assert!(sw.stop().success());
 }
 
+#[test]
+fn a_multipath_entry_sends_flows_to_one_destination_out_of_both_its_ports_each_flow_whole_by_one() {
+    let _serial = serial();
+    let tb = star("ecmp", 3);
+    // A station behind both h2's and h3's ports, as a fabric's next hops are: the switch
+    // picks one per flow by the hash of its 5-tuple.
+    let mut c = switch_config(&tb, "sw1");
+    let far = "02:00:00:00:ec:01";
+    let ports = vec![c.port_name(1).to_string(), c.port_name(2).to_string()];
+    c.fdb_groups.push(pfcswitch::core::config::StaticFdbGroup { mac: far.parse().unwrap(), ports });
+    let sw = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).unwrap();
+    let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &sink_flags(&["--duration", "2"])).unwrap();
+    let sink3 = SinkProc::start(&tb, "h3", "sink-h3", &sink_flags(&["--duration", "2"])).unwrap();
+    // 16 UDP flows, each from its own source port; the sinks take whatever reaches their
+    // interface, whoever it is addressed to.
+    let (flows, per_flow) = (16u64, 100u64);
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &gen_flags(&[
+            "--dst-mac",
+            far,
+            "--flows",
+            "16",
+            "--count",
+            &per_flow.to_string(),
+            "--rate",
+            "10k",
+            "--tx-only",
+        ]),
+        GEN_TIMEOUT,
+    )
+    .unwrap();
+    assert_eq!(g.sent, flows * per_flow);
+    let (at_h2, at_h3) = (sink2.finish(SINK_TIMEOUT).unwrap(), sink3.finish(SINK_TIMEOUT).unwrap());
+    // Both ports carry flows (16 flows on one port of two: 1 in 32 768 by chance), and
+    // each flow arrived whole at one of them, in order: nothing of it went the other way.
+    assert!(!at_h2.flows.is_empty() && !at_h3.flows.is_empty(), "h2 {:?}\nh3 {:?}", at_h2.flows, at_h3.flows);
+    let mut seen = std::collections::BTreeSet::new();
+    for f in at_h2.flows.iter().chain(&at_h3.flows) {
+        assert!(seen.insert(f.flow), "flow {} reached both ports", f.flow);
+        assert_eq!((f.received, f.lost, f.reordered), (per_flow, 0, 0), "{f:?}");
+    }
+    assert_eq!(seen.len() as u64, flows);
+    let s = sw.stats().unwrap();
+    assert_eq!(s.ports[1].counters.tx_frames + s.ports[2].counters.tx_frames, flows * per_flow);
+    assert_eq!(s.ports[0].counters.unknown_unicast_flooded, 0, "the group's station is known: nothing floods");
+    assert!(sw.stop().success());
+}
+
 fn lossless_transfer(size: &str) {
     let _serial = serial();
     let tb = star(&format!("bulk{size}"), 2);

@@ -23,7 +23,7 @@ use pfcswitch_core::time::Time;
 use pfcswitch_core::turn;
 use pfcswitch_core::Priority;
 
-use crate::fabric::{Fabric, Owner};
+use crate::fabric::{host_ip, Fabric, Owner};
 use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
 use crate::queue::EventQueue;
 use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, StormSpec};
@@ -308,11 +308,6 @@ fn tie_rank(at: u64, origin: u32) -> u64 {
     let z = at.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let (odd, mask) = ((z >> 20) | 1, z >> 40);
     1 + ((u64::from(origin).wrapping_mul(odd) ^ mask) & (MAX_KEY_NODES - 1))
-}
-
-/// Host `h`'s IPv4 address in every frame the simulator builds.
-fn host_ip(h: usize) -> std::net::Ipv4Addr {
-    std::net::Ipv4Addr::new(10, 0, (h >> 8) as u8, h as u8)
 }
 
 /// Simulated time since [`EPOCH`], ns: what traces and reports show.

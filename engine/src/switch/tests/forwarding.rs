@@ -124,7 +124,8 @@ fn flow_frame(sport: u16) -> Vec<u8> {
 #[test]
 fn a_multipath_entry_sends_each_flow_by_one_of_its_ports_and_flows_spread_over_all_of_them() {
     let mut c = Rig::switch_ports(4);
-    c.fdb_groups.push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
+    c.fdb_groups
+        .push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
     let mut r = Rig::new(c);
     let mut by_port = [0usize; 4];
     for sport in 0..60u16 {
