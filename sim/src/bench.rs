@@ -112,7 +112,7 @@ pub fn side_by_side(a: &Scenario, b: &Scenario) -> Result<[Turns; 2]> {
 
 /// Resets the process's peak resident set to what it holds now (Linux: `clear_refs` 5),
 /// once the allocator has handed back what the last case freed.
-fn reset_peak_rss() {
+pub(crate) fn reset_peak_rss() {
     crate::alloc::release_freed();
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }

@@ -6,6 +6,7 @@
 //! paced, stamped flows and answer pauses like test equipment. Time is simulated and
 //! the run is deterministic: a scenario and a seed give the same output, byte for byte.
 
+pub mod agreement;
 pub mod alloc;
 pub mod bench;
 pub mod engine;

@@ -39,6 +39,9 @@ pub enum BenchCommand {
     Ping(ping::PingArgs),
     /// The simulator's speed on one core, from a ring to a k=16 fat-tree.
     Sim(sim::SimBenchArgs),
+    /// The same fat-tree and flows in pfcsim and (with --htsim) in htsim: wall time, peak
+    /// memory and flow completion times side by side.
+    Agreement(pfcsim::agreement::AgreementArgs),
     /// RFC 2544 throughput, latency and frame loss per frame size, through pfcswitch with
     /// its defaults, a Linux bridge and the direct veth path, in one run.
     Rfc2544(rfc2544::Rfc2544Args),
@@ -53,7 +56,7 @@ pub enum BenchCommand {
 pub fn run(cmd: BenchCommand) -> Result<()> {
     // Before a long run: what this kernel offers the switch and the tools' XDP programs
     // (every bench but the simulator's runs them).
-    if !matches!(cmd, BenchCommand::Sim(_)) {
+    if !matches!(cmd, BenchCommand::Sim(_) | BenchCommand::Agreement(_)) {
         say_kernel_paths();
     }
     match cmd {
@@ -64,6 +67,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Pfcwd(args) => pfcwd::run(&args),
         BenchCommand::Ping(args) => ping::run(&args),
         BenchCommand::Sim(args) => sim::run(&args),
+        BenchCommand::Agreement(args) => pfcsim::agreement::run(&args),
         BenchCommand::Rfc2544(args) => rfc2544::run(&args),
         BenchCommand::Scrape(args) => scrape::run(&args),
         BenchCommand::Soak(args) => soak::run(&args),
