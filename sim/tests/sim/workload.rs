@@ -247,3 +247,59 @@ fn a_workload_or_monitor_that_names_what_is_not_there_is_refused_with_the_field_
     assert!(err("[monitor]\nflows = [3]\n").contains("no flow 3"));
     assert!(err("[monitor]\nevery_us = 0.001\n").contains("monitor.every_us"));
 }
+
+/// A k=4 fat-tree at 100G running the flows of `file`, in `format`.
+fn with_flow_file(file: &std::path::Path, format: &str) -> Scenario {
+    Scenario::from_toml(&format!(
+        "topology = \"fattree:k=4\"\nspeed = \"100G\"\ncable_m = 10\nduration_ms = 2\ndrain_ms = 0\n\
+         [[flow_file]]\npath = \"{}\"\nformat = \"{format}\"\n",
+        file.display()
+    ))
+    .unwrap()
+}
+
+#[test]
+fn an_htsim_matrix_and_an_hpcc_flow_file_run_their_flows_between_the_hosts_they_number() {
+    let dir = std::env::temp_dir().join(format!("pfcsim-flow-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Host 0 is under edge 0 of pod 0, host 15 under edge 1 of pod 3 (host i under edge
+    // i / 2, as htsim and HPCC number a k=4 fat-tree's hosts).
+    let htsim = dir.join("m.cm");
+    std::fs::write(&htsim, "Nodes 16\nConnections 2\n0->15 start 0 size 100000\n5->2 start 10 size 1000\n").unwrap();
+    let hpcc = dir.join("flow.txt");
+    std::fs::write(&hpcc, "2\n0 15 3 100 100000 0\n5 2 3 100 1000 0.00001\n").unwrap();
+    let reports = [run(&with_flow_file(&htsim, "htsim")), run(&with_flow_file(&hpcc, "hpcc"))];
+    std::fs::remove_dir_all(&dir).unwrap();
+    for r in &reports {
+        let ends: Vec<(&str, &str, Option<u64>, Option<f64>)> =
+            r.flows.iter().map(|f| (f.from.as_str(), f.to.as_str(), f.bytes, f.start_us)).collect();
+        assert_eq!(
+            ends,
+            [
+                ("h-edge0-0-0", "h-edge3-1-1", Some(100_000), Some(0.0)),
+                ("h-edge1-0-1", "h-edge0-1-0", Some(1000), Some(10.0))
+            ]
+        );
+        assert!(r.flows.iter().all(|f| f.fct_us.is_some() && f.lost == 0), "{:?}", r.flows);
+    }
+    // The two formats say the same flows: the same report.
+    assert_eq!(serde_json::to_string(&reports[0]).unwrap(), serde_json::to_string(&reports[1]).unwrap());
+    // And as CSV, a row per flow with its figures.
+    let csv = pfcsim::fct_csv(&reports[0].flows);
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows[0], ["src", "dst", "size_bytes", "start_us", "fct_us", "ideal_fct_us", "slowdown"]);
+    assert_eq!((rows.len(), rows[2][..4].to_vec()), (3, vec!["h-edge1-0-1", "h-edge0-1-0", "1000", "10"]));
+    let slowdown: f64 = rows[1][6].parse().unwrap();
+    assert!(slowdown >= 1.0, "{csv}");
+}
+
+#[test]
+fn a_flow_file_naming_a_host_the_topology_lacks_is_refused_with_its_line() {
+    let dir = std::env::temp_dir().join(format!("pfcsim-bad-flow-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let htsim = dir.join("m.cm");
+    std::fs::write(&htsim, "Nodes 32\nConnections 1\n0->31 start 0 size 1000\n").unwrap();
+    let err = pfcsim::fabric::Fabric::build(&with_flow_file(&htsim, "htsim"), 1).err().unwrap().to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(err.contains("flow_file[0]") && err.contains("0->31: the topology has 16 hosts"), "{err}");
+}
