@@ -92,7 +92,8 @@ impl Switch {
         let counters = &mut self.ports[port].prio[class.prio];
         counters.rx_frames += 1;
         counters.rx_bytes += len as u64;
-        let destination = match self.fdb.lookup(header.dst, now).filter(|_| !header.dst.is_multicast()) {
+        let next = if header.dst.is_multicast() { None } else { self.fdb.lookup(header.dst, now) };
+        let destination = match next {
             None => None,
             Some(Next::Port(p)) => Some(p),
             Some(Next::Group(g)) => Some(self.member(g, FlowKey::of(pool.bytes(id), &header, class.prio))),
