@@ -560,10 +560,7 @@ fn plan_workload(
     if n < 2 {
         return Err(invalid(&field, "a workload needs two hosts"));
     }
-    let largest = s.mtu as usize + 18;
-    if !(64..=largest).contains(&w.frame) {
-        return Err(invalid(format!("{field}.frame"), format!("must be 64..={largest} (MTU {})", s.mtu)));
-    }
+    check_frame(&field, w.frame, s.mtu)?;
     let cdf = crate::workload::SizeCdf::named(&w.sizes, &format!("{field}.sizes"))?;
     let per_frame = payload_of(w.frame) as u64;
     let wire = pfcswitch_core::speed::wire_bytes(w.frame - 4) as f64;
@@ -590,6 +587,16 @@ fn plan_workload(
             let sized = Sized { bytes, frame: w.frame, priority: w.priority, dscp: w.dscp };
             flows.push(sized_flow(&field, flows.len(), (a, b), sized, Duration::from_nanos(at), speed, end)?);
         }
+    }
+    Ok(())
+}
+
+/// A sized flow's largest frame, `frame` bytes on the wire with FCS, checked against the
+/// scenario's MTU.
+fn check_frame(field: &str, frame: usize, mtu: u32) -> Result<(), ScenarioError> {
+    let largest = mtu as usize + 18;
+    if !(64..=largest).contains(&frame) {
+        return Err(invalid(format!("{field}.frame"), format!("must be 64..={largest} (MTU {mtu})")));
     }
     Ok(())
 }
@@ -649,10 +656,7 @@ fn plan_flow_file(
 ) -> Result<(), ScenarioError> {
     use crate::scenario::FlowFileFormat;
     let field = format!("flow_file[{i}]");
-    let largest = s.mtu as usize + 18;
-    if !(64..=largest).contains(&spec.frame) {
-        return Err(invalid(format!("{field}.frame"), format!("must be 64..={largest} (MTU {})", s.mtu)));
-    }
+    check_frame(&field, spec.frame, s.mtu)?;
     let text = std::fs::read_to_string(&spec.path).map_err(|e| invalid(&field, format!("{}: {e}", spec.path)))?;
     let listed = match spec.format {
         FlowFileFormat::Htsim => crate::workload::parse_htsim_matrix(&text),
@@ -669,18 +673,13 @@ fn plan_flow_file(
         if f.from == f.to {
             return Err(invalid(&field, format!("flow {}->{} sends to itself", f.from, f.to)));
         }
-        let priority = spec.priority.or(f.priority.map(Priority::new)).unwrap_or(default_flow_priority());
+        let priority = spec.priority.or(f.priority.map(Priority::new)).unwrap_or(crate::scenario::default_priority());
         let sized = Sized { bytes: f.bytes, frame: spec.frame, priority, dscp: spec.dscp };
         let speed = ports[hosts[f.from].port].speed;
         let start = Duration::from_nanos(f.start_ns);
         flows.push(sized_flow(&field, flows.len(), (f.from, f.to), sized, start, speed, end)?);
     }
     Ok(())
-}
-
-/// The priority a flow file's flows take when neither the scenario nor the file says.
-fn default_flow_priority() -> Priority {
-    Priority::new(3)
 }
 
 /// Shortest paths over the working links: per (switch, destination host) every

@@ -415,7 +415,8 @@ fn default_tagger_priorities() -> Vec<Priority> {
 fn default_slowpath_delay_us() -> f64 {
     20.0
 }
-fn default_priority() -> Priority {
+/// The priority a flow, a workload's or a flow file's flows take when nothing says.
+pub(crate) fn default_priority() -> Priority {
     Priority::new(3)
 }
 fn default_size() -> usize {
@@ -518,6 +519,11 @@ impl Scenario {
             finite(&format!("{field}.start_ms"), w.start_ms)?;
             if let Some(stop) = w.stop_ms {
                 finite(&format!("{field}.stop_ms"), stop)?;
+            }
+        }
+        for (i, f) in self.flow_file.iter().enumerate() {
+            if f.dscp.is_some_and(|d| d > 63) {
+                return Err(invalid(format!("flow_file[{i}]"), "dscp 0..=63"));
             }
         }
         if let Some(m) = &self.monitor {

@@ -110,6 +110,16 @@ impl ArrivalStamp {
         }
     }
 
+    /// Bytes the stamp adds in front of a received frame in the UMEM: the in-frame
+    /// stamp's 16 (struct rx_meta in the C code), which the loop takes off again.
+    pub const fn bytes_in_frame(self) -> u32 {
+        if matches!(self, ArrivalStamp::InFrame) {
+            16
+        } else {
+            0
+        }
+    }
+
     /// Whether the time is taken where the frame arrived (in the XDP program), not by
     /// the loop that reads it.
     pub fn at_arrival(self) -> bool {

@@ -71,6 +71,31 @@ pub fn geometry_for(frame: u32, configured: Option<u32>) -> Result<Geometry, Str
     Ok(Geometry { frame_size, buffers_per_frame: buffers_for(frame, frame_size) })
 }
 
+/// [`geometry_for`] the frames an interface with `mtu` receives, each `overhead` bytes
+/// longer in the UMEM (an in-frame arrival stamp), for a classifier that is frags-aware
+/// or not: without frags no frame over one UMEM frame reaches it. The one rule `doctor`
+/// reports and `run` and the tools apply; the error says what to do (`IF` for the
+/// interface).
+pub fn geometry_for_mtu(
+    mtu: u32,
+    configured: Option<u32>,
+    overhead: u32,
+    frags_aware: bool,
+) -> Result<Geometry, String> {
+    let frame = largest_frame(mtu) + overhead;
+    let g = geometry_for(frame, configured)?;
+    if g.buffers_per_frame > 1 && !frags_aware {
+        let largest = largest_mtu(g.frame_size) - overhead;
+        return Err(format!(
+            "MTU {mtu} ({frame}-byte frames) takes {} UMEM frames of {} bytes, and the classifier is not frags-aware \
+             on this kernel (`pfcswitch doctor` says why), so no such frame reaches it: the largest MTU that works \
+             is {largest} (`ip link set IF mtu {largest}`)",
+            g.buffers_per_frame, g.frame_size
+        ));
+    }
+    Ok(g)
+}
+
 /// What a port's configured `max_frame` means on an interface with `mtu`, when the two
 /// disagree (said at start and by `check-config`).
 pub fn max_frame_note(port: &str, max_frame: usize, mtu: u32) -> Option<String> {

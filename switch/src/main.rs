@@ -189,7 +189,7 @@ fn main() {
 
 fn doctor(ifaces: &[String], json: bool) -> Result<()> {
     // What this kernel lets the classifier do, found as `run` finds it (trial loads).
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    let release = pfcswitch::sys::kernel_release();
     let kernel = pfcswitch::dataplane::paths::probe(Default::default()).map(|p| p.paths);
     let mut reports = Vec::new();
     let mut missing = Vec::new();

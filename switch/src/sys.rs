@@ -385,6 +385,12 @@ pub fn init_logging(directives: Option<&str>, default: &str) -> Result<(), LogFi
 /// the crate of what the binaries print).
 pub use pfcswitch_table::quiet_on_closed_stdout;
 
+/// The running kernel's release (`uname -r`), as `doctor` and the benches name it; empty
+/// where it cannot be read.
+pub fn kernel_release() -> String {
+    fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
+}
+
 /// The kernel's cpuidle driver (`/sys/devices/system/cpu/cpuidle/current_driver`), or
 /// `None` where it has none. Without one an idle CPU halts (on a VM, until the host runs
 /// its vCPU again), and no wake-up latency request ([`WakeLatencyHold`]) is consulted:

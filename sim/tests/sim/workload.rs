@@ -303,3 +303,11 @@ fn a_flow_file_naming_a_host_the_topology_lacks_is_refused_with_its_line() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(err.contains("flow_file[0]") && err.contains("0->31: the topology has 16 hosts"), "{err}");
 }
+
+#[test]
+fn a_flow_files_dscp_above_63_is_refused_as_a_workloads_is() {
+    let text = "topology = \"fattree:k=4\"\nspeed = \"100G\"\ncable_m = 10\nduration_ms = 1\ndrain_ms = 0\n\
+                [[flow_file]]\npath = \"m.cm\"\nformat = \"htsim\"\ndscp = 64\n";
+    let err = Scenario::from_toml(text).unwrap_err().to_string();
+    assert!(err.contains("flow_file[0]") && err.contains("dscp 0..=63"), "{err}");
+}

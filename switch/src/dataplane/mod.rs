@@ -28,7 +28,7 @@ use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
 use crate::core::{FramePool, PortSet};
-use crate::frame_size::{geometry_for, largest_frame, largest_mtu, max_frame_note, Geometry};
+use crate::frame_size::{geometry_for, geometry_for_mtu, largest_frame, max_frame_note, Geometry};
 use crate::stats::KernelPaths;
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
@@ -37,7 +37,7 @@ use paths::Probed;
 use port::{PortError, PortSockets};
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
 use xdp::{Classifier, ClassifierBuild, XdpError};
-use xsk::{BindOn, StampReading, UmemPool, XskError};
+use xsk::{BindOn, UmemPool, XskError};
 
 /// Frames kept out of the fill rings for frames the switch builds (PFC, flood copies).
 const POOL_RESERVE: usize = 256;
@@ -169,32 +169,18 @@ impl std::fmt::Debug for Dataplane {
 /// [`geometry_for`]), with what an in-frame arrival stamp adds to it; a frame over one
 /// UMEM frame needs a frags-aware classifier.
 fn geometry(config: &RunConfig, mtus: &[(String, u32)], build: &ClassifierBuild) -> Result<Geometry, XskError> {
-    let overhead = StampReading { stamp: build.arrival_stamp, magic: build.stamp_magic }.overhead();
+    let overhead = build.arrival_stamp.bytes_in_frame();
     let Some((iface, mtu)) = mtus.iter().max_by_key(|(_, mtu)| *mtu) else {
         return Ok(geometry_for(largest_frame(1500) + overhead, config.dataplane.frame_size).expect("MTU 1500 fits"));
     };
-    let frame = largest_frame(*mtu) + overhead;
-    let g = geometry_for(frame, config.dataplane.frame_size).map_err(|advice| XskError::FrameTooLarge {
-        iface: iface.clone(),
-        mtu: *mtu,
-        frame,
-        advice: advice.replace("IF", iface),
-    })?;
-    if g.buffers_per_frame > 1 && !build.frags_aware {
-        let largest = largest_mtu(g.frame_size.max(config.dataplane.frame_size.unwrap_or(0))) - overhead;
-        return Err(XskError::FrameTooLarge {
+    geometry_for_mtu(*mtu, config.dataplane.frame_size, overhead, build.frags_aware).map_err(|advice| {
+        XskError::FrameTooLarge {
             iface: iface.clone(),
             mtu: *mtu,
-            frame,
-            advice: format!(
-                "they take {} UMEM frames of {} bytes, and the classifier is not frags-aware here (`pfcswitch \
-                 doctor` says why), so no frame over one UMEM frame reaches it: the largest MTU that works is \
-                 {largest} (`ip link set {iface} mtu {largest}`)",
-                g.buffers_per_frame, g.frame_size
-            ),
-        });
-    }
-    Ok(g)
+            frame: largest_frame(*mtu) + overhead,
+            advice: advice.replace("IF", iface),
+        }
+    })
 }
 
 impl Dataplane {
@@ -278,8 +264,7 @@ impl Dataplane {
                 "jumbo frames: each takes up to {buffers_per_frame} UMEM frames (AF_XDP multi-buffer)"
             );
         }
-        let reading = StampReading { stamp: build.arrival_stamp, magic: build.stamp_magic };
-        let mut pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size, reading)?;
+        let mut pool = UmemPool::new(umem_frames, geometry.frame_size, d.ring_size, build.reading())?;
         let mut classifiers = Vec::new();
         let mut ports = Vec::new();
         for (i, (info, &queues)) in infos.iter().zip(&queues).enumerate() {

@@ -33,6 +33,11 @@ pub struct ClassifierBuild {
 }
 
 impl ClassifierBuild {
+    /// How the pool whose frames this classifier steers reads their arrival stamps.
+    pub fn reading(&self) -> super::xsk::StampReading {
+        super::xsk::StampReading { stamp: self.arrival_stamp, magic: self.stamp_magic }
+    }
+
     /// The build in a load error: "arrival stamps: in-frame, frags-aware: yes".
     pub fn describe(&self) -> String {
         format!("arrival stamps: {}, frags-aware: {}", self.arrival_stamp, if self.frags_aware { "yes" } else { "no" })

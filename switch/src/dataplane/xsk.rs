@@ -62,6 +62,7 @@ fn socket_hint(e: &xsk_rs::socket::SocketCreateError) -> &'static str {
 /// The stamp the XDP classifier writes in front of each frame (struct rx_meta in the C
 /// code): a word that says it is one, a reserved word, the arrival time.
 const STAMP_LEN: usize = 16;
+const _: () = assert!(ArrivalStamp::InFrame.bytes_in_frame() as usize == STAMP_LEN);
 
 /// How the pool reads the arrival stamps of the frames its sockets receive: where the
 /// classifier puts them ([`ArrivalStamp`]) and the word that begins each one.
@@ -74,11 +75,7 @@ pub struct StampReading {
 impl StampReading {
     /// Bytes a stamp adds to a received frame in the UMEM (pushed in front of it).
     pub fn overhead(self) -> u32 {
-        if self.stamp == ArrivalStamp::InFrame {
-            STAMP_LEN as u32
-        } else {
-            0
-        }
+        self.stamp.bytes_in_frame()
     }
 }
 

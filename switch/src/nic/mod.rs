@@ -15,7 +15,7 @@ use crate::config::ArrivalStamp;
 use crate::config::{BindMode, XdpMode};
 use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
 use crate::core::speed::Speed;
-use crate::frame_size::{geometry_for, largest_frame, largest_mtu};
+use crate::frame_size::{geometry_for_mtu, largest_frame};
 use crate::stats::{KernelPaths, SpeedSource};
 use crate::sys::{self, LinkState, SysError};
 use ethtool::{Channels, Driver, Ethtool, PauseSettings};
@@ -166,26 +166,10 @@ pub fn diagnose(facts: NicFacts, kernel: Option<&KernelPaths>) -> Diagnosis {
         say(Level::Warn, "the link is down: the port carries nothing until it comes up".into());
     }
     // An in-frame arrival stamp lies in front of the frame in the UMEM.
-    let overhead = match kernel.map(|k| k.arrival_stamp.path) {
-        Some(ArrivalStamp::InFrame) => 16,
-        _ => 0,
-    };
+    let stamp = kernel.map_or(ArrivalStamp::Metadata, |k| k.arrival_stamp.path);
     let frags = kernel.is_none_or(|k| k.xdp_frags.path);
-    let frame = largest_frame(facts.mtu) + overhead;
-    let frame_size = match geometry_for(frame, None) {
-        Ok(g) if g.buffers_per_frame > 1 && !frags => {
-            let largest = largest_mtu(g.frame_size) - overhead;
-            say(
-                Level::Error,
-                format!(
-                    "MTU {} ({frame}-byte frames) takes {} UMEM frames, and this kernel's classifier is not \
-                     frags-aware, so no such frame reaches it: the largest MTU that works is {largest} (`ip link \
-                     set {iface} mtu {largest}`)",
-                    facts.mtu, g.buffers_per_frame
-                ),
-            );
-            None
-        }
+    let frame = largest_frame(facts.mtu) + stamp.bytes_in_frame();
+    let frame_size = match geometry_for_mtu(facts.mtu, None, stamp.bytes_in_frame(), frags) {
         Ok(g) if g.buffers_per_frame == 1 => {
             say(
                 Level::Ok,

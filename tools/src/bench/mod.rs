@@ -77,8 +77,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 /// Says on stderr which path each optional part of the XDP programs takes on this
 /// kernel (as `pfcswitch doctor` does), or why it could not be probed.
 pub fn say_kernel_paths() {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    eprintln!("kernel {}:", release.trim());
+    eprintln!("kernel {}:", pfcswitch::sys::kernel_release());
     match pfcswitch::dataplane::paths::probe(Default::default()) {
         Ok(p) => p.paths.lines().iter().for_each(|l| eprintln!("  {l}")),
         Err(e) => eprintln!("  the XDP programs could not be probed: {e}"),

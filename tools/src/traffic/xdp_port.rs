@@ -36,27 +36,20 @@ impl HostPort {
         sys::check_privileges()?;
         let info = sys::interface(iface)?;
         let probed = if receive { Some(paths::probe(Wanted { arrival_stamp: stamp, xdp_frags: None })?) } else { None };
-        let reading = probed.as_ref().map_or(StampReading { stamp: ArrivalStamp::RxClock, magic: 0 }, |p| {
-            StampReading { stamp: p.build.arrival_stamp, magic: p.build.stamp_magic }
-        });
+        let reading =
+            probed.as_ref().map_or(StampReading { stamp: ArrivalStamp::RxClock, magic: 0 }, |p| p.build.reading());
         // The switch's own rule: the smallest UMEM frame that holds the MTU's frames (and
-        // an in-frame stamp), or several (multi-buffer) for a jumbo MTU.
-        let frame = frame_size::largest_frame(info.mtu) + reading.overhead();
-        let geometry = frame_size::geometry_for(frame, None)
+        // an in-frame stamp), or several (multi-buffer) for a jumbo MTU, which a receive
+        // program that is not frags-aware cannot take.
+        let frags = probed.as_ref().is_none_or(|p| p.build.frags_aware);
+        let geometry = frame_size::geometry_for_mtu(info.mtu, None, reading.overhead(), frags)
             .map_err(|advice| anyhow::anyhow!("{iface}: {}", advice.replace("IF", iface)))?;
         let mut pool = UmemPool::new(frames, geometry.frame_size, RING_SIZE, reading)?;
         let buffers = geometry.buffers_per_frame as usize;
         let on = pool.bind_on(1);
         let mut port = XskPort::bind((&on.umem, on.ids[0]), iface, 0, RING_SIZE, BATCH, None, buffers)?;
         let classifier = match &probed {
-            Some(Probed { build, paths }) => {
-                if buffers > 1 && !build.frags_aware {
-                    anyhow::bail!(
-                        "{iface}: MTU {} needs frames over one UMEM frame: {}",
-                        info.mtu,
-                        paths.xdp_frags.why
-                    );
-                }
+            Some(Probed { build, .. }) => {
                 // Buffers first: a frame that arrives once the program is attached and finds
                 // the fill ring empty is dropped.
                 port.refill(&mut pool, frames as usize / 2);
