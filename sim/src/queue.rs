@@ -1,20 +1,25 @@
 //! The simulator's event queue: a timing wheel of one-nanosecond slots over the next
-//! [`WINDOW_NS`], and a binary heap for the few events due later (pause expiries,
-//! slowpath ticks, scenario actions).
+//! [`WINDOW_NS`], a binary heap for the few events due later (pause expiries, slowpath
+//! ticks, scenario actions), and a small heap for the events of the current nanosecond.
 //!
 //! Events pop in the order of their time and, at equal times, of their key (the `seq`
 //! the simulator gives them: who scheduled the event, and the how-manieth of theirs it
-//! is), exactly as a binary heap ordered by `(at, seq)` pops them: a slot is a list kept
-//! in key order. A run pushes most events with a key above every other in their slot
-//! (appended, one step), and the list is walked only for the others; events move from
-//! the heap into the wheel as soon as the window reaches their time.
+//! is), exactly as a binary heap ordered by `(at, seq)` pops them. A slot of the wheel
+//! is a list in the order its events were pushed (appended, one step); when the time
+//! reaches it, its events move into the current nanosecond's heap, which orders them by
+//! key, and an event pushed for the current time goes straight there. Events move from
+//! the far heap into the wheel as soon as the window reaches their time.
 //!
 //! Why not the heap alone: a fat-tree keeps tens of thousands of events pending, and a
 //! heap pop walks its depth through memory scattered over all of them, a cache miss per
 //! level; at k=8 that was a quarter of the run. The wheel's pops walk the slots in time
 //! order, and the nodes of the lists are reused most recently freed first, so the memory
-//! they touch stays in the cache whatever the fabric's size. `cargo bench -p
-//! pfcsim --features des-bench --bench des_engines` replays a recorded fat-tree run through both.
+//! they touch stays in the cache whatever the fabric's size. Why the slot is not kept in
+//! key order as it fills: in a fabric whose links all run at line rate from the same
+//! start, hundreds of events fall on one nanosecond with keys in no order, and walking
+//! the list for each push was 87 % of a push and a quarter of a k=16 permutation's run.
+//! `cargo bench -p pfcsim --features des-bench --bench des_engines` replays a recorded
+//! fat-tree run through both.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -85,7 +90,35 @@ pub struct EventQueue<E> {
     nodes: Vec<Node<E>>,
     free: u32,
     far: BinaryHeap<Far<E>>,
+    /// The events due at `now`, earliest key on top. Every event pending at `now` is
+    /// here (the wheel's slot for `now` is always empty); the time moves on only when
+    /// this is empty.
+    current: BinaryHeap<Current<E>>,
     len: usize,
+}
+
+/// An event of the current nanosecond, ordered by its key alone.
+struct Current<E> {
+    seq: u64,
+    ev: E,
+}
+
+impl<E> PartialEq for Current<E> {
+    fn eq(&self, other: &Self) -> bool {
+        self.seq == other.seq
+    }
+}
+impl<E> Eq for Current<E> {}
+impl<E> PartialOrd for Current<E> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<E> Ord for Current<E> {
+    /// Reversed: the heap pops the smallest key.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.seq.cmp(&self.seq)
+    }
 }
 
 impl<E: Copy> EventQueue<E> {
@@ -100,6 +133,7 @@ impl<E: Copy> EventQueue<E> {
             nodes: Vec::new(),
             free: NIL,
             far: BinaryHeap::new(),
+            current: BinaryHeap::new(),
             len: 0,
         }
     }
@@ -122,7 +156,9 @@ impl<E: Copy> EventQueue<E> {
     pub fn push(&mut self, at: u64, seq: u64, ev: E) {
         debug_assert!(at >= self.now, "an event in the past: {at} < {}", self.now);
         self.len += 1;
-        if at - self.now < WINDOW_NS {
+        if at == self.now {
+            self.current.push(Current { seq, ev });
+        } else if at - self.now < WINDOW_NS {
             self.link(at, seq, ev);
         } else {
             self.far.push(Far { at, seq, ev });
@@ -131,6 +167,9 @@ impl<E: Copy> EventQueue<E> {
 
     /// When the earliest pending event is due, ns.
     pub fn next_at(&self) -> Option<u64> {
+        if !self.current.is_empty() {
+            return Some(self.now);
+        }
         match self.next_slot() {
             Some(slot) => Some(self.slot_time(slot)),
             None => self.far.peek().map(|f| f.at),
@@ -139,48 +178,70 @@ impl<E: Copy> EventQueue<E> {
 
     /// The earliest event, if it is due at `end` ns or before: `(at, seq, ev)`.
     pub fn pop_until(&mut self, end: u64) -> Option<(u64, u64, E)> {
-        let at = match self.next_slot() {
-            Some(slot) => self.slot_time(slot),
-            None => self.far.peek()?.at,
-        };
-        if at > end {
+        if self.current.is_empty() {
+            let at = match self.next_slot() {
+                Some(slot) => self.slot_time(slot),
+                None => self.far.peek()?.at,
+            };
+            if at > end {
+                return None;
+            }
+            self.advance(at);
+        } else if self.now > end {
             return None;
         }
-        if at != self.now {
-            self.now = at;
-            // The window now reaches further: what the heap holds for the newly covered
-            // times goes to its slots, earliest (and first scheduled) first.
-            while self.far.peek().is_some_and(|f| f.at - self.now < WINDOW_NS) {
-                let f = self.far.pop().expect("peeked");
-                self.link(f.at, f.seq, f.ev);
+        let Current { seq, ev } = self.current.pop().expect("the current time has an event");
+        self.len -= 1;
+        if self.current.is_empty() {
+            // The next time's first node was written when it was scheduled, a wire time
+            // and many events ago, and is seldom still in the cache: ask for it now, so
+            // that the wait overlaps this event's work (an event this one schedules may
+            // come first; the hint is then wasted, nothing else).
+            if let Some(node) = self.next_slot().and_then(|s| self.nodes.get(self.slots[s].head as usize)) {
+                prefetch_addr(std::ptr::from_ref(node).cast());
             }
         }
+        Some((self.now, seq, ev))
+    }
+
+    /// The next event if it is due at the current time (its node is in the cache: a
+    /// caller may look at it to ask for what it will touch).
+    #[inline(always)]
+    pub fn peek_current(&self) -> Option<&E> {
+        self.current.peek().map(|c| &c.ev)
+    }
+
+    /// Moves the time on to `at`, the earliest pending event's, and its events into the
+    /// current nanosecond's heap.
+    fn advance(&mut self, at: u64) {
+        self.now = at;
+        // The window now reaches further: what the far heap holds for the newly covered
+        // times goes to their slots (this time's too: it is drained next).
+        while self.far.peek().is_some_and(|f| f.at - self.now < WINDOW_NS) {
+            let f = self.far.pop().expect("peeked");
+            self.link(f.at, f.seq, f.ev);
+        }
         let slot = (at & MASK) as usize;
-        let i = self.slots[slot].head;
-        let node = &self.nodes[i as usize];
-        let (seq, ev, next) = (node.seq, node.ev, node.next);
-        self.slots[slot].head = next;
-        if next == NIL {
-            self.slots[slot].tail = NIL;
-            self.unmark(slot);
+        let mut events = std::mem::take(&mut self.current).into_vec();
+        let mut i = self.slots[slot].head;
+        while i != NIL {
+            let node = &self.nodes[i as usize];
+            let next = node.next;
+            events.push(Current { seq: node.seq, ev: node.ev });
+            self.nodes[i as usize].next = self.free;
+            self.free = i;
+            i = next;
         }
-        self.nodes[i as usize].next = self.free;
-        self.free = i;
-        self.len -= 1;
-        // The next event's node was written when it was scheduled, a wire time and many
-        // events ago, and is seldom still in the cache: ask for it now, so that the wait
-        // overlaps this event's work (an event this one schedules may come first; the
-        // hint is then wasted, nothing else).
-        let upcoming = if next != NIL { Some(next) } else { self.next_slot().map(|s| self.slots[s].head) };
-        if let Some(node) = upcoming.and_then(|n| self.nodes.get(n as usize)) {
-            prefetch_addr(std::ptr::from_ref(node).cast());
-        }
-        Some((at, seq, ev))
+        self.slots[slot] = EMPTY;
+        self.unmark(slot);
+        // Heapified whole, in linear time; the Vec keeps its capacity from time to time.
+        self.current = BinaryHeap::from(events);
     }
 
     /// Every pending event as `(at, seq, ev)`, in no particular order.
     pub fn pending(&self) -> Vec<(u64, u64, E)> {
         let mut out: Vec<(u64, u64, E)> = self.far.iter().map(|f| (f.at, f.seq, f.ev)).collect();
+        out.extend(self.current.iter().map(|c| (self.now, c.seq, c.ev)));
         for (slot, s) in self.slots.iter().enumerate().filter(|(_, s)| s.head != NIL) {
             let at = self.slot_time(slot);
             let mut i = s.head;
@@ -209,28 +270,11 @@ impl<E: Copy> EventQueue<E> {
         match self.slots[slot].tail {
             NIL => {
                 self.slots[slot].head = i;
-                self.slots[slot].tail = i;
                 self.mark(slot);
             }
-            t if self.nodes[t as usize].seq < seq => {
-                self.nodes[t as usize].next = i;
-                self.slots[slot].tail = i;
-            }
-            _ => {
-                // Before the first node with a larger key (the tail has one).
-                let mut prev = NIL;
-                let mut at_node = self.slots[slot].head;
-                while self.nodes[at_node as usize].seq < seq {
-                    prev = at_node;
-                    at_node = self.nodes[at_node as usize].next;
-                }
-                self.nodes[i as usize].next = at_node;
-                match prev {
-                    NIL => self.slots[slot].head = i,
-                    p => self.nodes[p as usize].next = i,
-                }
-            }
+            t => self.nodes[t as usize].next = i,
         }
+        self.slots[slot].tail = i;
     }
 
     /// The time `slot` holds events for: the one in the window that starts now.
