@@ -683,10 +683,15 @@ pub fn text(r: &SimReport) -> String {
         "{} (seed {}): {:.1} ms simulated, {} events, {} frame hops\n\n",
         r.scenario, r.seed, r.simulated_ms, r.events, r.frame_hops
     );
-    let mut flows =
-        Table::new(&["flow", "prio", "lossless", "sent", "received", "lost", "reordered", "p50 µs", "p99 µs"]);
+    // A flow with a count finishes: its completion time is the figure to read.
+    let sized = r.flows.iter().any(|f| f.fct_us.is_some());
+    let mut head = vec!["flow", "prio", "lossless", "sent", "received", "lost", "reordered", "p50 µs", "p99 µs"];
+    if sized {
+        head.push("FCT µs");
+    }
+    let mut flows = Table::new(&head);
     for f in &r.flows {
-        flows.row(vec![
+        let mut row = vec![
             format!("{} {}→{}", f.id, f.from, f.to),
             f.priority.to_string(),
             if f.lossless { "yes".into() } else { "no".into() },
@@ -696,7 +701,11 @@ pub fn text(r: &SimReport) -> String {
             f.reordered.to_string(),
             format!("{:.1}", f.latency.p50_us),
             format!("{:.1}", f.latency.p99_us),
-        ]);
+        ];
+        if sized {
+            row.push(f.fct_us.map_or("-".into(), |t| format!("{t:.1}")));
+        }
+        flows.row(row);
     }
     if r.flows.len() <= 64 {
         out += &flows.render();

@@ -61,6 +61,12 @@ pub const BUILT_IN: &[(&str, &str, &str)] = &[
          DCQCN at every host: FCT slowdown by flow size",
         include_str!("scenarios/fattree-dcqcn.toml"),
     ),
+    (
+        "parking-lot",
+        "four senders on a chain of four switches into one receiver: each switch crossed halves a flow's \
+         share of the receiver's link (PFC per input port, one FIFO per egress), the nearest finishes first",
+        include_str!("scenarios/parking-lot.toml"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

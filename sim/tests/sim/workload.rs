@@ -311,3 +311,28 @@ fn a_flow_files_dscp_above_63_is_refused_as_a_workloads_is() {
     let err = Scenario::from_toml(text).unwrap_err().to_string();
     assert!(err.contains("flow_file[0]") && err.contains("dscp 0..=63"), "{err}");
 }
+
+#[test]
+fn in_a_parking_lot_each_switch_crossed_halves_a_senders_share_and_the_nearest_finishes_first() {
+    // Four equal senders on a chain of four switches, into one receiver under the last.
+    // Each switch serves its host port and the chain's port alike (both sit at XOFF, one
+    // FIFO between them): h4 gets a half of r's link, h3 a quarter, h1 and h2 an eighth.
+    let r = run(&Scenario::built_in("parking-lot").unwrap());
+    assert_eq!(r.lossless_lost, 0);
+    let fct = |from: &str| {
+        let f = r.flows.iter().find(|f| f.from == from).unwrap();
+        assert_eq!(f.received, 2000, "{from}");
+        (f.fct_us.unwrap(), f.ideal_fct_us.unwrap())
+    };
+    let (h1, ideal) = fct("h1");
+    let ((h2, _), (h3, _), (h4, _)) = (fct("h2"), fct("h3"), fct("h4"));
+    // h4 at half the line rate throughout: twice its time alone (3 % for the first
+    // frames, before the queues reach XOFF, and the pauses' granularity).
+    assert!((h4 / ideal - 2.0).abs() < 0.06, "h4 {h4} µs, ideal {ideal}");
+    // h3 at a quarter until h4 is done, then at a half: 1.55 MB then 1.48 MB, 3 ideal
+    // times in all.
+    assert!((h3 / ideal - 3.0).abs() < 0.09, "h3 {h3} µs, ideal {ideal}");
+    // h1 and h2 alike, and last: when every byte has crossed r's link, 4 ideal times.
+    assert!((h1 - h2).abs() / h1 < 0.01, "h1 {h1} µs, h2 {h2}");
+    assert!((h1 / ideal - 4.0).abs() < 0.12, "h1 {h1} µs, ideal {ideal}");
+}
