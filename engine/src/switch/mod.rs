@@ -271,6 +271,21 @@ impl Switch {
         &self.fdb
     }
 
+    /// Adds a static entry: `mac` is reached by `ports`, one port as the configuration's
+    /// `[[fdb]]` gives it, several as its `[[fdb_group]]` (one chosen per flow). For a
+    /// driver that computes a fabric's routes (the simulator) and has ports, not names:
+    /// a k=16 fat-tree's routes written into each switch's configuration as port names
+    /// held 48 MiB until the run began. Ports the switch lacks are left out.
+    pub fn add_static_route(&mut self, mac: MacAddr, ports: &[PortId]) {
+        let n = self.ports.len();
+        if ports.iter().all(|p| p.index() < n) {
+            self.fdb.add_static_group(mac, ports);
+        } else {
+            let known: Vec<PortId> = ports.iter().copied().filter(|p| p.index() < n).collect();
+            self.fdb.add_static_group(mac, &known);
+        }
+    }
+
     fn is_lossless(&self, prio: Priority) -> bool {
         self.lossless.contains(prio)
     }

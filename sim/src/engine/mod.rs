@@ -329,7 +329,10 @@ impl<'f> Sim<'f> {
                 let n = s.config.ports.len();
                 let pool = PoolSize::for_rings(n, n, DEFAULT_RING_SIZE, None);
                 let frames = pool.frames;
-                let switch = Switch::new(&s.config, s.tags.clone(), pool, start);
+                let mut switch = Switch::new(&s.config, s.tags.clone(), pool, start);
+                for (mac, next) in s.routes.iter() {
+                    switch.add_static_route(mac, next);
+                }
                 let names = switch.port_names();
                 SwitchState {
                     slowpath: Slowpath::new(&s.name, names, 64),

@@ -171,3 +171,23 @@ fn a_multipath_entry_on_an_unknown_port_or_beside_a_single_entry_is_refused() {
     c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(9), port: "p2".into() });
     assert!(c.validate().unwrap_err().to_string().contains("has an fdb_entry too"));
 }
+
+#[test]
+fn a_route_added_by_ports_forwards_each_flow_as_the_same_configured_entry_does() {
+    let mut c = Rig::switch_ports(4);
+    c.fdb_groups
+        .push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
+    let mut configured = Rig::new(c);
+    let mut added = Rig::new(Rig::switch_ports(4));
+    // A port the switch lacks (9) is left out, as a name it lacks is refused.
+    let ports = [PortId::new(1), PortId::new(2), PortId::new(3)];
+    added.sw.add_static_route(mac(9), &[ports[0], ports[1], ports[2], PortId::new(9)]);
+    let port_of = |r: &mut Rig, sport: u16| {
+        r.rx(0, &flow_frame(sport));
+        (1..4).find(|&p| !r.tx(p).is_empty()).expect("forwarded")
+    };
+    for sport in 0..40 {
+        assert_eq!(port_of(&mut added, sport), port_of(&mut configured, sport), "flow {sport}");
+    }
+    assert_eq!(added.stats().fdb_entries, configured.stats().fdb_entries, "the route and the learned source");
+}
