@@ -206,9 +206,13 @@ fn run_htsim(exe: &Path, c: &CaseSpec, matrix: &Path, seed: u32, dir: &Path) -> 
         .stderr(Stdio::null())
         .spawn()
         .with_context(|| format!("starting {}", exe.display()))?;
-    let mut out = String::new();
-    child.stdout.take().expect("piped").read_to_string(&mut out)?;
-    let (status, peak_kib) = wait_with_peak(child.id() as i32)?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).map(|_| out)
+    });
+    let (status, peak_kib) = wait_with_peak(&mut child)?;
+    let out = reader.join().map_err(|_| anyhow::anyhow!("reading htsim's output panicked"))??;
     let wall = started.elapsed().as_secs_f64();
     if !status {
         bail!("{} failed on {}: {}", exe.display(), c.name, out.lines().rev().take(5).collect::<Vec<_>>().join(" | "));
@@ -221,17 +225,29 @@ fn run_htsim(exe: &Path, c: &CaseSpec, matrix: &Path, seed: u32, dir: &Path) -> 
     Ok(side(fcts, c.flows.len(), wall, peak_kib as f64 / 1024.0))
 }
 
-/// Waits for child `pid`; whether it exited 0, and its peak resident memory, KiB.
-fn wait_with_peak(pid: i32) -> Result<(bool, i64)> {
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is valid output space for wait4.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waiting for our own child, with valid pointers for its status and usage.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if rc != pid {
-        bail!("waiting for htsim: {}", std::io::Error::last_os_error());
+/// Waits for `child`; whether it exited 0, and its peak resident memory, KiB: the
+/// high-water mark of its own memory (`VmHWM`), read every few milliseconds while it
+/// runs. Not the `ru_maxrss` that `wait4` reports: that counts the memory of the process
+/// that started it, as it was when the child was forked from it (this process, which
+/// had just run pfcsim: htsim's peak read 96 MiB where its own was 10).
+fn wait_with_peak(child: &mut std::process::Child) -> Result<(bool, u64)> {
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        // Read before the check: a run that ends between them has its last reading.
+        if let Some(kib) = std::fs::read_to_string(&status_file).ok().as_deref().and_then(vm_hwm_kib) {
+            peak = peak.max(kib);
+        }
+        if let Some(status) = child.try_wait()? {
+            return Ok((status.success(), peak));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    Ok((libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, usage.ru_maxrss))
+}
+
+/// `VmHWM` of a `/proc/PID/status`, KiB.
+fn vm_hwm_kib(status: &str) -> Option<u64> {
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok())
 }
 
 /// The median of each figure over `runs`.
