@@ -6,7 +6,12 @@ arrow to the file that defines the module it names (the longest prefix that is a
 A module and the modules nested in it are one unit of structure (a parent declares its
 children, children use their parent's types), so arrows between them do not count.
 Comments and the tests at the end of a file (from its first `#[cfg(test)]`) are left
-out: fixtures may reach anywhere.
+out, and so are the files of a `tests` module: fixtures may reach anywhere.
+
+Folders too: the modules under a folder (`dataplane/` with its files) are one unit, and
+two folders whose files import each other, in any of their files, close a circle that no
+two files do (`dataplane/x.rs` -> `control/y.rs` and `control/z.rs` -> `dataplane/w.rs`).
+Each depth of folders is checked so.
 
 Usage: scripts/check-import-cycles.py [CRATE_SRC_DIR ...]  (default: every crate's src/)
 """
@@ -51,7 +56,8 @@ def paths_in(text: str):
 
 
 def graph(src: Path) -> dict:
-    files = {module_of(src, f): f for f in src.rglob("*.rs")}
+    # A `tests` module's files are tests whole, as a file's tail from `#[cfg(test)]` is.
+    files = {module_of(src, f): f for f in src.rglob("*.rs") if "tests" not in module_of(src, f)}
     arrows = {m: set() for m in files}
     for here, file in files.items():
         for anchor, segments in paths_in(code(file)):
@@ -108,6 +114,19 @@ def circles(arrows: dict) -> list:
     return out
 
 
+def folder_arrows(arrows: dict, depth: int) -> dict:
+    """The arrows between the modules' folders `depth` deep (a module above that depth
+    stands for itself), leaving out those between a folder and what is inside it."""
+    unit = lambda m: m[:depth]
+    out = {unit(m): set() for m in arrows}
+    for m, targets in arrows.items():
+        for t in targets:
+            a, b = unit(m), unit(t)
+            if not nested(a, b):
+                out[a].add(b)
+    return out
+
+
 def main(argv) -> int:
     dirs = [Path(a) for a in argv] or sorted(
         p.parent for p in ROOT.glob("**/Cargo.toml") if (p.parent / "src").is_dir() and "target" not in p.parts
@@ -116,13 +135,20 @@ def main(argv) -> int:
     for d in dirs:
         src = d if d.name == "src" else d / "src"
         arrows = graph(src)
-        for group in circles(arrows):
-            found += 1
-            name = lambda m: "::".join(m) or "(crate root)"
-            print(f"import circle in {src.relative_to(ROOT)}: {' , '.join(name(m) for m in group)}")
-            for m in group:
-                for t in sorted(arrows[m] & set(group)):
-                    print(f"  {name(m)} -> {name(t)}")
+        deepest = max((len(m) for m in arrows), default=0)
+        levels = [("", arrows)] + [(f" (folders {d} deep)", folder_arrows(arrows, d)) for d in range(1, deepest)]
+        seen = set()
+        for what, level in levels:
+            for group in circles(level):
+                if tuple(group) in seen:
+                    continue
+                seen.add(tuple(group))
+                found += 1
+                name = lambda m: "::".join(m) or "(crate root)"
+                print(f"import circle{what} in {src.relative_to(ROOT)}: {' , '.join(name(m) for m in group)}")
+                for m in group:
+                    for t in sorted(level[m] & set(group)):
+                        print(f"  {name(m)} -> {name(t)}")
     if found:
         print(f"{found} import circle(s): move the item that closes each to the module it belongs with")
         return 1

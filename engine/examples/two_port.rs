@@ -1,5 +1,5 @@
-//! A two-port switch driven by hand, without a network: frames in with
-//! `handle_frame`, frames out with `poll_transmit`, time passed in.
+//! A two-port switch driven by hand, without a network: frames put on its ports' rings,
+//! one turn of the engine at a time (`Switch::poll`), time passed in.
 //!
 //! Station A (on port 0) sends to station B before the switch knows where B is: the
 //! frame is flooded. B answers, so the switch learns B on port 1; A's next frame goes to
@@ -9,29 +9,27 @@ use std::time::Duration;
 
 #[path = "common/frames.rs"]
 mod frames;
+#[path = "common/wire.rs"]
+mod wire;
 
 use frames::udp;
 use pfcswitch_core::heap_pool::HeapPool;
-use pfcswitch_core::{Config, FramePool, MacAddr, PoolSize, PortId, Switch, Time, TxBatch};
+use pfcswitch_core::{Config, MacAddr, PoolSize, Switch, Time, TxBatch};
+use wire::Wire;
 
 const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xa]);
 const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0xb]);
 
-/// What each port sends now, as (port, destination MAC) pairs, after the timers due have
-/// run (a turn's steps 3 and 4); the frames go back to the pool.
-fn transmit(sw: &mut Switch, pool: &mut HeapPool, now: Time, batch: &mut TxBatch) -> Vec<(usize, MacAddr)> {
-    let mut out = Vec::new();
-    sw.handle_timeout(now, pool);
-    for port in 0..2 {
-        batch.reset(TxBatch::CAPACITY);
-        sw.poll_transmit(now, pool, PortId::new(port), batch);
-        for f in batch.frames() {
-            let bytes = pool.contents(f.id);
-            out.push((port, MacAddr(bytes[0..6].try_into().unwrap())));
-            pool.free(f.id);
-        }
-    }
-    out
+/// One turn; what the ports sent, as (port, destination MAC) pairs.
+fn turn(
+    sw: &mut Switch,
+    pool: &mut HeapPool,
+    wire: &mut Wire,
+    now: Time,
+    batch: &mut TxBatch,
+) -> Vec<(usize, MacAddr)> {
+    sw.poll(now, pool, wire, batch);
+    wire.take_sent().into_iter().map(|(port, bytes)| (port, MacAddr(bytes[0..6].try_into().unwrap()))).collect()
 }
 
 pub fn main() {
@@ -39,20 +37,19 @@ pub fn main() {
     let mut now = Time::from_millis(1);
     let mut sw = Switch::new(&config, None, PoolSize::without_rings(256), now);
     let mut pool = HeapPool::new(256);
+    let mut wire = Wire::new(2);
     let mut batch = TxBatch::new();
 
     // A to B, B unknown: flooded to every other port (here, port 1 only, but as a flood).
-    let id = pool.put(&udp(A, B, 0, 18)).unwrap();
-    sw.handle_frame(now, &mut pool, PortId::new(0), id);
-    let first = transmit(&mut sw, &mut pool, now, &mut batch);
+    wire.arrive(&mut pool, 0, &udp(A, B, 0, 18));
+    let first = turn(&mut sw, &mut pool, &mut wire, now, &mut batch);
     println!("A -> B before B spoke: {first:?}");
     assert_eq!(first, [(1, B)]);
 
     // B answers from port 1: now the switch knows both.
     now = now + Duration::from_micros(10);
-    let id = pool.put(&udp(B, A, 0, 18)).unwrap();
-    sw.handle_frame(now, &mut pool, PortId::new(1), id);
-    let answer = transmit(&mut sw, &mut pool, now, &mut batch);
+    wire.arrive(&mut pool, 1, &udp(B, A, 0, 18));
+    let answer = turn(&mut sw, &mut pool, &mut wire, now, &mut batch);
     println!("B -> A: {answer:?}");
     assert_eq!(answer, [(0, A)]);
 

@@ -26,6 +26,8 @@ pub mod fdb;
 pub mod headroom;
 pub mod heap_pool;
 pub mod histogram;
+#[cfg(any(test, feature = "testing"))]
+pub mod loopback;
 pub mod mac;
 pub mod pause;
 pub mod pfc;
@@ -44,8 +46,6 @@ pub mod switch;
 pub mod tagging;
 pub mod time;
 pub mod traffic_map;
-#[cfg(any(test, feature = "testing"))]
-pub mod turn;
 
 pub use config::Config;
 pub use mac::MacAddr;
@@ -56,5 +56,5 @@ pub use queue::FrameId;
 pub use slowpath::{HeldFrame, Slowpath, ToSlowpath};
 pub use speed::Speed;
 pub use stats::SwitchStats;
-pub use switch::{Switch, TxBatch, TxFrame};
+pub use switch::{Ports, Switch, Turn, TxBatch, TxFrame};
 pub use time::Time;

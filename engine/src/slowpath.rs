@@ -9,6 +9,19 @@
 //! congestion would. Whether a port is blocked, and how many frames are held for each
 //! egress queue, the engine alone keeps ([`crate::switch::Switch::stopped`], and its
 //! traffic map).
+//!
+//! # Call order
+//!
+//! The switch's shape: inputs are `handle_*`, outputs `poll_*`. Whenever a driver looks
+//! at the slowpath (the dataplane's thread when it wakes, the simulator at its delayed
+//! events, a test's turn), it calls, in this order:
+//!
+//! 1. [`Slowpath::handle_event`] for each event the switch sent
+//!    ([`crate::switch::Switch::poll_slowpath`]);
+//! 2. [`Slowpath::handle_timeout`] with the time;
+//! 3. [`Slowpath::poll_released`] with the switch's latest [`crate::switch::Switch::stopped`]:
+//!    the frames to hand back ([`crate::switch::Switch::handle_released`]), often none;
+//! 4. [`Slowpath::poll_timeout`]: when to look again with no event.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -152,6 +165,8 @@ pub struct Slowpath {
     /// When the held frames are looked at again with no event ([`RECHECK`] after a look
     /// that found some held), if that look is due.
     next_look: Option<Time>,
+    /// That look fell due ([`Slowpath::handle_timeout`]) and the release is owed.
+    look_due: bool,
 }
 
 impl Slowpath {
@@ -169,6 +184,7 @@ impl Slowpath {
             released: Vec::with_capacity(frames.min(4096)),
             recheck: false,
             next_look: None,
+            look_due: false,
         }
     }
 
@@ -213,46 +229,53 @@ impl Slowpath {
         None
     }
 
-    /// Whether an event since the last release asks for one now (rather than at the
-    /// next periodic look).
-    pub fn wants_release(&self) -> bool {
-        self.recheck && !self.held.is_empty()
+    /// Time passed: a look at the held frames that was due by `now` is, and the next
+    /// [`Slowpath::poll_released`] releases what may go.
+    pub fn handle_timeout(&mut self, now: Time) {
+        if self.next_look.is_some_and(|t| t <= now) {
+            self.next_look = None;
+            self.look_due = true;
+        }
     }
 
-    /// The held frames that may go now (their priority not in `stopped(egress)`: all of
-    /// them while the port is blocked), in arrival order per ingress port; the
-    /// caller hands them back to the engine ([`crate::switch::Switch::handle_released`]).
-    pub fn release(&mut self, stopped: impl Fn(PortId) -> Priorities) -> &[HeldFrame] {
-        self.recheck = false;
+    /// The held frames that may go now (their priority not in `stopped(egress)`: none
+    /// while the port is blocked), in arrival order per ingress port, if an event since
+    /// the last release asked for one (an unblock) or a look fell due
+    /// ([`Slowpath::handle_timeout`]); else none. The caller hands them back to the engine
+    /// ([`crate::switch::Switch::handle_released`]). With frames still held, the next look
+    /// is then due [`RECHECK`] from `now` ([`Slowpath::poll_timeout`]).
+    ///
+    /// Not at every call: a frame is held because its egress was blocked, and what ends
+    /// that (an unblock) is an event; a pause that runs out meanwhile is caught by the
+    /// look. Every driver calls this after the events and the timeout it took, in that
+    /// order, so all of them release at the same moments.
+    pub fn poll_released(&mut self, now: Time, stopped: impl Fn(PortId) -> Priorities) -> &[HeldFrame] {
         self.released.clear();
-        self.held.release(stopped, &mut self.released);
+        if self.wants_release() || std::mem::take(&mut self.look_due) {
+            self.recheck = false;
+            self.held.release(stopped, &mut self.released);
+        }
+        self.looked(now);
         &self.released
     }
 
-    /// The driver looked at the slowpath at `now` (took its events, or released): with
-    /// frames held and no look due, the next is [`RECHECK`] from now, which this returns
-    /// for the driver to wake at. A look already due stays, even once nothing is held.
-    pub fn looked(&mut self, now: Time) -> Option<Time> {
-        if self.held.is_empty() || self.next_look.is_some() {
-            return None;
-        }
-        self.next_look = Some(now + RECHECK);
-        self.next_look
+    /// Whether an event since the last release asks for one now (rather than at the
+    /// next periodic look).
+    fn wants_release(&self) -> bool {
+        self.recheck && !self.held.is_empty()
     }
 
-    /// When the slowpath next wants a look without an event, if at all.
+    /// The driver looked at the slowpath at `now`: with frames held and no look due, the
+    /// next is [`RECHECK`] from now. A look already due stays, even once nothing is held.
+    fn looked(&mut self, now: Time) {
+        if !self.held.is_empty() && self.next_look.is_none() {
+            self.next_look = Some(now + RECHECK);
+        }
+    }
+
+    /// When the slowpath next wants [`Slowpath::handle_timeout`] without an event, if at all.
     pub fn poll_timeout(&self) -> Option<Time> {
         self.next_look
-    }
-
-    /// Time passed: whether the look that was due is, so that the driver releases now
-    /// ([`Slowpath::release`], then [`Slowpath::looked`]).
-    pub fn handle_timeout(&mut self, now: Time) -> bool {
-        if self.next_look.is_some_and(|t| t <= now) {
-            self.next_look = None;
-            return true;
-        }
-        false
     }
 
     /// Frames held now.
@@ -321,23 +344,24 @@ mod tests {
     fn held_frames_are_looked_at_again_a_recheck_after_the_first_look_that_found_them() {
         let mut s = Slowpath::new("sw1", vec!["p0".into(), "p1".into()], 16);
         let t0 = Time::from_millis(5);
-        assert_eq!(s.looked(t0), None, "nothing held: no look due");
+        let (paused, free) = (|_| Priorities::ALL, |_| Priorities::NONE);
+        assert!(s.poll_released(t0, free).is_empty());
+        assert_eq!(s.poll_timeout(), None, "nothing held: no look due");
         s.handle_event(ToSlowpath::Held(frame(1, 0, 1, P3)));
-        assert_eq!(s.looked(t0), Some(t0 + RECHECK));
-        // Later looks leave the one due alone.
-        assert_eq!(s.looked(t0 + RECHECK / 2), None);
+        assert!(s.poll_released(t0, free).is_empty(), "no unblock and no look due: nothing goes yet");
         assert_eq!(s.poll_timeout(), Some(t0 + RECHECK));
-        assert!(!s.handle_timeout(t0 + RECHECK - Duration::from_nanos(1)), "not a ns early");
-        assert!(s.handle_timeout(t0 + RECHECK));
-        assert_eq!(s.poll_timeout(), None, "taken: the driver releases and looks again");
-        let paused = |_| Priorities::ALL;
-        assert!(s.release(paused).is_empty());
-        assert_eq!(s.looked(t0 + RECHECK), Some(t0 + RECHECK * 2), "still held: another look");
-        // Once the frame went, a look already due stays (the driver's wake-up is set),
-        // and none is added after it.
-        assert_eq!(s.release(|_| Priorities::NONE).len(), 1);
-        assert!(s.handle_timeout(t0 + RECHECK * 2));
-        assert_eq!(s.looked(t0 + RECHECK * 2), None);
+        // Later calls leave the look due alone.
+        assert!(s.poll_released(t0 + RECHECK / 2, free).is_empty());
+        assert_eq!(s.poll_timeout(), Some(t0 + RECHECK));
+        s.handle_timeout(t0 + RECHECK - Duration::from_nanos(1));
+        assert_eq!(s.poll_timeout(), Some(t0 + RECHECK), "not a ns early");
+        s.handle_timeout(t0 + RECHECK);
+        assert_eq!(s.poll_timeout(), None, "taken: the release is owed");
+        assert!(s.poll_released(t0 + RECHECK, paused).is_empty(), "looked, but its egress is paused");
+        assert_eq!(s.poll_timeout(), Some(t0 + RECHECK * 2), "still held: another look");
+        s.handle_timeout(t0 + RECHECK * 2);
+        assert_eq!(s.poll_released(t0 + RECHECK * 2, free).len(), 1);
+        assert_eq!(s.poll_timeout(), None, "nothing held: none after it");
     }
 
     #[test]
@@ -378,7 +402,8 @@ mod tests {
     fn drain_returns_everything() {
         let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
         s.handle_event(ToSlowpath::Held(frame(1, 0, 1, P3)));
-        assert_eq!(s.release(|_| Priorities::ALL).len(), 0);
+        s.handle_event(ToSlowpath::Unblocked { port: PortId::new(1) });
+        assert_eq!(s.poll_released(Time::ZERO, |_| Priorities::ALL).len(), 0);
         assert_eq!(s.drain().len(), 1);
         assert_eq!(s.held(), 0);
     }
@@ -419,13 +444,14 @@ mod tests {
     }
 
     #[test]
-    fn an_unblock_asks_for_a_release_only_when_something_is_held() {
+    fn an_unblock_releases_at_once_what_is_held_even_if_it_came_before_the_frames() {
         let mut s = Slowpath::new("sw", vec!["a".into(), "b".into()], 4);
+        let free = |_| Priorities::NONE;
         s.handle_event(ToSlowpath::Unblocked { port: PortId::new(1) });
-        assert!(!s.wants_release());
+        assert!(s.poll_released(Time::ZERO, free).is_empty(), "nothing held");
         s.handle_event(ToSlowpath::Held(frame(1, 0, 1, P3)));
-        assert!(s.wants_release());
-        assert_eq!(s.release(|_| Priorities::NONE).len(), 1);
-        assert!(!s.wants_release());
+        assert_eq!(s.poll_released(Time::ZERO, free).len(), 1, "the unblock still stands");
+        s.handle_event(ToSlowpath::Held(frame(2, 0, 1, P3)));
+        assert!(s.poll_released(Time::ZERO, free).is_empty(), "taken by the release before");
     }
 }

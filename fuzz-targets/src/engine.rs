@@ -18,16 +18,16 @@ use std::time::Duration;
 use pfcswitch_core::checking::CheckingMessage;
 use pfcswitch_core::config::{BufferProfile, Config, DeadlockResolution, PauseMode, PortRole, Scheduler};
 use pfcswitch_core::heap_pool::HeapPool as Pool;
+use pfcswitch_core::loopback::Loopback;
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::pfc::{self, MacControl, Pfc};
 use pfcswitch_core::ports::PortId;
 use pfcswitch_core::priorities::Priorities;
-use pfcswitch_core::slowpath::{Slowpath, ToSlowpath};
+use pfcswitch_core::slowpath::Slowpath;
 use pfcswitch_core::speed::Speed;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::tagging::TagTable;
 use pfcswitch_core::time::Time;
-use pfcswitch_core::turn;
 use pfcswitch_core::Priority;
 
 const PORTS: usize = 4;
@@ -253,16 +253,20 @@ pub fn run(data: &[u8]) {
     let mut now = Time::from_millis(1000);
     let mut sw = Switch::new(&config, tags, pfcswitch_core::PoolSize::without_rings(FRAMES), now);
     let mut oracle = Oracle::default();
-    let mut slow = Slowpath::new("fuzz", sw.port_names(), FRAMES as usize);
+    let slow = Slowpath::new("fuzz", sw.port_names(), FRAMES as usize);
+    // Every operation ends with a turn (`Switch::poll`): frames put on a ring are
+    // received then, and only the port an operation transmits on has room.
+    let mut rings = Loopback::new(PORTS, None, Some(slow));
     let mut pool = Pool::with_buffer_size(FRAMES, BUFFER);
     let mut batch = TxBatch::new();
     let mut s = Script { data };
-    let mut refuse_next = false;
     for _ in 0..MAX_OPS {
         let Some(op) = s.byte() else { break };
         let port = usize::from(op >> 4) % PORTS;
+        rings.set_room_everywhere(None);
         match op % 8 {
             0 => {
+                // Handed in as it arrives, outside a turn, on a port up or down.
                 let len = usize::from(s.byte().unwrap_or(0)) * 8;
                 let mut raw = s.bytes(len).to_vec();
                 unmark(&mut raw);
@@ -274,7 +278,7 @@ pub fn run(data: &[u8]) {
                 let (mut f, class) = data_frame(&mut s);
                 oracle.mark(&mut f, port, class);
                 if let Some(id) = pool.put(&f) {
-                    sw.handle_frame(now, &mut pool, PortId::new(port), id);
+                    rings.receive_on(PortId::new(port), id);
                 }
             }
             2 => {
@@ -291,24 +295,16 @@ pub fn run(data: &[u8]) {
                     rest = tail;
                 }
                 if let Some(id) = pool.put_pieces(&pieces) {
-                    sw.handle_frame(now, &mut pool, PortId::new(port), id);
+                    rings.receive_on(PortId::new(port), id);
                 }
             }
             3 => {
                 let f = pfc_frame(&mut s);
                 if let Some(id) = pool.put(&f) {
-                    sw.handle_frame(now, &mut pool, PortId::new(port), id);
+                    rings.receive_on(PortId::new(port), id);
                 }
             }
-            4 => transmit(
-                &mut sw,
-                &mut pool,
-                &mut batch,
-                &mut oracle,
-                now,
-                port,
-                usize::from(s.byte().unwrap_or(1)) % 64 + 1,
-            ),
+            4 => rings.set_room(PortId::new(port), Some(usize::from(s.byte().unwrap_or(1)) % 64 + 1)),
             5 => {
                 now = now + Duration::from_micros(u64::from(s.u16().unwrap_or(0)));
                 sw.handle_timeout(now, &mut pool);
@@ -319,14 +315,14 @@ pub fn run(data: &[u8]) {
             }
             _ => {
                 let b = s.byte().unwrap_or(0);
-                refuse_next = b & 1 == 1;
+                rings.refuse_held(b & 1 == 1);
                 if b & 2 != 0 {
                     let up = sw.link_up(PortId::new(port));
                     sw.set_link(&mut pool, PortId::new(port), !up);
                 }
             }
         }
-        slowpath_turn(&mut sw, &mut slow, &mut pool, now, refuse_next);
+        turn(&mut sw, &mut rings, &mut pool, &mut batch, &mut oracle, now);
     }
     // Let everything go: unblocked ports with their links up, time for every pause and
     // drop window to end.
@@ -334,19 +330,18 @@ pub fn run(data: &[u8]) {
         sw.set_blocked(PortId::new(port), false);
         sw.set_link(&mut pool, PortId::new(port), true);
     }
+    rings.refuse_held(false);
+    rings.set_room_everywhere(Some(TxBatch::CAPACITY));
+    let held = |rings: &Loopback| rings.slowpath().map_or(0, Slowpath::held);
     for _ in 0..2000 {
-        slowpath_turn(&mut sw, &mut slow, &mut pool, now, false);
-        for port in 0..PORTS {
-            transmit(&mut sw, &mut pool, &mut batch, &mut oracle, now, port, TxBatch::CAPACITY);
-        }
-        if sw.queued_frames() == 0 && slow.held() == 0 {
+        turn(&mut sw, &mut rings, &mut pool, &mut batch, &mut oracle, now);
+        if sw.queued_frames() == 0 && held(&rings) == 0 {
             break;
         }
         now = now + Duration::from_millis(5);
-        sw.handle_timeout(now, &mut pool);
     }
     let stats = sw.stats(now);
-    assert_eq!((sw.queued_frames(), slow.held()), (0, 0), "frames stuck after everything was let go");
+    assert_eq!((sw.queued_frames(), held(&rings)), (0, 0), "frames stuck after everything was let go");
     assert_eq!(pool.free_count(), pool.capacity(), "frames leaked");
     assert_eq!(stats.shared_buffer_used, 0, "buffer still charged with every frame gone");
     for p in &stats.ports {
@@ -356,29 +351,15 @@ pub fn run(data: &[u8]) {
     }
 }
 
-/// Sends what `port` may send now, shown to the oracle; the frames go back to the pool as
-/// the wire took them.
-fn transmit(
-    sw: &mut Switch,
-    pool: &mut Pool,
-    batch: &mut TxBatch,
-    oracle: &mut Oracle,
-    now: Time,
-    port: usize,
-    limit: usize,
-) {
-    turn::transmit(sw, now, pool, PortId::new(port), limit, batch);
-    for f in batch.frames() {
+/// One turn ([`Switch::poll`]); what the ports sent is shown to the oracle, and the
+/// frames go back to the pool as the wire took them.
+fn turn(sw: &mut Switch, rings: &mut Loopback, pool: &mut Pool, batch: &mut TxBatch, oracle: &mut Oracle, now: Time) {
+    sw.poll(now, pool, rings, batch);
+    for (port, f) in rings.take_sent() {
         assert_eq!(pool.len(f.id), f.len as usize, "a frame's length is what the batch says");
-        oracle.left(&pool.contents(f.id), port);
+        oracle.left(&pool.contents(f.id), port.index());
         pool.free(f.id);
     }
-}
-
-/// Hands the engine's events to the slowpath (or, when `refuse`, back to the engine as a
-/// full channel would) and puts back what the slowpath releases.
-fn slowpath_turn(sw: &mut Switch, slow: &mut Slowpath, pool: &mut Pool, now: Time, refuse: bool) {
-    turn::slowpath_round_trip(sw, slow, pool, now, |ev| refuse && matches!(ev, ToSlowpath::Held(_)));
 }
 
 #[cfg(test)]

@@ -5,14 +5,16 @@
 //! - [`dataplane`]: the thin IO shell — XDP program, AF_XDP sockets, the polling loop.
 //! - [`control`]: the local control socket behind `pfcswitch ctl`.
 //! - [`nic`]: what a NIC is and does, for `pfcswitch doctor` and the port speeds.
-//! - [`sys`], [`frame_size`] and [`config`]: leaves the others share (system calls,
-//!   clocks, links; the frame-size rule; the config file, the engine's part and the
-//!   shell's `[dataplane]`), importing nothing of the shell.
+//! - [`sys`], [`frame_size`], [`config`] and [`capture`]: leaves the others share
+//!   (system calls, clocks, links; the frame-size rule; the config file, the engine's part
+//!   and the shell's `[dataplane]`; what `ctl capture` records, which the dataplane fills
+//!   and the control thread drains), importing nothing of the shell.
 //! - [`cli`]: `pfcswitch run`'s arguments, which the lab tools start switches with.
 //!
 //! The modules import each other without loops: `control` and `nic` use the leaves,
 //! `dataplane` uses `control`'s typed messages, `nic` and the leaves.
 
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod control;

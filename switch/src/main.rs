@@ -155,7 +155,7 @@ enum CtlCommand {
         duration: Option<f64>,
         /// Copy at most this many frames a second; the switch counts what it skips and
         /// the file says how many (each interface's drop count).
-        #[arg(long, default_value_t = pfcswitch::dataplane::capture::DEFAULT_RATE)]
+        #[arg(long, default_value_t = pfcswitch::capture::DEFAULT_RATE)]
         rate: u32,
         /// The pcapng file to write, or - for stdout.
         #[arg(short = 'w', long = "write")]

@@ -407,7 +407,7 @@ pub fn cpuidle_driver() -> Option<String> {
 /// waits for the host to run it again when its timer or an interrupt fires: on the
 /// 2-core VMs here a sleep of 100 µs then overran by more than 600 µs once in a hundred,
 /// and a ping through an idle switch took 126 µs (p50) against 32 µs with 0 held
-/// (DEVELOPERS.md). The price: idle CPUs poll instead of halting, and take that time
+/// (docs/notes/measuring.md). The price: idle CPUs poll instead of halting, and take that time
 /// from a busy sibling on the host. `None` where the machine offers no such request.
 #[derive(Debug)]
 pub struct WakeLatencyHold {

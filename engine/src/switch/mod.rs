@@ -6,8 +6,8 @@
 //!
 //! # Call order
 //!
-//! As in quinn-proto's `Connection`, inputs are `handle_*` and outputs `poll_*`. A driver
-//! (the AF_XDP loop, the simulator, a fuzz target, a test) calls, once per turn:
+//! As in quinn-proto's `Connection`, inputs are `handle_*` and outputs `poll_*`. A turn
+//! is, in this order:
 //!
 //! 1. [`Switch::handle_released`]: the frames the slowpath released rejoin their queues;
 //! 2. [`Switch::handle_frame`] for every frame received this turn;
@@ -16,17 +16,21 @@
 //!    the pause gate compares with `now`;
 //! 4. [`Switch::poll_transmit`] per port with room on its tx ring: the pause frames owed,
 //!    then data;
-//! 5. [`Switch::poll_slowpath`]: the turn's events to the slowpath;
+//! 5. [`Switch::stopped`] per port for the slowpath's next release, then
+//!    [`Switch::poll_slowpath`]: the turn's events to the slowpath;
 //! 6. [`Switch::poll_watchdog_event`] until it returns `None`, then
 //!    [`Switch::poll_timeout`] or [`Switch::poll_port_timeout`] for when to look again.
+//!
+//! [`Switch::poll`] is that turn as code, over a driver's rings ([`Ports`]): the
+//! dataplane, the fuzz target, the examples and the tests call it. The simulator calls
+//! the steps per port, each at its port's instant (see `poll`'s module).
 //!
 //! The orders that matter: released frames go in before new arrivals, so they keep their
 //! place ahead of what came after them; the timers run before the port transmits, so a
 //! drop window that ended lets its queue go in the same turn and a refresh leaves before
 //! the pause it renews runs out upstream. A driver that keeps a timer per port calls
 //! [`Switch::handle_port_timeout`] for a port just before it polls it, and
-//! [`Switch::handle_switch_timeout`] for the rest. `crate::turn` (the `testing` feature)
-//! writes steps 3 to 5 once for the drivers that need no IO.
+//! [`Switch::handle_switch_timeout`] for the rest.
 //!
 //! [`Switch::set_blocked`], [`Switch::set_link`], [`Switch::stats`] and
 //! [`Switch::traffic_map`] may come between turns.
@@ -42,12 +46,14 @@ mod egress;
 mod flow_control;
 mod handoff;
 mod ingress;
+mod poll;
 mod snapshot;
 mod watchdog;
 mod wred;
 
 pub use crate::pool::FramePool;
 pub use egress::{TxBatch, TxFrame};
+pub use poll::{Ports, Turn};
 
 use std::time::Duration;
 

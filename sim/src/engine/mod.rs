@@ -20,7 +20,6 @@ use pfcswitch_core::slowpath::{DeadlockRecord, HeldFrame, Slowpath, ToSlowpath};
 use pfcswitch_core::stats::SwitchStats;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::time::Time;
-use pfcswitch_core::turn;
 use pfcswitch_core::Priority;
 
 use crate::fabric::{host_ip, Fabric, Owner};
@@ -126,6 +125,8 @@ struct SwitchState {
     /// Events on their way to the slowpath, and released frames on their way back.
     slow_in: VecDeque<(Time, ToSlowpath)>,
     slow_out: VecDeque<(Time, HeldFrame)>,
+    /// The slowpath's look that a `SlowTick` is scheduled for.
+    slow_look: Option<Time>,
     /// No port of this switch has a timer due before this (a lower bound: a timer that
     /// fired or moved leaves it where it was until the next look at every port).
     earliest_wake: Time,
@@ -340,6 +341,7 @@ impl<'f> Sim<'f> {
                     slots: Slots::new(frames),
                     slow_in: VecDeque::new(),
                     slow_out: VecDeque::new(),
+                    slow_look: None,
                     earliest_wake: Time::MAX,
                     rx_no_frame: vec![0; s.config.ports.len()],
                 }
@@ -731,9 +733,8 @@ impl<'f> Sim<'f> {
             }
             Ev::SlowTick { sw } => {
                 self.origin = 1 + sw;
-                if self.switches[sw as usize].slowpath.handle_timeout(at) {
-                    self.slow_release(sw as usize);
-                }
+                self.switches[sw as usize].slowpath.handle_timeout(at);
+                self.slow_look(sw as usize);
             }
             Ev::Action { index } => {
                 self.origin = 0;

@@ -1,4 +1,10 @@
 //! Switches: frames into the engine, frames out of it, and the slowpath's round trip.
+//!
+//! The engine's turn ([`pfcswitch_core::Switch::poll`]) in steps, each at its port's
+//! instant: a frame is handled when it arrives ([`Sim::switch_rx`]), a port's timers run
+//! just before it sends ([`Sim::switch_tx`]), and the events for the slowpath leave after
+//! either ([`Sim::after_switch`]). Why not `poll`: a turn over all of a switch's ports at
+//! every event would decide for a port at another port's instant (its module says more).
 
 use super::*;
 
@@ -19,8 +25,11 @@ impl Sim<'_> {
         let now = self.now;
         let s = &mut self.switches[sw];
         let mut pool = Pool { slots: &mut s.slots, arena: &mut self.arena };
-        // One frame: the wire takes it whole before the port looks again.
-        turn::transmit(&mut s.switch, now, &mut pool, PortId::new(local), 1, &mut self.batch);
+        // The port's steps 3 and 4: its timers, then one frame (the wire takes it whole
+        // before the port looks again).
+        self.batch.reset(1);
+        s.switch.handle_port_timeout(now, &mut pool, PortId::new(local));
+        s.switch.poll_transmit(now, &mut pool, PortId::new(local), &mut self.batch);
         if let Some(f) = self.batch.frames().first().copied() {
             let buf = s.slots.give(f.id.0);
             if let Some(trigger) = f.xoff_trigger {
@@ -102,21 +111,18 @@ impl Sim<'_> {
         if let Some(&(at, _)) = s.slow_in.front() {
             self.at(at, Ev::SlowIn { sw: sw as u32 });
         }
-        let s = &mut self.switches[sw];
-        if s.slowpath.wants_release() {
-            self.slow_release(sw);
-        } else if let Some(at) = s.slowpath.looked(now) {
-            self.at(at, Ev::SlowTick { sw: sw as u32 });
-        }
+        self.slow_look(sw);
     }
 
-    pub(super) fn slow_release(&mut self, sw: usize) {
+    /// The slowpath's look after its events or its timeout: what it releases goes back
+    /// to the switch a CPU delay later, and a look it now wants is scheduled.
+    pub(super) fn slow_look(&mut self, sw: usize) {
         let now = self.now;
         let at = self.now + self.slowpath_delay;
         let s = &mut self.switches[sw];
         let was_empty = s.slow_out.is_empty();
         let switch = &s.switch;
-        let released = s.slowpath.release(|e| switch.stopped(now, e));
+        let released = s.slowpath.poll_released(now, |e| switch.stopped(now, e));
         let any = !released.is_empty();
         for r in released {
             s.slow_out.push_back((at, *r));
@@ -124,8 +130,13 @@ impl Sim<'_> {
         if any && was_empty {
             self.at(at, Ev::SlowOut { sw: sw as u32 });
         }
-        if let Some(at) = self.switches[sw].slowpath.looked(now) {
-            self.at(at, Ev::SlowTick { sw: sw as u32 });
+        let s = &mut self.switches[sw];
+        let look = s.slowpath.poll_timeout();
+        if look != s.slow_look {
+            s.slow_look = look;
+            if let Some(at) = look {
+                self.at(at, Ev::SlowTick { sw: sw as u32 });
+            }
         }
     }
 

@@ -89,7 +89,7 @@ pub enum Response {
     /// A capture began on these ports (index, name).
     CaptureStarted(Vec<(usize, String)>),
     /// A capture ended: what it saw and skipped, per port.
-    CaptureCounts(Vec<crate::dataplane::capture::PortCounts>),
+    CaptureCounts(Vec<crate::capture::PortCounts>),
     /// A command was carried out: what was done.
     Done(String),
 }
@@ -163,7 +163,7 @@ pub struct ControlMsg {
     pub request: Request,
     pub reply: crossbeam_channel::Sender<Reply>,
     /// For [`Request::CaptureStart`]: the dataplane's ends of the capture's queues.
-    pub capture: Option<crate::dataplane::capture::DataplaneEnds>,
+    pub capture: Option<crate::capture::DataplaneEnds>,
 }
 
 /// Where the control socket of switch `name` lives.

@@ -2,10 +2,10 @@
 //! rx queue on a shared UMEM, the XDP classifier, and a single polling loop that moves
 //! frames between the rings and the engine in batches.
 
-pub mod capture;
 pub mod kernel;
 pub mod paths;
 pub mod port;
+mod rings;
 pub mod slowpath;
 pub mod stages;
 pub mod stall;
@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::capture;
 use crate::config::{DataplaneConfig, RunConfig, XdpMode};
 use crate::control::{ControlMsg, Reply, Request, Response};
 use crate::core::pfcwd::WatchdogEvent;
@@ -27,7 +28,7 @@ use crate::core::slowpath::{HeldFrame, Slowpath, ToSlowpath};
 use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
-use crate::core::{FramePool, PortSet};
+use crate::core::PortSet;
 use crate::frame_size::{geometry_for, geometry_for_mtu, largest_frame, max_frame_note, Geometry};
 use crate::stats::KernelPaths;
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
@@ -35,6 +36,7 @@ use crate::sys::{self, LinkState, SysError, Waker};
 use kernel::KernelCounters;
 use paths::Probed;
 use port::{PortError, PortSockets};
+use rings::Rings;
 use slowpath::{SharedView, SlowpathParts, SlowpathThread};
 use xdp::{Classifier, ClassifierBuild, XdpError};
 use xsk::{BindOn, UmemPool, XskError};
@@ -433,29 +435,42 @@ impl Dataplane {
         set
     }
 
-    /// One pass over every port: completions, rx, timers, tx. Returns frames moved.
+    /// One turn of the engine ([`Switch::poll`]) over the rings, then what it found that
+    /// only the dataplane can act on (fill rings to top up, a port gone, the backlog
+    /// meter). Returns frames moved.
     fn turn(&mut self, now: Time, receive: bool) -> Result<usize, DataplaneError> {
-        let batch = self.config.dataplane.batch;
-        let mut work = self.apply_slowpath_messages(now);
-        let Dataplane { ports, pool, switch, rx_taken, capture, .. } = self;
-        let mut emptied = true;
-        for (i, port) in ports.iter_mut().enumerate() {
-            if !switch.link_up(PortId::new(i)) {
-                continue;
+        let Dataplane { ports, pool, switch, batch, capture, .. } = self;
+        let mut rings = Rings {
+            now,
+            ports,
+            config: &self.config,
+            capture,
+            to_slowpath: &self.to_slowpath,
+            from_slowpath: &self.from_slowpath,
+            view: &self.view,
+            buffers_per_frame: self.buffers_per_frame,
+            tx_busy: &mut self.tx_busy,
+            tx_in_flight_max: &mut self.tx_in_flight_max,
+            receive,
+            emptied: true,
+            rx_taken: &mut self.rx_taken,
+            tx_blocked: false,
+            gone: PortSet::default(),
+            error: None,
+        };
+        let turn = switch.poll(now, pool, &mut rings, batch);
+        let Rings { emptied, tx_blocked, gone, error, .. } = rings;
+        self.tx_blocked = tx_blocked;
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            if self.switch.link_up(PortId::new(i)) {
+                port.refill(&mut self.pool, POOL_RESERVE);
             }
-            port.reclaim(pool, now);
-            if receive {
-                let r = port.receive(pool, batch, |pool, id| {
-                    if let Some(c) = capture.as_mut() {
-                        c.offer(PortId::new(i), capture::Way::Rx, now, pool.bytes(id), pool.len(id));
-                    }
-                    pool.taken(id, now);
-                    switch.handle_frame(now, pool, PortId::new(i), id);
-                });
-                work += r.frames;
-                *rx_taken += r.frames as u64;
-                emptied &= r.emptied;
-            }
+        }
+        for port in gone.iter() {
+            self.link_changed(port.index(), LinkState::Gone);
+        }
+        if let Some(e) = error {
+            return Err(e);
         }
         if receive {
             let (kernel, rx_taken) = (&self.kernel, self.rx_taken);
@@ -465,101 +480,7 @@ impl Dataplane {
                 rx_taken,
             });
         }
-        self.switch.handle_timeout(now, &mut self.pool);
-        self.tx_blocked = false;
-        for i in 0..self.ports.len() {
-            if self.switch.link_up(PortId::new(i)) {
-                work += self.transmit(now, i)?;
-            }
-        }
-        for (i, port) in self.ports.iter_mut().enumerate() {
-            if self.switch.link_up(PortId::new(i)) {
-                port.refill(&mut self.pool, POOL_RESERVE);
-            }
-        }
-        self.publish_for_slowpath(now);
-        Ok(work)
-    }
-
-    /// Puts back the frames the slowpath released.
-    fn apply_slowpath_messages(&mut self, now: Time) -> usize {
-        self.switch.handle_released(now, &mut self.pool, self.from_slowpath.try_iter())
-    }
-
-    /// Hands the engine's events to the slowpath and publishes what it reads of our state.
-    fn publish_for_slowpath(&mut self, now: Time) {
-        for (i, v) in self.view.stopped.iter().enumerate() {
-            v.store(self.switch.stopped(now, PortId::new(i)).bits(), Ordering::Relaxed);
-        }
-        let to_slowpath = &self.to_slowpath;
-        self.switch.poll_slowpath(&mut self.pool, |ev| to_slowpath.try_send(ev).map_err(|e| e.into_inner()));
-        while let Some(e) = self.switch.poll_watchdog_event() {
-            log_watchdog(&self.config, e);
-        }
-    }
-
-    /// Puts what the engine releases on port `i`'s tx ring, decided as of `read`: when the
-    /// turn read the rx rings. Not later: a pause refresh that reached the ring before the
-    /// pause ran out must be read before the engine finds the pause over. Decided at a
-    /// fresh reading, a loop that lost its CPU between its receive and this transmit let
-    /// a whole batch through a storm whose every refresh had come in time (64 frames at
-    /// 10G in a quiet `bench pause-response`). The frames are stamped when they go out.
-    fn transmit(&mut self, read: Time, i: usize) -> Result<usize, DataplaneError> {
-        let batch = self.config.dataplane.batch;
-        let Dataplane { ports, pool, switch, batch: tx, buffers_per_frame, capture, .. } = self;
-        let port = ports[i].tx();
-        // In frames, each counted at the most buffers (descriptors) a frame takes.
-        let room = port.tx_room(batch * *buffers_per_frame) / *buffers_per_frame;
-        let in_flight = (port.tx_outstanding() as usize).div_ceil(*buffers_per_frame);
-        tx.reset(room.min(tx_budget(batch, in_flight)));
-        switch.poll_transmit(read, pool, PortId::new(i), tx);
-        let sent = tx.frames().len();
-        let now = sys::now();
-        if let Some(c) = capture.as_mut() {
-            for f in tx.frames() {
-                c.offer(PortId::new(i), capture::Way::Tx, now, pool.bytes(f.id), f.len as usize);
-            }
-        }
-        if sent > 0 {
-            port.send(pool, now, tx.frames().iter().map(|f| f.id));
-            let on_ring = (port.tx_outstanding() as usize).div_ceil(*buffers_per_frame) as u32;
-            let most = &mut self.tx_in_flight_max[i];
-            *most = (*most).max(on_ring);
-        }
-        let trigger = tx.frames().iter().find_map(|f| f.xoff_trigger);
-        let mut completed = 0;
-        for round in 0..KICK_ROUNDS {
-            if port.tx_outstanding() == 0 {
-                break;
-            }
-            if let Err(source) = port.kick() {
-                if sys::is_gone_error(&source) {
-                    // Gone between two link checks: found out now.
-                    self.link_changed(i, LinkState::Gone);
-                    return Ok(sent);
-                }
-                if sys::is_transient_error(&source) {
-                    break;
-                }
-                return Err(DataplaneError::Kick { iface: port.iface.clone(), source });
-            }
-            if round == 0 {
-                // Pause frames lead the batch: the first sendto put this one on the wire.
-                if let Some(trigger) = trigger {
-                    switch.record_pause_sent(trigger, sys::now());
-                }
-            }
-            let n = port.reclaim(pool, sys::now());
-            completed += n;
-            if n == 0 {
-                break;
-            }
-        }
-        if completed == 0 && port.tx_outstanding() > 0 {
-            self.tx_busy[i] += 1;
-            self.tx_blocked = true;
-        }
-        Ok(sent)
+        Ok(turn.work())
     }
 
     /// After stop: no more rx; send what is queued for a short while, then let the
@@ -791,9 +712,9 @@ impl Dataplane {
             }
             Request::Unblock { port } => {
                 let p = self.port(port)?;
+                // The unblock reaches the slowpath at the end of the next turn, which
+                // starts at once (a request handled counts as work).
                 self.switch.set_blocked(PortId::new(p), false);
-                // Now, not at the end of the next turn: the slowpath may release at once.
-                self.publish_for_slowpath(now);
                 Ok(Response::Done(format!("{port} unblocked; held frames go back as their priorities' pauses allow")))
             }
             other => Err(format!("the dataplane does not handle {other:?}")),

@@ -98,14 +98,12 @@ fn run(mut parts: SlowpathParts, stop: Receiver<()>) {
             // Nothing is ever sent: the sender's drop disconnects it.
             recv(stop) -> _ => break,
         }
-        // At every event (an unblock wakes the thread at once) or look due while frames
-        // are held.
+        // The slowpath's call order after every wake: the event taken above, the time,
+        // then what it releases (after an unblock, or at a look due while frames are
+        // held), as every driver of it does.
         let now = crate::sys::now();
         parts.slowpath.handle_timeout(now);
-        if parts.slowpath.held() > 0 {
-            release(&mut parts);
-        }
-        parts.slowpath.looked(now);
+        release(&mut parts, now);
     }
     let left = parts.slowpath.drain().len();
     if left > 0 {
@@ -127,9 +125,10 @@ fn on_event(slowpath: &mut Slowpath, ev: ToSlowpath) {
 }
 
 /// Gives back what may go now, in order.
-fn release(parts: &mut SlowpathParts) {
+fn release(parts: &mut SlowpathParts, now: crate::core::time::Time) {
     let view = &parts.view;
-    let released = parts.slowpath.release(|e| Priorities::from_bits(view.stopped[e].load(Ordering::Relaxed)));
+    let released =
+        parts.slowpath.poll_released(now, |e| Priorities::from_bits(view.stopped[e].load(Ordering::Relaxed)));
     if released.is_empty() {
         return;
     }

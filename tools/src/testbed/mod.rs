@@ -563,7 +563,7 @@ pub fn list() -> Vec<State> {
 /// Where a testbed process runs and how eagerly: the CPUs it may use and its nice value.
 /// Timing-sensitive runs raise their processes above the machine's ordinary ones: beside
 /// one busy process, the scheduler otherwise shares a CPU half and half between it and
-/// the switch or the sender, in slices of milliseconds (DEVELOPERS.md).
+/// the switch or the sender, in slices of milliseconds (docs/notes/measuring.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Placement {
     /// A taskset list such as "0" or "0-2"; any CPU when `None`.
@@ -604,7 +604,7 @@ fn raise_own_autogroup(text: &[u8]) {
 /// cores, the scheduler put it on the switch's CPU and gave it half: the switch waited
 /// 200 ms for its CPU in 400 ms of traffic, in stalls of 5.5 ms, and every headroom run
 /// at a long delay was disturbed; at -15 the busy process gets a few percent and 6 runs
-/// in 6 were not (DEVELOPERS.md). Against a busy process in another session it counts
+/// in 6 were not (docs/notes/measuring.md). Against a busy process in another session it counts
 /// only as its session's (autogroup's) nice value, which the processes get with theirs
 /// ([`Placement::own_session`]).
 pub const TIMING_NICE: i32 = -15;

@@ -27,15 +27,18 @@ fn blocked_port_sends_frames_to_the_slowpath_and_unblocking_releases_them_in_ord
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
     }
-    assert!(slow.release(|e| r.sw.stopped(r.now, e)).is_empty());
+    assert!(slow.poll_released(r.now, |e| r.sw.stopped(r.now, e)).is_empty());
+    let look = slow.poll_timeout().expect("frames held: a look is due");
+    slow.handle_timeout(look);
+    assert!(slow.poll_released(look, |e| r.sw.stopped(r.now, e)).is_empty(), "looked at: still blocked");
     r.sw.set_blocked(PortId::new(1), false);
     let (_, events) = r.outbox();
     assert_eq!(events, vec![ToSlowpath::Unblocked { port: PortId::new(1) }]);
     for ev in events {
         slow.handle_event(ev);
     }
-    assert!(slow.wants_release());
-    let out = slow.release(|e| r.sw.stopped(r.now, e)).to_vec();
+    let out = slow.poll_released(r.now, |e| r.sw.stopped(r.now, e)).to_vec();
+    assert_eq!(out.len(), 60, "the unblock releases at once, with no look due");
     r.sw.handle_released(r.now, &mut r.pool, out);
     let mut got = Vec::new();
     for _ in 0..20 {
@@ -300,7 +303,11 @@ fn drop_resolution_also_empties_what_the_slowpath_holds() {
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
     }
-    let out = slow.release(|e| r.sw.stopped(r.now, e)).to_vec();
+    // No event says so: the slowpath's next look finds them free to go.
+    slow.poll_released(r.now, |e| r.sw.stopped(r.now, e));
+    let look = slow.poll_timeout().expect("frames held: a look is due");
+    slow.handle_timeout(look);
+    let out = slow.poll_released(look, |e| r.sw.stopped(r.now, e)).to_vec();
     r.sw.handle_released(r.now, &mut r.pool, out);
     // The 11 frames queued before the block are emptied when p1 next transmits.
     assert!(r.tx(1).is_empty());

@@ -55,7 +55,10 @@ fn frames_the_slowpath_gives_back_for_a_port_that_went_down_are_dropped_not_sent
     for h in held {
         slow.handle_event(ToSlowpath::Held(h));
     }
-    r.sw.handle_released(r.now, &mut r.pool, slow.release(|_| Priorities::NONE).to_vec());
+    for ev in r.outbox().1 {
+        slow.handle_event(ev);
+    }
+    r.sw.handle_released(r.now, &mut r.pool, slow.poll_released(r.now, |_| Priorities::NONE).to_vec());
     assert_eq!(r.stats().ports[1].counters.drops.link_down, 5);
     assert_eq!(r.sw.traffic_map_row(PortId::new(0)), PortSet::EMPTY);
     assert_eq!(r.pool.free_count(), POOL as usize);

@@ -40,6 +40,9 @@ pub(crate) struct Rig {
     pub(crate) pool: VecPool,
     pub(crate) now: Time,
     batch: TxBatch,
+    /// The rings [`Switch::poll`] turns over; no slowpath: its events wait for
+    /// [`Rig::outbox`].
+    rings: crate::loopback::Loopback,
 }
 
 pub(crate) fn mac(n: u64) -> MacAddr {
@@ -54,7 +57,12 @@ impl Rig {
     /// A switch whose clock starts at `now`.
     pub(crate) fn new_at(config: Config, now: Time) -> Rig {
         let sw = Switch::new(&config, None, PoolSize::without_rings(POOL), now);
-        Rig { sw, pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+        Rig::around(sw, config.ports.len(), now)
+    }
+
+    fn around(sw: Switch, ports: usize, now: Time) -> Rig {
+        let rings = crate::loopback::Loopback::new(ports, None, None);
+        Rig { sw, pool: VecPool::new(POOL), now, batch: TxBatch::new(), rings }
     }
 
     /// A switch whose pool's buffers hold `buffer` bytes: larger frames take several,
@@ -72,7 +80,7 @@ impl Rig {
         let table = TagTable::apply(&mut config, &tables, "sw1.toml", false).unwrap();
         let now = Time::from_millis(1000);
         let sw = Switch::new(&config, Some(table), PoolSize::without_rings(POOL), now);
-        Rig { sw, pool: VecPool::new(POOL), now, batch: TxBatch::new() }
+        Rig::around(sw, config.ports.len(), now)
     }
 
     pub(crate) fn ports(n: usize) -> Config {
@@ -111,14 +119,22 @@ impl Rig {
         self.tx_limited(port, TxBatch::CAPACITY)
     }
 
+    /// A turn ([`Switch::poll`]) in which `port` alone transmits, at most `limit` frames.
     pub(crate) fn tx_limited(&mut self, port: usize, limit: usize) -> Vec<Vec<u8>> {
-        let port = PortId::new(port);
-        crate::turn::transmit(&mut self.sw, self.now, &mut self.pool, port, limit, &mut self.batch);
-        let out: Vec<Vec<u8>> = self.batch.frames().iter().map(|f| self.pool.contents(f.id)).collect();
-        for f in self.batch.frames().to_vec() {
+        self.rings.set_room_everywhere(None);
+        self.rings.set_room(PortId::new(port), Some(limit));
+        self.sw.poll(self.now, &mut self.pool, &mut self.rings, &mut self.batch);
+        let mut out = Vec::new();
+        for (_, f) in self.rings.take_sent() {
+            out.push(self.pool.contents(f.id));
             self.pool.free(f.id);
         }
         out
+    }
+
+    /// The watchdog's next event: those a turn took first, then any since.
+    pub(crate) fn watchdog_event(&mut self) -> Option<crate::pfcwd::WatchdogEvent> {
+        self.rings.next_watchdog().or_else(|| self.sw.poll_watchdog_event())
     }
 
     pub(crate) fn advance(&mut self, d: Duration) {
@@ -200,13 +216,17 @@ impl Rig {
     fn outbox(&mut self) -> (Vec<crate::slowpath::HeldFrame>, Vec<ToSlowpath>) {
         let mut held = Vec::new();
         let mut other = Vec::new();
+        let mut events = self.rings.take_events();
         self.sw.poll_slowpath(&mut self.pool, |ev| {
+            events.push(ev);
+            Ok(())
+        });
+        for ev in events {
             match ev {
                 ToSlowpath::Held(h) => held.push(h),
                 e => other.push(e),
             }
-            Ok(())
-        });
+        }
         (held, other)
     }
 }

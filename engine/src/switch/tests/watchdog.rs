@@ -49,7 +49,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
     assert_eq!((w.counters.storms_detected, w.counters.dropped_frames, w.counters.last_detection_us), (1, 5, 200_000));
     assert_eq!(r.stats().ports[1].counters.drops.watchdog, 5);
     assert!(matches!(
-        r.sw.poll_watchdog_event(),
+        r.watchdog_event(),
         Some(WatchdogEvent::StormDetected { port, prio: P3, stalled_since, action: WatchdogAction::Drop, .. })
             if port == PortId::new(1) && stalled_since == start
     ));
@@ -67,7 +67,7 @@ fn a_partner_keeping_a_priority_paused_with_frames_waiting_is_cut_off_at_the_det
     r.tx(1);
     let w = watch(&r);
     assert!(!w.active && w.counters.restored == 1, "{w:?}");
-    assert!(matches!(r.sw.poll_watchdog_event(), Some(WatchdogEvent::Restored { prio: P3, .. })));
+    assert!(matches!(r.watchdog_event(), Some(WatchdogEvent::Restored { prio: P3, .. })));
     r.rx(0, &data(1, 2, 3, 1000));
     assert_eq!(r.tx(1).len(), 1);
 }
@@ -110,7 +110,7 @@ fn a_partner_that_resumes_in_time_is_congested_not_stormed() {
         r.advance(MS);
     }
     assert_eq!(watch(&r).counters.storms_detected, 0);
-    assert!(r.sw.poll_watchdog_event().is_none());
+    assert!(r.watchdog_event().is_none());
 }
 
 #[test]

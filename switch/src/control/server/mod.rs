@@ -31,8 +31,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Sender;
 
 use super::{CaptureRequest, Cleared, ControlError, ControlMsg, ReplyLine, Request, Response, StatsFromKernel, Views};
+use crate::capture;
 use crate::core::time::Time;
-use crate::dataplane::capture;
 use crate::stats::Stats;
 use crate::sys::Waker;
 use pfcpcap::{CaptureWriter, Direction};
