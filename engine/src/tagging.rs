@@ -18,7 +18,7 @@
 use crate::ports::PortId;
 use std::fmt;
 
-use tagger::system::{IngressEntry, RewriteEntry, SwitchTables};
+use tagger_tables::{IngressEntry, RewriteEntry, SwitchTables};
 
 use super::config::Config;
 use super::priorities::PRIORITIES;

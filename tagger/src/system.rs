@@ -35,7 +35,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
 
 use crate::algo::{Rules, Tagging};
 use crate::topology::{NodeRef, PortId, SwitchId, Topology};
@@ -230,59 +229,8 @@ impl TagSystem {
     }
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct SwitchTables {
-    pub switch: String,
-    pub algorithm: String,
-    pub lossless_tags: u8,
-    pub initial_tag: u8,
-    /// The priority of tag 1, 2, ...: what a switch needs to queue a packet under the tag
-    /// it leaves with (files from before this field derive it from the ingress rules).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub priorities: Vec<u8>,
-    pub default: DefaultRule,
-    #[serde(default)]
-    pub ingress: Vec<IngressEntry>,
-    #[serde(default)]
-    pub rewrite: Vec<RewriteEntry>,
-}
-
-impl SwitchTables {
-    pub fn entries(&self) -> usize {
-        self.ingress.len() + self.rewrite.len()
-    }
-
-    /// The priority `tag` is queued under: from `priorities`, else from an ingress rule.
-    pub fn priority_of(&self, tag: u8) -> Option<u8> {
-        let listed = usize::from(tag).checked_sub(1).and_then(|i| self.priorities.get(i)).copied();
-        listed.or_else(|| self.ingress.iter().find(|e| e.tag == tag).map(|e| e.priority))
-    }
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct DefaultRule {
-    pub tag: u8,
-    pub priority: u8,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct IngressEntry {
-    pub port: u16,
-    pub tag: u8,
-    pub priority: u8,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct RewriteEntry {
-    pub ingress: u16,
-    pub tag: u8,
-    pub egress: u16,
-    pub new_tag: u8,
-}
+/// The file format of a switch's tables: a crate of its own, which the switch reads.
+pub use tagger_tables::{DefaultRule, IngressEntry, RewriteEntry, SwitchTables};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
