@@ -40,10 +40,17 @@ pub struct AgreementArgs {
     /// How pfcsim's switches use equal-cost next hops: ecmp, single, dmodk.
     #[arg(long, default_value = "ecmp")]
     pub routing: String,
+    /// pfcsim runs per case, each with its own ECMP seed (0, 1, ...): the same flows on
+    /// other equal-cost paths. Its figures are then the medians, as htsim's are.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub ecmp_seeds: u32,
     /// Where the cases' connection matrices and scenarios are written (a new temporary
     /// directory when absent).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Draw each case's FCT distribution (pfcsim's, and every htsim run's) into this SVG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
 }
@@ -89,6 +96,22 @@ impl CaseSpec {
         (self.k * self.k * self.k / 4) as usize
     }
 
+    /// The aggregation-to-core links (upward) that flows each placed on one of its pod's
+    /// (k/2)² uplinks uniformly at random leave used, on average: per pod, U(1 - (1 - 1/U)^F)
+    /// for the F flows that leave it. A hash at its best does this; with one flow a host,
+    /// about a third of the links stay idle in any simulator that hashes per flow.
+    fn core_links_uniform(&self) -> f64 {
+        let per_pod = (self.k * self.k / 4) as usize;
+        let uplinks = per_pod as f64;
+        let mut leaving = vec![0u32; self.k as usize];
+        for &(a, b, _) in &self.flows {
+            if a / per_pod != b / per_pod {
+                leaving[a / per_pod] += 1;
+            }
+        }
+        leaving.iter().map(|&f| uplinks * (1.0 - (1.0 - 1.0 / uplinks).powi(f as i32))).sum()
+    }
+
     /// htsim's connection matrix of the case's flows.
     fn matrix(&self) -> String {
         let mut m = format!("Nodes {}\nConnections {}\n", self.hosts(), self.flows.len());
@@ -100,7 +123,7 @@ impl CaseSpec {
 
     /// The pfcsim scenario of the case: 100G, 200 m cables (1 µs a hop), the matrix's
     /// flows in 1518-byte frames on lossless priority 3.
-    fn scenario(&self, matrix: &Path, routing: &str) -> Result<Scenario> {
+    fn scenario(&self, matrix: &Path, routing: &str, ecmp_seed: u32) -> Result<Scenario> {
         let text = format!(
             r#"
             name = "{name}"
@@ -110,6 +133,7 @@ impl CaseSpec {
             duration_ms = {ms}
             drain_ms = 0
             routing = "{routing}"
+            ecmp_seed = {ecmp_seed}
             [switch_defaults.pfc]
             lossless = [3]
             [[flow_file]]
@@ -140,6 +164,9 @@ pub struct Side {
     /// (pfcsim only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub core_links_used: Option<(usize, usize)>,
+    /// The FCTs, µs, in order (for the plot).
+    #[serde(skip)]
+    pub fcts: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -152,6 +179,17 @@ pub struct CaseResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub htsim: Option<Side>,
     pub htsim_runs: u32,
+    /// The aggregation-to-core links a choice made per flow uniformly at random would
+    /// leave carrying frames, on average: what a hash can do with these flows.
+    pub core_links_uniform: f64,
+    /// Each htsim run's FCTs, µs, in order (for the plot).
+    #[serde(skip)]
+    pub htsim_fcts: Vec<Vec<f64>>,
+    /// pfcsim's runs (one per ECMP seed); its figures are their medians.
+    pub ecmp_seeds: u32,
+    /// Each pfcsim run's FCTs, µs, in order (for the plot).
+    #[serde(skip)]
+    pub pfcsim_fcts: Vec<Vec<f64>>,
 }
 
 /// The value at quantile `q` of sorted `v` (nearest rank).
@@ -175,6 +213,7 @@ fn side(mut fcts: Vec<f64>, flows: usize, wall_s: f64, peak_mib: f64) -> Side {
         fct_p99_us: quantile(&fcts, 0.99),
         fct_max_us: fcts.last().copied().unwrap_or(0.0),
         core_links_used: None,
+        fcts,
     }
 }
 
@@ -272,6 +311,7 @@ fn median_side(runs: &[Side]) -> Side {
         fct_p99_us: med(|s| s.fct_p99_us),
         fct_max_us: med(|s| s.fct_max_us),
         core_links_used: None,
+        fcts: Vec::new(),
     }
 }
 
@@ -289,27 +329,47 @@ pub fn run(args: &AgreementArgs) -> Result<()> {
     for c in &specs {
         let matrix = dir.join(format!("{}.cm", c.name));
         std::fs::write(&matrix, c.matrix())?;
-        eprintln!("  {}: pfcsim", c.name);
-        let pfcsim = run_pfcsim(c, &c.scenario(&matrix, &args.routing)?)?;
-        let htsim = match &args.htsim {
-            Some(exe) => {
-                let mut runs = Vec::new();
-                for seed in 1..=args.htsim_runs {
-                    eprintln!("  {}: htsim run {seed} of {}", c.name, args.htsim_runs);
-                    runs.push(run_htsim(exe, c, &matrix, seed, &dir)?);
-                }
-                Some(median_side(&runs))
-            }
-            None => None,
+        let mut own = Vec::new();
+        for seed in 0..args.ecmp_seeds {
+            eprintln!("  {}: pfcsim, ECMP seed {seed}", c.name);
+            own.push(run_pfcsim(c, &c.scenario(&matrix, &args.routing, seed)?)?);
+        }
+        let pfcsim = if own.len() == 1 {
+            own[0].clone()
+        } else {
+            Side { core_links_used: own[0].core_links_used, ..median_side(&own) }
         };
+        let mut runs = Vec::new();
+        if let Some(exe) = &args.htsim {
+            for seed in 1..=args.htsim_runs {
+                eprintln!("  {}: htsim run {seed} of {}", c.name, args.htsim_runs);
+                runs.push(run_htsim(exe, c, &matrix, seed, &dir)?);
+            }
+        }
         results.push(CaseResult {
             name: c.name.clone(),
             k: c.k,
             flows: c.flows.len(),
             pfcsim,
-            htsim,
+            htsim: (!runs.is_empty()).then(|| median_side(&runs)),
             htsim_runs: args.htsim_runs,
+            core_links_uniform: c.core_links_uniform(),
+            htsim_fcts: runs.into_iter().map(|r| r.fcts).collect(),
+            pfcsim_fcts: own.into_iter().map(|r| r.fcts).collect(),
+            ecmp_seeds: args.ecmp_seeds,
         });
+    }
+    if let Some(path) = &args.plot {
+        let panels: Vec<crate::plot::FctPanel> = results
+            .iter()
+            .map(|r| crate::plot::FctPanel {
+                name: r.name.clone(),
+                pfcsim: r.pfcsim_fcts.clone(),
+                others: r.htsim_fcts.clone(),
+            })
+            .collect();
+        crate::plot::fct_cdfs(path, "pfcsim beside htsim", &panels)?;
+        eprintln!("plot: {}", path.display());
     }
     if args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -334,6 +394,7 @@ fn render(results: &[CaseResult]) -> String {
         "p99",
         "max",
         "agg-core links used",
+        "uniform choice",
     ]);
     for r in results {
         let mut row = |who: &str, s: &Side| {
@@ -348,9 +409,11 @@ fn render(results: &[CaseResult]) -> String {
                 format!("{:.0}", s.fct_p99_us),
                 format!("{:.0}", s.fct_max_us),
                 s.core_links_used.map_or("-".into(), |(u, n)| format!("{u}/{n}")),
+                if s.core_links_used.is_some() { format!("{:.0}", r.core_links_uniform) } else { "-".into() },
             ]);
         };
-        row("pfcsim", &r.pfcsim);
+        let own = if r.ecmp_seeds > 1 { format!("pfcsim (median of {})", r.ecmp_seeds) } else { "pfcsim".into() };
+        row(&own, &r.pfcsim);
         if let Some(h) = &r.htsim {
             row(&format!("htsim (median of {})", r.htsim_runs), h);
         }
@@ -373,6 +436,17 @@ fn render(results: &[CaseResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_uniform_choice_fills_a_pods_uplinks_as_balls_fill_bins_and_flows_inside_a_pod_use_none() {
+        // k=4: 4 hosts and 4 uplinks a pod. Pod 0 sends 2 flows out, pod 1 one inside.
+        let c = CaseSpec { name: "t".into(), k: 4, flows: vec![(0, 4, 1), (1, 8, 1), (4, 5, 1)], run_ms: 1.0 };
+        let expected = 4.0 * (1.0 - 0.75f64.powi(2));
+        assert!((c.core_links_uniform() - expected).abs() < 1e-9, "{}", c.core_links_uniform());
+        // A permutation of k=8 (one flow a host): about two thirds of the 128 used.
+        let used = case("k8-permutation").unwrap().core_links_uniform();
+        assert!((70.0..90.0).contains(&used), "{used}");
+    }
 
     #[test]
     fn a_permutation_case_is_a_derangement_its_matrix_reads_back_as_its_flows() {

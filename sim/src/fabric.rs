@@ -305,7 +305,8 @@ impl Fabric {
         // a count would take alone on them.
         let mut paths = Vec::new();
         for f in &mut flows {
-            let path = walk(&t, &ports, &hosts, &fdb, f).map_err(|e| invalid(format!("flow {}", f.id), e))?;
+            let path =
+                walk(&t, &ports, &hosts, &fdb, f, s.ecmp_seed).map_err(|e| invalid(format!("flow {}", f.id), e))?;
             f.ideal = ideal_fct(&ports, &path, f, end);
             let names = path_names(&ports, &path);
             if !paths.contains(&names) {
@@ -374,7 +375,7 @@ impl Fabric {
             }
             // Each switch its own seed: with one seed for all, every tier would split
             // flows alike (see pfcswitch_core::ecmp).
-            c.fdb.ecmp_seed = ecmp_seed(sw);
+            c.fdb.ecmp_seed = ecmp_seed(s.ecmp_seed, sw);
             let mut table =
                 toml::Table::try_from(&c).map_err(|e| invalid(format!("switch {}", spec.name), e.to_string()))?;
             merge(&mut table, &s.switch_defaults);
@@ -829,6 +830,7 @@ fn walk(
     hosts: &[HostNode],
     fdb: &[BTreeMap<usize, Vec<usize>>],
     f: &FlowPlan,
+    seed: u64,
 ) -> Result<Vec<usize>, String> {
     let (a, b) = (f.from, f.to);
     let key = flow_key(f);
@@ -838,7 +840,7 @@ fn walk(
         let Owner::Switch(sw, _) = ports[at].owner else { unreachable!() };
         let next =
             fdb[sw].get(&b).ok_or_else(|| format!("{} has no route to {}", t.switches[sw].name, hosts[b].name))?;
-        let out = next[ecmp::member(key.hash(ecmp_seed(sw)), next.len())];
+        let out = next[ecmp::member(key.hash(ecmp_seed(seed, sw)), next.len())];
         path.push(out);
         let next = ports[out].peer;
         match ports[next].owner {
@@ -850,9 +852,10 @@ fn walk(
     Err(format!("the route from {} to {} loops", hosts[a].name, hosts[b].name))
 }
 
-/// Switch `sw`'s ECMP seed.
-fn ecmp_seed(sw: usize) -> u64 {
-    sw as u64
+/// Switch `sw`'s ECMP seed in a fabric seeded `base` (the scenario's `ecmp_seed`): its
+/// index under the default 0.
+fn ecmp_seed(base: u64, sw: usize) -> u64 {
+    base.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(sw as u64)
 }
 
 /// Host `h`'s IPv4 address: 10.0.0.0/16 in host order.

@@ -188,3 +188,61 @@ fn draw_series(path: &Path, title: &str, s: &crate::monitor::Series) -> Result<(
     root.present()?;
     Ok(())
 }
+
+/// One case of [`fct_cdfs`]: pfcsim's runs' FCTs and another simulator's, each in order.
+pub struct FctPanel {
+    pub name: String,
+    pub pfcsim: Vec<Vec<f64>>,
+    pub others: Vec<Vec<f64>>,
+}
+
+/// The distribution of flow completion times, a panel per case: each pfcsim run's (one
+/// per ECMP seed) and each htsim run's.
+pub fn fct_cdfs(path: &Path, title: &str, panels: &[FctPanel]) -> Result<()> {
+    draw_cdfs(path, title, panels).map_err(|e| anyhow!("drawing {}: {e}", path.display()))
+}
+
+fn draw_cdfs(path: &Path, title: &str, panels: &[FctPanel]) -> Result<(), Box<dyn std::error::Error>> {
+    let n = panels.len().max(1);
+    let root = SVGBackend::new(path, (420 * n as u32, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 18))?;
+    let cdf = |v: &[f64]| -> Vec<(f64, f64)> {
+        let len = v.len().max(1) as f64;
+        v.iter().enumerate().map(|(i, &x)| (x, (i + 1) as f64 / len)).collect()
+    };
+    for (panel, area) in panels.iter().zip(root.split_evenly((1, n))) {
+        let top = panel.others.iter().chain(&panel.pfcsim).flatten().fold(1.0f64, |a, &b| a.max(b)) * 1.05;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(&panel.name, ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(46)
+            .build_cartesian_2d(0f64..top, 0f64..1.0)?;
+        chart.configure_mesh().x_desc("FCT (µs)").y_desc("fraction of flows").x_labels(5).draw()?;
+        for (i, run) in panel.others.iter().enumerate() {
+            let series = chart.draw_series(LineSeries::new(cdf(run), COLOURS[4].stroke_width(1)))?;
+            if i == 0 {
+                series
+                    .label("htsim, each run")
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLOURS[4].stroke_width(1)));
+            }
+        }
+        for (i, run) in panel.pfcsim.iter().enumerate() {
+            let series = chart.draw_series(LineSeries::new(cdf(run), COLOURS[1].stroke_width(2)))?;
+            if i == 0 {
+                series
+                    .label("pfcsim, each ECMP seed")
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLOURS[1].stroke_width(2)));
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}

@@ -138,6 +138,12 @@ pub struct Scenario {
     /// How shortest routes use equal-cost next hops (without `routes`).
     #[serde(default)]
     pub routing: Routing,
+    /// The fabric's ECMP seed: switch i hashes with a seed made of this and i (0, the
+    /// default: switch i's seed is i). Another value places the same flows on other
+    /// equal-cost paths, as another fabric's hashes would: how much a result hangs on
+    /// where the hash put the flows.
+    #[serde(default)]
+    pub ecmp_seed: u64,
     /// Compute Tagger's tables for the routes the flows take and apply them.
     #[serde(default)]
     pub tagger: bool,
