@@ -853,9 +853,10 @@ fn walk(
 }
 
 /// Switch `sw`'s ECMP seed in a fabric seeded `base` (the scenario's `ecmp_seed`): its
-/// index under the default 0.
+/// index under the default 0. Below 2^62 plus the index: the seed goes through the
+/// switch's TOML configuration, whose integers are signed 64-bit.
 fn ecmp_seed(base: u64, sw: usize) -> u64 {
-    base.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(sw as u64)
+    (base.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 2) + sw as u64
 }
 
 /// Host `h`'s IPv4 address: 10.0.0.0/16 in host order.

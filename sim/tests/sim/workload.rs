@@ -336,3 +336,31 @@ fn in_a_parking_lot_each_switch_crossed_halves_a_senders_share_and_the_nearest_f
     assert!((h1 - h2).abs() / h1 < 0.01, "h1 {h1} µs, h2 {h2}");
     assert!((h1 / ideal - 4.0).abs() < 0.12, "h1 {h1} µs, ideal {ideal}");
 }
+
+#[test]
+fn another_ecmp_seed_moves_flows_to_other_paths_and_the_default_is_the_switch_index() {
+    let text = |seed: u64| {
+        format!(
+            r#"
+            topology = "fattree:k=4"
+            speed = "100G"
+            duration_ms = 1
+            ecmp_seed = {seed}
+            [[flow]]
+            from = "*"
+            to = "*"
+            size = 1518
+            load = 10
+            count = 20
+            "#
+        )
+    };
+    let links = |seed: u64| {
+        let r = run(&Scenario::from_toml(&text(seed)).unwrap());
+        assert_eq!(r.lossless_lost, 0);
+        r.links.iter().filter(|l| l.frames > 0).map(|l| format!("{}>{}", l.from, l.to)).collect::<Vec<_>>()
+    };
+    let (zero, other) = (links(0), links(u64::MAX));
+    assert_ne!(zero, other, "the seed moves some flows");
+    assert_eq!(links(0), zero, "a seed gives the same paths every run");
+}
