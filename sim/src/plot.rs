@@ -121,14 +121,18 @@ fn draw_fct(path: &Path, title: &str, summary: &crate::workload::FctSummary) -> 
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(2)));
         chart.draw_series(points.into_iter().map(|p| Circle::new(p, 4, colour.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
+}
+
+/// The series' labels in a framed box at `at`.
+pub(crate) fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), String> {
+    let mut labels = chart.configure_series_labels();
+    labels.position(at).background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(|e| e.to_string())
 }
 
 /// `[monitor]`'s series: the queues' bytes above, the flows' rates below, over time.
@@ -220,28 +224,21 @@ fn draw_cdfs(path: &Path, title: &str, panels: &[FctPanel]) -> Result<(), Box<dy
             .y_label_area_size(46)
             .build_cartesian_2d(0f64..top, 0f64..1.0)?;
         chart.configure_mesh().x_desc("FCT (µs)").y_desc("fraction of flows").x_labels(5).draw()?;
-        for (i, run) in panel.others.iter().enumerate() {
-            let series = chart.draw_series(LineSeries::new(cdf(run), COLOURS[4].stroke_width(1)))?;
-            if i == 0 {
-                series
-                    .label("htsim, each run")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLOURS[4].stroke_width(1)));
+        let sides = [
+            (&panel.others, COLOURS[4], 1, "htsim, each run"),
+            (&panel.pfcsim, COLOURS[1], 2, "pfcsim, each ECMP seed"),
+        ];
+        for (runs, colour, width, label) in sides {
+            for (i, run) in runs.iter().enumerate() {
+                let series = chart.draw_series(LineSeries::new(cdf(run), colour.stroke_width(width)))?;
+                if i == 0 {
+                    series
+                        .label(label)
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour.stroke_width(width)));
+                }
             }
         }
-        for (i, run) in panel.pfcsim.iter().enumerate() {
-            let series = chart.draw_series(LineSeries::new(cdf(run), COLOURS[1].stroke_width(2)))?;
-            if i == 0 {
-                series
-                    .label("pfcsim, each ECMP seed")
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLOURS[1].stroke_width(2)));
-            }
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     }
     root.present()?;
     Ok(())

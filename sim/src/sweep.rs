@@ -285,12 +285,7 @@ fn draw(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>> {
             .label(format!("{name} p50"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 6, y)], colour.stroke_width(1)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    crate::plot::legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present()?;
     Ok(())
 }
