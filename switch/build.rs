@@ -1,11 +1,11 @@
-//! Compiles the XDP classifier (bpf/classifier.bpf.c) into an object file the switch embeds
-//! and loads with libbpf-rs.
+//! Compiles the XDP classifier (`ebpf/classifier.bpf.c`, at the top of the project beside
+//! the other parts) into an object file the switch embeds and loads with libbpf-rs.
 
 use std::{env, path::PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SOURCE: &str = "bpf/classifier.bpf.c";
+const SOURCE: &str = "../ebpf/classifier.bpf.c";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));

@@ -1,4 +1,4 @@
-//! The XDP classifier (switch/bpf/classifier.bpf.c): loading, attaching, the XSKMAP, counters.
+//! The XDP classifier (ebpf/classifier.bpf.c): loading, attaching, the XSKMAP, counters.
 //!
 //! Each port loads its own instance, so its XSKMAP (keyed by rx queue) and its class
 //! counters are its own. The program is attached through a bpf_link: the kernel detaches
