@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use pfcswitch_table::Table;
 
-use crate::bench::{peak_rss_mib, reset_peak_rss};
+use crate::alloc::{peak_rss_mib, reset_peak_rss, vm_hwm_kib};
 use crate::scenario::Scenario;
 
 #[derive(Args, Debug)]
@@ -282,11 +282,6 @@ fn wait_with_peak(child: &mut std::process::Child) -> Result<(bool, u64)> {
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-}
-
-/// `VmHWM` of a `/proc/PID/status`, KiB.
-fn vm_hwm_kib(status: &str) -> Option<u64> {
-    status.lines().find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok())
 }
 
 /// The median of each figure over `runs`.

@@ -1,5 +1,6 @@
 //! The allocator of the binaries that run the simulator (`pfcsim`, `pfctools`): mimalloc,
-//! whose arenas the kernel backs with 2 MiB pages.
+//! whose arenas the kernel backs with 2 MiB pages; and how the benches read the memory a
+//! run took (the peak resident set, ours or a child's).
 //!
 //! A run touches its state all over: every switch's ports, queues and table, the links,
 //! the frames in flight and the event wheel, some 35 MiB at a k=8 fat-tree and 200 MiB at
@@ -32,4 +33,23 @@ pub fn release_freed() {
     // SAFETY: `mi_collect` has no precondition; `force` also returns memory other
     // threads freed.
     unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// Resets the process's peak resident set to what it holds now (Linux: `clear_refs` 5),
+/// once the allocator has handed back what was freed: a bench's case is measured from
+/// there.
+pub(crate) fn reset_peak_rss() {
+    release_freed();
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident set since the last reset, MiB.
+pub(crate) fn peak_rss_mib() -> Option<f64> {
+    let kib = vm_hwm_kib(&std::fs::read_to_string("/proc/self/status").ok()?)?;
+    Some(kib as f64 / 1024.0)
+}
+
+/// `VmHWM` (the peak resident set) of a `/proc/PID/status`, KiB.
+pub(crate) fn vm_hwm_kib(status: &str) -> Option<u64> {
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok())
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use pfcswitch_table::Table;
 
+use crate::alloc::{peak_rss_mib, reset_peak_rss};
 use crate::engine::Sim;
 use crate::fabric::Fabric;
 use crate::scenario::Scenario;
@@ -108,21 +109,6 @@ pub fn side_by_side(a: &Scenario, b: &Scenario) -> Result<[Turns; 2]> {
         let run_s = spent[i].as_secs_f64();
         Turns { name: scenarios[i].name.clone(), events, run_s, events_per_s: events as f64 / run_s }
     }))
-}
-
-/// Resets the process's peak resident set to what it holds now (Linux: `clear_refs` 5),
-/// once the allocator has handed back what the last case freed.
-pub(crate) fn reset_peak_rss() {
-    crate::alloc::release_freed();
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-/// The process's peak resident set since the last reset, MiB.
-pub(crate) fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
 }
 
 /// A fat-tree of parameter `k` at 100G, every host sending MTU frames at `load` percent

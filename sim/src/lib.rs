@@ -10,6 +10,7 @@ pub mod agreement;
 pub mod alloc;
 pub mod bench;
 pub mod engine;
+pub use engine::SimPortStats;
 pub mod fabric;
 pub mod monitor;
 pub mod scenario;
@@ -28,7 +29,7 @@ use serde::Serialize;
 use pfcswitch_core::histogram::Percentiles;
 use pfcswitch_core::ports::PortId;
 use pfcswitch_core::slowpath::DeadlockRecord;
-use pfcswitch_core::stats::{PortStats, SwitchStats};
+use pfcswitch_core::stats::SwitchStats;
 use pfcswitch_core::time::Time;
 use pfcswitch_core::Priority;
 use pfcswitch_table::Table;
@@ -184,32 +185,12 @@ pub struct SimSwitchStats {
     pub free_frames: u64,
 }
 
-/// A port in the report.
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-pub struct SimPortStats {
-    /// What the engine knows of the port.
-    #[serde(flatten)]
-    pub engine: PortStats,
-    /// Frames that arrived when the pool had no free frame, and were dropped (what
-    /// AF_XDP counts as an empty fill ring).
-    pub rx_no_frame: u64,
-}
-
 /// Reads as the engine's snapshot for everything but the pool.
 impl std::ops::Deref for SimSwitchStats {
     type Target = SwitchStats<SimPortStats>;
 
     fn deref(&self) -> &SwitchStats<SimPortStats> {
         &self.switch
-    }
-}
-
-/// Reads as the engine's port for everything but `rx_no_frame`.
-impl std::ops::Deref for SimPortStats {
-    type Target = PortStats;
-
-    fn deref(&self) -> &PortStats {
-        &self.engine
     }
 }
 
@@ -399,7 +380,7 @@ fn run_rank(
         windows: count,
         exchange_s: exchanging.as_secs_f64(),
         wall_s: started.elapsed().as_secs_f64(),
-        peak_rss_mib: bench::peak_rss_mib(),
+        peak_rss_mib: alloc::peak_rss_mib(),
     });
     Ok(part)
 }

@@ -93,6 +93,7 @@ mod hosts;
 mod links;
 mod results;
 pub(crate) use results::Gathered;
+pub use results::SimPortStats;
 mod sampling;
 mod switches;
 

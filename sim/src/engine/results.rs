@@ -1,6 +1,7 @@
 //! What a run leaves for its report.
 
 use super::*;
+use pfcswitch_core::stats::PortStats;
 
 impl Sim<'_> {
     pub fn switch(&self, sw: usize) -> &Switch {
@@ -53,7 +54,7 @@ pub(crate) struct Gathered {
 
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct GatheredSwitch {
-    pub stats: SwitchStats<crate::SimPortStats>,
+    pub stats: SwitchStats<SimPortStats>,
     pub free_frames: u64,
     pub deadlocks: Vec<DeadlockRecord>,
 }
@@ -73,7 +74,7 @@ impl Sim<'_> {
                     stats: self
                         .switch(i)
                         .stats(now)
-                        .map_ports(|k, engine| crate::SimPortStats { engine, rx_no_frame: self.rx_no_frame(i, k) }),
+                        .map_ports(|k, engine| SimPortStats { engine, rx_no_frame: self.rx_no_frame(i, k) }),
                     free_frames: self.free_frames(i) as u64,
                     deadlocks: self.slowpath(i).deadlocks().deadlocks,
                 })
@@ -174,5 +175,25 @@ fn fill<T>(out: &mut [Option<T>], part: &mut Vec<Option<T>>) {
         if p.is_some() {
             *o = p;
         }
+    }
+}
+
+/// A port in the report.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SimPortStats {
+    /// What the engine knows of the port.
+    #[serde(flatten)]
+    pub engine: PortStats,
+    /// Frames that arrived when the pool had no free frame, and were dropped (what
+    /// AF_XDP counts as an empty fill ring).
+    pub rx_no_frame: u64,
+}
+
+/// Reads as the engine's port for everything but `rx_no_frame`.
+impl std::ops::Deref for SimPortStats {
+    type Target = PortStats;
+
+    fn deref(&self) -> &PortStats {
+        &self.engine
     }
 }
