@@ -21,16 +21,20 @@ use tagger::topology::{Peer, Topology};
 
 use pfctestkit::topology::TestbedTopology;
 
+use crate::ids::{FabricPort, HostIx, SwitchIx};
 use crate::scenario::{invalid, Routing, Scenario, ScenarioError, TopologySource};
+
+/// A port whose link is not known yet.
+const UNLINKED: FabricPort = FabricPort::from_raw(u32::MAX);
 
 /// Propagation in a cable, ns per metre.
 const NS_PER_M: f64 = 5.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Owner {
-    /// A switch and its port index.
-    Switch(usize, usize),
-    Host(usize),
+    /// A switch and the port's number there.
+    Switch(SwitchIx, PortId),
+    Host(HostIx),
 }
 
 /// One end of a link.
@@ -41,7 +45,7 @@ pub enum Owner {
 #[repr(C, align(64))]
 pub struct PortSpec {
     pub owner: Owner,
-    pub peer: usize,
+    pub peer: FabricPort,
     pub speed: Speed,
     pub propagation: Duration,
     pub failed: bool,
@@ -60,7 +64,7 @@ impl PortSpec {
             node: node.to_string(),
             label,
             mac: MacAddr::local(mac_id),
-            peer: usize::MAX,
+            peer: UNLINKED,
             speed,
             propagation: Duration::ZERO,
             failed: false,
@@ -73,8 +77,8 @@ pub struct SwitchSpec {
     pub name: String,
     pub config: Config,
     pub tags: Option<TagTable>,
-    /// Global port index of each of its ports.
-    pub ports: Vec<usize>,
+    /// Each of its ports (by the switch's own numbering) in the fabric's.
+    pub ports: Vec<FabricPort>,
     /// The routes the fabric computed, added to the switch as static entries
     /// ([`pfcswitch_core::switch::Switch::add_static_route`]), not written into `config`.
     pub routes: Routes,
@@ -98,7 +102,7 @@ impl Routes {
 #[derive(Debug)]
 pub struct HostNode {
     pub name: String,
-    pub port: usize,
+    pub port: FabricPort,
     pub response_delay: Duration,
     pub queue_frames: usize,
 }
@@ -107,8 +111,8 @@ pub struct HostNode {
 #[derive(Clone, Debug)]
 pub struct FlowPlan {
     pub id: u16,
-    pub from: usize,
-    pub to: usize,
+    pub from: HostIx,
+    pub to: HostIx,
     /// The host's queue for it: as given, or under Tagger the initial tag's priority.
     pub priority: Priority,
     /// As given; else the priority, or under Tagger the initial tag.
@@ -200,12 +204,18 @@ impl Fabric {
             let label =
                 format!("{}:{}", t.switches[sw].name, p.name.clone().unwrap_or_else(|| format!("p{}", p.number)));
             let node = &t.switches[sw].name;
-            ports.push(PortSpec::unlinked(Owner::Switch(sw, local), node, label, 0x02_0000 + pi as u64, s.speed));
+            ports.push(PortSpec::unlinked(
+                Owner::Switch(SwitchIx::new(sw), PortId::new(local)),
+                node,
+                label,
+                0x02_0000 + pi as u64,
+                s.speed,
+            ));
         }
         for (h, host) in t.hosts.iter().enumerate() {
             host_port[h] = ports.len();
             ports.push(PortSpec::unlinked(
-                Owner::Host(h),
+                Owner::Host(HostIx::new(h)),
                 &host.name,
                 host.name.clone(),
                 0x01_0000 + h as u64,
@@ -217,19 +227,19 @@ impl Fabric {
                 Peer::Switch(q) => q as usize,
                 Peer::Host(h) => {
                     let hp = host_port[h as usize];
-                    if ports[hp].peer != usize::MAX {
+                    if ports[hp].peer != UNLINKED {
                         return Err(invalid(
                             "topology",
                             format!("host {} has more than one link", t.hosts[h as usize].name),
                         ));
                     }
-                    ports[hp].peer = pi;
+                    ports[hp].peer = FabricPort::new(pi);
                     hp
                 }
             };
-            ports[pi].peer = peer;
+            ports[pi].peer = FabricPort::new(peer);
         }
-        if let Some(h) = (0..t.hosts.len()).find(|&h| ports[host_port[h]].peer == usize::MAX) {
+        if let Some(h) = (0..t.hosts.len()).find(|&h| ports[host_port[h]].peer == UNLINKED) {
             return Err(invalid("topology", format!("host {} has no link", t.hosts[h].name)));
         }
         let cable = |m: f64| Duration::from_nanos((m * NS_PER_M).round() as u64);
@@ -278,7 +288,7 @@ impl Fabric {
                 let queue = spec.and_then(|x| x.queue_frames).or(s.host_defaults.queue_frames).unwrap_or(16);
                 HostNode {
                     name: host.name.clone(),
-                    port: host_port[h],
+                    port: FabricPort::new(host_port[h]),
                     response_delay: Duration::from_nanos(delay),
                     queue_frames: queue.max(1),
                 }
@@ -295,7 +305,7 @@ impl Fabric {
 
         // Forwarding: every switch gets a static entry per destination host, of one port
         // or (ECMP) of every equal-cost next hop.
-        let mut fdb: Vec<BTreeMap<usize, Vec<usize>>> = vec![BTreeMap::new(); t.switches.len()];
+        let mut fdb: Vec<BTreeMap<usize, Vec<FabricPort>>> = vec![BTreeMap::new(); t.switches.len()];
         if s.routes.is_empty() {
             shortest_routes(&t, &ports, &hosts, s.routing, &mut fdb)?;
         } else {
@@ -324,7 +334,7 @@ impl Fabric {
         };
         let mut switches = Vec::new();
         for (sw, spec) in t.switches.iter().enumerate() {
-            let local: Vec<usize> = spec.ports.iter().map(|&p| p as usize).collect();
+            let local: Vec<FabricPort> = spec.ports.iter().map(|&p| FabricPort::new(p as usize)).collect();
             let names: Vec<String> = spec
                 .ports
                 .iter()
@@ -454,8 +464,8 @@ impl Fabric {
     }
 
     /// The global port called `node:port` (a switch port) or `host` (a host's NIC).
-    pub fn port_named(&self, label: &str) -> Option<usize> {
-        self.ports.iter().position(|p| p.label == label).or_else(|| {
+    pub fn port_named(&self, label: &str) -> Option<FabricPort> {
+        self.ports.iter().position(|p| p.label == label).map(FabricPort::new).or_else(|| {
             let (node, port) = label.split_once(':')?;
             let sw = self.switches.iter().position(|s| s.name == node)?;
             let k = self.switches[sw].config.port_index(port)?;
@@ -463,12 +473,12 @@ impl Fabric {
         })
     }
 
-    pub fn host_named(&self, name: &str) -> Option<usize> {
-        self.hosts.iter().position(|h| h.name == name)
+    pub fn host_named(&self, name: &str) -> Option<HostIx> {
+        self.hosts.iter().position(|h| h.name == name).map(HostIx::new)
     }
 
     /// The ports of node `a` linked to node `b`.
-    pub fn link_ports(&self, a: &str, b: &str) -> Vec<usize> {
+    pub fn link_ports(&self, a: &str, b: &str) -> Vec<FabricPort> {
         links_between(&self.ports, a, b)
     }
 }
@@ -480,8 +490,8 @@ fn secs(field: &str, what: &str, v: f64) -> Result<Duration, ScenarioError> {
 }
 
 /// The ports of node `a` linked to node `b`.
-fn links_between(ports: &[PortSpec], a: &str, b: &str) -> Vec<usize> {
-    (0..ports.len()).filter(|&p| ports[p].node == a && ports[ports[p].peer].node == b).collect()
+fn links_between(ports: &[PortSpec], a: &str, b: &str) -> Vec<FabricPort> {
+    (0..ports.len()).map(FabricPort::new).filter(|&p| ports[p].node == a && ports[ports[p].peer].node == b).collect()
 }
 
 fn plan_flows(
@@ -546,8 +556,8 @@ fn plan_flows(
             let id = u16::try_from(flows.len()).map_err(|_| invalid(&field, "at most 65536 flows"))?;
             flows.push(FlowPlan {
                 id,
-                from: a,
-                to: b,
+                from: HostIx::new(a),
+                to: HostIx::new(b),
                 priority: f.priority,
                 dscp: f.dscp,
                 ecn: f.ecn,
@@ -661,8 +671,8 @@ fn sized_flow(
     let id = u16::try_from(id).map_err(|_| invalid(field, "at most 65536 flows in a run"))?;
     Ok(FlowPlan {
         id,
-        from: a,
-        to: b,
+        from: HostIx::new(a),
+        to: HostIx::new(b),
         priority: sized.priority,
         dscp: sized.dscp,
         ecn: None,
@@ -722,7 +732,7 @@ fn shortest_routes(
     ports: &[PortSpec],
     hosts: &[HostNode],
     routing: Routing,
-    fdb: &mut [BTreeMap<usize, Vec<usize>>],
+    fdb: &mut [BTreeMap<usize, Vec<FabricPort>>],
 ) -> Result<(), ScenarioError> {
     let ns = t.switches.len();
     for (h, host) in hosts.iter().enumerate() {
@@ -730,7 +740,7 @@ fn shortest_routes(
         let Owner::Switch(home, _) = ports[attach].owner else { unreachable!("hosts attach to switches") };
         let mut dist = vec![u32::MAX; ns];
         dist[home] = 0;
-        let mut frontier = vec![home];
+        let mut frontier: Vec<SwitchIx> = vec![home];
         while !frontier.is_empty() {
             let mut next = Vec::new();
             for &sw in &frontier {
@@ -750,17 +760,17 @@ fn shortest_routes(
             frontier = next;
         }
         for sw in 0..ns {
-            if sw == home {
+            if sw == home.index() {
                 fdb[sw].insert(h, vec![attach]);
                 continue;
             }
             if dist[sw] == u32::MAX {
                 continue;
             }
-            let candidates: Vec<usize> = t.switches[sw]
+            let candidates: Vec<FabricPort> = t.switches[sw]
                 .ports
                 .iter()
-                .map(|&p| p as usize)
+                .map(|&p| FabricPort::new(p as usize))
                 .filter(|&p| {
                     !ports[p].failed
                         && matches!(ports[ports[p].peer].owner, Owner::Switch(o, _) if dist[o] + 1 == dist[sw])
@@ -785,7 +795,7 @@ fn explicit_routes(
     ports: &[PortSpec],
     hosts: &[HostNode],
     host_index: &BTreeMap<&str, usize>,
-    fdb: &mut [BTreeMap<usize, Vec<usize>>],
+    fdb: &mut [BTreeMap<usize, Vec<FabricPort>>],
 ) -> Result<(), ScenarioError> {
     let switch_index: BTreeMap<&str, usize> =
         t.switches.iter().enumerate().map(|(i, x)| (x.name.as_str(), i)).collect();
@@ -802,7 +812,7 @@ fn explicit_routes(
             let port = t.switches[sw]
                 .ports
                 .iter()
-                .map(|&p| p as usize)
+                .map(|&p| FabricPort::new(p as usize))
                 .find(|&p| {
                     let peer = ports[p].peer;
                     match ports[peer].owner {
@@ -828,19 +838,20 @@ fn walk(
     t: &Topology,
     ports: &[PortSpec],
     hosts: &[HostNode],
-    fdb: &[BTreeMap<usize, Vec<usize>>],
+    fdb: &[BTreeMap<usize, Vec<FabricPort>>],
     f: &FlowPlan,
     seed: u64,
-) -> Result<Vec<usize>, String> {
+) -> Result<Vec<FabricPort>, String> {
     let (a, b) = (f.from, f.to);
     let key = flow_key(f);
     let mut path = vec![hosts[a].port];
     let mut at = ports[hosts[a].port].peer;
     for _ in 0..=t.switches.len() {
         let Owner::Switch(sw, _) = ports[at].owner else { unreachable!() };
-        let next =
-            fdb[sw].get(&b).ok_or_else(|| format!("{} has no route to {}", t.switches[sw].name, hosts[b].name))?;
-        let out = next[ecmp::member(key.hash(ecmp_seed(seed, sw)), next.len())];
+        let next = fdb[sw]
+            .get(&b.index())
+            .ok_or_else(|| format!("{} has no route to {}", t.switches[sw].name, hosts[b].name))?;
+        let out = next[ecmp::member(key.hash(ecmp_seed(seed, sw.index())), next.len())];
         path.push(out);
         let next = ports[out].peer;
         match ports[next].owner {
@@ -860,7 +871,8 @@ fn ecmp_seed(base: u64, sw: usize) -> u64 {
 }
 
 /// Host `h`'s IPv4 address: 10.0.0.0/16 in host order.
-pub fn host_ip(h: usize) -> std::net::Ipv4Addr {
+pub fn host_ip(h: HostIx) -> std::net::Ipv4Addr {
+    let h = h.raw();
     std::net::Ipv4Addr::new(10, 0, (h >> 8) as u8, h as u8)
 }
 
@@ -872,7 +884,7 @@ pub fn flow_key(f: &FlowPlan) -> FlowKey {
 }
 
 /// The node names along the ports `walk` gave, the receiver last.
-fn path_names(ports: &[PortSpec], path: &[usize]) -> Vec<String> {
+fn path_names(ports: &[PortSpec], path: &[FabricPort]) -> Vec<String> {
     let mut names: Vec<String> = path.iter().map(|&p| ports[p].node.clone()).collect();
     if let Some(&last) = path.last() {
         names.push(ports[ports[last].peer].node.clone());
@@ -885,7 +897,7 @@ fn path_names(ports: &[PortSpec], path: &[usize]) -> Vec<String> {
 /// the host at its pace, and each link sends a frame once it has all of it and the
 /// frame before has gone (store and forward, no other traffic). `None` without a count
 /// or if that is past `end`.
-fn ideal_fct(ports: &[PortSpec], path: &[usize], f: &FlowPlan, end: Duration) -> Option<Duration> {
+fn ideal_fct(ports: &[PortSpec], path: &[FabricPort], f: &FlowPlan, end: Duration) -> Option<Duration> {
     let n = f.count?;
     // Beyond the run even at its own pace: no use working it out frame by frame.
     if n == 0 || f.start + f.interval.saturating_mul(u32::try_from(n - 1).ok()?) > end {

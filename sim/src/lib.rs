@@ -12,6 +12,7 @@ pub mod bench;
 pub mod engine;
 pub use engine::SimPortStats;
 pub mod fabric;
+pub mod ids;
 pub mod monitor;
 pub mod scenario;
 pub mod split;
@@ -27,7 +28,6 @@ use clap::Args;
 use serde::Serialize;
 
 use pfcswitch_core::histogram::Percentiles;
-use pfcswitch_core::ports::PortId;
 use pfcswitch_core::slowpath::DeadlockRecord;
 use pfcswitch_core::stats::SwitchStats;
 use pfcswitch_core::time::Time;
@@ -426,7 +426,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, g: &Gathered, total: 
         let s = &fabric.switches[sw];
         let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority.get()));
         let lossless = match &s.tags {
-            Some(t) => t.ingress(PortId::new(local), dscp).is_some(),
+            Some(t) => t.ingress(local, dscp).is_some(),
             None => s.config.lossless_priorities().contains(&s.config.classify.dscp_table()[usize::from(dscp & 63)]),
         };
         let Some(rx) = &g.received[i] else { part("flow received", i) };

@@ -5,6 +5,9 @@
 use serde::Serialize;
 
 use pfcswitch_core::priorities::{Priority, PRIORITIES};
+use pfcswitch_core::PortId;
+
+use crate::ids::SwitchIx;
 
 /// The sampled series. Sample `k` is taken at `(k + 1) × every_us` after the start.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -36,8 +39,8 @@ pub struct FlowSeries {
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct WatchedQueue {
     pub label: String,
-    pub switch: usize,
-    pub local: usize,
+    pub switch: SwitchIx,
+    pub local: PortId,
     pub samples: Vec<[u64; PRIORITIES]>,
 }
 

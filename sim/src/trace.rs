@@ -11,6 +11,8 @@ use pfcswitch_core::pfc::PRIORITIES;
 use pfcswitch_core::Priority;
 use pfctestkit::pcap::{CaptureWriter, Direction};
 
+use crate::ids::FabricPort;
+
 /// When a port's link partner had it paused: per priority, intervals [start, end) in ns
 /// of simulated time. A pause that arrives while one lasts extends it; a resume ends it.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -79,7 +81,7 @@ impl Trace {
     }
 
     /// Keeps every frame `port` sends, in memory (for tests).
-    pub fn record(&mut self, port: usize) {
+    pub fn record(&mut self, port: FabricPort) {
         self.recording[port] = true;
     }
 
@@ -87,7 +89,7 @@ impl Trace {
         &self.recorded
     }
 
-    pub fn timeline(&mut self, port: usize) -> &mut PauseTimeline {
+    pub fn timeline(&mut self, port: FabricPort) -> &mut PauseTimeline {
         &mut self.timelines[port]
     }
 
@@ -102,10 +104,15 @@ impl Trace {
 
     /// [`Trace::open_captures`] for the ports `mine` says (a rank's, when the fabric is
     /// split: only the rank that runs a port writes its file).
-    pub fn open_captures_of(&mut self, file_names: &[String], mine: impl Fn(usize) -> bool) -> Result<()> {
+    pub fn open_captures_of(&mut self, file_names: &[String], mine: impl Fn(FabricPort) -> bool) -> Result<()> {
         if let Some((dir, writers)) = &mut self.pcap {
             std::fs::create_dir_all(&*dir)?;
-            for (w, name) in writers.iter_mut().zip(file_names).enumerate().filter(|(p, _)| mine(*p)).map(|(_, wn)| wn)
+            for (w, name) in writers
+                .iter_mut()
+                .zip(file_names)
+                .enumerate()
+                .filter(|(p, _)| mine(FabricPort::new(*p)))
+                .map(|(_, wn)| wn)
             {
                 // One link direction a file, its interface named after it.
                 let iface = name.trim_end_matches(".pcapng");
@@ -116,14 +123,14 @@ impl Trace {
     }
 
     /// Whether what `port` sends is captured (written to a pcap or recorded).
-    pub fn captures(&self, port: usize) -> bool {
+    pub fn captures(&self, port: FabricPort) -> bool {
         self.recording[port] || self.pcap.as_ref().is_some_and(|(_, writers)| writers[port].is_some())
     }
 
     /// A `len`-byte frame `port` sent, of which the simulator keeps `head`: the rest of
     /// every frame it makes is zeros (see `engine::Arena`), and is written out as such.
     /// Nothing is done unless [`Trace::captures`] the port.
-    pub fn capture(&mut self, port: usize, at_ns: u64, order: (u64, u64), head: &[u8], len: usize) {
+    pub fn capture(&mut self, port: FabricPort, at_ns: u64, order: (u64, u64), head: &[u8], len: usize) {
         if !self.captures(port) {
             return;
         }
@@ -139,7 +146,7 @@ impl Trace {
             }
         }
         if self.recording[port] {
-            self.recorded.push(Sent { port, at_ns, frame: frame.clone(), order });
+            self.recorded.push(Sent { port: port.index(), at_ns, frame: frame.clone(), order });
         }
     }
 

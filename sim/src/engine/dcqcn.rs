@@ -5,14 +5,14 @@ use super::*;
 impl Sim<'_> {
     /// Host `h`, flow `i`'s receiver, got a CE-marked frame of it: a CNP back to the
     /// sender, unless one went less than `min_time_between_cnps` ago.
-    pub(super) fn answer_ce(&mut self, i: usize, h: usize) {
+    pub(super) fn answer_ce(&mut self, i: FlowIx, h: HostIx) {
         let (Some(params), Some(cc)) = (self.dcqcn.as_ref(), self.flows[i].cc.as_mut()) else { return };
         if !cc.np.handle_marked(self.now, params) {
             return;
         }
         cc.cnps_sent += 1;
         let (sender, fabric) = (self.fabric.flows[i].from, self.fabric);
-        let mac = |host: usize| fabric.ports[fabric.hosts[host].port].mac.0;
+        let mac = |host: HostIx| fabric.ports[fabric.hosts[host].port].mac.0;
         let spec = roce::CnpSpec::for_flow(
             self.flows[i].template.id,
             (mac(h), host_ip(h)),
@@ -28,8 +28,11 @@ impl Sim<'_> {
     }
 
     /// Host `h` got a CNP for queue pair `qp`: its flow's reaction point cuts.
-    pub(super) fn take_cnp(&mut self, h: usize, qp: u32) {
-        let Some(i) = roce::qp_flow(qp).map(usize::from).filter(|&i| i < self.flows.len()) else { return };
+    pub(super) fn take_cnp(&mut self, h: HostIx, qp: u32) {
+        let Some(i) = roce::qp_flow(qp).map(|i| FlowIx::new(usize::from(i))).filter(|i| i.index() < self.flows.len())
+        else {
+            return;
+        };
         if self.fabric.flows[i].from != h {
             return;
         }
@@ -39,18 +42,18 @@ impl Sim<'_> {
     }
 
     /// Schedules flow `i`'s reaction point timer, if it is due before the one scheduled.
-    pub(super) fn schedule_rp(&mut self, i: usize) {
+    pub(super) fn schedule_rp(&mut self, i: FlowIx) {
         let Some(cc) = self.flows[i].cc.as_mut() else { return };
         let Some(t) = cc.rp.poll_timeout() else { return };
         if cc.timer_at.is_none_or(|s| t < s) {
             cc.timer_at = Some(t);
-            self.at(t.max(self.now), Ev::Rp { flow: i as u32 });
+            self.at(t.max(self.now), Ev::Rp { flow: i });
         }
     }
 
     /// Flow `i`'s reaction point timer event, due at `at` (stale if another was
     /// scheduled since). A rate that rose makes the next frame due sooner.
-    pub(super) fn rp_timer(&mut self, i: usize, at: Time) {
+    pub(super) fn rp_timer(&mut self, i: FlowIx, at: Time) {
         let now = self.now;
         let Some(cc) = self.flows[i].cc.as_mut() else { return };
         if cc.timer_at != Some(at) {
@@ -68,17 +71,17 @@ impl Sim<'_> {
 
     /// Makes sure a DCQCN flow has an event at `at` or before: one scheduled earlier
     /// looks again when it comes, so a flow has at most one pending.
-    pub(super) fn schedule_flow(&mut self, i: usize, at: Time) {
+    pub(super) fn schedule_flow(&mut self, i: FlowIx, at: Time) {
         let Some(cc) = self.flows[i].cc.as_mut() else { return };
         if cc.pending.is_some_and(|p| p <= at) {
             return;
         }
         cc.pending = Some(at);
-        self.at(at.max(self.now), Ev::Flow { flow: i as u32 });
+        self.at(at.max(self.now), Ev::Flow { flow: i });
     }
 
     /// Flow `i`'s sending rate now under DCQCN, b/s, its CNPs taken and sent.
-    pub fn dcqcn_state(&self, i: usize) -> Option<(f64, u64, u64)> {
+    pub fn dcqcn_state(&self, i: FlowIx) -> Option<(f64, u64, u64)> {
         self.flows[i].cc.as_ref().map(|cc| (cc.rp.rate_bps(), cc.rp.cnps(), cc.cnps_sent))
     }
 }

@@ -27,7 +27,7 @@ impl Sim<'_> {
         let Some(port) = self.fabric.port_named(label) else { return };
         let Owner::Switch(sw, local) = self.fabric.ports[port].owner else { return };
         self.as_node(self.port_node[port], |sim| {
-            sim.switches[sw].switch.set_blocked(PortId::new(local), blocked);
+            sim.switches[sw].switch.set_blocked(local, blocked);
             sim.after_switch(sw);
         });
     }
@@ -35,7 +35,8 @@ impl Sim<'_> {
     /// Both directions of the links between nodes `a` and `b` go down or up.
     pub(super) fn set_link(&mut self, a: &str, b: &str, up: bool) {
         let fabric = self.fabric;
-        let ends: Vec<usize> = fabric.link_ports(a, b).into_iter().flat_map(|p| [p, fabric.ports[p].peer]).collect();
+        let ends: Vec<FabricPort> =
+            fabric.link_ports(a, b).into_iter().flat_map(|p| [p, fabric.ports[p].peer]).collect();
         for &p in &ends {
             let st = &mut self.ports[p];
             if st.up != up {

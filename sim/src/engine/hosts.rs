@@ -3,7 +3,7 @@
 use super::*;
 
 impl Sim<'_> {
-    pub(super) fn host_tx(&mut self, h: usize, port: usize) {
+    pub(super) fn host_tx(&mut self, h: HostIx, port: FabricPort) {
         let now = self.now;
         let host = &mut self.hosts[h];
         if let Some(buf) = host.control.pop_front() {
@@ -23,7 +23,7 @@ impl Sim<'_> {
             let buf = host.queues[prio].pop_front().expect("not empty");
             let waiting = std::mem::take(&mut host.waiting[prio]);
             for f in waiting {
-                self.flows[f as usize].blocked = false;
+                self.flows[f].blocked = false;
                 self.at(now, Ev::Flow { flow: f });
             }
             self.send(port, buf, self.arena.len(buf), false);
@@ -34,12 +34,12 @@ impl Sim<'_> {
         }
     }
 
-    pub(super) fn host_rx(&mut self, h: usize, buf: u32) {
+    pub(super) fn host_rx(&mut self, h: HostIx, buf: u32) {
         let bytes = self.arena.head(buf);
         if is_mac_control(bytes) {
             if self.hosts[h].honour {
                 let delay = self.fabric.hosts[h].response_delay;
-                self.at(self.now + delay, Ev::HostPause { host: h as u32, buf });
+                self.at(self.now + delay, Ev::HostPause { host: h, buf });
             } else {
                 self.arena.give(buf);
             }
@@ -53,13 +53,13 @@ impl Sim<'_> {
             }
         }
         if let Some(stamp) = read_stamp_in(bytes, self.arena.len(buf)) {
-            let (flow, seq, tx_ns) = (usize::from(stamp.flow), stamp.seq, stamp.tx_ns);
+            let (flow, seq, tx_ns) = (FlowIx::new(usize::from(stamp.flow)), stamp.seq, stamp.tx_ns);
             // A frame of a flow this host receives (a stray stamp is ignored).
-            let ours = self.fabric.flows.get(flow).is_some_and(|f| f.to == h);
+            let ours = self.fabric.flows.get(flow.index()).is_some_and(|f| f.to == h);
             if ours && stamp.ecn == 3 && self.dcqcn.is_some() {
                 self.answer_ce(flow, h);
             }
-            if let Some(f) = self.flows.get_mut(flow).filter(|_| ours) {
+            if let Some(f) = self.flows.get_mut(flow.index()).filter(|_| ours) {
                 let rx = &mut f.rx;
                 rx.frames += 1;
                 if seq < rx.next_seq {
@@ -80,7 +80,7 @@ impl Sim<'_> {
         self.arena.give(buf);
     }
 
-    pub(super) fn host_pause(&mut self, h: usize, buf: u32) {
+    pub(super) fn host_pause(&mut self, h: HostIx, buf: u32) {
         let port = self.fabric.hosts[h].port;
         let spec = &self.fabric.ports[port];
         let decoded = pfc::decode(self.arena.head(buf), spec.mac);
@@ -103,7 +103,7 @@ impl Sim<'_> {
         self.try_tx(port);
     }
 
-    pub(super) fn flow_send(&mut self, i: usize) {
+    pub(super) fn flow_send(&mut self, i: FlowIx) {
         let plan = &self.fabric.flows[i];
         let f = &mut self.flows[i];
         if let Some(cc) = f.cc.as_mut().filter(|cc| cc.pending.is_some_and(|p| p <= self.now)) {
@@ -132,7 +132,7 @@ impl Sim<'_> {
         let host = &mut self.hosts[h];
         if host.queues[prio].len() >= self.fabric.hosts[h].queue_frames {
             f.blocked = true;
-            host.waiting[prio].push(i as u32);
+            host.waiting[prio].push(i);
             return;
         }
         let seq = f.sent as u32;
@@ -158,7 +158,7 @@ impl Sim<'_> {
             None => {
                 let due =
                     EPOCH + plan.start + Duration::from_nanos((f.sent as f64 * plan.interval.as_nanos() as f64) as u64);
-                self.at(due.max(self.now), Ev::Flow { flow: i as u32 });
+                self.at(due.max(self.now), Ev::Flow { flow: i });
             }
         }
         self.try_tx(self.fabric.hosts[h].port);

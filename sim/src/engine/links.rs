@@ -8,7 +8,7 @@ impl Sim<'_> {
     /// is seldom still in the cache, and its arrival at the link's far end, a few hundred
     /// events later, is the first to need it. So the cache is asked for it now, and that
     /// wait overlaps the events in between.
-    pub(super) fn send(&mut self, port: usize, buf: u32, len: usize, pause: bool) {
+    pub(super) fn send(&mut self, port: FabricPort, buf: u32, len: usize, pause: bool) {
         self.arena.prefetch(buf);
         let spec = &self.fabric.ports[port];
         let wire = spec.speed.wire_time(len);
@@ -21,15 +21,15 @@ impl Sim<'_> {
         }
         let epoch = self.ports[spec.peer].epoch;
         self.counts.frame_hops += 1;
-        let done = self.at(self.now + wire, Ev::TxDone { port: port as u32 });
+        let done = self.at(self.now + wire, Ev::TxDone { port });
         if self.trace.captures(port) {
             let order = (self.current, done);
             self.trace.capture(port, since_epoch(self.now), order, self.arena.head(buf), len);
         }
-        self.at(self.now + wire + spec.propagation, Ev::Arrive { port: spec.peer as u32, buf, epoch });
+        self.at(self.now + wire + spec.propagation, Ev::Arrive { port: spec.peer, buf, epoch });
     }
 
-    pub(super) fn arrive(&mut self, port: usize, buf: u32, epoch: u32) {
+    pub(super) fn arrive(&mut self, port: FabricPort, buf: u32, epoch: u32) {
         if self.ports[port].epoch != epoch || !self.ports[port].up {
             self.link_counts[self.fabric.ports[port].peer].lost_link_down += 1;
             self.arena.give(buf);
@@ -45,7 +45,7 @@ impl Sim<'_> {
     }
 
     /// Records in `port`'s timeline the pause a frame arriving there asks for.
-    pub(super) fn note_pause(&mut self, port: usize, buf: u32) {
+    pub(super) fn note_pause(&mut self, port: FabricPort, buf: u32) {
         let spec = &self.fabric.ports[port];
         let Ok(frame) = pfc::decode(self.arena.head(buf), spec.mac) else { return };
         let at = since_epoch(self.now);
@@ -64,7 +64,7 @@ impl Sim<'_> {
         }
     }
 
-    pub(super) fn try_tx(&mut self, port: usize) {
+    pub(super) fn try_tx(&mut self, port: FabricPort) {
         if self.ports[port].busy || !self.ports[port].up {
             return;
         }
@@ -74,11 +74,11 @@ impl Sim<'_> {
         }
     }
 
-    pub(super) fn wake(&mut self, port: usize, at: Time) {
+    pub(super) fn wake(&mut self, port: FabricPort, at: Time) {
         let at = at.max(self.now + Duration::from_nanos(1));
         if at < self.ports[port].wake_at {
             self.ports[port].wake_at = at;
-            self.at(at, Ev::Wake { port: port as u32 });
+            self.at(at, Ev::Wake { port });
             if let Owner::Switch(sw, _) = self.fabric.ports[port].owner {
                 let s = &mut self.switches[sw];
                 s.earliest_wake = s.earliest_wake.min(at);

@@ -23,6 +23,7 @@ use pfcswitch_core::time::Time;
 use pfcswitch_core::Priority;
 
 use crate::fabric::{host_ip, Fabric, Owner};
+use crate::ids::{FabricPort, FlowIx, HostIx, SwitchIx};
 use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
 use crate::queue::EventQueue;
 use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, StormSpec};
@@ -43,34 +44,34 @@ const NONE: u32 = u32::MAX;
 enum Ev {
     /// A frame's last bit reaches `port`.
     Arrive {
-        port: u32,
+        port: FabricPort,
         buf: u32,
         epoch: u32,
     },
     /// `port` finished putting a frame on the wire.
     TxDone {
-        port: u32,
+        port: FabricPort,
     },
     /// `port` may have something to send now (a timer).
     Wake {
-        port: u32,
+        port: FabricPort,
     },
     Flow {
-        flow: u32,
+        flow: FlowIx,
     },
     /// A host's NIC acts on the pause frame in `buf` (after its response delay).
     HostPause {
-        host: u32,
+        host: HostIx,
         buf: u32,
     },
     SlowIn {
-        sw: u32,
+        sw: SwitchIx,
     },
     SlowOut {
-        sw: u32,
+        sw: SwitchIx,
     },
     SlowTick {
-        sw: u32,
+        sw: SwitchIx,
     },
     Action {
         index: u32,
@@ -82,7 +83,7 @@ enum Ev {
     Sample,
     /// A DCQCN sender's reaction point has a timer due (rate increase, a pending cut).
     Rp {
-        flow: u32,
+        flow: FlowIx,
     },
 }
 
@@ -141,7 +142,7 @@ struct HostState {
     paused_until: [Time; PRIORITIES],
     honour: bool,
     /// Flows waiting for room in a priority's queue.
-    waiting: [Vec<u32>; PRIORITIES],
+    waiting: [Vec<FlowIx>; PRIORITIES],
 }
 
 /// What a host received of one flow.
@@ -198,7 +199,7 @@ impl FlowCc {
 
 struct Storm {
     spec: StormSpec,
-    host: usize,
+    host: HostIx,
     until: Time,
 }
 
@@ -416,11 +417,11 @@ impl<'f> Sim<'f> {
                 .ports
                 .iter()
                 .map(|p| match p.owner {
-                    Owner::Switch(sw, _) => 1 + sw as u32,
-                    Owner::Host(h) => 1 + (fabric.switches.len() + h) as u32,
+                    Owner::Switch(sw, _) => 1 + sw.raw(),
+                    Owner::Host(h) => 1 + (fabric.switches.len() + h.index()) as u32,
                 })
                 .collect(),
-            flow_node: fabric.flows.iter().map(|f| 1 + (fabric.switches.len() + f.from) as u32).collect(),
+            flow_node: fabric.flows.iter().map(|f| 1 + (fabric.switches.len() + f.from.index()) as u32).collect(),
             queue: EventQueue::new(start.as_nanos()),
             arena: Arena::default(),
             link_counts: vec![LinkCounts::default(); fabric.ports.len()],
@@ -445,7 +446,7 @@ impl<'f> Sim<'f> {
             sim.at(start + Duration::from_nanos(every), Ev::Sample);
         }
         for (i, f) in fabric.flows.iter().enumerate() {
-            sim.at(start + f.start, Ev::Flow { flow: i as u32 });
+            sim.at(start + f.start, Ev::Flow { flow: FlowIx::new(i) });
         }
         for (i, e) in scenario.event.iter().enumerate() {
             let at = start + Duration::from_nanos((e.at_ms * 1e6).round() as u64);
@@ -482,7 +483,7 @@ impl<'f> Sim<'f> {
                 // else is a scenario action's part at that node, which its rank does.
                 if let Ev::Arrive { port, buf, epoch } = ev {
                     let (len, long) = (self.arena.len(buf), Arena::is_long(buf));
-                    split.post(rank, at.as_nanos(), key, port, epoch, len, self.arena.head(buf), long);
+                    split.post(rank, at.as_nanos(), key, port.raw(), epoch, len, self.arena.head(buf), long);
                     self.arena.give(buf);
                 }
                 return;
@@ -549,7 +550,7 @@ impl<'f> Sim<'f> {
         for f in crate::split::Posted::read(bytes) {
             let buf = self.arena.take_sized(f.long);
             self.arena.write(buf, f.len)[..f.head.len()].copy_from_slice(f.head);
-            self.queue.push(f.at, f.key, Ev::Arrive { port: f.port, buf, epoch: f.epoch });
+            self.queue.push(f.at, f.key, Ev::Arrive { port: FabricPort::from_raw(f.port), buf, epoch: f.epoch });
         }
     }
 
@@ -570,20 +571,20 @@ impl<'f> Sim<'f> {
     }
 
     /// Host `h`'s key node.
-    fn host_node(&self, h: usize) -> u32 {
-        1 + (self.fabric.switches.len() + h) as u32
+    fn host_node(&self, h: HostIx) -> u32 {
+        1 + (self.fabric.switches.len() + h.index()) as u32
     }
 
     /// The node an event runs at, numbered for keys: 0 for the world (scenario actions,
     /// samples), then switches from 1, then hosts.
     #[inline]
     fn key_node(&self, ev: &Ev) -> u32 {
-        let host = |h: usize| self.host_node(h);
+        let host = |h: HostIx| self.host_node(h);
         match *ev {
-            Ev::Arrive { port, .. } | Ev::TxDone { port } | Ev::Wake { port } => self.port_node[port as usize],
-            Ev::Flow { flow } | Ev::Rp { flow } => self.flow_node[flow as usize],
-            Ev::HostPause { host: h, .. } => host(h as usize),
-            Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => 1 + sw,
+            Ev::Arrive { port, .. } | Ev::TxDone { port } | Ev::Wake { port } => self.port_node[port],
+            Ev::Flow { flow } | Ev::Rp { flow } => self.flow_node[flow],
+            Ev::HostPause { host: h, .. } => host(h),
+            Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => 1 + sw.raw(),
             Ev::Storm { index } => host(self.storms[index as usize].host),
             Ev::Action { .. } | Ev::Sample => 0,
         }
@@ -655,23 +656,23 @@ impl<'f> Sim<'f> {
 
     fn node_of_port(&self, owner: Owner) -> u32 {
         match owner {
-            Owner::Switch(sw, _) => sw as u32,
-            Owner::Host(h) => (self.fabric.switches.len() + h) as u32,
+            Owner::Switch(sw, _) => sw.raw(),
+            Owner::Host(h) => (self.fabric.switches.len() + h.index()) as u32,
         }
     }
 
     fn node_of(&self, ev: &Ev) -> u32 {
-        let host = |h: usize| (self.fabric.switches.len() + h) as u32;
+        let host = |h: HostIx| (self.fabric.switches.len() + h.index()) as u32;
         match *ev {
             Ev::Arrive { port, .. } | Ev::TxDone { port } | Ev::Wake { port } => {
-                self.node_of_port(self.fabric.ports[port as usize].owner)
+                self.node_of_port(self.fabric.ports[port].owner)
             }
-            Ev::Flow { flow } => host(self.fabric.flows[flow as usize].from),
-            Ev::HostPause { host: h, .. } => host(h as usize),
-            Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => sw,
+            Ev::Flow { flow } => host(self.fabric.flows[flow].from),
+            Ev::HostPause { host: h, .. } => host(h),
+            Ev::SlowIn { sw } | Ev::SlowOut { sw } | Ev::SlowTick { sw } => sw.raw(),
             Ev::Action { .. } => Schedule::WORLD,
             Ev::Storm { index } => host(self.storms[index as usize].host),
-            Ev::Rp { flow } => host(self.fabric.flows[flow as usize].from),
+            Ev::Rp { flow } => host(self.fabric.flows[flow].from),
             Ev::Sample => Schedule::WORLD,
         }
     }
@@ -690,20 +691,20 @@ impl<'f> Sim<'f> {
     fn dispatch(&mut self, at: Time, ev: Ev) {
         match ev {
             Ev::Arrive { port, buf, epoch } => {
-                self.origin = self.port_node[port as usize];
-                self.arrive(port as usize, buf, epoch);
+                self.origin = self.port_node[port];
+                self.arrive(port, buf, epoch);
             }
             Ev::TxDone { port } => {
-                self.origin = self.port_node[port as usize];
-                self.ports[port as usize].busy = false;
-                self.try_tx(port as usize);
+                self.origin = self.port_node[port];
+                self.ports[port].busy = false;
+                self.try_tx(port);
             }
             Ev::Wake { port } => {
-                self.origin = self.port_node[port as usize];
-                let p = &mut self.ports[port as usize];
+                self.origin = self.port_node[port];
+                let p = &mut self.ports[port];
                 if p.wake_at == at {
                     p.wake_at = Time::MAX;
-                    self.try_tx(port as usize);
+                    self.try_tx(port);
                 }
             }
             _ => self.dispatch_other(at, ev),
@@ -717,25 +718,25 @@ impl<'f> Sim<'f> {
         match ev {
             Ev::Arrive { .. } | Ev::TxDone { .. } | Ev::Wake { .. } => unreachable!("a port's event"),
             Ev::Flow { flow } => {
-                self.origin = self.flow_node[flow as usize];
-                self.flow_send(flow as usize);
+                self.origin = self.flow_node[flow];
+                self.flow_send(flow);
             }
             Ev::HostPause { host, buf } => {
-                self.origin = self.host_node(host as usize);
-                self.host_pause(host as usize, buf);
+                self.origin = self.host_node(host);
+                self.host_pause(host, buf);
             }
             Ev::SlowIn { sw } => {
-                self.origin = 1 + sw;
-                self.slow_in(sw as usize);
+                self.origin = 1 + sw.raw();
+                self.slow_in(sw);
             }
             Ev::SlowOut { sw } => {
-                self.origin = 1 + sw;
-                self.slow_out(sw as usize);
+                self.origin = 1 + sw.raw();
+                self.slow_out(sw);
             }
             Ev::SlowTick { sw } => {
-                self.origin = 1 + sw;
-                self.switches[sw as usize].slowpath.handle_timeout(at);
-                self.slow_look(sw as usize);
+                self.origin = 1 + sw.raw();
+                self.switches[sw].slowpath.handle_timeout(at);
+                self.slow_look(sw);
             }
             Ev::Action { index } => {
                 self.origin = 0;
@@ -746,8 +747,8 @@ impl<'f> Sim<'f> {
                 self.storm(index as usize);
             }
             Ev::Rp { flow } => {
-                self.origin = self.flow_node[flow as usize];
-                self.rp_timer(flow as usize, at);
+                self.origin = self.flow_node[flow];
+                self.rp_timer(flow, at);
             }
             Ev::Sample => {
                 self.origin = 0;

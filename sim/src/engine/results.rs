@@ -4,32 +4,32 @@ use super::*;
 use pfcswitch_core::stats::PortStats;
 
 impl Sim<'_> {
-    pub fn switch(&self, sw: usize) -> &Switch {
+    pub fn switch(&self, sw: SwitchIx) -> &Switch {
         &self.switches[sw].switch
     }
 
-    pub fn slowpath(&self, sw: usize) -> &Slowpath {
+    pub fn slowpath(&self, sw: SwitchIx) -> &Slowpath {
         &self.switches[sw].slowpath
     }
 
-    pub fn free_frames(&self, sw: usize) -> usize {
+    pub fn free_frames(&self, sw: SwitchIx) -> usize {
         self.switches[sw].slots.free_count()
     }
 
-    pub fn rx_no_frame(&self, sw: usize, port: usize) -> u64 {
+    pub fn rx_no_frame(&self, sw: SwitchIx, port: PortId) -> u64 {
         self.switches[sw].rx_no_frame[port]
     }
 
-    pub fn sent(&self, flow: usize) -> u64 {
+    pub fn sent(&self, flow: FlowIx) -> u64 {
         self.flows[flow].sent
     }
 
-    pub fn received(&self, flow: usize) -> &Received {
+    pub fn received(&self, flow: FlowIx) -> &Received {
         &self.flows[flow].rx
     }
 
     /// Frames on a link: sent, of which pause frames, lost to the link going down.
-    pub fn link_counts(&self, port: usize) -> (u64, u64, u64, u64) {
+    pub fn link_counts(&self, port: FabricPort) -> (u64, u64, u64, u64) {
         let p = &self.link_counts[port];
         (p.tx_frames, p.tx_bytes, p.pause_frames, p.lost_link_down)
     }
@@ -69,25 +69,31 @@ impl Sim<'_> {
         let mine = |node: u32| split.as_ref().is_none_or(|s| s.rank_of(node) == s.rank);
         let now = self.now;
         let switches = (0..f.switches.len())
+            .map(SwitchIx::new)
             .map(|i| {
-                mine(1 + i as u32).then(|| GatheredSwitch {
-                    stats: self
-                        .switch(i)
-                        .stats(now)
-                        .map_ports(|k, engine| SimPortStats { engine, rx_no_frame: self.rx_no_frame(i, k) }),
+                mine(1 + i.raw()).then(|| GatheredSwitch {
+                    stats: self.switch(i).stats(now).map_ports(|k, engine| SimPortStats {
+                        engine,
+                        rx_no_frame: self.rx_no_frame(i, PortId::new(k)),
+                    }),
                     free_frames: self.free_frames(i) as u64,
                     deadlocks: self.slowpath(i).deadlocks().deadlocks,
                 })
             })
             .collect();
-        let sent =
-            f.flows.iter().enumerate().map(|(i, fl)| mine(self.host_node(fl.from)).then(|| self.sent(i))).collect();
+        let sent = f
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, fl)| mine(self.host_node(fl.from)).then(|| self.sent(FlowIx::new(i))))
+            .collect();
         let received = std::mem::take(&mut self.flows)
             .into_iter()
             .zip(&f.flows)
             .map(|(state, fl)| mine(self.host_node(fl.to)).then_some(state.rx))
             .collect();
         let links = (0..f.ports.len())
+            .map(FabricPort::new)
             .map(|p| {
                 let (a, b, c, d) = self.link_counts(p);
                 [a, b, c, d]
@@ -124,10 +130,10 @@ impl Gathered {
     /// which rank ran each key node.
     pub(crate) fn merge(parts: Vec<Gathered>, fabric: &Fabric, rank_of: &[u16]) -> Gathered {
         let mut parts = parts;
-        let host = |h: usize| usize::from(rank_of[1 + fabric.switches.len() + h]);
+        let host = |h: HostIx| usize::from(rank_of[1 + fabric.switches.len() + h.index()]);
         let monitor = parts[0].monitor.clone().map(|mut m| {
             for (q, watched) in m.queues.iter_mut().enumerate() {
-                let r = usize::from(rank_of[1 + watched.switch]);
+                let r = usize::from(rank_of[1 + watched.switch.index()]);
                 watched.samples = parts[r].monitor.as_ref().expect("every rank monitors").queues[q].samples.clone();
             }
             for (k, watched) in m.flows.iter_mut().enumerate() {

@@ -8,7 +8,7 @@ impl Sim<'_> {
         let Some(m) = self.monitor.as_mut() else { return };
         for q in &mut m.queues {
             let sw = &self.switches[q.switch].switch;
-            q.samples.push(Priority::table(|prio| sw.egress_queue_bytes(PortId::new(q.local), prio)));
+            q.samples.push(Priority::table(|prio| sw.egress_queue_bytes(q.local, prio)));
         }
         let period = m.every_ns as f64;
         for f in &mut m.flows {

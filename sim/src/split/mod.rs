@@ -20,6 +20,7 @@ use pfcswitch_core::pfc::MIN_FRAME_LEN;
 use pfcswitch_core::time::Time;
 
 use crate::fabric::{Fabric, Owner};
+use crate::ids::FabricPort;
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -42,8 +43,8 @@ impl Partition {
     pub fn new(fabric: &Fabric, ranks: usize) -> Partition {
         let ranks = ranks.clamp(1, usize::from(u16::MAX));
         let n = fabric.switches.len();
-        let peer_switch = |p: usize| match fabric.ports[fabric.ports[p].peer].owner {
-            Owner::Switch(sw, _) => Some(sw),
+        let peer_switch = |p: FabricPort| match fabric.ports[fabric.ports[p].peer].owner {
+            Owner::Switch(sw, _) => Some(sw.index()),
             Owner::Host(_) => None,
         };
         let neighbours: Vec<Vec<usize>> =
@@ -112,7 +113,7 @@ impl Partition {
     }
 
     /// The rank port `p` belongs to.
-    pub fn port_rank(&self, fabric: &Fabric, p: usize) -> usize {
+    pub fn port_rank(&self, fabric: &Fabric, p: FabricPort) -> usize {
         usize::from(match fabric.ports[p].owner {
             Owner::Switch(sw, _) => self.switch_rank[sw],
             Owner::Host(h) => self.host_rank[h],
@@ -124,6 +125,7 @@ impl Partition {
     /// `None` when no link crosses.
     pub fn lookahead(&self, fabric: &Fabric) -> Option<Duration> {
         (0..fabric.ports.len())
+            .map(FabricPort::new)
             .filter(|&p| self.port_rank(fabric, p) != self.port_rank(fabric, fabric.ports[p].peer))
             .map(|p| fabric.ports[p].speed.wire_time(MIN_FRAME_LEN) + fabric.ports[p].propagation)
             .min()
@@ -146,6 +148,7 @@ impl Partition {
             out += &format!("rank {r}: {} switches ({named}), {hosts} hosts\n", sws.len());
         }
         let crossing = (0..fabric.ports.len())
+            .map(FabricPort::new)
             .filter(|&p| self.port_rank(fabric, p) != self.port_rank(fabric, fabric.ports[p].peer))
             .count();
         out += &format!("{} of {} link directions cross ranks", crossing, fabric.ports.len());

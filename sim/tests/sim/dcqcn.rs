@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use pfcsim::engine::Sim;
 use pfcsim::fabric::Fabric;
+use pfcsim::ids::{FlowIx, SwitchIx};
 use pfcsim::scenario::Scenario;
 use pfcsim::trace::Trace;
 
@@ -54,14 +55,14 @@ fn two_onto_one(dcqcn: bool) -> Scenario {
 fn run(s: &Scenario, from: f64, to: f64) -> (Vec<u64>, u64, u64) {
     let fabric = Fabric::build(s, 1).unwrap();
     let mut sim = Sim::new(s, &fabric, Trace::new(fabric.ports.len(), None)).unwrap();
-    let flows = fabric.flows.len();
+    let flows: Vec<FlowIx> = (0..fabric.flows.len()).map(FlowIx::new).collect();
     sim.run_until(Duration::from_secs_f64(from / 1e3));
-    let before: Vec<u64> = (0..flows).map(|i| sim.received(i).frames).collect();
+    let before: Vec<u64> = flows.iter().map(|&i| sim.received(i).frames).collect();
     sim.run_until(Duration::from_secs_f64(to / 1e3));
-    let got = (0..flows).map(|i| sim.received(i).frames - before[i]).collect();
-    let stats = sim.switch(0).stats(sim.now());
+    let got = flows.iter().zip(&before).map(|(&i, b)| sim.received(i).frames - b).collect();
+    let stats = sim.switch(SwitchIx::new(0)).stats(sim.now());
     let pauses = stats.ports.iter().map(|p| p.priorities[3].counters.xoff_sent).sum();
-    let cnps = (0..flows).filter_map(|i| sim.dcqcn_state(i)).map(|(_, taken, _)| taken).sum();
+    let cnps = flows.iter().filter_map(|&i| sim.dcqcn_state(i)).map(|(_, taken, _)| taken).sum();
     (got, pauses, cnps)
 }
 
