@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use afxdp::frame_size::{largest_frame, max_frame_note};
 use pfcswitch::cli::{BindModeArg, RunArgs, XdpModeArg};
 use pfcswitch::config::{BindMode, RunConfig, XdpMode};
 use pfcswitch::control::metrics::MetricsServer;
@@ -19,7 +20,6 @@ use pfcswitch::core::config::{sonic, Config, TaggerConfig, DEFAULT_LOSSY_QUEUE_B
 use pfcswitch::core::tagging::TagTable;
 use pfcswitch::dataplane::kernel::KernelCounters;
 use pfcswitch::dataplane::{Dataplane, Options};
-use pfcswitch::frame_size::{largest_frame, max_frame_note};
 use pfcswitch::sys::Waker;
 use pfcswitch::views::{self, WatermarkKind};
 use pfcswitch::{nic, report};
@@ -190,7 +190,7 @@ fn main() {
 fn doctor(ifaces: &[String], json: bool) -> Result<()> {
     // What this kernel lets the classifier do, found as `run` finds it (trial loads).
     let release = pfcswitch::sys::kernel_release();
-    let kernel = pfcswitch::dataplane::paths::probe(Default::default()).map(|p| p.paths);
+    let kernel = afxdp::paths::probe(Default::default()).map(|p| p.paths);
     let mut reports = Vec::new();
     let mut missing = Vec::new();
     for iface in ifaces {

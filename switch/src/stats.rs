@@ -8,8 +8,11 @@ use std::ops::Deref;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ArrivalStamp, BindMode, XdpMode};
-use crate::core::histogram::Percentiles;
+pub use afxdp::paths::{Choice, KernelPaths};
+pub use afxdp::stages::StageLatency;
+pub use afxdp::xdp::XdpClassCounters;
+
+use crate::config::{BindMode, XdpMode};
 use crate::core::stats::{PortStats, SwitchStats};
 
 /// What `pfcswitch ctl stats` shows.
@@ -33,56 +36,6 @@ pub struct Stats {
     /// driver with no metadata area): their arrival is the loop's clock.
     #[serde(default)]
     pub unstamped_frames: u64,
-}
-
-/// One optional part: the path taken, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Choice<T> {
-    pub path: T,
-    pub why: String,
-}
-
-/// The paths taken for the kernel's optional parts, as the start-up log, `doctor` and
-/// `ctl stats` say them (chosen by `dataplane::paths`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelPaths {
-    pub arrival_stamp: Choice<ArrivalStamp>,
-    /// Whether the classifier loads frags-aware.
-    pub xdp_frags: Choice<bool>,
-}
-
-impl KernelPaths {
-    /// The best of every part, as on a kernel that allows them all (for tests and for a
-    /// report that has no kernel to ask).
-    pub fn best() -> KernelPaths {
-        KernelPaths {
-            arrival_stamp: Choice { path: ArrivalStamp::Metadata, why: "the best path".into() },
-            xdp_frags: Choice { path: true, why: "the best path".into() },
-        }
-    }
-
-    /// The lines the start-up log and `doctor` print, one per part.
-    pub fn lines(&self) -> [String; 2] {
-        [
-            format!("arrival stamps: {} — {}", self.arrival_stamp.path, self.arrival_stamp.why),
-            format!("frags-aware XDP: {} — {}", if self.xdp_frags.path { "yes" } else { "no" }, self.xdp_frags.why),
-        ]
-    }
-}
-
-/// Where forwarded frames waited inside the switch, since it started or since the last
-/// `ctl clear`, µs per stage. Only the engine's stage is buffer that XOFF, ECN marking and
-/// the scheduler act on; what waits on a ring is out of their reach.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StageLatency {
-    /// From the XDP program's arrival stamp to the loop taking the frame off its rx ring.
-    pub rx_ring: Percentiles,
-    /// From then until the engine put it on a tx ring: its queue, pauses, scheduler and
-    /// shaper.
-    pub engine: Percentiles,
-    /// From then until the kernel completed its transmit (every frame put on a tx ring,
-    /// pause frames and flood copies too).
-    pub tx_ring: Percentiles,
 }
 
 impl Deref for Stats {
@@ -123,27 +76,6 @@ impl Deref for PortReport {
     fn deref(&self) -> &PortStats {
         &self.engine
     }
-}
-
-/// Frames the XDP program saw, per class .
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct XdpClassCounters {
-    /// 802.3x PAUSE frames.
-    pub pause: u64,
-    /// PFC frames.
-    pub pfc: u64,
-    /// Other MAC control frames.
-    pub mac_control_other: u64,
-    /// VLAN-tagged frames.
-    pub vlan: u64,
-    /// IPv4 frames.
-    pub ipv4: u64,
-    /// IPv6 frames.
-    pub ipv6: u64,
-    /// Anything else.
-    pub other: u64,
-    /// Frames shorter than an Ethernet header.
-    pub runt: u64,
 }
 
 /// Where a port's line rate came from.

@@ -182,8 +182,8 @@ fn dispatch(command: Command) -> Result<()> {
         Command::DeadlockLab(args) => bench::lab::run(&args),
         Command::LeaveStaleXdp { iface } => {
             let info = pfcswitch::sys::interface(&iface)?;
-            let probed = pfcswitch::dataplane::paths::probe(Default::default())?;
-            let c = pfcswitch::dataplane::xdp::Classifier::load(&iface, info.ifindex, false, &probed.build)?;
+            let probed = afxdp::paths::probe(Default::default())?;
+            let c = afxdp::xdp::Classifier::load(&iface, info.ifindex, false, &probed.build)?;
             c.attach_without_link()?;
             println!("left the classifier attached to {iface} without a link");
             Ok(())

@@ -3,14 +3,12 @@
 //! frames between the rings and the engine in batches.
 
 pub mod kernel;
-pub mod paths;
 pub mod port;
 mod rings;
 pub mod slowpath;
-pub mod stages;
 pub mod stall;
-pub mod xdp;
-pub mod xsk;
+
+use afxdp::{paths, xdp, xsk};
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,10 +27,10 @@ use crate::core::switch::{Switch, TxBatch};
 use crate::core::tagging::TagTable;
 use crate::core::time::Time;
 use crate::core::PortSet;
-use crate::frame_size::{geometry_for, geometry_for_mtu, largest_frame, max_frame_note, Geometry};
 use crate::stats::KernelPaths;
 use crate::stats::{PortReport, SocketCounters, SpeedSource, Stats};
 use crate::sys::{self, LinkState, SysError, Waker};
+use afxdp::frame_size::{geometry_for, geometry_for_mtu, largest_frame, max_frame_note, Geometry};
 use kernel::KernelCounters;
 use paths::Probed;
 use port::{PortError, PortSockets};
@@ -252,7 +250,8 @@ impl Dataplane {
             });
         }
         // Once for every port: what the kernel allows does not change between them.
-        let Probed { build, paths } = paths::probe(paths::Wanted::of(d))?;
+        let Probed { build, paths } =
+            paths::probe(paths::Wanted { arrival_stamp: d.arrival_stamp, xdp_frags: d.xdp_frags })?;
         for line in paths.lines() {
             tracing::info!("{line}");
         }

@@ -15,9 +15,9 @@ use crate::config::ArrivalStamp;
 use crate::config::{BindMode, XdpMode};
 use crate::core::config::DEFAULT_PORT_SPEED as DEFAULT_SPEED;
 use crate::core::speed::Speed;
-use crate::frame_size::{geometry_for_mtu, largest_frame};
 use crate::stats::{KernelPaths, SpeedSource};
 use crate::sys::{self, LinkState, SysError};
+use afxdp::frame_size::{geometry_for_mtu, largest_frame};
 use ethtool::{Channels, Driver, Ethtool, PauseSettings};
 use netlink::{DcbState, XdpFeatures};
 

@@ -78,7 +78,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 /// kernel (as `pfcswitch doctor` does), or why it could not be probed.
 pub fn say_kernel_paths() {
     eprintln!("kernel {}:", pfcswitch::sys::kernel_release());
-    match pfcswitch::dataplane::paths::probe(Default::default()) {
+    match afxdp::paths::probe(Default::default()) {
         Ok(p) => p.paths.lines().iter().for_each(|l| eprintln!("  {l}")),
         Err(e) => eprintln!("  the XDP programs could not be probed: {e}"),
     }

@@ -23,7 +23,7 @@ pub use topology::{Interface, TestbedTopology, Topology};
 /// The standard MTU a testbed needs for `size`-byte frames on the wire (FCS included,
 /// untagged): 1500, RoCE's 4200, 9000, or the largest the switch carries.
 pub fn mtu_for(size: usize) -> u32 {
-    let max = pfcswitch::frame_size::MAX_MTU;
+    let max = afxdp::frame_size::MAX_MTU;
     [1500, 4200, 9000, max].into_iter().find(|&m| size <= m as usize + 18).unwrap_or(max)
 }
 

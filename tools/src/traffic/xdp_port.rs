@@ -3,12 +3,12 @@
 
 use std::os::fd::RawFd;
 
+use afxdp::frame_size;
+use afxdp::paths::{self, Probed, Wanted};
+use afxdp::xdp::Classifier;
+use afxdp::xsk::{StampReading, UmemPool, XskPort};
 use anyhow::{Context, Result};
 use pfcswitch::config::ArrivalStamp;
-use pfcswitch::dataplane::paths::{self, Probed, Wanted};
-use pfcswitch::dataplane::xdp::Classifier;
-use pfcswitch::dataplane::xsk::{StampReading, UmemPool, XskPort};
-use pfcswitch::frame_size;
 use pfcswitch::stats::KernelPaths;
 use pfcswitch::sys;
 

@@ -5,7 +5,7 @@ use std::{env, path::PathBuf};
 
 use libbpf_cargo::SkeletonBuilder;
 
-const SOURCE: &str = "../ebpf/classifier.bpf.c";
+const SOURCE: &str = "../../ebpf/classifier.bpf.c";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));

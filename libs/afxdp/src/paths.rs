@@ -15,21 +15,15 @@
 //! (`dataplane.xdp_mode`); zero-copy, else copy (`dataplane.bind_mode`).
 
 use super::xdp::{ClassifierBuild, XdpError};
-use crate::config::{ArrivalStamp, DataplaneConfig};
-use crate::stats::{Choice, KernelPaths};
+use serde::{Deserialize, Serialize};
+
+use crate::modes::ArrivalStamp;
 
 /// What the configuration asks of the optional parts (`None`: the best the kernel allows).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Wanted {
     pub arrival_stamp: Option<ArrivalStamp>,
     pub xdp_frags: Option<bool>,
-}
-
-impl Wanted {
-    /// What `[dataplane]` asks.
-    pub fn of(d: &DataplaneConfig) -> Wanted {
-        Wanted { arrival_stamp: d.arrival_stamp, xdp_frags: d.xdp_frags }
-    }
 }
 
 /// The probe's answer: what to build every port's classifier as, and why.
@@ -168,6 +162,41 @@ fn random_magic() -> u32 {
         crate::sys::now().as_nanos() as u32 ^ std::process::id().rotate_left(16)
     };
     magic.max(1)
+}
+
+/// One optional part: the path taken, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice<T> {
+    pub path: T,
+    pub why: String,
+}
+
+/// The paths taken for the kernel's optional parts, as the start-up log, `doctor` and
+/// `ctl stats` say them (chosen here).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelPaths {
+    pub arrival_stamp: Choice<ArrivalStamp>,
+    /// Whether the classifier loads frags-aware.
+    pub xdp_frags: Choice<bool>,
+}
+
+impl KernelPaths {
+    /// The best of every part, as on a kernel that allows them all (for tests and for a
+    /// report that has no kernel to ask).
+    pub fn best() -> KernelPaths {
+        KernelPaths {
+            arrival_stamp: Choice { path: ArrivalStamp::Metadata, why: "the best path".into() },
+            xdp_frags: Choice { path: true, why: "the best path".into() },
+        }
+    }
+
+    /// The lines the start-up log and `doctor` print, one per part.
+    pub fn lines(&self) -> [String; 2] {
+        [
+            format!("arrival stamps: {} — {}", self.arrival_stamp.path, self.arrival_stamp.why),
+            format!("frags-aware XDP: {} — {}", if self.xdp_frags.path { "yes" } else { "no" }, self.xdp_frags.why),
+        ]
+    }
 }
 
 #[cfg(test)]

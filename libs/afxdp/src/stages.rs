@@ -11,8 +11,10 @@
 
 use std::time::Duration;
 
-use crate::core::histogram::Histogram;
-use crate::stats::StageLatency;
+use pfcswitch_core::histogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use pfcswitch_core::histogram::Percentiles;
 
 /// The three stages' waits, since the switch started or since the last `ctl clear`.
 #[derive(Clone, Debug, Default)]
@@ -58,6 +60,21 @@ impl StageMeter {
     pub fn clear(&mut self) {
         *self = StageMeter::default();
     }
+}
+
+/// Where forwarded frames waited inside the switch, since it started or since the last
+/// `ctl clear`, µs per stage. Only the engine's stage is buffer that XOFF, ECN marking and
+/// the scheduler act on; what waits on a ring is out of their reach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageLatency {
+    /// From the XDP program's arrival stamp to the loop taking the frame off its rx ring.
+    pub rx_ring: Percentiles,
+    /// From then until the engine put it on a tx ring: its queue, pauses, scheduler and
+    /// shaper.
+    pub engine: Percentiles,
+    /// From then until the kernel completed its transmit (every frame put on a tx ring,
+    /// pause frames and flood copies too).
+    pub tx_ring: Percentiles,
 }
 
 #[cfg(test)]

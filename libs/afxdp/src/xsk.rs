@@ -11,12 +11,12 @@ use std::os::fd::{AsRawFd, RawFd};
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
-use crate::config::{ArrivalStamp, BindMode};
-use crate::core::prefetch::{prefetch_addr, prefetch_range_l2, LINE};
-use crate::core::queue::FrameId;
-use crate::core::switch::{FramePool, TxBatch};
-use crate::core::time::Time;
 use crate::frame_size::{no_multi_buffer_advice, usable_frame_bytes};
+use crate::modes::{ArrivalStamp, BindMode};
+use pfcswitch_core::prefetch::{prefetch_addr, prefetch_range_l2, LINE};
+use pfcswitch_core::queue::FrameId;
+use pfcswitch_core::switch::{FramePool, TxBatch};
+use pfcswitch_core::time::Time;
 
 use super::stages::{Stage, StageMeter};
 

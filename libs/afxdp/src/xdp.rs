@@ -10,8 +10,9 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use libbpf_rs::libbpf_sys as sys;
 use libbpf_rs::{AsRawLibbpf, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, OpenObject};
 
-use crate::config::{ArrivalStamp, XdpMode};
-use crate::stats::XdpClassCounters;
+use serde::{Deserialize, Serialize};
+
+use crate::modes::{ArrivalStamp, XdpMode};
 
 /// The compiled classifier, built by build.rs with libbpf-cargo.
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/classifier.bpf.o"));
@@ -466,6 +467,27 @@ pub fn class_counters(map: &MapHandle) -> XdpClassCounters {
     }
     let [pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt] = totals;
     XdpClassCounters { pause, pfc, mac_control_other, vlan, ipv4, ipv6, other, runt }
+}
+
+/// Frames the XDP program saw, per class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpClassCounters {
+    /// 802.3x PAUSE frames.
+    pub pause: u64,
+    /// PFC frames.
+    pub pfc: u64,
+    /// Other MAC control frames.
+    pub mac_control_other: u64,
+    /// VLAN-tagged frames.
+    pub vlan: u64,
+    /// IPv4 frames.
+    pub ipv4: u64,
+    /// IPv6 frames.
+    pub ipv6: u64,
+    /// Anything else.
+    pub other: u64,
+    /// Frames shorter than an Ethernet header.
+    pub runt: u64,
 }
 
 #[cfg(test)]

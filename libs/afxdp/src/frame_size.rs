@@ -3,7 +3,7 @@
 //! ([`max_frame_for_mtu`], the engine's) and how the dataplane sizes its UMEM. A leaf: it
 //! imports nothing of the shell.
 
-use crate::core::config::max_frame_for_mtu;
+use pfcswitch_core::config::max_frame_for_mtu;
 
 /// The kernel reserves this much at the start of every UMEM frame (XDP_PACKET_HEADROOM).
 pub const XDP_HEADROOM: u32 = 256;
