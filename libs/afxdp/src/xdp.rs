@@ -27,7 +27,7 @@ pub(super) const CLASS_COUNT: u32 = 8;
 pub struct ClassifierBuild {
     /// How the program stamps a frame's arrival.
     pub arrival_stamp: ArrivalStamp,
-    /// The stamp's first word, which userspace checks ([`crate::dataplane::xsk::UmemPool`]).
+    /// The stamp's first word, which userspace checks ([`crate::xsk::UmemPool`]).
     pub stamp_magic: u32,
     /// Loaded with BPF_F_XDP_HAS_FRAGS: frames over several buffers reach it whole.
     pub frags_aware: bool,
