@@ -21,6 +21,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use pfcswitch_table::Table;
+use pfctestkit::{median, quantile};
 
 use crate::alloc::{peak_rss_mib, reset_peak_rss, vm_hwm_kib};
 use crate::scenario::Scenario;
@@ -192,15 +193,6 @@ pub struct CaseResult {
     pub pfcsim_fcts: Vec<Vec<f64>>,
 }
 
-/// The value at quantile `q` of sorted `v` (nearest rank).
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
-}
-
 fn side(mut fcts: Vec<f64>, flows: usize, wall_s: f64, peak_mib: f64) -> Side {
     fcts.sort_by(f64::total_cmp);
     Side {
@@ -286,16 +278,7 @@ fn wait_with_peak(child: &mut std::process::Child) -> Result<(bool, u64)> {
 
 /// The median of each figure over `runs`.
 fn median_side(runs: &[Side]) -> Side {
-    let med = |f: fn(&Side) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
+    let med = |f: fn(&Side) -> f64| median(&runs.iter().map(f).collect::<Vec<f64>>());
     Side {
         wall_s: med(|s| s.wall_s),
         peak_mib: med(|s| s.peak_mib),

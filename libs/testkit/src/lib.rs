@@ -25,6 +25,18 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
+/// The median of `v`, in any order (the mean of the middle two for an even count); 0
+/// when there are none.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
 /// Host-to-host paths of node names as a routes file.
 pub fn routes_file(paths: &[Vec<String>]) -> RoutesFile {
     RoutesFile { routes: paths.iter().map(|p| RouteEntry { path: Some(p.clone()), ..RouteEntry::default() }).collect() }
@@ -40,5 +52,12 @@ mod tests {
             (50.0, 99.0, 100.0)
         );
         assert_eq!(super::quantile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(super::median(&[]), 0.0);
     }
 }

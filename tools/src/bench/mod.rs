@@ -84,23 +84,5 @@ pub fn say_kernel_paths() {
     }
 }
 
-/// The median of `v` (mean of the middle two for an even count).
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(super::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(super::median(&[]), 0.0);
-    }
-}
+/// The median of a bench's runs: the testkit's, which the simulator's benches use too.
+pub use pfctestkit::median;
