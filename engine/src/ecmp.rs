@@ -31,39 +31,29 @@ pub struct FlowKey {
 impl FlowKey {
     /// An IPv4 flow: addresses, protocol, ports (0 where it has none).
     pub fn ipv4(src: [u8; 4], dst: [u8; 4], protocol: u8, ports: (u16, u16)) -> FlowKey {
-        let mut k = FlowKey { bytes: [0; KEY_LEN], len: 0 };
-        k.push(&[4, protocol]);
-        k.push(&src);
-        k.push(&dst);
-        k.push(&ports.0.to_be_bytes());
-        k.push(&ports.1.to_be_bytes());
-        k
+        FlowKey::of_parts([4, protocol], &src, &dst, [ports.0.to_be_bytes(), ports.1.to_be_bytes()].as_flattened())
     }
 
     /// An IPv6 flow: addresses, next header, ports (0 where it has none).
     pub fn ipv6(src: [u8; 16], dst: [u8; 16], next_header: u8, ports: (u16, u16)) -> FlowKey {
-        let mut k = FlowKey { bytes: [0; KEY_LEN], len: 0 };
-        k.push(&[6, next_header]);
-        k.push(&src);
-        k.push(&dst);
-        k.push(&ports.0.to_be_bytes());
-        k.push(&ports.1.to_be_bytes());
-        k
+        FlowKey::of_parts([6, next_header], &src, &dst, [ports.0.to_be_bytes(), ports.1.to_be_bytes()].as_flattened())
     }
 
     /// A frame without an IP header: its addresses and priority.
     pub fn ethernet(src: [u8; 6], dst: [u8; 6], prio: Priority) -> FlowKey {
-        let mut k = FlowKey { bytes: [0; KEY_LEN], len: 0 };
-        k.push(&[0, prio.get()]);
-        k.push(&src);
-        k.push(&dst);
-        k
+        FlowKey::of_parts([0, prio.get()], &src, &dst, &[])
     }
 
-    fn push(&mut self, b: &[u8]) {
-        let at = usize::from(self.len);
-        self.bytes[at..at + b.len()].copy_from_slice(b);
-        self.len += b.len() as u8;
+    /// The key of a kind (IP version, or 0 for Ethernet) and what identifies its flow,
+    /// one after the other.
+    fn of_parts(kind: [u8; 2], src: &[u8], dst: &[u8], rest: &[u8]) -> FlowKey {
+        let mut k = FlowKey { bytes: [0; KEY_LEN], len: 0 };
+        for part in [&kind[..], src, dst, rest] {
+            let at = usize::from(k.len);
+            k.bytes[at..at + part.len()].copy_from_slice(part);
+            k.len += part.len() as u8;
+        }
+        k
     }
 
     /// The key of `frame`, whose header is `h` and whose priority is `prio`. An IP header

@@ -177,10 +177,10 @@ impl Fdb {
     /// chosen per flow. Never ages, never moves.
     pub fn add_static_group(&mut self, mac: MacAddr, ports: &[PortId]) {
         let Some(&first) = ports.first() else { return };
-        if ports.len() == 1 {
-            return self.add_static(mac, first);
-        }
         self.add_static(mac, first);
+        if ports.len() == 1 {
+            return;
+        }
         let group = match self.groups.iter().position(|g| &g[..] == ports) {
             Some(g) => g,
             None => {
