@@ -234,6 +234,15 @@ fn default_name() -> String {
     "pfcswitch".into()
 }
 
+/// A static entry's station: a unicast, non-zero address (an entry for a group or for
+/// nobody would steer frames no station sent).
+fn check_station(field: &str, mac: MacAddr) -> Result<(), ConfigError> {
+    if mac.is_multicast() || mac.is_zero() {
+        return Err(invalid(field, "must be a unicast, non-zero address"));
+    }
+    Ok(())
+}
+
 fn check_watchdog(field: impl fmt::Display, w: &WatchdogConfig) -> Result<(), ConfigError> {
     if !(1..=60_000).contains(&w.detection_ms) {
         return Err(invalid(format!("{field}.detection_ms"), "must be 1..60000"));
@@ -571,9 +580,7 @@ impl Config {
             if self.port_index(&e.port).is_none() {
                 return Err(invalid(format!("fdb_entry[{i}].port"), format!("no port called {:?}", e.port)));
             }
-            if e.mac.is_multicast() || e.mac.is_zero() {
-                return Err(invalid(format!("fdb_entry[{i}].mac"), "must be a unicast, non-zero address"));
-            }
+            check_station(&format!("fdb_entry[{i}].mac"), e.mac)?;
         }
         for (i, g) in self.fdb_groups.iter().enumerate() {
             if g.ports.is_empty() {
@@ -582,9 +589,7 @@ impl Config {
             if let Some(p) = g.ports.iter().find(|p| self.port_index(p).is_none()) {
                 return Err(invalid(format!("fdb_group[{i}].ports"), format!("no port called {p:?}")));
             }
-            if g.mac.is_multicast() || g.mac.is_zero() {
-                return Err(invalid(format!("fdb_group[{i}].mac"), "must be a unicast, non-zero address"));
-            }
+            check_station(&format!("fdb_group[{i}].mac"), g.mac)?;
             if self.fdb_entries.iter().any(|e| e.mac == g.mac) {
                 return Err(invalid(format!("fdb_group[{i}].mac"), "has an fdb_entry too"));
             }
