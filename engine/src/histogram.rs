@@ -1,16 +1,26 @@
 //! A fixed-size latency histogram: 1 µs buckets up to 1 ms, then power-of-two buckets.
-//! Recording never allocates.
+//! Recording allocates at most [`CHUNKS`] times in a histogram's life, never per record.
 
 use serde::Serialize;
 use std::time::Duration;
 
 const LINEAR: usize = 1000;
 const LOG: usize = 32;
+const BUCKETS: usize = LINEAR + LOG;
 
-/// Durations in power-of-two microsecond buckets: recording costs no allocation.
-#[derive(Clone, Debug)]
+/// Buckets are kept in chunks of this many, each made at its first count.
+const CHUNK: usize = 64;
+const CHUNKS: usize = BUCKETS.div_ceil(CHUNK);
+
+/// Durations in 1 µs, then power-of-two, buckets.
+///
+/// The buckets are made a chunk at a time, where a duration first falls: what one
+/// histogram records (a flow's frame latencies, a switch's reaction times) spans a few
+/// chunks of its 17, and a simulated fabric keeps thousands of histograms (8 KiB each
+/// made whole, 16 of a k=16 fat-tree's 137 MiB).
+#[derive(Clone, Debug, Default)]
 pub struct Histogram {
-    buckets: Box<[u64; LINEAR + LOG]>,
+    chunks: [Option<Box<[u64; CHUNK]>>; CHUNKS],
     count: u64,
     max_ns: u64,
     sum_ns: u128,
@@ -48,7 +58,7 @@ struct Sparse {
 
 impl Serialize for Histogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let buckets = self.buckets.iter().enumerate().filter(|(_, &n)| n > 0).map(|(i, &n)| (i as u16, n)).collect();
+        let buckets = self.buckets().enumerate().filter(|&(_, n)| n > 0).map(|(i, n)| (i as u16, n)).collect();
         Sparse { buckets, count: self.count, max_ns: self.max_ns, sum_ns: self.sum_ns }.serialize(s)
     }
 }
@@ -59,19 +69,26 @@ impl<'de> serde::Deserialize<'de> for Histogram {
         let mut h =
             Histogram { count: sparse.count, max_ns: sparse.max_ns, sum_ns: sparse.sum_ns, ..Histogram::default() };
         for (i, n) in sparse.buckets {
-            *h.buckets.get_mut(usize::from(i)).ok_or_else(|| serde::de::Error::custom(format!("no bucket {i}")))? = n;
+            if usize::from(i) >= BUCKETS {
+                return Err(serde::de::Error::custom(format!("no bucket {i}")));
+            }
+            *h.bucket_mut(usize::from(i)) = n;
         }
         Ok(h)
     }
 }
 
-impl Default for Histogram {
-    fn default() -> Histogram {
-        Histogram { buckets: Box::new([0; LINEAR + LOG]), count: 0, max_ns: 0, sum_ns: 0 }
-    }
-}
-
 impl Histogram {
+    /// Every bucket's count, in order.
+    fn buckets(&self) -> impl Iterator<Item = u64> + '_ {
+        self.chunks.iter().flat_map(|c| c.as_deref().map_or([0; CHUNK], |c| *c)).take(BUCKETS)
+    }
+
+    /// Bucket `i` (below [`BUCKETS`]), its chunk made if it was not.
+    fn bucket_mut(&mut self, i: usize) -> &mut u64 {
+        &mut self.chunks[i / CHUNK].get_or_insert_with(|| Box::new([0; CHUNK]))[i % CHUNK]
+    }
+
     /// Records one duration.
     pub fn record(&mut self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
@@ -83,7 +100,7 @@ impl Histogram {
             let doublings = 63 - (us / LINEAR as u64).leading_zeros() as usize;
             LINEAR + doublings.min(LOG - 1)
         };
-        self.buckets[idx] += 1;
+        *self.bucket_mut(idx) += 1;
         self.count += 1;
         self.max_ns = self.max_ns.max(ns);
         self.sum_ns += u128::from(ns);
@@ -96,7 +113,7 @@ impl Histogram {
         }
         let rank = ((q * self.count as f64).ceil() as u64).max(1);
         let mut seen = 0;
-        for (i, &n) in self.buckets.iter().enumerate() {
+        for (i, n) in self.buckets().enumerate() {
             seen += n;
             if seen >= rank {
                 let upper = if i < LINEAR { (i + 1) as f64 } else { (LINEAR << (i - LINEAR + 1)) as f64 };
@@ -131,7 +148,9 @@ mod tests {
             h.record(Duration::from_micros(us) + Duration::from_nanos(7));
         }
         let back: Histogram = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
-        assert_eq!((back.buckets, back.count, back.max_ns, back.sum_ns), (h.buckets, h.count, h.max_ns, h.sum_ns));
+        let whole = |h: &Histogram| (h.buckets().collect::<Vec<_>>(), h.count, h.max_ns, h.sum_ns);
+        assert_eq!(whole(&back), whole(&h));
+        assert_eq!(h.chunks.iter().flatten().count(), 2, "the chunks of 0-63 µs and of 960 µs on");
         assert!(serde_json::from_str::<Histogram>(r#"{"buckets":[[5000,1]],"count":1,"max_ns":1,"sum_ns":1}"#).is_err());
     }
 

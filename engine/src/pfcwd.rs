@@ -218,8 +218,10 @@ pub(crate) struct PortWatchdog {
     /// the answer is one word beside `action`, not a look at every priority's state.
     stormed: Priorities,
     watch: [PrioWatch; PRIORITIES],
-    /// Out of line: written at a storm's start and end, read by the stats.
-    counters: Box<[PrioRecord; PRIORITIES]>,
+    /// Out of line: written at a storm's start and end, read by the stats. Made at the
+    /// port's first storm (one allocation in its life): most ports never see one, and a
+    /// simulated fabric has thousands.
+    counters: Option<Box<[PrioRecord; PRIORITIES]>>,
 }
 
 /// One priority's counters, and its traffic when its storm began (while it lasts).
@@ -260,8 +262,16 @@ impl PortWatchdog {
             restoration: Duration::from_millis(config.restoration_ms),
             stormed: Priorities::NONE,
             watch: [PrioWatch::default(); PRIORITIES],
-            counters: Box::new([PrioRecord::default(); PRIORITIES]),
+            counters: None,
         }
+    }
+
+    fn record(&self, prio: Priority) -> PrioRecord {
+        self.counters.as_ref().map_or_else(PrioRecord::default, |r| r[prio])
+    }
+
+    fn record_mut(&mut self, prio: Priority) -> &mut PrioRecord {
+        &mut self.counters.get_or_insert_with(|| Box::new([PrioRecord::default(); PRIORITIES]))[prio]
     }
 
     pub fn action(&self) -> WatchdogAction {
@@ -298,7 +308,7 @@ impl PortWatchdog {
 
     /// `prio`'s counters, given its frames as the port counts them now.
     pub fn counters(&self, prio: Priority, frames: PrioFrames) -> WatchdogCounters {
-        let r = &self.counters[prio];
+        let r = self.record(prio);
         let mut c = r.counters;
         c.storm_traffic = r.closed;
         if self.stormed.contains(prio) {
@@ -310,12 +320,12 @@ impl PortWatchdog {
 
     /// `prio`'s traffic counts as of now: `frames`, and the drops the watchdog counted.
     fn traffic(&self, prio: Priority, frames: PrioFrames) -> StormTraffic {
-        let dropped = self.counters[prio].counters.dropped_frames;
+        let dropped = self.record(prio).counters.dropped_frames;
         StormTraffic { tx_ok: frames.tx, tx_dropped: dropped, rx_ok: frames.rx, rx_dropped: 0 }
     }
 
     pub fn note_dropped(&mut self, prio: Priority) {
-        self.counters[prio].counters.dropped_frames += 1;
+        self.record_mut(prio).counters.dropped_frames += 1;
     }
 
     /// Detects storms and restores priorities among `lossless` as of `now`; reports each
@@ -341,8 +351,9 @@ impl PortWatchdog {
                     if now.saturating_since(since) >= self.detection {
                         self.stormed.insert(prio);
                         self.watch[prio].stormed_at = now;
-                        self.counters[prio].at_storm = self.traffic(prio, frames(prio));
-                        let c = &mut self.counters[prio].counters;
+                        let at_storm = self.traffic(prio, frames(prio));
+                        self.record_mut(prio).at_storm = at_storm;
+                        let c = &mut self.record_mut(prio).counters;
                         c.storms_detected += 1;
                         c.last_detection_us = now.saturating_since(since).as_micros() as u64;
                         c.last_detection_ns = Some(now.as_nanos());
@@ -357,9 +368,9 @@ impl PortWatchdog {
                 }
                 Some(stormed_at) => {
                     if now >= self.restore_at(stormed_at, prio, seen) {
-                        let storm = self.traffic(prio, frames(prio)).since(self.counters[prio].at_storm);
+                        let storm = self.traffic(prio, frames(prio)).since(self.record(prio).at_storm);
                         self.stormed.remove(prio);
-                        let r = &mut self.counters[prio];
+                        let r = self.record_mut(prio);
                         r.counters.restored += 1;
                         r.counters.last_storm_traffic = storm;
                         r.closed = r.closed.add(storm);

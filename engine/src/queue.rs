@@ -75,7 +75,7 @@ impl FrameTable {
     pub fn set(&mut self, id: FrameId, len: u32, buffers: u8, ingress: Option<PortId>, prio: Priority, now: Time) {
         let i = id.0 as usize;
         if i >= self.meta.len() {
-            let room = (i + 1).next_power_of_two().max(1024).min(self.frames as usize).max(i + 1);
+            let room = (i + 1).next_power_of_two().max(64).min(self.frames as usize).max(i + 1);
             self.meta.resize(room, FrameMeta::default());
         }
         let ingress = ingress.map_or(NO_PORT, |p| p.index() as u16);

@@ -34,9 +34,10 @@ pub(super) struct PortDcfit {
     /// The latest messages originated on this port since it last stopped pausing its
     /// upstream (emptied when the pausing stops): a returning message not among them no
     /// longer proves a standing cycle; one among them is judged by the groups it left for
-    /// and what moved since. Out of line: written once per pause frame, while `departed`
-    /// and `deadlock_drop` are read or written for every frame.
-    pub(super) originated: Box<Ring<Originated, ORIGINATED>>,
+    /// and what moved since. Its messages are out of line (the ring's own): written once
+    /// per pause frame, while `departed` and `deadlock_drop` are read or written for
+    /// every frame.
+    pub(super) originated: Ring<Originated, ORIGINATED>,
     /// Per ingress group: when a frame charged to it last left the switch.
     pub(super) departed: [Option<Time>; PRIORITIES],
     /// Deadlock resolution: drop these priorities' frames for this egress until then.

@@ -239,9 +239,9 @@ impl Switch {
                 self.request_pause(now, ingress, p);
             }
             if self.buffer.group(ingress, p).xoff {
-                let port = &mut self.ports[ingress];
-                let after = now.saturating_since(port.upstream.log.xoff_since[p]);
-                port.upstream.log.upstream_response[p] = port.upstream.log.upstream_response[p].max(after);
+                let log = self.ports[ingress].upstream.log_mut();
+                let after = now.saturating_since(log.xoff_since[p]);
+                log.upstream_response[p] = log.upstream_response[p].max(after);
             }
             if !a.admitted {
                 self.ports[ingress].prio[p].lossless_drops += 1;

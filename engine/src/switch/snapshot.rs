@@ -84,8 +84,8 @@ impl Switch {
                     egress_paused: paused.contains(prio),
                     paused_us: p.tx.pause.paused_time(now, prio).as_micros() as u64,
                     pfc_history: p.tx.pause.history(now, prio),
-                    xoff_since_ns: g.xoff.then(|| p.upstream.log.xoff_since[prio].as_nanos()),
-                    upstream_response_max_us: p.upstream.log.upstream_response[prio].as_secs_f64() * 1e6,
+                    xoff_since_ns: g.xoff.then(|| p.upstream.xoff_since(prio).as_nanos()),
+                    upstream_response_max_us: p.upstream.upstream_response(prio).as_secs_f64() * 1e6,
                 }
             })
             .collect();
@@ -111,8 +111,8 @@ impl Switch {
                 })
                 .collect(),
             checks: p.checks,
-            xoff_episodes: p.upstream.log.episodes.iter().copied().collect(),
-            pause_arrivals_ns: p.upstream.log.pause_arrivals.iter().copied().collect(),
+            xoff_episodes: p.upstream.episodes().copied().collect(),
+            pause_arrivals_ns: p.upstream.pause_arrivals().copied().collect(),
             counters: p.counters,
             priorities,
         }
