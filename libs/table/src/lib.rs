@@ -112,6 +112,18 @@ pub fn quiet_on_closed_stdout() {
     }));
 }
 
+/// Writes to standard output through a buffer, as `print!` does but without a string of
+/// it all first (a k=16 fat-tree's JSON report is 77 MB, which as one string was the
+/// simulator's peak memory). A closed standard output ends the program quietly with 141,
+/// as [`quiet_on_closed_stdout`] makes `print!` do; any other failure is returned.
+pub fn to_stdout(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match write(&mut out).and_then(|()| std::io::Write::flush(&mut out)) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        done => done,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
