@@ -84,18 +84,43 @@ pub struct SwitchSpec {
     pub routes: Routes,
 }
 
-/// A switch's computed routes: a destination and the index of its set of next hops (a
-/// switch has a few sets, shared by all its destinations).
+/// A switch's computed routes: for each host, the index of its set of next hops (a
+/// switch has a few sets, shared by all its destinations). Two bytes a host, the
+/// address left to the host: the fabric keeps its switches' routes while it runs, and a
+/// k=16 fat-tree's 320 switches have 1 024 each.
 #[derive(Debug, Default)]
 pub struct Routes {
-    pub entries: Vec<(MacAddr, u32)>,
-    pub next_hops: Vec<Box<[PortId]>>,
+    by_host: Vec<u16>,
+    next_hops: Vec<Box<[PortId]>>,
 }
 
 impl Routes {
-    /// Each destination and its next hops.
-    pub fn iter(&self) -> impl Iterator<Item = (MacAddr, &[PortId])> {
-        self.entries.iter().map(|&(mac, set)| (mac, &self.next_hops[set as usize][..]))
+    /// No route to the host.
+    const NONE: u16 = u16::MAX;
+
+    /// Host `h`'s next hops are `set`.
+    fn add(&mut self, h: HostIx, set: &[PortId]) -> Result<(), ScenarioError> {
+        let i = match self.next_hops.iter().position(|s| s[..] == set[..]) {
+            Some(i) => i,
+            None => {
+                self.next_hops.push(set.into());
+                self.next_hops.len() - 1
+            }
+        };
+        let i = u16::try_from(i).ok().filter(|&i| i != Routes::NONE);
+        let i = i.ok_or_else(|| invalid("routes", "a switch with more than 65 534 sets of next hops"))?;
+        if self.by_host.len() <= h.index() {
+            self.by_host.resize(h.index() + 1, Routes::NONE);
+        }
+        self.by_host[h.index()] = i;
+        Ok(())
+    }
+
+    /// Each destination (by its address, of `fabric`'s hosts) and its next hops, in the
+    /// order of the hosts.
+    pub fn iter<'a>(&'a self, fabric: &'a Fabric) -> impl Iterator<Item = (MacAddr, &'a [PortId])> {
+        let hosts = self.by_host.iter().enumerate().filter(|&(_, &set)| set != Routes::NONE);
+        hosts.map(|(h, &set)| (fabric.ports[fabric.hosts[h].port].mac, &self.next_hops[usize::from(set)][..]))
     }
 }
 
@@ -419,7 +444,7 @@ impl Fabric {
             // scenario gives the switch an entry for keeps that entry.
             let own: std::collections::HashSet<MacAddr> =
                 config.fdb_entries.iter().map(|e| e.mac).chain(config.fdb_groups.iter().map(|g| g.mac)).collect();
-            let mut routes = Routes::default();
+            let mut routes = Routes { by_host: Vec::with_capacity(hosts.len()), next_hops: Vec::new() };
             for (h, next) in std::mem::take(&mut fdb[sw]) {
                 let mac = ports[hosts[h].port].mac;
                 if own.contains(&mac) {
@@ -432,14 +457,7 @@ impl Fabric {
                         PortId::new(k)
                     })
                     .collect();
-                let i = match routes.next_hops.iter().position(|s| s[..] == set[..]) {
-                    Some(i) => i,
-                    None => {
-                        routes.next_hops.push(set.into());
-                        routes.next_hops.len() - 1
-                    }
-                };
-                routes.entries.push((mac, i as u32));
+                routes.add(HostIx::new(h), &set)?;
             }
             switches.push(SwitchSpec { name: spec.name.clone(), config, tags, ports: local, routes });
         }

@@ -333,12 +333,15 @@ impl<'f> Sim<'f> {
                 let pool = PoolSize::for_rings(n, n, DEFAULT_RING_SIZE, None);
                 let frames = pool.frames;
                 let mut switch = Switch::new(&s.config, s.tags.clone(), pool, start);
-                for (mac, next) in s.routes.iter() {
+                for (mac, next) in s.routes.iter(fabric) {
                     switch.add_static_route(mac, next);
                 }
                 let names = switch.port_names();
                 SwitchState {
-                    slowpath: Slowpath::new(&s.name, names, 64),
+                    // No room reserved for held frames: a simulated switch holds frames
+                    // only while a port is blocked, and its queues grow as they need
+                    // (reserved, they were 5 MiB of a k=16 fat-tree).
+                    slowpath: Slowpath::new(&s.name, names, 0),
                     switch,
                     slots: Slots::new(frames),
                     slow_in: VecDeque::new(),
