@@ -47,6 +47,11 @@ enum Cmd {
         /// Also write the tagged graph as Graphviz (for small topologies).
         #[arg(long)]
         dot: Option<PathBuf>,
+        /// Threads for shortest routes, which are tagged and verified a destination at a
+        /// time (the result is the same for any number): all the machine's cores unless
+        /// given.
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Check tables against a topology and route set: no rule missing, tags monotonic,
     /// every tag acyclic. Exits 1 and names the offending route or cycle otherwise.
@@ -99,7 +104,7 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
-        Cmd::Compute { topology, routes, algorithm, out, format, priorities, lossy_priority, dot } => {
+        Cmd::Compute { topology, routes, algorithm, out, format, priorities, lossy_priority, dot, threads } => {
             let mut prio = TagPriorities::with_lossy(lossy_priority);
             if let Some(p) = priorities {
                 prio.lossless = p;
@@ -108,7 +113,8 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
                 OutFormat::Toml => Format::Toml,
                 OutFormat::Json => Format::Json,
             };
-            compute(&topology, &routes, algorithm, &out, format, &prio)?;
+            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            compute(&topology, &routes, algorithm, &out, format, &prio, threads)?;
             if let Some(path) = dot {
                 write_dot(&topology, &routes, &out, &path)?;
             }
@@ -203,30 +209,46 @@ fn compute(
     out: &std::path::Path,
     format: Format,
     prio: &TagPriorities,
+    threads: usize,
 ) -> Result<()> {
     let t = tagger::load_topology(topology)?;
     let spec: RouteSpec = routes.parse()?;
-    let m = spec.model(&t)?;
     println!(
         "topology: {topology}: {} switches, {} hosts, {} switch links",
         t.switches.len(),
         t.hosts.len(),
         t.switch_links()
     );
-    println!("routes: {spec}: {} route states", m.num_states());
+    // Greedy over shortest routes goes a destination at a time, and so does its check:
+    // the route model's states grow with the square of the fabric.
+    let streamed = spec == RouteSpec::Shortest && algorithm == Algorithm::Greedy;
+    let m = if streamed { None } else { Some(spec.model(&t)?) };
+    match &m {
+        Some(m) => println!("routes: {spec}: {} route states", m.num_states()),
+        None => println!("routes: {spec}: a DAG per destination, walked over {threads} threads"),
+    }
     let start = Instant::now();
-    let tagging = algorithm.run(&t, m.as_ref())?;
+    let tagging = match &m {
+        Some(m) => algorithm.run(&t, m.as_ref())?,
+        None => tagger::algo::stream::greedy_shortest(&t, threads)?,
+    };
     let secs = start.elapsed().as_secs_f64();
-    let compare = match algorithm {
-        Algorithm::Greedy => format!(" (brute force: {})", Algorithm::BruteForce.run(&t, m.as_ref())?.tags),
-        Algorithm::BruteForce => String::new(),
+    let compare = match (algorithm, &m) {
+        (Algorithm::Greedy, Some(m)) => format!(" (brute force: {})", Algorithm::BruteForce.run(&t, m.as_ref())?.tags),
+        _ => String::new(),
     };
     println!("{algorithm}: {} lossless tags{compare}, {secs:.2} s", tagging.tags);
     let sys = TagSystem::new(&t, &tagging, prio)?;
-    let report = match verify(&t, m.as_ref(), &sys) {
+    let start = Instant::now();
+    let checked = match &m {
+        Some(m) => verify(&t, m.as_ref(), &sys),
+        None => tagger::verify::verify_shortest(&t, &sys, threads),
+    };
+    let report = match checked {
         Ok(r) => r,
         Err(v) => bail!("the computed system fails verification (a bug): {v}"),
     };
+    println!("verified in {:.2} s", start.elapsed().as_secs_f64());
     println!(
         "verified: {} (route state, tag) pairs, {} tagged-graph nodes, {} edges; every hop mapped, tags monotonic, \
          every tag acyclic",

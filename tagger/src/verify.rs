@@ -15,6 +15,7 @@ use std::fmt;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::algo::BitSet;
+use crate::routes::dags::{Bits, Dags};
 use crate::routes::{RouteModel, State};
 use crate::system::{TagSystem, LOSSY_TAG};
 use crate::topology::{PortId, Topology};
@@ -51,6 +52,8 @@ pub enum Violation {
     Cycle { tag: u8, ports: Vec<String> },
     #[error("the initial tag {0} is not a lossless tag")]
     BadInitialTag(u8),
+    #[error("the routes cannot be walked: {0}")]
+    Unwalkable(String),
 }
 
 /// What a successful verification covered.
@@ -69,6 +72,156 @@ pub fn verify(t: &Topology, m: &dyn RouteModel, sys: &TagSystem) -> Result<Repor
     let g = TaggedGraph::build(t, m, sys)?;
     acyclic_per_tag(t, &g)?;
     let tags_used = g.nodes.iter().map(|&(_, tag)| tag).collect::<FxHashSet<u8>>().len() as u8;
+    Ok(Report { states: g.states, nodes: g.nodes.len(), edges: g.edges.len(), tags_used })
+}
+
+/// [`verify`] for every shortest route (`--routes shortest`), a destination at a time
+/// over `threads` threads: the same checks, without the route model's states (9×10⁸ for a
+/// Jellyfish of 10 000 switches, which [`verify`] would visit one by one). The tables are
+/// read as a switch applies them, a byte per (hop, tag); each tag's edges are kept as a
+/// bit per hop, merged over the destinations, and checked for cycles as [`verify`]
+/// checks its graph. A violation names the port and tag where it was found (the route
+/// that led there is not kept).
+pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<Report, Violation> {
+    shared_queues(t, sys)?;
+    let tags = sys.tags;
+    if sys.initial_tag == LOSSY_TAG || sys.initial_tag > tags {
+        return Err(Violation::BadInitialTag(sys.initial_tag));
+    }
+    let dags = Dags::new(t).map_err(|e| Violation::Unwalkable(e.to_string()))?;
+    let width = usize::from(tags) + 1;
+    const NO_RULE: u8 = u8::MAX;
+    let mut table = vec![NO_RULE; dags.hops() * width];
+    for (&(p, x, e), &y) in &sys.rewrite {
+        if t.switch_of(p) == t.switch_of(e) && x <= tags {
+            table[dags.key(p, e) * width + usize::from(x)] = y;
+        }
+    }
+    let mut queued = vec![false; t.ports.len() * width];
+    for (&(p, x), &prio) in &sys.queue {
+        if prio != sys.lossy_priority && x <= tags {
+            queued[p as usize * width + usize::from(x)] = true;
+        }
+    }
+    let words = t.ports.len().div_ceil(64);
+    let n = dags.dests.len();
+    let threads = threads.clamp(1, n.max(1));
+    let per = n.div_ceil(threads);
+    let one = |p: PortId, tag: u8| TaggedRoute(vec![(t.port_label(p), tag)]);
+    struct Part {
+        used: Vec<Bits>,
+        nodes: Vec<Bits>,
+        states: u64,
+    }
+    let parts: Vec<Result<Part, Violation>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                let (dags, table, queued, one) = (&dags, &table, &queued, &one);
+                scope.spawn(move || {
+                    let mut part = Part {
+                        used: (0..width).map(|_| Bits::new(dags.hops())).collect(),
+                        nodes: (0..width).map(|_| Bits::new(t.ports.len())).collect(),
+                        states: 0,
+                    };
+                    let mut w = crate::routes::dags::Walker::new(dags);
+                    let mut at: Vec<Vec<u64>> = vec![vec![0; words]; width];
+                    for d in (k * per)..((k + 1) * per).min(n) {
+                        for bits in &mut at {
+                            bits.fill(0);
+                        }
+                        w.starts(d, &mut at[usize::from(sys.initial_tag)]);
+                        w.order(d);
+                        let dest = dags.dests[d];
+                        let row = dags.dist_row(d);
+                        for &a in &w.order {
+                            let ports = &t.switches[a as usize].ports;
+                            for x in (1..=tags).rev() {
+                                let xi = usize::from(x);
+                                for &p in ports {
+                                    if at[xi][p as usize / 64] & (1 << (p % 64)) == 0 {
+                                        continue;
+                                    }
+                                    if !queued[p as usize * width + xi] {
+                                        return Err(Violation::NoQueue {
+                                            route: one(p, x),
+                                            port: t.port_label(p),
+                                            tag: x,
+                                        });
+                                    }
+                                    part.nodes[xi].set(p as usize);
+                                    part.states += 1;
+                                    for &e in ports {
+                                        let next = t.peer_port(e);
+                                        let onward = match next {
+                                            Some(p2) => {
+                                                a != dest && row[t.switch_of(p2) as usize] + 1 == row[a as usize]
+                                            }
+                                            None => a == dest && e != p,
+                                        };
+                                        if !onward {
+                                            continue;
+                                        }
+                                        let hop = dags.key(p, e);
+                                        let y = table[hop * width + xi];
+                                        let egress = || t.port_label(e);
+                                        if y == NO_RULE {
+                                            return Err(Violation::Unmapped { route: one(p, x), egress: egress() });
+                                        }
+                                        if y == LOSSY_TAG || y > tags {
+                                            return Err(Violation::Lossy { route: one(p, x), egress: egress(), to: y });
+                                        }
+                                        if y > x {
+                                            return Err(Violation::NotMonotonic {
+                                                route: one(p, x),
+                                                egress: egress(),
+                                                from: x,
+                                                to: y,
+                                            });
+                                        }
+                                        if let Some(p2) = next {
+                                            part.used[xi].set(hop);
+                                            at[usize::from(y)][p2 as usize / 64] |= 1 << (p2 % 64);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Ok(part)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a verifying thread panicked")).collect()
+    });
+    let mut merged = Part {
+        used: (0..width).map(|_| Bits::new(dags.hops())).collect(),
+        nodes: (0..width).map(|_| Bits::new(t.ports.len())).collect(),
+        states: 0,
+    };
+    for part in parts {
+        let part = part?;
+        for (a, b) in merged.used.iter_mut().zip(&part.used) {
+            a.union(b);
+        }
+        for (a, b) in merged.nodes.iter_mut().zip(&part.nodes) {
+            a.union(b);
+        }
+        merged.states += part.states;
+    }
+    let mut g = TaggedGraph { states: merged.states, ..TaggedGraph::default() };
+    for x in 1..=tags {
+        let xi = usize::from(x);
+        g.nodes.extend(merged.nodes[xi].iter().map(|p| (p as PortId, x)));
+        for hop in merged.used[xi].iter() {
+            let (p, e) = dags.ports_of(hop);
+            let p2 = t.peer_port(e).expect("a hop between switches");
+            g.edges.push(((p, x), (p2, table[hop * width + xi])));
+        }
+    }
+    g.nodes.sort_unstable();
+    g.edges.sort_unstable();
+    acyclic_per_tag(t, &g)?;
+    let tags_used = (1..=tags).filter(|&x| merged.nodes[usize::from(x)].iter().next().is_some()).count() as u8;
     Ok(Report { states: g.states, nodes: g.nodes.len(), edges: g.edges.len(), tags_used })
 }
 
@@ -256,4 +409,52 @@ fn acyclic_per_tag(t: &Topology, g: &TaggedGraph) -> Result<(), Violation> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::Algorithm;
+    use crate::routes::RouteSpec;
+    use crate::topology::generate::Generator;
+
+    fn system(spec: &str, algorithm: Algorithm) -> (Topology, TagSystem) {
+        let t = spec.parse::<Generator>().unwrap().build().unwrap();
+        let tagging = algorithm.run(&t, RouteSpec::Shortest.model(&t).unwrap().as_ref()).unwrap();
+        let sys = TagSystem::queue_per_tag(&t, &tagging);
+        (t, sys)
+    }
+
+    #[test]
+    fn the_streaming_verifier_reports_what_the_whole_model_s_verifier_reports() {
+        for spec in ["ring:n=8", "mesh:n=5", "bcube:n=3,k=2", "jellyfish:switches=80,degree=5,hosts=2"] {
+            for algorithm in [Algorithm::Greedy, Algorithm::BruteForce] {
+                let (t, sys) = system(spec, algorithm);
+                let m = RouteSpec::Shortest.model(&t).unwrap();
+                let whole = verify(&t, m.as_ref(), &sys).unwrap();
+                for threads in [1, 2] {
+                    assert_eq!(verify_shortest(&t, &sys, threads).unwrap(), whole, "{spec}, {algorithm}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_streaming_verifier_finds_a_missing_rule_a_rising_tag_and_a_cycle() {
+        let (t, sys) = system("ring:n=6", Algorithm::Greedy);
+        let mut missing = sys.clone();
+        let key = *missing.rewrite.keys().min().unwrap();
+        missing.rewrite.remove(&key);
+        assert!(matches!(verify_shortest(&t, &missing, 1), Err(Violation::Unmapped { .. })));
+        let mut rising = sys.clone();
+        let (&key, _) = rising.rewrite.iter().filter(|(k, _)| k.1 < sys.tags).min().unwrap();
+        rising.rewrite.insert(key, sys.tags);
+        assert!(matches!(verify_shortest(&t, &rising, 1), Err(Violation::NotMonotonic { .. })));
+        // Every hop in one tag: the ring's routes chase each other round it.
+        let mut one = sys.clone();
+        for v in one.rewrite.values_mut() {
+            *v = sys.tags;
+        }
+        assert!(matches!(verify_shortest(&t, &one, 2), Err(Violation::Cycle { .. })));
+    }
 }

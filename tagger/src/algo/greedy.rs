@@ -99,7 +99,7 @@ pub fn greedy(t: &Topology, m: &dyn RouteModel) -> Result<Tagging, AlgoError> {
 }
 
 /// The candidate edges to demote so that the rest is acyclic.
-fn demotions(candidates: &FxHashSet<(PortId, PortId)>, depth: &[u16]) -> FxHashSet<(PortId, PortId)> {
+pub(super) fn demotions(candidates: &FxHashSet<(PortId, PortId)>, depth: &[u16]) -> FxHashSet<(PortId, PortId)> {
     let mut nodes: Vec<PortId> = candidates.iter().flat_map(|&(a, b)| [a, b]).collect();
     nodes.sort_unstable_by_key(|&p| (depth[p as usize], p));
     nodes.dedup();

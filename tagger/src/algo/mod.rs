@@ -13,6 +13,7 @@
 pub mod brute;
 pub mod dyntopo;
 pub mod greedy;
+pub mod stream;
 
 use std::fmt;
 use std::str::FromStr;

@@ -15,6 +15,7 @@
 //! | `kshortest:k=K` | the K shortest loop-free paths of every such pair (Yen), enumerated |
 //! | `file:PATH` or `PATH` | the routes listed in a file (see [`explicit`]) |
 
+pub mod dags;
 pub mod explicit;
 pub mod shortest;
 pub mod updown;

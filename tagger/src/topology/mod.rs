@@ -379,6 +379,11 @@ impl Distances {
     pub fn get(&self, a: SwitchId, b: SwitchId) -> u8 {
         self.d[a as usize * self.n + b as usize]
     }
+
+    /// Every switch's distance from `a` (links go both ways, so also to `a`).
+    pub fn row(&self, a: SwitchId) -> &[u8] {
+        &self.d[a as usize * self.n..(a as usize + 1) * self.n]
+    }
 }
 
 #[cfg(test)]

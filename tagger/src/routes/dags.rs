@@ -1,0 +1,379 @@
+//! The routes of `--routes shortest` as one DAG per destination: toward a switch with
+//! hosts, every switch forwards to each neighbour one hop closer. Walked a destination
+//! at a time, farthest switch first, they cover every shortest route without ever
+//! holding the routes' states (an ingress port and a destination: 9×10⁸ for a Jellyfish
+//! of 10 000 switches), for the streaming greedy ([`crate::algo::stream`]) and the
+//! streaming verifier ([`crate::verify::verify_shortest`]) alike.
+//!
+//! A *hop* is an ingress and an egress port of one switch, numbered densely per switch:
+//! what those two keep across destinations is a bit or a byte per hop.
+
+use crate::topology::{Distances, PortId, SwitchId, Topology};
+
+/// The shortest-route DAGs of a topology, toward each switch with hosts.
+pub(crate) struct Dags<'t> {
+    pub(crate) t: &'t Topology,
+    dist: Distances,
+    /// The destinations: switches with hosts.
+    pub(crate) dests: Vec<SwitchId>,
+    /// Per switch: where its hops are numbered from, and its ports' count.
+    first: Vec<u32>,
+    /// Per port: its place among its switch's ports.
+    slot: Vec<u16>,
+    hops: usize,
+    /// Per switch (from `link_at[s]` to `link_at[s + 1]`): its links to switches, as
+    /// the egress port's place, the next switch's ingress port and that switch. The
+    /// walks read these for every switch of every destination; read from the ports
+    /// (large records, scattered), they were most of a walk's time.
+    link_at: Vec<u32>,
+    links: Vec<Link>,
+}
+
+/// A link from a switch: its egress port's place among the switch's ports, and the port
+/// and switch at the other end.
+#[derive(Clone, Copy)]
+pub(crate) struct Link {
+    pub(crate) slot: u16,
+    pub(crate) next: PortId,
+    pub(crate) to: SwitchId,
+}
+
+impl<'t> Dags<'t> {
+    pub(crate) fn new(t: &'t Topology) -> Result<Dags<'t>, crate::topology::TopologyError> {
+        let dist = t.distances()?;
+        let dests = (0..t.switches.len() as SwitchId).filter(|&s| t.has_hosts(s)).collect();
+        let mut first = Vec::with_capacity(t.switches.len());
+        let mut slot = vec![0u16; t.ports.len()];
+        let mut hops = 0usize;
+        let (mut link_at, mut links) = (vec![0u32], Vec::new());
+        for s in &t.switches {
+            first.push(hops as u32);
+            for (i, &p) in s.ports.iter().enumerate() {
+                slot[p as usize] = i as u16;
+                if let Some(next) = t.peer_port(p) {
+                    links.push(Link { slot: i as u16, next, to: t.switch_of(next) });
+                }
+            }
+            link_at.push(links.len() as u32);
+            hops += s.ports.len() * s.ports.len();
+        }
+        Ok(Dags { t, dist, dests, first, slot, hops, link_at, links })
+    }
+
+    /// The links from switch `a` to other switches.
+    pub(crate) fn links(&self, a: SwitchId) -> &[Link] {
+        &self.links[self.link_at[a as usize] as usize..self.link_at[a as usize + 1] as usize]
+    }
+
+    /// Every switch's distance from destination `d` (its index).
+    pub(crate) fn dist_row(&self, d: usize) -> &[u8] {
+        self.dist.row(self.dests[d])
+    }
+
+    /// How many (ingress, egress) port pairs the switches have.
+    pub(crate) fn hops(&self) -> usize {
+        self.hops
+    }
+
+    /// The hop from ingress `p` out of egress `e` (ports of one switch).
+    pub(crate) fn key(&self, p: PortId, e: PortId) -> usize {
+        let a = self.t.switch_of(p) as usize;
+        let n = self.t.switches[a].ports.len();
+        self.first[a] as usize + usize::from(self.slot[p as usize]) * n + usize::from(self.slot[e as usize])
+    }
+
+    /// The ingress and egress port of a hop.
+    pub(crate) fn ports_of(&self, hop: usize) -> (PortId, PortId) {
+        let a = self.first.partition_point(|&f| f as usize <= hop) - 1;
+        let ports = &self.t.switches[a].ports;
+        let k = hop - self.first[a] as usize;
+        (ports[k / ports.len()], ports[k % ports.len()])
+    }
+
+    /// A hop between switches as (ingress port, the next switch's ingress port).
+    pub(crate) fn pair(&self, hop: usize) -> (PortId, PortId) {
+        let (p, e) = self.ports_of(hop);
+        (p, self.t.peer_port(e).expect("a candidate hop leads to a switch"))
+    }
+
+    /// Runs `f` for every destination (its index), over `threads` threads, each with a
+    /// walker of its own; returns the union of the hops they found.
+    pub(crate) fn pass(
+        &self,
+        threads: usize,
+        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut Bits) + Sync,
+    ) -> Bits {
+        let mut none = Vec::new();
+        self.pass_into(threads, &mut none, 0, |w, d, bits, _, found| f(w, d, bits, found))
+    }
+
+    /// As [`Dags::pass`], with a slice of `out` (`words` a destination) for each
+    /// destination's own result.
+    pub(crate) fn pass_into(
+        &self,
+        threads: usize,
+        out: &mut [u64],
+        words: usize,
+        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut [u64], &mut Bits) + Sync,
+    ) -> Bits {
+        let n = self.dests.len();
+        let threads = threads.clamp(1, n.max(1));
+        let per = n.div_ceil(threads);
+        let mut found = Bits::new(self.hops);
+        let mut outs: Vec<&mut [u64]> = if words == 0 {
+            (0..threads).map(|_| &mut [][..]).collect()
+        } else {
+            out.chunks_mut(per * words).collect()
+        };
+        outs.resize_with(threads, || &mut [][..]);
+        let results: Vec<Bits> = std::thread::scope(|scope| {
+            let handles: Vec<_> = outs
+                .into_iter()
+                .enumerate()
+                .map(|(k, out)| {
+                    let f = &f;
+                    scope.spawn(move || {
+                        let mut w = Walker::new(self);
+                        let mut found = Bits::new(self.hops);
+                        let mut bits = Vec::new();
+                        for d in (k * per)..((k + 1) * per).min(n) {
+                            let mine = if words == 0 {
+                                &mut [][..]
+                            } else {
+                                let at = (d - k * per) * words;
+                                &mut out[at..at + words]
+                            };
+                            f(&mut w, d, &mut bits, mine, &mut found);
+                        }
+                        found
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a tagging thread panicked")).collect()
+        });
+        for r in results {
+            found.union(&r);
+        }
+        found
+    }
+
+    /// Each port's depth: the latest hop (0: entering) at which it is an ingress on some
+    /// route ([`super::greedy`]'s `port_depth`).
+    pub(crate) fn depth(&self, threads: usize) -> Vec<u16> {
+        let n = self.dests.len();
+        let threads = threads.clamp(1, n.max(1));
+        let per = n.div_ceil(threads);
+        let parts: Vec<Vec<u16>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|k| {
+                    scope.spawn(move || {
+                        let mut w = Walker::new(self);
+                        let mut depth = vec![0u16; self.t.ports.len()];
+                        for d in (k * per)..((k + 1) * per).min(n) {
+                            w.levels(d, &mut depth);
+                        }
+                        depth
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a tagging thread panicked")).collect()
+        });
+        let mut depth = vec![0u16; self.t.ports.len()];
+        for part in parts {
+            for (a, b) in depth.iter_mut().zip(part) {
+                *a = (*a).max(b);
+            }
+        }
+        depth
+    }
+}
+
+/// One thread's scratch space for walking destinations' DAGs.
+pub(crate) struct Walker<'d, 't> {
+    dags: &'d Dags<'t>,
+    /// The reachable switches toward the destination, farthest first.
+    pub(crate) order: Vec<SwitchId>,
+    /// Per switch: its latest hop on any route toward the destination (`u16::MAX`: none).
+    level: Vec<u16>,
+}
+
+impl<'d, 't> Walker<'d, 't> {
+    pub(crate) fn new(dags: &'d Dags<'t>) -> Walker<'d, 't> {
+        Walker { dags, order: Vec::new(), level: vec![u16::MAX; dags.t.switches.len()] }
+    }
+
+    /// Orders the switches that reach destination `d` (its index), farthest first.
+    pub(crate) fn order(&mut self, d: usize) {
+        let t = self.dags.t;
+        let row = self.dags.dist.row(self.dags.dests[d]);
+        let mut count = [0u32; 256];
+        for &x in row {
+            count[x as usize] += 1;
+        }
+        // Farthest first: start each distance's run after every farther one's.
+        let mut at = [0u32; 256];
+        let mut sum = 0;
+        for x in (0..255).rev() {
+            at[x] = sum;
+            sum += count[x];
+        }
+        self.order.clear();
+        self.order.resize(sum as usize, 0);
+        for (s, &x) in row.iter().enumerate().take(t.switches.len()) {
+            if x != u8::MAX {
+                self.order[at[x as usize] as usize] = s as SwitchId;
+                at[x as usize] += 1;
+            }
+        }
+    }
+
+    /// The host ports where routes toward `d` start: every host port of a switch that
+    /// reaches it, and of `d` itself when it has another host to deliver to.
+    pub(crate) fn starts(&self, d: usize, bits: &mut [u64]) {
+        let t = self.dags.t;
+        let dest = self.dags.dests[d];
+        let row = self.dags.dist.row(dest);
+        for &a in &self.dags.dests {
+            if row[a as usize] == u8::MAX || (a == dest && t.host_ports(a).nth(1).is_none()) {
+                continue;
+            }
+            for p in t.host_ports(a) {
+                bits[p as usize / 64] |= 1 << (p % 64);
+            }
+        }
+    }
+
+    /// Sets `bits` (cleared) to where the current group's routes toward `d` enter it:
+    /// `entries`' slice for `d`, or the starts for group 0.
+    pub(crate) fn enter(&mut self, d: usize, entries: Option<&[u64]>, words: usize, bits: &mut Vec<u64>) {
+        bits.clear();
+        bits.resize(words, 0);
+        match entries {
+            Some(e) => bits.copy_from_slice(&e[d * words..(d + 1) * words]),
+            None => self.starts(d, bits),
+        }
+        self.order(d);
+    }
+
+    /// Walks the routes toward `d` from the ingress ports in `bits`, farthest switch
+    /// first. `hop(hop, Some(next))` is told of each hop between switches and
+    /// `hop(hop, None)` of each delivery; a hop it returns `true` for adds the next port
+    /// to `bits` (the packet goes on in the group).
+    pub(crate) fn walk(&self, d: usize, bits: &mut [u64], mut hop: impl FnMut(usize, Option<PortId>) -> bool) {
+        let t = self.dags.t;
+        let dest = self.dags.dests[d];
+        let row = self.dags.dist.row(dest);
+        let has = |bits: &[u64], p: PortId| bits[p as usize / 64] & (1 << (p % 64)) != 0;
+        // The places of the switch's ingress ports in the group.
+        let mut ins: Vec<usize> = Vec::new();
+        for &a in &self.order {
+            let ports = &t.switches[a as usize].ports;
+            ins.clear();
+            ins.extend(ports.iter().enumerate().filter(|&(_, &p)| has(bits, p)).map(|(i, _)| i));
+            if ins.is_empty() {
+                continue;
+            }
+            let base = self.dags.first[a as usize] as usize;
+            let n = ports.len();
+            if a == dest {
+                for &i in &ins {
+                    for (j, &e) in ports.iter().enumerate() {
+                        if j != i && t.faces_host(e) {
+                            hop(base + i * n + j, None);
+                        }
+                    }
+                }
+                continue;
+            }
+            let closer = row[a as usize] - 1;
+            for link in self.dags.links(a) {
+                if row[link.to as usize] != closer {
+                    continue;
+                }
+                let j = usize::from(link.slot);
+                let p2 = link.next;
+                for &i in &ins {
+                    if hop(base + i * n + j, Some(p2)) {
+                        bits[p2 as usize / 64] |= 1 << (p2 % 64);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Raises `depth` to the hop at which each port is an ingress on a route toward `d`.
+    fn levels(&mut self, d: usize, depth: &mut [u16]) {
+        let t = self.dags.t;
+        let dest = self.dags.dests[d];
+        let row = self.dags.dist.row(dest);
+        let words = t.ports.len().div_ceil(64);
+        let mut starts = vec![0u64; words];
+        self.starts(d, &mut starts);
+        self.order(d);
+        for &a in &self.order {
+            self.level[a as usize] = u16::MAX;
+        }
+        for &a in &self.order {
+            let ports = &t.switches[a as usize].ports;
+            if self.level[a as usize] == u16::MAX
+                && ports.iter().any(|&p| starts[p as usize / 64] & (1 << (p % 64)) != 0)
+            {
+                self.level[a as usize] = 0;
+            }
+            let here = self.level[a as usize];
+            if here == u16::MAX || a == dest {
+                continue;
+            }
+            let closer = row[a as usize] - 1;
+            for link in self.dags.links(a) {
+                let (p2, b) = (link.next, link.to as usize);
+                if row[b] != closer {
+                    continue;
+                }
+                let l = here.saturating_add(1);
+                depth[p2 as usize] = depth[p2 as usize].max(l);
+                self.level[b] = if self.level[b] == u16::MAX { l } else { self.level[b].max(l) };
+            }
+        }
+    }
+}
+
+/// A plain bit set over hops.
+#[derive(Clone)]
+pub(crate) struct Bits {
+    words: Vec<u64>,
+}
+
+impl Bits {
+    pub(crate) fn new(n: usize) -> Bits {
+        Bits { words: vec![0; n.div_ceil(64)] }
+    }
+
+    pub(crate) fn set(&mut self, i: usize) {
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    pub(crate) fn get(&self, i: usize) -> bool {
+        self.words[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    pub(crate) fn union(&mut self, other: &Bits) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+    }
+
+    /// The bits set, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(w, &bits)| {
+            let mut b = bits;
+            std::iter::from_fn(move || {
+                (b != 0).then(|| {
+                    let i = b.trailing_zeros() as usize;
+                    b &= b - 1;
+                    w * 64 + i
+                })
+            })
+        })
+    }
+}
