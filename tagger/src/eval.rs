@@ -19,11 +19,30 @@ pub struct Case {
     pub routes: &'static str,
     /// Left out of `--quick`.
     pub big: bool,
+    /// Brute force too, for its tag count (not in `--large`: its route states are what
+    /// those fabrics have too many of).
+    pub brute: bool,
+    /// What tags (greedy, or bounces for the large Clos fabrics).
+    pub algorithm: Algorithm,
 }
 
 const fn case(name: &'static str, topology: &'static str, routes: &'static str, big: bool) -> Case {
-    Case { name, topology, routes, big }
+    Case { name, topology, routes, big, brute: true, algorithm: Algorithm::Greedy }
 }
+
+const fn large(name: &'static str, topology: &'static str, routes: &'static str, algorithm: Algorithm) -> Case {
+    Case { name, topology, routes, big: true, brute: false, algorithm }
+}
+
+/// `tagger eval --large`: fabrics of the size an operator plans for, greedy alone.
+pub const LARGE: &[Case] = &[
+    large("Jellyfish 1000×8, shortest (large)", "jellyfish:switches=1000,degree=8", "shortest", Algorithm::Greedy),
+    large("Jellyfish 5000×8, shortest", "jellyfish:switches=5000,degree=8", "shortest", Algorithm::Greedy),
+    large("Jellyfish 10000×8, shortest", "jellyfish:switches=10000,degree=8", "shortest", Algorithm::Greedy),
+    large("fat-tree k=32, 1 bounce", "fattree:k=32", "updown:bounces=1", Algorithm::Bounces),
+    large("fat-tree k=64, 1 bounce", "fattree:k=64", "updown:bounces=1", Algorithm::Bounces),
+    large("BCube(8,3), shortest", "bcube:n=8,k=3", "shortest", Algorithm::Greedy),
+];
 
 pub const CASES: &[Case] = &[
     case("fat-tree k=4, up-down", "fattree:k=4", "updown", false),
@@ -52,11 +71,18 @@ pub struct Outcome {
     pub route_states: usize,
     pub brute_tags: u8,
     pub greedy_tags: u8,
+    /// The algorithm of `greedy_*` (greedy unless a case says otherwise).
+    #[serde(default)]
+    pub algorithm: String,
     /// Greedy's table entries (ingress + rewrite) per switch.
     pub entries_avg: f64,
     pub entries_max: usize,
     pub brute_entries_avg: f64,
     pub greedy_secs: f64,
+    /// Threads greedy and the verifier ran on (shortest routes go a destination at a
+    /// time, over the threads; other route sets run on one).
+    #[serde(default)]
+    pub threads: usize,
     pub brute_secs: f64,
     pub verify_secs: f64,
     /// Peak resident memory when greedy finished (topology, route model and greedy).
@@ -78,38 +104,70 @@ pub fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// Runs one case in this process.
-pub fn run_case(c: &Case) -> Result<Outcome, String> {
+/// Runs one case in this process, shortest routes over `threads` threads.
+pub fn run_case(c: &Case, threads: usize) -> Result<Outcome, String> {
     let t = crate::load_topology(c.topology).map_err(|e| e.to_string())?;
     let spec: RouteSpec = c.routes.parse().map_err(|e: crate::routes::RouteError| e.to_string())?;
-    let m = spec.model(&t).map_err(|e| e.to_string())?;
+    // Shortest routes go a destination at a time ([`crate::algo::stream`]); the route
+    // model is made only for brute force, after greedy's peak is read.
+    let streamed = spec == RouteSpec::Shortest && c.algorithm == Algorithm::Greedy;
+    let threads = if streamed { threads.max(1) } else { 1 };
+    if streamed {
+        crate::routes::shortest::check_any(&t).map_err(|e| e.to_string())?;
+    }
+    let mut m = if streamed { None } else { Some(spec.model(&t).map_err(|e| e.to_string())?) };
     let start = Instant::now();
-    let greedy = Algorithm::Greedy.run(&t, m.as_ref()).map_err(|e| e.to_string())?;
+    let greedy = match &m {
+        Some(m) => c.algorithm.run(&t, m.as_ref()),
+        None => crate::algo::stream::greedy_shortest(&t, threads),
+    }
+    .map_err(|e| e.to_string())?;
     let greedy_secs = start.elapsed().as_secs_f64();
     let greedy_peak_mib = peak_rss_mib();
+    let gs = TagSystem::queue_per_tag(&t, &greedy);
     let start = Instant::now();
-    let brute = Algorithm::BruteForce.run(&t, m.as_ref()).map_err(|e| e.to_string())?;
-    let brute_secs = start.elapsed().as_secs_f64();
-    let (gs, bs) = (TagSystem::queue_per_tag(&t, &greedy), TagSystem::queue_per_tag(&t, &brute));
-    let start = Instant::now();
-    let checked = verify(&t, m.as_ref(), &gs).and_then(|_| verify(&t, m.as_ref(), &bs));
-    let verify_secs = start.elapsed().as_secs_f64();
-    let entries: Vec<usize> = gs.tables(&t).iter().map(|s| s.entries()).collect();
-    let brute_entries: usize = bs.tables(&t).iter().map(|s| s.entries()).sum();
+    let mut checked = match &m {
+        Some(m) => verify(&t, m.as_ref(), &gs),
+        None => crate::verify::verify_shortest(&t, &gs, threads),
+    }
+    .map(|_| ());
+    let mut verify_secs = start.elapsed().as_secs_f64();
+    let (mut brute_tags, mut brute_secs, mut brute_entries_avg) = (0, 0.0, 0.0);
     let n = t.switches.len() as f64;
+    if c.brute {
+        if m.is_none() {
+            m = Some(spec.model(&t).map_err(|e| e.to_string())?);
+        }
+        let m = m.as_ref().expect("made above");
+        let start = Instant::now();
+        let brute = Algorithm::BruteForce.run(&t, m.as_ref()).map_err(|e| e.to_string())?;
+        brute_secs = start.elapsed().as_secs_f64();
+        let bs = TagSystem::queue_per_tag(&t, &brute);
+        let start = Instant::now();
+        checked = checked.and_then(|()| verify(&t, m.as_ref(), &bs).map(|_| ()));
+        verify_secs += start.elapsed().as_secs_f64();
+        brute_tags = brute.tags;
+        brute_entries_avg = bs.tables(&t).iter().map(|s| s.entries()).sum::<usize>() as f64 / n;
+    }
+    let entries: Vec<usize> = gs.tables(&t).iter().map(|s| s.entries()).collect();
     Ok(Outcome {
         name: c.name.to_string(),
         topology: c.topology.to_string(),
         routes: c.routes.to_string(),
         switches: t.switches.len(),
         links: t.switch_links(),
-        route_states: m.num_states(),
-        brute_tags: brute.tags,
+        route_states: m.as_ref().map_or_else(
+            || t.ports.len() * (0..t.switches.len() as u32).filter(|&s| t.has_hosts(s)).count(),
+            |m| m.num_states(),
+        ),
+        brute_tags,
         greedy_tags: greedy.tags,
+        algorithm: c.algorithm.to_string(),
         entries_avg: entries.iter().sum::<usize>() as f64 / n,
         entries_max: entries.iter().copied().max().unwrap_or(0),
-        brute_entries_avg: brute_entries as f64 / n,
+        brute_entries_avg,
         greedy_secs,
+        threads,
         brute_secs,
         verify_secs,
         greedy_peak_mib,
@@ -119,9 +177,9 @@ pub fn run_case(c: &Case) -> Result<Outcome, String> {
 }
 
 /// Runs one case as `exe eval --case NAME --json`, for a peak memory of its own.
-pub fn run_isolated(exe: &Path, c: &Case) -> Result<Outcome, String> {
+pub fn run_isolated(exe: &Path, c: &Case, threads: usize) -> Result<Outcome, String> {
     let out = Command::new(exe)
-        .args(["eval", "--case", c.name, "--json"])
+        .args(["eval", "--case", c.name, "--json", "--threads", &threads.to_string()])
         .output()
         .map_err(|e| format!("{}: {e}", exe.display()))?;
     if !out.status.success() {
@@ -131,5 +189,5 @@ pub fn run_isolated(exe: &Path, c: &Case) -> Result<Outcome, String> {
 }
 
 pub fn find(name: &str) -> Option<&'static Case> {
-    CASES.iter().find(|c| c.name == name)
+    CASES.iter().chain(LARGE).find(|c| c.name == name)
 }

@@ -5,11 +5,12 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use tagger::algo::Algorithm;
+use tagger::algo::{Algorithm, Tagging};
 use tagger::eval::{self, Outcome};
-use tagger::routes::RouteSpec;
+use tagger::routes::{RouteModel, RouteSpec};
 use tagger::system::{self, Format, TagPriorities, TagSystem};
 use tagger::topology::file::TopologyFile;
+use tagger::topology::Topology;
 use tagger::verify::{verify, TaggedGraph};
 
 /// Tagger: deadlock-free PFC tag tables for any topology and set of lossless routes.
@@ -52,6 +53,14 @@ enum Cmd {
         /// given.
         #[arg(long)]
         threads: Option<usize>,
+        /// Fail this many switch-to-switch links, chosen at random (from --seed), and
+        /// compute the tables for what is left; the tags needed before the failures are
+        /// reported beside.
+        #[arg(long, default_value_t = 0)]
+        fail_links: usize,
+        /// The seed of --fail-links' choice.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Check tables against a topology and route set: no rule missing, tags monotonic,
     /// every tag acyclic. Exits 1 and names the offending route or cycle otherwise.
@@ -72,6 +81,14 @@ enum Cmd {
         /// Leave out the two big cases (1000-switch Jellyfish, k=16 fat-tree).
         #[arg(long)]
         quick: bool,
+        /// The fabrics an operator plans (Jellyfish to 10 000 switches, fat-trees to
+        /// k=64, BCube(8,3)), greedy alone: tags, entries, time, peak memory, verified.
+        #[arg(long, conflicts_with = "quick")]
+        large: bool,
+        /// Threads for shortest routes (tagged and verified a destination at a time; the
+        /// result is the same for any number).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
         #[arg(long)]
         json: bool,
         /// Run one case in this process (what each row runs as).
@@ -93,6 +110,8 @@ enum OutFormat {
 }
 
 fn main() -> ExitCode {
+    // `tagger compute ... | head` ends as `head` ends the reader, not with a panic.
+    pfcswitch_table::quiet_on_closed_stdout();
     match run(Cli::parse().command) {
         Ok(code) => code,
         Err(e) => {
@@ -104,7 +123,19 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
-        Cmd::Compute { topology, routes, algorithm, out, format, priorities, lossy_priority, dot, threads } => {
+        Cmd::Compute {
+            topology,
+            routes,
+            algorithm,
+            out,
+            format,
+            priorities,
+            lossy_priority,
+            dot,
+            threads,
+            fail_links,
+            seed,
+        } => {
             let mut prio = TagPriorities::with_lossy(lossy_priority);
             if let Some(p) = priorities {
                 prio.lossless = p;
@@ -114,7 +145,8 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
                 OutFormat::Json => Format::Json,
             };
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            compute(&topology, &routes, algorithm, &out, format, &prio, threads)?;
+            let fail = (fail_links > 0).then_some((fail_links, seed));
+            compute(&topology, &routes, algorithm, (&out, format), &prio, threads, fail)?;
             if let Some(path) = dot {
                 write_dot(&topology, &routes, &out, &path)?;
             }
@@ -145,10 +177,10 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
                 }
             }
         }
-        Cmd::Eval { quick, json, case } => {
+        Cmd::Eval { quick, large, threads, json, case } => {
             if let Some(name) = case {
                 let c = eval::find(&name).with_context(|| format!("no eval case called {name:?}"))?;
-                let o = eval::run_case(c).map_err(anyhow::Error::msg)?;
+                let o = eval::run_case(c, threads).map_err(anyhow::Error::msg)?;
                 if json {
                     println!("{}", serde_json::to_string(&o)?);
                 } else {
@@ -159,9 +191,10 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             let exe = std::env::current_exe().context("finding the tagger binary")?;
             let mut outcomes = Vec::new();
             let mut failed = false;
-            for c in eval::CASES.iter().filter(|c| !(quick && c.big)) {
+            let cases = if large { eval::LARGE } else { eval::CASES };
+            for c in cases.iter().filter(|c| !(quick && c.big)) {
                 eprintln!("  {} ...", c.name);
-                match eval::run_isolated(&exe, c) {
+                match eval::run_isolated(&exe, c, threads) {
                     Ok(o) => {
                         failed |= !o.verified;
                         outcomes.push(o);
@@ -175,7 +208,7 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&outcomes)?);
             } else {
-                print!("{}", eval_table(&outcomes));
+                print!("{}", if large { large_table(&outcomes) } else { eval_table(&outcomes) });
                 println!(
                     "tags: lossless tags needed; entries: ingress + rewrite rules per switch (greedy); time and peak \
                      memory: greedy alone, each case in its own process"
@@ -206,13 +239,40 @@ fn compute(
     topology: &str,
     routes: &str,
     algorithm: Algorithm,
-    out: &std::path::Path,
-    format: Format,
+    (out, format): (&std::path::Path, Format),
     prio: &TagPriorities,
     threads: usize,
+    fail: Option<(usize, u64)>,
 ) -> Result<()> {
     let t = tagger::load_topology(topology)?;
     let spec: RouteSpec = routes.parse()?;
+    let streamed = spec == RouteSpec::Shortest && algorithm == Algorithm::Greedy;
+    if streamed {
+        tagger::routes::shortest::check_any(&t)?;
+    }
+    let tag = |t: &Topology, m: Option<&dyn RouteModel>| -> Result<Tagging> {
+        Ok(match m {
+            Some(m) => algorithm.run(t, m)?,
+            None => tagger::algo::stream::greedy_shortest(t, threads)?,
+        })
+    };
+    let mut before = None;
+    let t = match fail {
+        None => t,
+        Some((n, seed)) => {
+            let m = if streamed { None } else { Some(spec.model(&t)?) };
+            before = Some(tag(&t, m.as_deref())?.tags);
+            let (failed, lost) = t.fail_links(n, seed)?;
+            let shown: Vec<String> = lost.iter().take(8).map(|(a, b)| format!("{a}–{b}")).collect();
+            let more = if lost.len() > shown.len() {
+                format!(" and {} more", lost.len() - shown.len())
+            } else {
+                String::new()
+            };
+            println!("failed {n} switch links (seed {seed}): {}{more}", shown.join(", "));
+            failed
+        }
+    };
     println!(
         "topology: {topology}: {} switches, {} hosts, {} switch links",
         t.switches.len(),
@@ -221,23 +281,22 @@ fn compute(
     );
     // Greedy over shortest routes goes a destination at a time, and so does its check:
     // the route model's states grow with the square of the fabric.
-    let streamed = spec == RouteSpec::Shortest && algorithm == Algorithm::Greedy;
     let m = if streamed { None } else { Some(spec.model(&t)?) };
     match &m {
         Some(m) => println!("routes: {spec}: {} route states", m.num_states()),
         None => println!("routes: {spec}: a DAG per destination, walked over {threads} threads"),
     }
     let start = Instant::now();
-    let tagging = match &m {
-        Some(m) => algorithm.run(&t, m.as_ref())?,
-        None => tagger::algo::stream::greedy_shortest(&t, threads)?,
-    };
+    let tagging = tag(&t, m.as_deref())?;
     let secs = start.elapsed().as_secs_f64();
     let compare = match (algorithm, &m) {
         (Algorithm::Greedy, Some(m)) => format!(" (brute force: {})", Algorithm::BruteForce.run(&t, m.as_ref())?.tags),
         _ => String::new(),
     };
     println!("{algorithm}: {} lossless tags{compare}, {secs:.2} s", tagging.tags);
+    if let Some(before) = before {
+        println!("lossless tags needed: {before} before the failures, {} after", tagging.tags);
+    }
     let sys = TagSystem::new(&t, &tagging, prio)?;
     let start = Instant::now();
     let checked = match &m {
@@ -302,6 +361,41 @@ fn summary(sys: &TagSystem, tables: &[system::SwitchTables]) -> String {
         }
     }
     s
+}
+
+/// `eval --large`'s table: greedy alone, with its verifier's time.
+fn large_table(rows: &[Outcome]) -> String {
+    let mut t = pfcswitch_table::Table::new(&[
+        "case",
+        "switches",
+        "links",
+        "route states",
+        "algorithm",
+        "tags",
+        "entries/switch avg (max)",
+        "time",
+        "verify time",
+        "threads",
+        "peak memory",
+        "verified",
+    ]);
+    for o in rows {
+        t.row(vec![
+            o.name.clone(),
+            o.switches.to_string(),
+            o.links.to_string(),
+            format!("{:.2e}", o.route_states as f64),
+            o.algorithm.clone(),
+            o.greedy_tags.to_string(),
+            format!("{:.1} ({})", o.entries_avg, o.entries_max),
+            format!("{:.2} s", o.greedy_secs),
+            format!("{:.2} s", o.verify_secs),
+            o.threads.to_string(),
+            format!("{:.0} MiB", o.greedy_peak_mib),
+            if o.verified { "yes".into() } else { format!("NO: {}", o.problem.clone().unwrap_or_default()) },
+        ]);
+    }
+    t.render()
 }
 
 fn eval_table(rows: &[Outcome]) -> String {

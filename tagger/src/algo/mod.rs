@@ -10,6 +10,7 @@
 //! Both algorithms decide one rule at a time and never revise one, which keeps the system
 //! a function of that key by construction.
 
+pub mod bounces;
 pub mod brute;
 pub mod dyntopo;
 pub mod greedy;
@@ -29,6 +30,9 @@ pub enum Algorithm {
     BruteForce,
     /// Brute-force groups merged, first hops first, while each tag stays acyclic.
     Greedy,
+    /// A tag per bounce (down to a switch, then up again) in a layered topology: the
+    /// paper's construction for a Clos.
+    Bounces,
 }
 
 impl fmt::Display for Algorithm {
@@ -36,6 +40,7 @@ impl fmt::Display for Algorithm {
         f.write_str(match self {
             Algorithm::BruteForce => "brute-force",
             Algorithm::Greedy => "greedy",
+            Algorithm::Bounces => "bounces",
         })
     }
 }
@@ -47,7 +52,8 @@ impl FromStr for Algorithm {
         match s {
             "brute-force" | "bruteforce" | "brute" => Ok(Algorithm::BruteForce),
             "greedy" => Ok(Algorithm::Greedy),
-            _ => Err(format!("unknown algorithm {s:?} (brute-force, greedy)")),
+            "bounces" => Ok(Algorithm::Bounces),
+            _ => Err(format!("unknown algorithm {s:?} (brute-force, greedy, bounces)")),
         }
     }
 }
@@ -60,6 +66,8 @@ pub enum AlgoError {
     EndlessRoutes,
     #[error("the topology has {0} ports; at most 2^24 are supported")]
     TooManyPorts(usize),
+    #[error("tags by bounces need the switches' tiers: {0}")]
+    NoTiers(String),
 }
 
 /// Rewrite rules: (ingress port, tag, egress port) → the tag the packet leaves with.
@@ -78,6 +86,7 @@ impl Algorithm {
         match self {
             Algorithm::BruteForce => brute::brute_force(t, m),
             Algorithm::Greedy => greedy::greedy(t, m),
+            Algorithm::Bounces => bounces::bounces(t, m),
         }
     }
 }

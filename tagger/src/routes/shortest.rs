@@ -31,6 +31,39 @@ impl<'t> Shortest<'t> {
     }
 }
 
+/// The errors [`super::RouteSpec::model`] gives for `shortest` (no host at all, or no
+/// two hosts a route joins), found without the model: a switch with two hosts, or two
+/// switches with hosts linked through switches.
+pub fn check_any(t: &Topology) -> Result<(), RouteError> {
+    let with_hosts: Vec<SwitchId> = (0..t.switches.len() as SwitchId).filter(|&s| t.has_hosts(s)).collect();
+    if with_hosts.is_empty() {
+        return Err(RouteError::NoHosts);
+    }
+    if with_hosts.iter().any(|&s| t.host_ports(s).nth(1).is_some()) {
+        return Ok(());
+    }
+    // Components of the switch graph, found from each switch with hosts in turn.
+    let mut component = vec![u32::MAX; t.switches.len()];
+    for (c, &start) in with_hosts.iter().enumerate() {
+        if component[start as usize] != u32::MAX {
+            return Ok(());
+        }
+        component[start as usize] = c as u32;
+        let mut stack = vec![start];
+        while let Some(a) = stack.pop() {
+            for &p in &t.switches[a as usize].ports {
+                let Some(q) = t.peer_port(p) else { continue };
+                let b = t.switch_of(q) as usize;
+                if component[b] == u32::MAX {
+                    component[b] = c as u32;
+                    stack.push(b as SwitchId);
+                }
+            }
+        }
+    }
+    Err(RouteError::NoRoutes("no shortest route".into()))
+}
+
 impl RouteModel for Shortest<'_> {
     fn num_states(&self) -> usize {
         self.t.ports.len() * self.dests.len()

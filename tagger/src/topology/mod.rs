@@ -368,6 +368,41 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// The topology without `n` of its switch-to-switch links, chosen at random from
+    /// `seed` (the same seed, the same links), and the links it lost as port labels. The
+    /// other ports keep their numbers, so that tables computed for it name the ports the
+    /// switches have.
+    pub fn fail_links(&self, n: usize, seed: u64) -> Result<(Topology, Vec<(String, String)>), TopologyError> {
+        use rand::SeedableRng;
+        let links: Vec<(PortId, PortId)> = (0..self.ports.len() as PortId)
+            .filter_map(|p| self.peer_port(p).filter(|&q| q > p).map(|q| (p, q)))
+            .collect();
+        if n > links.len() {
+            return Err(TopologyError::Parse(format!(
+                "{n} links to fail, and the topology has {} switch links",
+                links.len()
+            )));
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut chosen: Vec<(PortId, PortId)> =
+            rand::seq::index::sample(&mut rng, links.len(), n).into_iter().map(|i| links[i]).collect();
+        chosen.sort_unstable();
+        let failed: std::collections::HashSet<PortId> = chosen.iter().flat_map(|&(p, q)| [p, q]).collect();
+        let mut file = file::TopologyFile::from_topology(self);
+        let label = |end: &file::EndSpec| {
+            let e = end.spelled_out();
+            self.node(&e.node).and_then(|node| match node {
+                NodeRef::Switch(s) => self.port_by_number(s, e.port?),
+                NodeRef::Host(_) => None,
+            })
+        };
+        file.links.retain(|l| !label(&l.a).is_some_and(|p| failed.contains(&p)));
+        let lost = chosen.iter().map(|&(p, q)| (self.port_label(p), self.port_label(q))).collect();
+        Ok((file.build()?, lost))
+    }
+}
+
 /// All-pairs switch hop counts.
 #[derive(Clone, Debug)]
 pub struct Distances {

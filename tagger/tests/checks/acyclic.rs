@@ -79,7 +79,8 @@ fn every_tag_of_greedy_s_system_for_a_thousand_switch_jellyfish_is_acyclic_by_a_
                     _ => continue,
                 };
                 hops += 1;
-                let to = *tagging.rules.get(&(p, tag, e)).unwrap_or_else(|| panic!("no rule for {p} tag {tag} out of {e}"));
+                let to =
+                    *tagging.rules.get(&(p, tag, e)).unwrap_or_else(|| panic!("no rule for {p} tag {tag} out of {e}"));
                 assert!((1..=tag).contains(&to), "{p} tag {tag} out of {e}: to tag {to}");
                 if let Some(q) = next {
                     if to == tag {

@@ -231,3 +231,31 @@ fn a_lossy_priority_alone_moves_the_tags_past_it() {
     let (_, t) = read_tables(&dir.0).unwrap().remove(0);
     assert_eq!((t.priorities, t.default.priority), (vec![2, 3], 1));
 }
+
+#[test]
+fn failed_links_are_routed_around_and_the_tags_before_and_after_are_reported() {
+    let dir = TempDir::new("fail-links");
+    let out = compute("fattree:k=8", "updown:bounces=1", &dir.0, &["--fail-links", "6", "--seed", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("failed 6 switch links (seed 3): "), "{text}");
+    assert!(text.contains("250 switch links"), "the tables are for what is left: {text}");
+    assert!(text.contains("lossless tags needed: 2 before the failures, 2 after"), "{text}");
+    assert!(text.contains("verified"), "{text}");
+    // Shortest routes, tagged a destination at a time.
+    let out = compute("jellyfish:switches=60,degree=4", "shortest", &dir.0.join("j"), &["--fail-links", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("a DAG per destination"), "{text}");
+    assert!(text.contains("lossless tags needed: "), "{text}");
+}
+
+#[test]
+fn a_clos_tagged_by_bounces_needs_a_tag_per_bounce_and_verifies() {
+    let dir = TempDir::new("bounces");
+    let out = compute("fattree:k=4", "updown:bounces=2", &dir.0, &["--algorithm", "bounces"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("bounces: 3 lossless tags"), "{text}");
+    assert!(text.contains("verified:"), "{text}");
+}
