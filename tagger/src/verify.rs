@@ -104,109 +104,114 @@ pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<
         }
     }
     let words = t.ports.len().div_ceil(64);
-    let n = dags.dests.len();
-    let threads = threads.clamp(1, n.max(1));
-    let per = n.div_ceil(threads);
     let one = |p: PortId, tag: u8| TaggedRoute(vec![(t.port_label(p), tag)]);
     struct Part {
         used: Vec<Bits>,
         nodes: Vec<Bits>,
         states: u64,
+        /// The first violation, by destination.
+        failed: Option<(usize, Violation)>,
     }
-    let parts: Vec<Result<Part, Violation>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|k| {
-                let (dags, table, queued, one) = (&dags, &table, &queued, &one);
-                scope.spawn(move || {
-                    let mut part = Part {
-                        used: (0..width).map(|_| Bits::new(dags.hops())).collect(),
-                        nodes: (0..width).map(|_| Bits::new(t.ports.len())).collect(),
-                        states: 0,
-                    };
-                    let mut w = crate::routes::dags::Walker::new(dags);
-                    let mut at: Vec<Vec<u64>> = vec![vec![0; words]; width];
-                    for d in (k * per)..((k + 1) * per).min(n) {
-                        for bits in &mut at {
-                            bits.fill(0);
-                        }
-                        w.starts(d, &mut at[usize::from(sys.initial_tag)]);
-                        w.order(d);
-                        let dest = dags.dests[d];
-                        let row = dags.dist_row(d);
-                        for &a in &w.order {
-                            let ports = &t.switches[a as usize].ports;
-                            for x in (1..=tags).rev() {
-                                let xi = usize::from(x);
-                                for &p in ports {
-                                    if at[xi][p as usize / 64] & (1 << (p % 64)) == 0 {
-                                        continue;
-                                    }
-                                    if !queued[p as usize * width + xi] {
-                                        return Err(Violation::NoQueue {
-                                            route: one(p, x),
-                                            port: t.port_label(p),
-                                            tag: x,
-                                        });
-                                    }
-                                    part.nodes[xi].set(p as usize);
-                                    part.states += 1;
-                                    for &e in ports {
-                                        let next = t.peer_port(e);
-                                        let onward = match next {
-                                            Some(p2) => {
-                                                a != dest && row[t.switch_of(p2) as usize] + 1 == row[a as usize]
-                                            }
-                                            None => a == dest && e != p,
-                                        };
-                                        if !onward {
-                                            continue;
-                                        }
-                                        let hop = dags.key(p, e);
-                                        let y = table[hop * width + xi];
-                                        let egress = || t.port_label(e);
-                                        if y == NO_RULE {
-                                            return Err(Violation::Unmapped { route: one(p, x), egress: egress() });
-                                        }
-                                        if y == LOSSY_TAG || y > tags {
-                                            return Err(Violation::Lossy { route: one(p, x), egress: egress(), to: y });
-                                        }
-                                        if y > x {
-                                            return Err(Violation::NotMonotonic {
-                                                route: one(p, x),
-                                                egress: egress(),
-                                                from: x,
-                                                to: y,
-                                            });
-                                        }
-                                        if let Some(p2) = next {
-                                            part.used[xi].set(hop);
-                                            at[usize::from(y)][p2 as usize / 64] |= 1 << (p2 % 64);
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    Ok(part)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("a verifying thread panicked")).collect()
-    });
-    let mut merged = Part {
+    let part = || Part {
         used: (0..width).map(|_| Bits::new(dags.hops())).collect(),
         nodes: (0..width).map(|_| Bits::new(t.ports.len())).collect(),
         states: 0,
+        failed: None,
     };
-    for part in parts {
-        let part = part?;
-        for (a, b) in merged.used.iter_mut().zip(&part.used) {
-            a.union(b);
+    // Walks the routes toward destination `d` with their tags; `at[x]` holds the ports a
+    // packet with tag x waits at.
+    let walk = |w: &mut crate::routes::dags::Walker<'_, '_>,
+                at: &mut [Vec<u64>],
+                part: &mut Part,
+                d: usize|
+     -> Result<(), Violation> {
+        for bits in at.iter_mut() {
+            bits.fill(0);
         }
-        for (a, b) in merged.nodes.iter_mut().zip(&part.nodes) {
-            a.union(b);
+        w.starts(d, &mut at[usize::from(sys.initial_tag)]);
+        w.order(d);
+        let dest = dags.dests[d];
+        let row = dags.dist_row(d);
+        for &a in &w.order {
+            let ports = &t.switches[a as usize].ports;
+            for x in (1..=tags).rev() {
+                let xi = usize::from(x);
+                for &p in ports {
+                    if at[xi][p as usize / 64] & (1 << (p % 64)) == 0 {
+                        continue;
+                    }
+                    if !queued[p as usize * width + xi] {
+                        return Err(Violation::NoQueue { route: one(p, x), port: t.port_label(p), tag: x });
+                    }
+                    part.nodes[xi].set(p as usize);
+                    part.states += 1;
+                    for &e in ports {
+                        let next = t.peer_port(e);
+                        let onward = match next {
+                            Some(p2) => a != dest && row[t.switch_of(p2) as usize] + 1 == row[a as usize],
+                            None => a == dest && e != p,
+                        };
+                        if !onward {
+                            continue;
+                        }
+                        let hop = dags.key(p, e);
+                        let y = table[hop * width + xi];
+                        let egress = || t.port_label(e);
+                        if y == NO_RULE {
+                            return Err(Violation::Unmapped { route: one(p, x), egress: egress() });
+                        }
+                        if y == LOSSY_TAG || y > tags {
+                            return Err(Violation::Lossy { route: one(p, x), egress: egress(), to: y });
+                        }
+                        if y > x {
+                            return Err(Violation::NotMonotonic { route: one(p, x), egress: egress(), from: x, to: y });
+                        }
+                        if let Some(p2) = next {
+                            part.used[xi].set(hop);
+                            at[usize::from(y)][p2 as usize / 64] |= 1 << (p2 % 64);
+                        }
+                    }
+                }
+            }
         }
-        merged.states += part.states;
+        Ok(())
+    };
+    // Destinations over the threads, each piece of work with scratch space of its own;
+    // the pieces merge by union, and the violation reported is the first destination's
+    // to fail, so the outcome is the same for any number of threads.
+    let merged = crate::routes::dags::in_pool(threads, || {
+        use rayon::prelude::*;
+        (0..dags.dests.len())
+            .into_par_iter()
+            .fold(
+                || (crate::routes::dags::Walker::new(&dags), vec![vec![0u64; words]; width], part()),
+                |(mut w, mut at, mut part), d| {
+                    if part.failed.is_none() {
+                        if let Err(v) = walk(&mut w, &mut at, &mut part, d) {
+                            part.failed = Some((d, v));
+                        }
+                    }
+                    (w, at, part)
+                },
+            )
+            .map(|(_, _, part)| part)
+            .reduce(part, |mut a, b| {
+                for (x, y) in a.used.iter_mut().zip(&b.used) {
+                    x.union(y);
+                }
+                for (x, y) in a.nodes.iter_mut().zip(&b.nodes) {
+                    x.union(y);
+                }
+                a.states += b.states;
+                a.failed = match (a.failed, b.failed) {
+                    (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
+                    (x, y) => x.or(y),
+                };
+                a
+            })
+    });
+    if let Some((_, v)) = merged.failed {
+        return Err(v);
     }
     let mut g = TaggedGraph { states: merged.states, ..TaggedGraph::default() };
     for x in 1..=tags {

@@ -103,88 +103,85 @@ impl<'t> Dags<'t> {
         threads: usize,
         f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut Bits) + Sync,
     ) -> Bits {
-        let mut none = Vec::new();
-        self.pass_into(threads, &mut none, 0, |w, d, bits, _, found| f(w, d, bits, found))
+        self.pass_into(threads, &mut [], 0, |w, d, bits, _, found| f(w, d, bits, found))
     }
 
     /// As [`Dags::pass`], with a slice of `out` (`words` a destination) for each
     /// destination's own result.
-    pub(crate) fn pass_into(
-        &self,
+    pub(crate) fn pass_into<'d>(
+        &'d self,
         threads: usize,
         out: &mut [u64],
         words: usize,
         f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut [u64], &mut Bits) + Sync,
     ) -> Bits {
+        use rayon::prelude::*;
         let n = self.dests.len();
-        let threads = threads.clamp(1, n.max(1));
-        let per = n.div_ceil(threads);
-        let mut found = Bits::new(self.hops);
-        let mut outs: Vec<&mut [u64]> = if words == 0 {
-            (0..threads).map(|_| &mut [][..]).collect()
-        } else {
-            out.chunks_mut(per * words).collect()
+        // Each of rayon's pieces of work walks with scratch space of its own (`fold`), and
+        // their hops meet by union: the same for any split, any number of threads.
+        let scratch = || (Walker::new(self), Vec::new(), Bits::new(self.hops));
+        let walk = |(mut w, mut bits, mut found): (Walker<'d, 't>, Vec<u64>, Bits), (d, mine): (usize, &mut [u64])| {
+            f(&mut w, d, &mut bits, mine, &mut found);
+            (w, bits, found)
         };
-        outs.resize_with(threads, || &mut [][..]);
-        let results: Vec<Bits> = std::thread::scope(|scope| {
-            let handles: Vec<_> = outs
-                .into_iter()
-                .enumerate()
-                .map(|(k, out)| {
-                    let f = &f;
-                    scope.spawn(move || {
-                        let mut w = Walker::new(self);
-                        let mut found = Bits::new(self.hops);
-                        let mut bits = Vec::new();
-                        for d in (k * per)..((k + 1) * per).min(n) {
-                            let mine = if words == 0 {
-                                &mut [][..]
-                            } else {
-                                let at = (d - k * per) * words;
-                                &mut out[at..at + words]
-                            };
-                            f(&mut w, d, &mut bits, mine, &mut found);
-                        }
-                        found
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("a tagging thread panicked")).collect()
-        });
-        for r in results {
-            found.union(&r);
-        }
-        found
+        let union = |mut a: Bits, b: Bits| {
+            a.union(&b);
+            a
+        };
+        in_pool(threads, || {
+            let found = if words == 0 {
+                (0..n)
+                    .into_par_iter()
+                    .map(|d| (d, &mut [][..]))
+                    .fold(scratch, walk)
+                    .map(|(_, _, f)| f)
+                    .reduce(|| Bits::new(self.hops), union)
+            } else {
+                out.par_chunks_mut(words)
+                    .enumerate()
+                    .take(n)
+                    .fold(scratch, walk)
+                    .map(|(_, _, f)| f)
+                    .reduce(|| Bits::new(self.hops), union)
+            };
+            found
+        })
     }
 
     /// Each port's depth: the latest hop (0: entering) at which it is an ingress on some
     /// route ([`super::greedy`]'s `port_depth`).
     pub(crate) fn depth(&self, threads: usize) -> Vec<u16> {
-        let n = self.dests.len();
-        let threads = threads.clamp(1, n.max(1));
-        let per = n.div_ceil(threads);
-        let parts: Vec<Vec<u16>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|k| {
-                    scope.spawn(move || {
-                        let mut w = Walker::new(self);
-                        let mut depth = vec![0u16; self.t.ports.len()];
-                        for d in (k * per)..((k + 1) * per).min(n) {
-                            w.levels(d, &mut depth);
+        use rayon::prelude::*;
+        let ports = self.t.ports.len();
+        in_pool(threads, || {
+            (0..self.dests.len())
+                .into_par_iter()
+                .fold(
+                    || (Walker::new(self), vec![0u16; ports]),
+                    |(mut w, mut depth), d| {
+                        w.levels(d, &mut depth);
+                        (w, depth)
+                    },
+                )
+                .map(|(_, depth)| depth)
+                .reduce(
+                    || vec![0u16; ports],
+                    |mut a, b| {
+                        for (x, y) in a.iter_mut().zip(b) {
+                            *x = (*x).max(y);
                         }
-                        depth
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("a tagging thread panicked")).collect()
-        });
-        let mut depth = vec![0u16; self.t.ports.len()];
-        for part in parts {
-            for (a, b) in depth.iter_mut().zip(part) {
-                *a = (*a).max(b);
-            }
-        }
-        depth
+                        a
+                    },
+                )
+        })
+    }
+}
+
+/// Runs `f` on a pool of `threads` threads (rayon's global pool when it cannot make one).
+pub(crate) fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    match rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build() {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
     }
 }
 
