@@ -2,6 +2,9 @@
 //! (Pearce and Kelly, "A dynamic topological sort algorithm for directed acyclic graphs",
 //! JEA 2006). An edge that agrees with the order costs nothing; one that does not searches
 //! only the nodes between its ends in the order.
+//!
+//! Greedy's demotions used it until they took their edges in an order that makes a
+//! confined search enough (`greedy::demotions`); the tests hold those to its answers.
 
 pub struct DynTopo {
     /// Position of each node in the order.

@@ -18,7 +18,6 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::dyntopo::DynTopo;
 use super::{check_ports, egress_to, starts, AlgoError, Algorithm, BitSet, GroupRules, Tagging};
 use crate::routes::{RouteModel, State};
 use crate::topology::{PortId, Topology};
@@ -99,6 +98,18 @@ pub fn greedy(t: &Topology, m: &dyn RouteModel) -> Result<Tagging, AlgoError> {
 }
 
 /// The candidate edges to demote so that the rest is acyclic.
+///
+/// Nodes are numbered by (depth, port); edges that go up in that numbering are all kept
+/// (they cannot close a cycle among themselves), and those that go down are taken in
+/// order of (source, target), each kept unless it closes a cycle with what was kept.
+///
+/// Taken in that order, the question for a downward edge (u, v) is whether v reaches u
+/// through nodes numbered below u: every edge kept so far that goes down starts at u or
+/// below, so a path that climbed past u could never come back to it. A search from v
+/// confined to those nodes answers it, and needs no topological order kept up to date:
+/// Pearce and Kelly's dynamic order (`dyntopo`, which the tests hold it to) gave the same
+/// answers in 1.7 times the time on a 3 000-switch Jellyfish, whose demotions were most
+/// of greedy's time.
 pub(super) fn demotions(candidates: &FxHashSet<(PortId, PortId)>, depth: &[u16]) -> FxHashSet<(PortId, PortId)> {
     let mut nodes: Vec<PortId> = candidates.iter().flat_map(|&(a, b)| [a, b]).collect();
     nodes.sort_unstable_by_key(|&p| (depth[p as usize], p));
@@ -106,21 +117,58 @@ pub(super) fn demotions(candidates: &FxHashSet<(PortId, PortId)>, depth: &[u16])
     let index: FxHashMap<PortId, u32> = nodes.iter().enumerate().map(|(i, &p)| (p, i as u32)).collect();
     let mut edges: Vec<(u32, u32)> = candidates.iter().map(|(a, b)| (index[a], index[b])).collect();
     edges.sort_unstable();
-    let mut g = DynTopo::new((0..nodes.len() as u32).collect());
-    let mut backward = Vec::new();
-    for (u, v) in edges {
-        if u < v {
-            let kept = g.try_add(u, v);
-            debug_assert!(kept, "edges along the initial order never close a cycle");
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+    for &(u, v) in edges.iter().filter(|&&(u, v)| u < v) {
+        out[u as usize].push(v);
+    }
+    // `seen[w] == search`: the current search has reached w. `dead[w] == round`: w does
+    // not reach the current source u, as a search from it found. An edge kept out of u
+    // gives no node below u a way to u, so what one search of u's learned holds for the
+    // next of u's edges.
+    let (mut seen, mut search) = (vec![0u32; nodes.len()], 0u32);
+    let (mut dead, mut round, mut source) = (vec![0u32; nodes.len()], 0u32, u32::MAX);
+    let (mut stack, mut reached) = (Vec::new(), Vec::new());
+    let mut demoted = FxHashSet::default();
+    for &(u, v) in edges.iter().filter(|&&(u, v)| u >= v) {
+        if u == v {
+            // A hop back to its own port closes a cycle by itself.
+            demoted.insert((nodes[u as usize], nodes[v as usize]));
+            continue;
+        }
+        if u != source {
+            (source, round) = (u, round + 1);
+        }
+        search += 1;
+        stack.clear();
+        reached.clear();
+        if dead[v as usize] != round {
+            stack.push(v);
+            reached.push(v);
+            seen[v as usize] = search;
+        }
+        let closes = 'search: loop {
+            let Some(x) = stack.pop() else { break false };
+            for &w in &out[x as usize] {
+                if w == u {
+                    break 'search true;
+                }
+                if w < u && seen[w as usize] != search && dead[w as usize] != round {
+                    seen[w as usize] = search;
+                    reached.push(w);
+                    stack.push(w);
+                }
+            }
+        };
+        if closes {
+            demoted.insert((nodes[u as usize], nodes[v as usize]));
         } else {
-            backward.push((u, v));
+            for &w in &reached {
+                dead[w as usize] = round;
+            }
+            out[u as usize].push(v);
         }
     }
-    backward
-        .into_iter()
-        .filter(|&(u, v)| !g.try_add(u, v))
-        .map(|(u, v)| (nodes[u as usize], nodes[v as usize]))
-        .collect()
+    demoted
 }
 
 /// Each port's depth: the latest hop (0 = entering) at which it appears on some route.
@@ -173,4 +221,46 @@ fn port_depth(t: &Topology, m: &dyn RouteModel) -> Result<Vec<u16>, AlgoError> {
         return Err(AlgoError::EndlessRoutes);
     }
     Ok(depth)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::dyntopo::DynTopo;
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The demotions as Pearce and Kelly's dynamic order decides them.
+    fn by_dynamic_order(candidates: &FxHashSet<(PortId, PortId)>, depth: &[u16]) -> FxHashSet<(PortId, PortId)> {
+        let mut nodes: Vec<PortId> = candidates.iter().flat_map(|&(a, b)| [a, b]).collect();
+        nodes.sort_unstable_by_key(|&p| (depth[p as usize], p));
+        nodes.dedup();
+        let index: FxHashMap<PortId, u32> = nodes.iter().enumerate().map(|(i, &p)| (p, i as u32)).collect();
+        let mut edges: Vec<(u32, u32)> = candidates.iter().map(|(a, b)| (index[a], index[b])).collect();
+        edges.sort_unstable();
+        let mut g = DynTopo::new((0..nodes.len() as u32).collect());
+        let mut backward = Vec::new();
+        for (u, v) in edges {
+            if u < v {
+                assert!(g.try_add(u, v));
+            } else {
+                backward.push((u, v));
+            }
+        }
+        backward
+            .into_iter()
+            .filter(|&(u, v)| !g.try_add(u, v))
+            .map(|(u, v)| (nodes[u as usize], nodes[v as usize]))
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn the_confined_searches_demote_what_the_dynamic_order_demotes(
+            edges in proptest::collection::vec((0u32..40, 0u32..40), 0..200),
+            depth in proptest::collection::vec(0u16..4, 40),
+        ) {
+            let candidates: FxHashSet<(PortId, PortId)> = edges.into_iter().collect();
+            prop_assert_eq!(demotions(&candidates, &depth), by_dynamic_order(&candidates, &depth));
+        }
+    }
 }

@@ -12,7 +12,8 @@
 
 pub mod bounces;
 pub mod brute;
-pub mod dyntopo;
+#[cfg(test)]
+mod dyntopo;
 pub mod greedy;
 pub mod stream;
 
