@@ -17,35 +17,33 @@
 pub(crate) mod buffer;
 pub mod checking;
 pub(crate) mod classify;
-pub mod config;
 pub mod counters;
 pub mod dcfit;
 pub mod ecmp;
 pub(crate) mod ether;
 pub mod fdb;
-pub mod headroom;
 pub mod heap_pool;
 pub mod histogram;
 #[cfg(any(test, feature = "testing"))]
 pub mod loopback;
-pub mod mac;
 pub mod pause;
 pub mod pfc;
 pub mod pfcwd;
 pub mod pool;
-pub mod ports;
 pub mod prefetch;
-pub mod priorities;
 pub mod queue;
 pub(crate) mod ring;
 pub(crate) mod shaper;
 pub mod slowpath;
-pub mod speed;
 pub mod stats;
 pub mod switch;
 pub mod tagging;
 pub mod time;
 pub mod traffic_map;
+
+// The configuration and the plain types it is written in live in `pfcswitch-config`;
+// their modules keep their paths here.
+pub use pfcswitch_config::{config, headroom, mac, ports, priorities, speed};
 
 pub use config::Config;
 pub use mac::MacAddr;

@@ -23,8 +23,7 @@ pub const OPCODE_PAUSE: u16 = 0x0001;
 pub const OPCODE_PFC: u16 = 0x0101;
 /// The reserved group address MAC control frames are sent to.
 pub const PAUSE_DESTINATION: MacAddr = MacAddr([0x01, 0x80, 0xc2, 0x00, 0x00, 0x01]);
-/// Frames are padded to this length (64 bytes on the wire with the FCS).
-pub const MIN_FRAME_LEN: usize = 60;
+pub use pfcswitch_config::speed::MIN_FRAME_LEN;
 /// Where an 802.3x PAUSE frame's fields end (after its quanta).
 pub const PAUSE_FIELDS_END: usize = 18;
 /// Where a PFC frame's fields end (after the eight timers); DCFIT messages ride in the padding

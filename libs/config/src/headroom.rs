@@ -18,8 +18,7 @@
 
 use std::time::Duration;
 
-use crate::pfc::MIN_FRAME_LEN;
-use crate::speed::{wire_bytes, Speed, BITS_PER_QUANTUM};
+use crate::speed::{wire_bytes, Speed, BITS_PER_QUANTUM, MIN_FRAME_LEN};
 use serde::{Deserialize, Serialize};
 
 /// IEEE 802.3 Annex 31B.3.7 (with 802.3ba's amendment): the pause_quanta after a PAUSE

@@ -154,6 +154,9 @@ impl<'de> Deserialize<'de> for Speed {
     }
 }
 
+/// Frames are padded to this length (64 bytes on the wire with the FCS).
+pub const MIN_FRAME_LEN: usize = 60;
+
 #[cfg(test)]
 mod tests {
     use super::*;

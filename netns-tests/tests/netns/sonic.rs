@@ -8,7 +8,7 @@ use netns_tests::*;
 use pfcswitch::core::pfcwd::WatchdogAction;
 
 const SAMPLE: &str =
-    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../engine/src/config/sonic/sample_config_db.json"));
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../libs/config/src/config/sonic/sample_config_db.json"));
 
 /// The sample with every port at 100 Mb/s (the testbed's line rate: veth has none of
 /// its own) and its three ports' names, written into the testbed's directory.

@@ -4,7 +4,7 @@
 use pfcsim::scenario::Scenario;
 use pfcsim::simulate;
 
-const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../engine/src/config/sonic/sample_config_db.json");
+const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../libs/config/src/config/sonic/sample_config_db.json");
 
 /// One switch from the sample document (its ports Ethernet0, 4 and 8), hosts a, b and c
 /// on them at 10G, and `rest` (flows, events) after.

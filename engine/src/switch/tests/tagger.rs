@@ -1,7 +1,6 @@
 //! Tagger tables in the data path.
 
 use crate::ether::{parse_header, IpAt};
-use crate::priorities::names::*;
 use crate::tagging::tests::TABLE;
 
 use super::*;

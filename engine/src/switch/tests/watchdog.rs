@@ -1,7 +1,6 @@
 //! The PFC watchdog.
 
 use crate::pfcwd::{WatchdogAction, WatchdogEvent, WatchdogOverride};
-use crate::priorities::names::*;
 
 use super::*;
 

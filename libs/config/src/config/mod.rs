@@ -9,11 +9,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::mac::MacAddr;
-use crate::pfcwd::WatchdogConfig;
 use crate::pool::PoolSize;
 use crate::ports::MAX_PORTS;
 use crate::priorities::{Priorities, Priority};
 use crate::speed::Speed;
+use crate::watchdog::WatchdogConfig;
 
 mod buffer;
 mod port;
@@ -51,10 +51,10 @@ pub struct Config {
     /// Deadlock detection (`[dcfit]`).
     #[serde(default)]
     pub dcfit: DcfitConfig,
-    /// The PFC watchdog (see [`crate::pfcwd`]); a port's `pfcwd` overrides it.
+    /// The PFC watchdog (see [`crate::watchdog`]); a port's `pfcwd` overrides it.
     #[serde(default)]
     pub pfcwd: WatchdogConfig,
-    /// A Tagger table to apply (deadlock prevention); see [`crate::tagging`].
+    /// A Tagger table to apply (deadlock prevention); see `pfcswitch_core::tagging`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tagger: Option<TaggerConfig>,
     /// WRED and ECN marking on the egress queues (`[wred]`); a port's `wred` overrides it.
@@ -112,7 +112,7 @@ pub struct StaticFdbEntry {
 }
 
 /// A `[[fdb_group]]`: a station reached by any of `ports`, one chosen per flow by a hash
-/// of the flow's key and `fdb.ecmp_seed` ([`crate::ecmp`]).
+/// of the flow's key and `fdb.ecmp_seed` (`pfcswitch_core::ecmp`).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct StaticFdbGroup {

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 use crate::priorities::PerPriority;
 
 use crate::mac::MacAddr;
-use crate::pfcwd::WatchdogOverride;
 use crate::priorities::PRIORITIES;
 use crate::speed::Speed;
+use crate::watchdog::WatchdogOverride;
 
 use super::{BufferProfile, PortWred};
 

@@ -36,9 +36,9 @@ use super::{BufferProfile, Config, PauseMode, Scheduler, WredSettings};
 use crate::config::port::max_frame_for_mtu;
 use crate::config::EcnMode;
 use crate::headroom::{reaction_allowance_quanta, CalcInput};
-use crate::pfcwd::{WatchdogAction, WatchdogOverride};
 use crate::priorities::{Priority, PRIORITIES};
 use crate::speed::Speed;
+use crate::watchdog::{WatchdogAction, WatchdogOverride};
 
 /// The largest document read, bytes (a full 128-port switch's is under 2 MB).
 pub const MAX_DOCUMENT_BYTES: usize = 32 << 20;
