@@ -3,7 +3,7 @@
 //! run took (the peak resident set, ours or a child's).
 //!
 //! A run touches its state all over: every switch's ports, queues and table, the links,
-//! the frames in flight and the event wheel, some 25 MiB at a k=8 fat-tree and 90 MiB at
+//! the frames in flight and the event wheel, some 10 MiB at a k=8 fat-tree and 74 MiB at
 //! k=16 (heaptrack). In 4 KiB pages that is thousands of pages against a TLB of a couple of thousand
 //! entries, so an event pays page walks besides its cache misses. glibc's malloc spreads
 //! the state over 4 KiB pages: Debian's `transparent_hugepage` is `madvise`, so the kernel
