@@ -4,10 +4,11 @@
 //!
 //! A run touches its state all over: every switch's ports, queues and table, the links,
 //! the frames in flight and the event wheel, some 10 MiB at a k=8 fat-tree and 74 MiB at
-//! k=16 (heaptrack). In 4 KiB pages that is thousands of pages against a TLB of a couple of thousand
-//! entries, so an event pays page walks besides its cache misses. glibc's malloc spreads
-//! the state over 4 KiB pages: Debian's `transparent_hugepage` is `madvise`, so the kernel
-//! gives 2 MiB pages only to memory a program asks them for, and glibc asks for none.
+//! k=16 (heaptrack). In 4 KiB pages that is thousands of pages against a TLB of a couple
+//! of thousand entries, so an event pays page walks besides its cache misses. glibc's
+//! malloc spreads the state over 4 KiB pages: Debian's `transparent_hugepage` is
+//! `madvise`, so the kernel gives 2 MiB pages only to memory a program asks them for, and
+//! glibc asks for none.
 //! mimalloc (v3) takes its memory in large aligned arenas and asks for 2 MiB pages for
 //! them (`madvise(MADV_HUGEPAGE)`). On a k=8 fat-tree pinned to one CPU of a VM with 8 MiB
 //! of L3, a run took 0.87 to 0.91 of glibc's time, and 1.10 to 1.13 of that again with
