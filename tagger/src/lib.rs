@@ -11,6 +11,7 @@
 //! Everything here is deterministic and runs without a network.
 
 pub mod algo;
+mod bits;
 pub mod eval;
 pub mod routes;
 pub mod system;

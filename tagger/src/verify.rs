@@ -14,8 +14,8 @@ use std::fmt;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::algo::BitSet;
-use crate::routes::dags::{Bits, Dags};
+use crate::bits::{has, set, BitSet};
+use crate::routes::dags::{in_pool, Dags, Walker, Ways};
 use crate::routes::{RouteModel, State};
 use crate::system::{TagSystem, LOSSY_TAG};
 use crate::topology::{PortId, Topology};
@@ -106,22 +106,22 @@ pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<
     let words = t.ports.len().div_ceil(64);
     let one = |p: PortId, tag: u8| TaggedRoute(vec![(t.port_label(p), tag)]);
     struct Part {
-        used: Vec<Bits>,
-        nodes: Vec<Bits>,
+        used: Vec<BitSet>,
+        nodes: Vec<BitSet>,
         states: u64,
         /// The first violation, by destination.
         failed: Option<(usize, Violation)>,
     }
     let part = || Part {
-        used: (0..width).map(|_| Bits::new(dags.hops())).collect(),
-        nodes: (0..width).map(|_| Bits::new(t.ports.len())).collect(),
+        used: (0..width).map(|_| BitSet::new(dags.hops())).collect(),
+        nodes: (0..width).map(|_| BitSet::new(t.ports.len())).collect(),
         states: 0,
         failed: None,
     };
     // Walks the routes toward destination `d` with their tags; `at[x]` holds the ports a
     // packet with tag x waits at.
-    let walk = |w: &mut crate::routes::dags::Walker<'_, '_>,
-                at: &mut [Vec<u64>],
+    let walk = |w: &mut Walker<'_, '_>,
+                (at, ways): &mut (Vec<Vec<u64>>, Ways),
                 part: &mut Part,
                 d: usize|
      -> Result<(), Violation> {
@@ -130,33 +130,24 @@ pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<
         }
         w.starts(d, &mut at[usize::from(sys.initial_tag)]);
         w.order(d);
-        let dest = dags.dests[d];
-        let row = dags.dist_row(d);
         for &a in &w.order {
             let ports = &t.switches[a as usize].ports;
+            w.onward(d, a, ways);
             for x in (1..=tags).rev() {
                 let xi = usize::from(x);
-                for &p in ports {
-                    if at[xi][p as usize / 64] & (1 << (p % 64)) == 0 {
+                for (i, &p) in ports.iter().enumerate() {
+                    if !has(&at[xi], p as usize) {
                         continue;
                     }
                     if !queued[p as usize * width + xi] {
                         return Err(Violation::NoQueue { route: one(p, x), port: t.port_label(p), tag: x });
                     }
-                    part.nodes[xi].set(p as usize);
+                    part.nodes[xi].insert(p as usize);
                     part.states += 1;
-                    for &e in ports {
-                        let next = t.peer_port(e);
-                        let onward = match next {
-                            Some(p2) => a != dest && row[t.switch_of(p2) as usize] + 1 == row[a as usize],
-                            None => a == dest && e != p,
-                        };
-                        if !onward {
-                            continue;
-                        }
-                        let hop = dags.key(p, e);
+                    for &(j, next) in ways.iter().filter(|&&(j, next)| next.is_some() || j != i) {
+                        let hop = dags.hop(a, i, j);
                         let y = table[hop * width + xi];
-                        let egress = || t.port_label(e);
+                        let egress = || t.port_label(ports[j]);
                         if y == NO_RULE {
                             return Err(Violation::Unmapped { route: one(p, x), egress: egress() });
                         }
@@ -167,8 +158,8 @@ pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<
                             return Err(Violation::NotMonotonic { route: one(p, x), egress: egress(), from: x, to: y });
                         }
                         if let Some(p2) = next {
-                            part.used[xi].set(hop);
-                            at[usize::from(y)][p2 as usize / 64] |= 1 << (p2 % 64);
+                            part.used[xi].insert(hop);
+                            set(&mut at[usize::from(y)], p2 as usize);
                         }
                     }
                 }
@@ -179,12 +170,12 @@ pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<
     // Destinations over the threads, each piece of work with scratch space of its own;
     // the pieces merge by union, and the violation reported is the first destination's
     // to fail, so the outcome is the same for any number of threads.
-    let merged = crate::routes::dags::in_pool(threads, || {
+    let merged = in_pool(threads, || {
         use rayon::prelude::*;
         (0..dags.dests.len())
             .into_par_iter()
             .fold(
-                || (crate::routes::dags::Walker::new(&dags), vec![vec![0u64; words]; width], part()),
+                || (Walker::new(&dags), (vec![vec![0u64; words]; width], Vec::new()), part()),
                 |(mut w, mut at, mut part), d| {
                     if part.failed.is_none() {
                         if let Err(v) = walk(&mut w, &mut at, &mut part, d) {

@@ -1,7 +1,8 @@
 //! The brute-force system: group = hop count, so the tag decreases by one every hop and
 //! every tag's subgraph has no edges at all. Tags needed: the longest route's hops.
 
-use super::{check_ports, egress_to, starts, AlgoError, Algorithm, BitSet, GroupRules, Tagging};
+use super::{check_ports, egress_to, starts, AlgoError, Algorithm, GroupRules, Tagging};
+use crate::bits::BitSet;
 use crate::routes::RouteModel;
 use crate::topology::Topology;
 

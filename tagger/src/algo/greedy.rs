@@ -18,7 +18,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{check_ports, egress_to, starts, AlgoError, Algorithm, BitSet, GroupRules, Tagging};
+use super::{check_ports, egress_to, starts, AlgoError, Algorithm, GroupRules, Tagging};
+use crate::bits::BitSet;
 use crate::routes::{RouteModel, State};
 use crate::topology::{PortId, Topology};
 

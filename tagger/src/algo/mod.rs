@@ -69,6 +69,8 @@ pub enum AlgoError {
     TooManyPorts(usize),
     #[error("tags by bounces need the switches' tiers: {0}")]
     NoTiers(String),
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
 }
 
 /// Rewrite rules: (ingress port, tag, egress port) → the tag the packet leaves with.
@@ -135,29 +137,6 @@ fn check_ports(t: &Topology) -> Result<(), AlgoError> {
 /// The egress port that leads to ingress port `next` (on the neighbour).
 fn egress_to(t: &Topology, next: PortId) -> PortId {
     t.peer_port(next).expect("a successor's port faces a switch")
-}
-
-/// A plain bit set over states.
-pub(crate) struct BitSet {
-    words: Vec<u64>,
-}
-
-impl BitSet {
-    pub(crate) fn new(n: usize) -> BitSet {
-        BitSet { words: vec![0; n.div_ceil(64)] }
-    }
-
-    /// Sets bit `i`; returns whether it was clear.
-    pub(crate) fn insert(&mut self, i: usize) -> bool {
-        let (w, b) = (i / 64, 1u64 << (i % 64));
-        let fresh = self.words[w] & b == 0;
-        self.words[w] |= b;
-        fresh
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.words.fill(0);
-    }
 }
 
 /// The start states, without duplicates.

@@ -20,14 +20,15 @@ use rustc_hash::FxHashSet;
 
 use super::greedy::demotions;
 use super::{check_ports, AlgoError, Algorithm, GroupRules, Tagging};
-use crate::routes::dags::{Bits, Dags};
+use crate::bits::{set, BitSet};
+use crate::routes::dags::Dags;
 use crate::topology::{PortId, Topology};
 
 /// Tags every shortest route of `t` (as `--routes shortest`) with greedy, over `threads`
 /// threads.
 pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoError> {
     check_ports(t)?;
-    let dags = Dags::new(t).map_err(|_| AlgoError::EndlessRoutes)?;
+    let dags = Dags::new(t)?;
     let depth = dags.depth(threads);
     let words = t.ports.len().div_ceil(64);
     let mut rules = GroupRules::default();
@@ -44,7 +45,7 @@ pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoErro
             w.enter(d, entries.as_deref(), words, bits);
             w.walk(d, bits, |hop, next| {
                 if next.is_some() {
-                    found.set(hop);
+                    found.insert(hop);
                 }
                 true
             });
@@ -52,19 +53,19 @@ pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoErro
         // (2) Decisions.
         let pairs: FxHashSet<(PortId, PortId)> = candidates.iter().map(|hop| dags.pair(hop)).collect();
         let demoted_pairs = demotions(&pairs, &depth);
-        let mut demoted = Bits::new(dags.hops());
+        let mut demoted = BitSet::new(dags.hops());
         for &(p, p2) in &demoted_pairs {
-            demoted.set(dags.key(p, t.peer_port(p2).expect("a hop's next port faces a switch")));
+            demoted.insert(dags.key(p, t.peer_port(p2).expect("a hop's next port faces a switch")));
         }
         // (3) The group as decided: its hops, and where the next group begins.
         let mut next = vec![0u64; dags.dests.len() * words];
         let decided = dags.pass_into(threads, &mut next, words, |w, d, bits, next, found| {
             w.enter(d, entries.as_deref(), words, bits);
             w.walk(d, bits, |hop, p2| {
-                found.set(hop);
+                found.insert(hop);
                 match p2 {
-                    Some(p2) if demoted.get(hop) => {
-                        next[p2 as usize / 64] |= 1 << (p2 % 64);
+                    Some(p2) if demoted.contains(hop) => {
+                        set(next, p2 as usize);
                         false
                     }
                     _ => true,
@@ -74,7 +75,7 @@ pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoErro
         let g = group as u16;
         for hop in decided.iter() {
             let (p, e) = dags.ports_of(hop);
-            rules.insert(p, g, e, if demoted.get(hop) { g + 1 } else { g });
+            rules.insert(p, g, e, if demoted.contains(hop) { g + 1 } else { g });
         }
         group += 1;
         if next.iter().all(|&w| w == 0) {

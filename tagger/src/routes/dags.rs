@@ -8,6 +8,7 @@
 //! A *hop* is an ingress and an egress port of one switch, numbered densely per switch:
 //! what those two keep across destinations is a bit or a byte per hop.
 
+use crate::bits::{has, set, BitSet};
 use crate::topology::{Distances, PortId, SwitchId, Topology};
 
 /// The shortest-route DAGs of a topology, toward each switch with hosts.
@@ -28,6 +29,11 @@ pub(crate) struct Dags<'t> {
     link_at: Vec<u32>,
     links: Vec<Link>,
 }
+
+/// The ways on from a switch toward a destination ([`Walker::onward`]): the egress
+/// port's place among the switch's ports, and the next switch's ingress port (none for a
+/// delivery).
+pub(crate) type Ways = Vec<(usize, Option<PortId>)>;
 
 /// A link from a switch: its egress port's place among the switch's ports, and the port
 /// and switch at the other end.
@@ -65,21 +71,20 @@ impl<'t> Dags<'t> {
         &self.links[self.link_at[a as usize] as usize..self.link_at[a as usize + 1] as usize]
     }
 
-    /// Every switch's distance from destination `d` (its index).
-    pub(crate) fn dist_row(&self, d: usize) -> &[u8] {
-        self.dist.row(self.dests[d])
-    }
-
     /// How many (ingress, egress) port pairs the switches have.
     pub(crate) fn hops(&self) -> usize {
         self.hops
     }
 
+    /// The hop from the port in place `i` out of the port in place `j` of switch `a`.
+    pub(crate) fn hop(&self, a: SwitchId, i: usize, j: usize) -> usize {
+        self.first[a as usize] as usize + i * self.t.switches[a as usize].ports.len() + j
+    }
+
     /// The hop from ingress `p` out of egress `e` (ports of one switch).
     pub(crate) fn key(&self, p: PortId, e: PortId) -> usize {
-        let a = self.t.switch_of(p) as usize;
-        let n = self.t.switches[a].ports.len();
-        self.first[a] as usize + usize::from(self.slot[p as usize]) * n + usize::from(self.slot[e as usize])
+        let (i, j) = (self.slot[p as usize], self.slot[e as usize]);
+        self.hop(self.t.switch_of(p), usize::from(i), usize::from(j))
     }
 
     /// The ingress and egress port of a hop.
@@ -101,8 +106,8 @@ impl<'t> Dags<'t> {
     pub(crate) fn pass(
         &self,
         threads: usize,
-        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut Bits) + Sync,
-    ) -> Bits {
+        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut BitSet) + Sync,
+    ) -> BitSet {
         self.pass_into(threads, &mut [], 0, |w, d, bits, _, found| f(w, d, bits, found))
     }
 
@@ -113,38 +118,37 @@ impl<'t> Dags<'t> {
         threads: usize,
         out: &mut [u64],
         words: usize,
-        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut [u64], &mut Bits) + Sync,
-    ) -> Bits {
+        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut [u64], &mut BitSet) + Sync,
+    ) -> BitSet {
         use rayon::prelude::*;
         let n = self.dests.len();
         // Each of rayon's pieces of work walks with scratch space of its own (`fold`), and
         // their hops meet by union: the same for any split, any number of threads.
-        let scratch = || (Walker::new(self), Vec::new(), Bits::new(self.hops));
-        let walk = |(mut w, mut bits, mut found): (Walker<'d, 't>, Vec<u64>, Bits), (d, mine): (usize, &mut [u64])| {
+        let scratch = || (Walker::new(self), Vec::new(), BitSet::new(self.hops));
+        let walk = |(mut w, mut bits, mut found): (Walker<'d, 't>, Vec<u64>, BitSet),
+                    (d, mine): (usize, &mut [u64])| {
             f(&mut w, d, &mut bits, mine, &mut found);
             (w, bits, found)
         };
-        let union = |mut a: Bits, b: Bits| {
+        let union = |mut a: BitSet, b: BitSet| {
             a.union(&b);
             a
         };
         in_pool(threads, || {
-            let found = if words == 0 {
+            if words == 0 {
                 (0..n)
                     .into_par_iter()
                     .map(|d| (d, &mut [][..]))
                     .fold(scratch, walk)
                     .map(|(_, _, f)| f)
-                    .reduce(|| Bits::new(self.hops), union)
+                    .reduce(|| BitSet::new(self.hops), union)
             } else {
                 out.par_chunks_mut(words)
                     .enumerate()
-                    .take(n)
                     .fold(scratch, walk)
                     .map(|(_, _, f)| f)
-                    .reduce(|| Bits::new(self.hops), union)
-            };
-            found
+                    .reduce(|| BitSet::new(self.hops), union)
+            }
         })
     }
 
@@ -192,16 +196,18 @@ pub(crate) struct Walker<'d, 't> {
     pub(crate) order: Vec<SwitchId>,
     /// Per switch: its latest hop on any route toward the destination (`u16::MAX`: none).
     level: Vec<u16>,
+    /// The ports where routes start (for the levels).
+    starts: Vec<u64>,
 }
 
 impl<'d, 't> Walker<'d, 't> {
     pub(crate) fn new(dags: &'d Dags<'t>) -> Walker<'d, 't> {
-        Walker { dags, order: Vec::new(), level: vec![u16::MAX; dags.t.switches.len()] }
+        let words = dags.t.ports.len().div_ceil(64);
+        Walker { dags, order: Vec::new(), level: vec![u16::MAX; dags.t.switches.len()], starts: vec![0; words] }
     }
 
     /// Orders the switches that reach destination `d` (its index), farthest first.
     pub(crate) fn order(&mut self, d: usize) {
-        let t = self.dags.t;
         let row = self.dags.dist.row(self.dags.dests[d]);
         let mut count = [0u32; 256];
         for &x in row {
@@ -216,7 +222,7 @@ impl<'d, 't> Walker<'d, 't> {
         }
         self.order.clear();
         self.order.resize(sum as usize, 0);
-        for (s, &x) in row.iter().enumerate().take(t.switches.len()) {
+        for (s, &x) in row.iter().enumerate() {
             if x != u8::MAX {
                 self.order[at[x as usize] as usize] = s as SwitchId;
                 at[x as usize] += 1;
@@ -235,7 +241,7 @@ impl<'d, 't> Walker<'d, 't> {
                 continue;
             }
             for p in t.host_ports(a) {
-                bits[p as usize / 64] |= 1 << (p % 64);
+                set(bits, p as usize);
             }
         }
     }
@@ -252,46 +258,47 @@ impl<'d, 't> Walker<'d, 't> {
         self.order(d);
     }
 
+    /// The ways on from switch `a` toward destination `d`, each as its egress port's
+    /// place among `a`'s ports and, for a link, the next switch's ingress port: at `d`,
+    /// a delivery out of each port facing a host (`None`); elsewhere, each link to a
+    /// switch one hop closer. Into `out`, emptied first.
+    pub(crate) fn onward(&self, d: usize, a: SwitchId, out: &mut Ways) {
+        let t = self.dags.t;
+        out.clear();
+        if a == self.dags.dests[d] {
+            let ports = t.switches[a as usize].ports.iter().enumerate();
+            out.extend(ports.filter(|&(_, &e)| t.faces_host(e)).map(|(j, _)| (j, None)));
+            return;
+        }
+        let row = self.dags.dist.row(self.dags.dests[d]);
+        let closer = row[a as usize] - 1;
+        let links = self.dags.links(a).iter().filter(|l| row[l.to as usize] == closer);
+        out.extend(links.map(|l| (usize::from(l.slot), Some(l.next))));
+    }
+
     /// Walks the routes toward `d` from the ingress ports in `bits`, farthest switch
     /// first. `hop(hop, Some(next))` is told of each hop between switches and
-    /// `hop(hop, None)` of each delivery; a hop it returns `true` for adds the next port
-    /// to `bits` (the packet goes on in the group).
+    /// `hop(hop, None)` of each delivery (never back out of the port it came in by); a
+    /// hop it returns `true` for adds the next port to `bits` (the packet goes on in the
+    /// group).
     pub(crate) fn walk(&self, d: usize, bits: &mut [u64], mut hop: impl FnMut(usize, Option<PortId>) -> bool) {
         let t = self.dags.t;
-        let dest = self.dags.dests[d];
-        let row = self.dags.dist.row(dest);
-        let has = |bits: &[u64], p: PortId| bits[p as usize / 64] & (1 << (p % 64)) != 0;
-        // The places of the switch's ingress ports in the group.
-        let mut ins: Vec<usize> = Vec::new();
+        // The places of the switch's ingress ports in the group, and its ways on.
+        let (mut ins, mut ways) = (Vec::new(), Vec::new());
         for &a in &self.order {
             let ports = &t.switches[a as usize].ports;
             ins.clear();
-            ins.extend(ports.iter().enumerate().filter(|&(_, &p)| has(bits, p)).map(|(i, _)| i));
+            ins.extend(ports.iter().enumerate().filter(|&(_, &p)| has(bits, p as usize)).map(|(i, _)| i));
             if ins.is_empty() {
                 continue;
             }
-            let base = self.dags.first[a as usize] as usize;
-            let n = ports.len();
-            if a == dest {
-                for &i in &ins {
-                    for (j, &e) in ports.iter().enumerate() {
-                        if j != i && t.faces_host(e) {
-                            hop(base + i * n + j, None);
+            self.onward(d, a, &mut ways);
+            for &(j, next) in &ways {
+                for &i in ins.iter().filter(|&&i| next.is_some() || i != j) {
+                    if hop(self.dags.hop(a, i, j), next) {
+                        if let Some(p2) = next {
+                            set(bits, p2 as usize);
                         }
-                    }
-                }
-                continue;
-            }
-            let closer = row[a as usize] - 1;
-            for link in self.dags.links(a) {
-                if row[link.to as usize] != closer {
-                    continue;
-                }
-                let j = usize::from(link.slot);
-                let p2 = link.next;
-                for &i in &ins {
-                    if hop(base + i * n + j, Some(p2)) {
-                        bits[p2 as usize / 64] |= 1 << (p2 % 64);
                     }
                 }
             }
@@ -303,8 +310,8 @@ impl<'d, 't> Walker<'d, 't> {
         let t = self.dags.t;
         let dest = self.dags.dests[d];
         let row = self.dags.dist.row(dest);
-        let words = t.ports.len().div_ceil(64);
-        let mut starts = vec![0u64; words];
+        let mut starts = std::mem::take(&mut self.starts);
+        starts.fill(0);
         self.starts(d, &mut starts);
         self.order(d);
         for &a in &self.order {
@@ -312,9 +319,7 @@ impl<'d, 't> Walker<'d, 't> {
         }
         for &a in &self.order {
             let ports = &t.switches[a as usize].ports;
-            if self.level[a as usize] == u16::MAX
-                && ports.iter().any(|&p| starts[p as usize / 64] & (1 << (p % 64)) != 0)
-            {
+            if self.level[a as usize] == u16::MAX && ports.iter().any(|&p| has(&starts, p as usize)) {
                 self.level[a as usize] = 0;
             }
             let here = self.level[a as usize];
@@ -332,45 +337,6 @@ impl<'d, 't> Walker<'d, 't> {
                 self.level[b] = if self.level[b] == u16::MAX { l } else { self.level[b].max(l) };
             }
         }
-    }
-}
-
-/// A plain bit set over hops.
-#[derive(Clone)]
-pub(crate) struct Bits {
-    words: Vec<u64>,
-}
-
-impl Bits {
-    pub(crate) fn new(n: usize) -> Bits {
-        Bits { words: vec![0; n.div_ceil(64)] }
-    }
-
-    pub(crate) fn set(&mut self, i: usize) {
-        self.words[i / 64] |= 1 << (i % 64);
-    }
-
-    pub(crate) fn get(&self, i: usize) -> bool {
-        self.words[i / 64] & (1 << (i % 64)) != 0
-    }
-
-    pub(crate) fn union(&mut self, other: &Bits) {
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a |= b;
-        }
-    }
-
-    /// The bits set, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(w, &bits)| {
-            let mut b = bits;
-            std::iter::from_fn(move || {
-                (b != 0).then(|| {
-                    let i = b.trailing_zeros() as usize;
-                    b &= b - 1;
-                    w * 64 + i
-                })
-            })
-        })
+        self.starts = starts;
     }
 }
