@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::algo::Algorithm;
+use crate::plan::Plan;
 use crate::routes::RouteSpec;
 use crate::system::TagSystem;
 use crate::verify::verify;
@@ -108,43 +109,28 @@ pub fn peak_rss_mib() -> f64 {
 pub fn run_case(c: &Case, threads: usize) -> Result<Outcome, String> {
     let t = crate::load_topology(c.topology).map_err(|e| e.to_string())?;
     let spec: RouteSpec = c.routes.parse().map_err(|e: crate::routes::RouteError| e.to_string())?;
-    // Shortest routes go a destination at a time ([`crate::algo::stream`]); the route
-    // model is made only for brute force, after greedy's peak is read.
-    let streamed = spec == RouteSpec::Shortest && c.algorithm == Algorithm::Greedy;
-    let threads = if streamed { threads.max(1) } else { 1 };
-    if streamed {
-        crate::routes::shortest::check_any(&t).map_err(|e| e.to_string())?;
-    }
-    let mut m = if streamed { None } else { Some(spec.model(&t).map_err(|e| e.to_string())?) };
+    // Greedy over shortest routes goes a destination at a time; their route model is
+    // made only for brute force, after greedy's peak is read.
+    let mut plan = Plan::new(&t, &spec, c.algorithm, threads).map_err(|e| e.to_string())?;
+    let route_states = plan.route_states();
     let start = Instant::now();
-    let greedy = match &m {
-        Some(m) => c.algorithm.run(&t, m.as_ref()),
-        None => crate::algo::stream::greedy_shortest(&t, threads),
-    }
-    .map_err(|e| e.to_string())?;
+    let greedy = plan.tag().map_err(|e| e.to_string())?;
     let greedy_secs = start.elapsed().as_secs_f64();
     let greedy_peak_mib = peak_rss_mib();
     let gs = TagSystem::queue_per_tag(&t, &greedy);
     let start = Instant::now();
-    let mut checked = match &m {
-        Some(m) => verify(&t, m.as_ref(), &gs),
-        None => crate::verify::verify_shortest(&t, &gs, threads),
-    }
-    .map(|_| ());
+    let mut checked = plan.verify(&gs).map(|_| ());
     let mut verify_secs = start.elapsed().as_secs_f64();
     let (mut brute_tags, mut brute_secs, mut brute_entries_avg) = (0, 0.0, 0.0);
     let n = t.switches.len() as f64;
     if c.brute {
-        if m.is_none() {
-            m = Some(spec.model(&t).map_err(|e| e.to_string())?);
-        }
-        let m = m.as_ref().expect("made above");
+        let m = plan.model().map_err(|e| e.to_string())?;
         let start = Instant::now();
-        let brute = Algorithm::BruteForce.run(&t, m.as_ref()).map_err(|e| e.to_string())?;
+        let brute = Algorithm::BruteForce.run(&t, m).map_err(|e| e.to_string())?;
         brute_secs = start.elapsed().as_secs_f64();
         let bs = TagSystem::queue_per_tag(&t, &brute);
         let start = Instant::now();
-        checked = checked.and_then(|()| verify(&t, m.as_ref(), &bs).map(|_| ()));
+        checked = checked.and_then(|()| verify(&t, m, &bs).map(|_| ()));
         verify_secs += start.elapsed().as_secs_f64();
         brute_tags = brute.tags;
         brute_entries_avg = bs.tables(&t).iter().map(|s| s.entries()).sum::<usize>() as f64 / n;
@@ -156,10 +142,7 @@ pub fn run_case(c: &Case, threads: usize) -> Result<Outcome, String> {
         routes: c.routes.to_string(),
         switches: t.switches.len(),
         links: t.switch_links(),
-        route_states: m.as_ref().map_or_else(
-            || t.ports.len() * (0..t.switches.len() as u32).filter(|&s| t.has_hosts(s)).count(),
-            |m| m.num_states(),
-        ),
+        route_states,
         brute_tags,
         greedy_tags: greedy.tags,
         algorithm: c.algorithm.to_string(),
@@ -167,7 +150,7 @@ pub fn run_case(c: &Case, threads: usize) -> Result<Outcome, String> {
         entries_max: entries.iter().copied().max().unwrap_or(0),
         brute_entries_avg,
         greedy_secs,
-        threads,
+        threads: plan.threads(),
         brute_secs,
         verify_secs,
         greedy_peak_mib,

@@ -13,6 +13,7 @@
 pub mod algo;
 mod bits;
 pub mod eval;
+pub mod plan;
 pub mod routes;
 pub mod system;
 pub mod topology;

@@ -5,12 +5,12 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use tagger::algo::{Algorithm, Tagging};
+use tagger::algo::Algorithm;
 use tagger::eval::{self, Outcome};
-use tagger::routes::{RouteModel, RouteSpec};
+use tagger::plan::Plan;
+use tagger::routes::RouteSpec;
 use tagger::system::{self, Format, TagPriorities, TagSystem};
 use tagger::topology::file::TopologyFile;
-use tagger::topology::Topology;
 use tagger::verify::{verify, TaggedGraph};
 
 /// Tagger: deadlock-free PFC tag tables for any topology and set of lossless routes.
@@ -246,22 +246,11 @@ fn compute(
 ) -> Result<()> {
     let t = tagger::load_topology(topology)?;
     let spec: RouteSpec = routes.parse()?;
-    let streamed = spec == RouteSpec::Shortest && algorithm == Algorithm::Greedy;
-    if streamed {
-        tagger::routes::shortest::check_any(&t)?;
-    }
-    let tag = |t: &Topology, m: Option<&dyn RouteModel>| -> Result<Tagging> {
-        Ok(match m {
-            Some(m) => algorithm.run(t, m)?,
-            None => tagger::algo::stream::greedy_shortest(t, threads)?,
-        })
-    };
     let mut before = None;
     let t = match fail {
         None => t,
         Some((n, seed)) => {
-            let m = if streamed { None } else { Some(spec.model(&t)?) };
-            before = Some(tag(&t, m.as_deref())?.tags);
+            before = Some(Plan::new(&t, &spec, algorithm, threads)?.tag()?.tags);
             let (failed, lost) = t.fail_links(n, seed)?;
             let shown: Vec<String> = lost.iter().take(8).map(|(a, b)| format!("{a}–{b}")).collect();
             let more = if lost.len() > shown.len() {
@@ -279,19 +268,17 @@ fn compute(
         t.hosts.len(),
         t.switch_links()
     );
-    // Greedy over shortest routes goes a destination at a time, and so does its check:
-    // the route model's states grow with the square of the fabric.
-    let m = if streamed { None } else { Some(spec.model(&t)?) };
-    match &m {
-        Some(m) => println!("routes: {spec}: {} route states", m.num_states()),
-        None => println!("routes: {spec}: a DAG per destination, walked over {threads} threads"),
-    }
+    let mut plan = Plan::new(&t, &spec, algorithm, threads)?;
+    println!("routes: {spec}: {}", plan.describe());
     let start = Instant::now();
-    let tagging = tag(&t, m.as_deref())?;
+    let tagging = plan.tag()?;
     let secs = start.elapsed().as_secs_f64();
-    let compare = match (algorithm, &m) {
-        (Algorithm::Greedy, Some(m)) => format!(" (brute force: {})", Algorithm::BruteForce.run(&t, m.as_ref())?.tags),
-        _ => String::new(),
+    // Brute force beside greedy, but not where its route model is what the fabric is too
+    // big for.
+    let compare = if algorithm == Algorithm::Greedy && !plan.streamed() {
+        format!(" (brute force: {})", Algorithm::BruteForce.run(&t, plan.model()?)?.tags)
+    } else {
+        String::new()
     };
     println!("{algorithm}: {} lossless tags{compare}, {secs:.2} s", tagging.tags);
     if let Some(before) = before {
@@ -299,11 +286,7 @@ fn compute(
     }
     let sys = TagSystem::new(&t, &tagging, prio)?;
     let start = Instant::now();
-    let checked = match &m {
-        Some(m) => verify(&t, m.as_ref(), &sys),
-        None => tagger::verify::verify_shortest(&t, &sys, threads),
-    };
-    let report = match checked {
+    let report = match plan.verify(&sys) {
         Ok(r) => r,
         Err(v) => bail!("the computed system fails verification (a bug): {v}"),
     };

@@ -1,0 +1,91 @@
+//! A route set made ready for an algorithm: its route model, or, for greedy over every
+//! shortest route, the topology alone, tagged and verified a destination at a time (the
+//! model's states grow with the square of the fabric: 9×10⁸ for a Jellyfish of 10 000
+//! switches). `tagger compute` and `tagger eval` take the same path through it.
+
+use crate::algo::{stream, AlgoError, Algorithm, Tagging};
+use crate::routes::{shortest, RouteError, RouteModel, RouteSpec};
+use crate::system::TagSystem;
+use crate::topology::Topology;
+use crate::verify::{verify, verify_shortest, Report, Violation};
+
+pub struct Plan<'t> {
+    t: &'t Topology,
+    spec: RouteSpec,
+    algorithm: Algorithm,
+    /// Tagged and verified a destination at a time, over `threads` threads.
+    streamed: bool,
+    threads: usize,
+    /// The route model: made up front unless streamed, and then only if asked for.
+    model: Option<Box<dyn RouteModel + 't>>,
+}
+
+impl<'t> Plan<'t> {
+    /// Fails as [`RouteSpec::model`] does on a topology with no route (streamed too).
+    pub fn new(
+        t: &'t Topology,
+        spec: &RouteSpec,
+        algorithm: Algorithm,
+        threads: usize,
+    ) -> Result<Plan<'t>, RouteError> {
+        let streamed = *spec == RouteSpec::Shortest && algorithm == Algorithm::Greedy;
+        let model = if streamed {
+            shortest::check_any(t)?;
+            None
+        } else {
+            Some(spec.model(t)?)
+        };
+        let threads = if streamed { threads.max(1) } else { 1 };
+        Ok(Plan { t, spec: spec.clone(), algorithm, streamed, threads, model })
+    }
+
+    /// Whether the routes go a destination at a time.
+    pub fn streamed(&self) -> bool {
+        self.streamed
+    }
+
+    /// The threads tagging and verifying use (one unless streamed).
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The route model, made now if it was not (for brute force beside streamed greedy).
+    pub fn model(&mut self) -> Result<&dyn RouteModel, RouteError> {
+        if self.model.is_none() {
+            self.model = Some(self.spec.model(self.t)?);
+        }
+        Ok(self.model.as_deref().expect("made above"))
+    }
+
+    /// The route model's states, counted without making it when streamed.
+    pub fn route_states(&self) -> usize {
+        match &self.model {
+            Some(m) => m.num_states(),
+            None => self.t.ports.len() * (0..self.t.switches.len() as u32).filter(|&s| self.t.has_hosts(s)).count(),
+        }
+    }
+
+    /// How the routes are walked, for a report's line.
+    pub fn describe(&self) -> String {
+        if self.streamed {
+            format!("a DAG per destination, walked over {} threads", self.threads)
+        } else {
+            format!("{} route states", self.route_states())
+        }
+    }
+
+    pub fn tag(&self) -> Result<Tagging, AlgoError> {
+        match self.model.as_deref() {
+            Some(m) if !self.streamed => self.algorithm.run(self.t, m),
+            _ => stream::greedy_shortest(self.t, self.threads),
+        }
+    }
+
+    /// Checks `sys` against every route, as [`verify`] does.
+    pub fn verify(&self, sys: &TagSystem) -> Result<Report, Violation> {
+        match self.model.as_deref() {
+            Some(m) if !self.streamed => verify(self.t, m, sys),
+            _ => verify_shortest(self.t, sys, self.threads),
+        }
+    }
+}
