@@ -106,10 +106,15 @@ pub fn quiet_on_closed_stdout() {
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or("");
         if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
+            end_on_closed_stdout();
         }
         report(info);
     }));
+}
+
+/// Ends the program as SIGPIPE would have: status 141 (128 + SIGPIPE), quietly.
+fn end_on_closed_stdout() -> ! {
+    std::process::exit(141)
 }
 
 /// Writes to standard output through a buffer, as `print!` does but without a string of
@@ -119,7 +124,7 @@ pub fn quiet_on_closed_stdout() {
 pub fn to_stdout(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match write(&mut out).and_then(|()| std::io::Write::flush(&mut out)) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => end_on_closed_stdout(),
         done => done,
     }
 }
