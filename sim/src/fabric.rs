@@ -98,6 +98,11 @@ impl Routes {
     /// No route to the host.
     const NONE: u16 = u16::MAX;
 
+    /// No routes yet, to any of `hosts` hosts.
+    fn for_hosts(hosts: usize) -> Routes {
+        Routes { by_host: vec![Routes::NONE; hosts], next_hops: Vec::new() }
+    }
+
     /// Host `h`'s next hops are `set`.
     fn add(&mut self, h: HostIx, set: &[PortId]) -> Result<(), ScenarioError> {
         let i = match self.next_hops.iter().position(|s| s[..] == set[..]) {
@@ -109,9 +114,6 @@ impl Routes {
         };
         let i = u16::try_from(i).ok().filter(|&i| i != Routes::NONE);
         let i = i.ok_or_else(|| invalid("routes", "a switch with more than 65 534 sets of next hops"))?;
-        if self.by_host.len() <= h.index() {
-            self.by_host.resize(h.index() + 1, Routes::NONE);
-        }
         self.by_host[h.index()] = i;
         Ok(())
     }
@@ -444,7 +446,7 @@ impl Fabric {
             // scenario gives the switch an entry for keeps that entry.
             let own: std::collections::HashSet<MacAddr> =
                 config.fdb_entries.iter().map(|e| e.mac).chain(config.fdb_groups.iter().map(|g| g.mac)).collect();
-            let mut routes = Routes { by_host: Vec::with_capacity(hosts.len()), next_hops: Vec::new() };
+            let mut routes = Routes::for_hosts(hosts.len());
             for (h, next) in std::mem::take(&mut fdb[sw]) {
                 let mac = ports[hosts[h].port].mac;
                 if own.contains(&mac) {
