@@ -54,5 +54,5 @@ pub use queue::FrameId;
 pub use slowpath::{HeldFrame, Slowpath, ToSlowpath};
 pub use speed::Speed;
 pub use stats::SwitchStats;
-pub use switch::{Ports, Switch, Turn, TxBatch, TxFrame};
+pub use switch::{PortTimer, PortTimers, Ports, Switch, Turn, TxBatch, TxFrame};
 pub use time::Time;

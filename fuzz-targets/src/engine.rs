@@ -28,7 +28,7 @@ use pfcswitch_core::speed::Speed;
 use pfcswitch_core::switch::{FramePool, Switch, TxBatch};
 use pfcswitch_core::tagging::TagTable;
 use pfcswitch_core::time::Time;
-use pfcswitch_core::Priority;
+use pfcswitch_core::{PortTimer, Priority};
 
 const PORTS: usize = 4;
 const FRAMES: u32 = 512;
@@ -308,6 +308,7 @@ pub fn run(data: &[u8]) {
             5 => {
                 now = now + Duration::from_micros(u64::from(s.u16().unwrap_or(0)));
                 sw.handle_timeout(now, &mut pool);
+                timers_ran(&sw, now);
             }
             6 => {
                 let blocked = sw.is_blocked(PortId::new(port));
@@ -347,6 +348,19 @@ pub fn run(data: &[u8]) {
     for p in &stats.ports {
         for q in &p.priorities {
             assert_eq!(q.ingress_bytes, 0, "{} prio {}: bytes still charged", p.name, q.priority);
+        }
+    }
+}
+
+/// After [`Switch::handle_timeout`], what its timers owed is done: no drop window owes
+/// frames, and a refresh that fell due is a pause owed to the partner (it leaves with
+/// the port's next transmit).
+fn timers_ran(sw: &Switch, now: Time) {
+    for port in PortId::all(PORTS) {
+        let table = sw.port_timers(now, port);
+        assert_eq!(table.get(PortTimer::DropWindow), None, "port {port}: queued frames a drop window owes");
+        if table.get(PortTimer::XoffRefresh).is_some_and(|at| at <= now) {
+            assert_eq!(table.get(PortTimer::ControlOwed), Some(now), "port {port}: a refresh fell due, no pause owed");
         }
     }
 }

@@ -41,6 +41,8 @@ pub(super) struct PortDcfit {
     /// Per ingress group: when a frame charged to it last left the switch.
     pub(super) departed: [Option<Time>; PRIORITIES],
     /// Deadlock resolution: drop these priorities' frames for this egress until then.
+    /// Kept after it ended (every reader compares the end with `now`); the next window
+    /// replaces it.
     pub(super) deadlock_drop: Option<(Time, Priorities)>,
 }
 

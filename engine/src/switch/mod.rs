@@ -11,9 +11,9 @@
 //!
 //! 1. [`Switch::handle_released`]: the frames the slowpath released rejoin their queues;
 //! 2. [`Switch::handle_frame`] for every frame received this turn;
-//! 3. [`Switch::handle_timeout`]: the timers due run (the watchdog, the end of drop
-//!    windows, XOFF refreshes, FDB aging); a received pause needs none, its end is a time
-//!    the pause gate compares with `now`;
+//! 3. [`Switch::handle_timeout`]: the timers due run (each port's table, `timers`: the
+//!    watchdog, the frames a drop window owes, XOFF refreshes; then FDB aging); a
+//!    received pause needs none, its end is a time the pause gate compares with `now`;
 //! 4. [`Switch::poll_transmit`] per port with room on its tx ring: the pause frames owed,
 //!    then data;
 //! 5. [`Switch::stopped`] per port for the slowpath's next release, then
@@ -26,9 +26,9 @@
 //! the steps per port, each at its port's instant (see `poll`'s module).
 //!
 //! The orders that matter: released frames go in before new arrivals, so they keep their
-//! place ahead of what came after them; the timers run before the port transmits, so a
-//! drop window that ended lets its queue go in the same turn and a refresh leaves before
-//! the pause it renews runs out upstream. A driver that keeps a timer per port calls
+//! place ahead of what came after them; the timers run before the port transmits, so the
+//! frames a drop window owes are emptied, not sent, and a refresh leaves before the pause
+//! it renews runs out upstream. A driver that keeps a timer per port calls
 //! [`Switch::handle_port_timeout`] for a port just before it polls it, and
 //! [`Switch::handle_switch_timeout`] for the rest.
 //!
@@ -48,12 +48,14 @@ mod handoff;
 mod ingress;
 mod poll;
 mod snapshot;
+mod timers;
 mod watchdog;
 mod wred;
 
 pub use crate::pool::FramePool;
 pub use egress::{TxBatch, TxFrame};
 pub use poll::{Ports, Turn};
+pub use timers::{PortTimer, PortTimers};
 
 use std::time::Duration;
 
@@ -389,21 +391,28 @@ impl Switch {
         self.handle_switch_timeout(now);
     }
 
-    /// The timers of one port that is up, in this order: the PFC watchdog's check (a
-    /// storm detected or a priority restored), the end of drop windows (the queues still
-    /// in one are emptied), and the XOFF refreshes due (what a paused ingress owes its
-    /// upstream before the last pause runs out there). The frames they call for leave
-    /// through [`Switch::poll_transmit`]. A driver that keeps a timer per port (the
-    /// simulator, through [`Switch::poll_port_timeout`]) calls it for a port before it
-    /// polls that port, and [`Switch::handle_switch_timeout`] for the rest.
+    /// The timers of one port that is up, as its table ([`Switch::port_timers`]) says:
+    /// the watchdog notes what waits, then each of the port's own timers that has expired
+    /// runs, in this order: the PFC watchdog's judgement (a storm detected or a priority
+    /// restored), the frames a drop window owes (emptied), the XOFF refreshes (what a
+    /// paused ingress owes its upstream before the last pause runs out there). The frames
+    /// they call for leave through [`Switch::poll_transmit`]. A driver that keeps a timer
+    /// per port (the simulator, through [`Switch::poll_port_timeout`]) calls it for a port
+    /// before it polls that port, and [`Switch::handle_switch_timeout`] for the rest.
     pub fn handle_port_timeout<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
         self.clock = self.clock.max(now);
         if !self.ports[port].link_up {
             return;
         }
-        self.check_pfcwd(now, port);
-        self.empty_dropped_queues(now, pool, port);
-        self.due_refreshes(now, port);
+        // Each entry is read just before it runs, after the ones before it: a storm
+        // detected now opens the drop window that empties its queue in the same call.
+        self.run_pfcwd(now, port);
+        if self.port_timer(now, port, PortTimer::DropWindow).is_some() {
+            self.empty_dropped_queues(now, pool, port);
+        }
+        if self.port_timer(now, port, PortTimer::XoffRefresh).is_some_and(|at| at <= now) {
+            self.due_refreshes(now, port);
+        }
     }
 
     /// The switch's own timer, not tied to a port: FDB aging.
@@ -420,49 +429,12 @@ impl Switch {
         PortId::all(self.ports.len()).filter_map(|i| self.poll_port_timeout(now, i)).fold(self.next_aging, Time::min)
     }
 
-    /// When `port` next has something to send without new input (`now` or earlier: right
-    /// away), if it has anything at all: a pause to send or refresh, a queue that the
-    /// shaper or a received pause holds back.
+    /// When `port` next has something to do without new input (`now` or earlier: right
+    /// away), if it has anything at all: the earliest entry of its timer table
+    /// ([`Switch::port_timers`]): a pause to send or refresh, a watchdog's judgement, a
+    /// queue that the shaper or a received pause holds back.
     pub fn poll_port_timeout(&self, now: Time, port: PortId) -> Option<Time> {
-        let p = &self.ports[port];
-        if !p.link_up {
-            // Nothing goes out of it; what it still owes its partner (a resume) waits.
-            return None;
-        }
-        if !(p.upstream.pending.pause | p.upstream.pending.resume).is_empty() || !p.tx.control.is_empty() {
-            return Some(now);
-        }
-        let mut next: Option<Time> = None;
-        if p.mode != PauseMode::Off {
-            for prio in self.lossless.iter() {
-                if self.buffer.group(port, prio).xoff {
-                    next =
-                        Some(next.map_or(p.upstream.pending.refresh_at[prio], |n| {
-                            n.min(p.upstream.pending.refresh_at[prio])
-                        }));
-                }
-            }
-        }
-        let watched = self.watched(port);
-        let deadline = if self.pfcwd_quiet(now, port, watched) {
-            None
-        } else {
-            self.pfcwd_view(now, port).and_then(|seen| p.pfcwd.deadline(now, watched, &seen))
-        };
-        if let Some(deadline) = deadline {
-            next = Some(next.map_or(deadline, |n| n.min(deadline)));
-        }
-        let queued = p.tx.queues.nonempty();
-        if queued.is_empty() {
-            return next;
-        }
-        let paused = self.effective_paused(now, port);
-        let at = if !(queued & !paused).is_empty() {
-            p.tx.shaper.ready_at()
-        } else {
-            p.tx.pause.resume_at(now, queued).unwrap_or(now).max(p.tx.shaper.ready_at())
-        };
-        Some(next.map_or(at, |n| n.min(at)))
+        self.port_timers(now, port).next()
     }
 
     /// Bytes queued at `port`'s egress for `prio` (what a monitor samples); 0 for a port

@@ -73,30 +73,29 @@ impl Switch {
         }
     }
 
-    /// Runs `port`'s PFC watchdog: detects storms, restores quiet priorities.
-    pub(super) fn check_pfcwd(&mut self, now: Time, port: PortId) {
+    /// Runs `port`'s PFC watchdog: notes what waits (at every look), then, if its
+    /// judgement is due ([`PortTimer::Watchdog`](super::PortTimer::Watchdog)), detects
+    /// storms and restores quiet priorities.
+    pub(super) fn run_pfcwd(&mut self, now: Time, port: PortId) {
         if self.ports[port].pfcwd.action() == WatchdogAction::Off {
             return;
         }
         let watched = self.watched(port);
-        if self.pfcwd_quiet(now, port, watched) {
-            let waiting = self.pfcwd_waiting(port, watched);
-            self.ports[port].pfcwd.note_waiting(now, watched, waiting);
+        let waiting = self.pfcwd_waiting(port, watched);
+        self.ports[port].pfcwd.note_waiting(now, watched, waiting);
+        let Some((seen, Some(at))) = self.watchdog_judgement(now, port) else { return };
+        if at > now {
             return;
         }
-        let Some(seen) = self.pfcwd_view(now, port) else { return };
         let events = &mut self.pfcwd_events;
         let p = &mut self.ports[port];
         let prio = &p.prio;
         let frames = |q: Priority| prio[q].frames();
-        p.pfcwd.check(now, port, watched, &seen, frames, |e| events.push(e));
+        p.pfcwd.judge(now, port, watched, &seen, frames, |e| events.push(e));
     }
 
     /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).
     pub(super) fn empty_dropped_queues<P: FramePool>(&mut self, now: Time, pool: &mut P, port: PortId) {
-        if self.ports[port].dcfit.deadlock_drop.is_some_and(|(until, _)| now >= until) {
-            self.ports[port].dcfit.deadlock_drop = None;
-        }
         for prio in self.dropping(now, port).iter() {
             while let Some(id) = self.unqueue(port, prio) {
                 self.discard(pool, port, prio, id);

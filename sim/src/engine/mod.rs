@@ -130,7 +130,9 @@ struct SwitchState {
     /// The slowpath's look that a `SlowTick` is scheduled for.
     slow_look: Option<Time>,
     /// No port of this switch has a timer due before this (a lower bound: a timer that
-    /// fired or moved leaves it where it was until the next look at every port).
+    /// fired or moved leaves it where it was until the next look at every port). The
+    /// engine's timer table answers for one port when asked; this is the simulator's own
+    /// summary of the wakes it scheduled, so an arrival need not ask every port.
     earliest_wake: Time,
     /// Per port: frames that arrived when the pool had no free frame (dropped).
     rx_no_frame: Vec<u64>,

@@ -29,6 +29,7 @@ mod forwarding;
 mod jumbo;
 mod links;
 mod tagger;
+mod timers;
 mod watchdog;
 
 pub(crate) type VecPool = crate::heap_pool::HeapPool;
