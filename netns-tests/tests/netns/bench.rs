@@ -1,5 +1,7 @@
 //! The benchmark commands end to end, at their shortest: what they report, not how fast.
 
+use std::time::Duration;
+
 use netns_tests::*;
 
 /// Runs `pfctools` with `args` (a `--json` report among them) and asserts it succeeded:
@@ -259,4 +261,50 @@ fn a_short_soak_accounts_for_every_frame_sent_through_random_faults() {
     let faults = r["faults"].as_object().unwrap();
     assert!(faults.len() >= 3, "{r:#}");
     assert!(r["passed"].as_bool().unwrap(), "{r:#}");
+}
+
+#[test]
+fn a_bench_stopped_by_ctrl_c_removes_its_namespaces_and_the_switch_in_them() {
+    let _serial = serial();
+    let child = std::process::Command::new(harness::bin("pfctools").unwrap())
+        .args(["bench", "rfc2544", "--duts", "pfcswitch", "--sizes", "64", "--trial-s", "1", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Until its testbed is up with the switch running in it.
+    let mut made = Vec::new();
+    wait_until("the bench's switch runs in its testbed", Duration::from_secs(60), Duration::from_millis(50), || {
+        made =
+            pfctools::testbed::list().into_iter().filter(|s| s.owner_pid == pid).flat_map(|s| s.namespaces).collect();
+        made.iter().any(|ns| pids_in(ns).iter().any(|p| comm(*p) == "pfcswitch"))
+    });
+    let inside: Vec<u32> = made.iter().flat_map(|ns| pids_in(ns)).collect();
+    // SAFETY: plain kill(2) of the child we started.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "exits as stopped by SIGINT: {stderr}");
+    assert!(stderr.contains("stopped by signal 2; removed the testbeds"), "{stderr}");
+    let left = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    for ns in &made {
+        assert!(!left.lines().any(|l| l.split_whitespace().next() == Some(ns.as_str())), "{ns} is still there");
+    }
+    assert!(pfctools::testbed::list().iter().all(|s| s.owner_pid != pid), "its state file is gone");
+    wait_until("the processes in its namespaces end", Duration::from_secs(5), Duration::from_millis(50), || {
+        inside.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+    });
+}
+
+/// The processes in namespace `ns`.
+fn pids_in(ns: &str) -> Vec<u32> {
+    let out = std::process::Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
+}
+
+/// A process's command name ("" once it is gone).
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
 }

@@ -58,6 +58,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     // (every bench but the simulator's runs them).
     if !matches!(cmd, BenchCommand::Sim(_) | BenchCommand::Agreement(_)) {
         say_kernel_paths();
+        clean_up_on_signals()?;
     }
     match cmd {
         BenchCommand::Forward(args) => forward::run(&args),
@@ -72,6 +73,27 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Scrape(args) => scrape::run(&args),
         BenchCommand::Soak(args) => soak::run(&args),
     }
+}
+
+/// A bench stopped by Ctrl-C, SIGTERM or SIGHUP removes the testbeds it made, then
+/// exits (128 + the signal): a signal ends the process without running their `Drop`, and
+/// their namespaces stayed until `pfctools testbed clean`. The processes it started in
+/// them end with it (they are started with a parent-death signal) or are killed with
+/// the namespaces.
+fn clean_up_on_signals() -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::Builder::new().name("bench-signals".into()).spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let removed = crate::testbed::clean_own();
+            match removed.is_empty() {
+                true => eprintln!("pfctools: stopped by signal {sig}"),
+                false => eprintln!("pfctools: stopped by signal {sig}; removed the testbeds {}", removed.join(" ")),
+            }
+            std::process::exit(128 + sig);
+        }
+    })?;
+    Ok(())
 }
 
 /// Says on stderr which path each optional part of the XDP programs takes on this

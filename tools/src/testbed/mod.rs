@@ -550,6 +550,13 @@ pub fn clean_stale() -> Vec<String> {
         .collect()
 }
 
+/// Removes every testbed this process made and still owns; returns their names. For a
+/// process a signal ends: its testbeds' `Drop` never runs.
+pub fn clean_own() -> Vec<String> {
+    let me = std::process::id();
+    list().into_iter().filter(|s| s.owner_pid == me).filter(|s| down_by_name(&s.name).is_ok()).map(|s| s.name).collect()
+}
+
 /// Testbeds on this machine, from their state files.
 pub fn list() -> Vec<State> {
     let Ok(dir) = fs::read_dir(state_dir()) else { return Vec::new() };
