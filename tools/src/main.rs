@@ -157,7 +157,10 @@ fn dispatch(command: Command) -> Result<()> {
             println!("{report}");
             Ok(())
         }
-        Command::Headroom(args) => pfctools::headroom::run(&args),
+        Command::Headroom(args) => {
+            bench::clean_up_on_signals()?;
+            pfctools::headroom::run(&args)
+        }
         Command::Sim(args) => pfcsim::run(&args),
         Command::Storm(args) => {
             let stop = stop_on_signals()?;
@@ -178,8 +181,14 @@ fn dispatch(command: Command) -> Result<()> {
             println!("sent {sent} frames of {} bytes", frame.len());
             Ok(())
         }
-        Command::Demo(args) => bench::demo::run(&args),
-        Command::DeadlockLab(args) => bench::lab::run(&args),
+        Command::Demo(args) => {
+            bench::clean_up_on_signals()?;
+            bench::demo::run(&args)
+        }
+        Command::DeadlockLab(args) => {
+            bench::clean_up_on_signals()?;
+            bench::lab::run(&args)
+        }
         Command::LeaveStaleXdp { iface } => {
             let info = pfcswitch::sys::interface(&iface)?;
             let probed = afxdp::paths::probe(Default::default())?;

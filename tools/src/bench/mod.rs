@@ -75,12 +75,12 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     }
 }
 
-/// A bench stopped by Ctrl-C, SIGTERM or SIGHUP removes the testbeds it made, then
+/// A command stopped by Ctrl-C, SIGTERM or SIGHUP removes the testbeds it made, then
 /// exits (128 + the signal): a signal ends the process without running their `Drop`, and
 /// their namespaces stayed until `pfctools testbed clean`. The processes it started in
 /// them end with it (they are started with a parent-death signal) or are killed with
 /// the namespaces.
-fn clean_up_on_signals() -> Result<()> {
+pub fn clean_up_on_signals() -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::Builder::new().name("bench-signals".into()).spawn(move || {
