@@ -3,11 +3,14 @@
 //! model's states grow with the square of the fabric: 9×10⁸ for a Jellyfish of 10 000
 //! switches). `tagger compute` and `tagger eval` take the same path through it.
 
+use std::cell::OnceCell;
+
 use crate::algo::{stream, AlgoError, Algorithm, Tagging};
+use crate::routes::dags::Dags;
 use crate::routes::{shortest, RouteError, RouteModel, RouteSpec};
 use crate::system::TagSystem;
-use crate::topology::Topology;
-use crate::verify::{verify, verify_shortest, Report, Violation};
+use crate::topology::{Topology, TopologyError};
+use crate::verify::{verify, verify_on, Report, Violation};
 
 pub struct Plan<'t> {
     t: &'t Topology,
@@ -18,6 +21,9 @@ pub struct Plan<'t> {
     threads: usize,
     /// The route model: made up front unless streamed, and then only if asked for.
     model: Option<Box<dyn RouteModel + 't>>,
+    /// Streamed: the DAGs (and the distances between switches, 10⁸ of them for a
+    /// Jellyfish of 10 000 switches), made once for the tagging and the verifier.
+    dags: OnceCell<Dags<'t>>,
 }
 
 impl<'t> Plan<'t> {
@@ -36,7 +42,7 @@ impl<'t> Plan<'t> {
             Some(spec.model(t)?)
         };
         let threads = if streamed { threads.max(1) } else { 1 };
-        Ok(Plan { t, spec: spec.clone(), algorithm, streamed, threads, model })
+        Ok(Plan { t, spec: spec.clone(), algorithm, streamed, threads, model, dags: OnceCell::new() })
     }
 
     /// Whether the routes go a destination at a time.
@@ -77,15 +83,22 @@ impl<'t> Plan<'t> {
     pub fn tag(&self) -> Result<Tagging, AlgoError> {
         match self.model.as_deref() {
             Some(m) if !self.streamed => self.algorithm.run(self.t, m),
-            _ => stream::greedy_shortest(self.t, self.threads),
+            _ => stream::greedy_on(self.dags()?, self.threads),
         }
+    }
+
+    fn dags(&self) -> Result<&Dags<'t>, TopologyError> {
+        if self.dags.get().is_none() {
+            let _ = self.dags.set(Dags::new(self.t, self.threads)?);
+        }
+        Ok(self.dags.get().expect("set above"))
     }
 
     /// Checks `sys` against every route, as [`verify`] does.
     pub fn verify(&self, sys: &TagSystem) -> Result<Report, Violation> {
         match self.model.as_deref() {
             Some(m) if !self.streamed => verify(self.t, m, sys),
-            _ => verify_shortest(self.t, sys, self.threads),
+            _ => verify_on(self.dags().map_err(|e| Violation::Unwalkable(e.to_string()))?, sys, self.threads),
         }
     }
 }

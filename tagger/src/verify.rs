@@ -83,12 +83,18 @@ pub fn verify(t: &Topology, m: &dyn RouteModel, sys: &TagSystem) -> Result<Repor
 /// checks its graph. A violation names the port and tag where it was found (the route
 /// that led there is not kept).
 pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<Report, Violation> {
+    let dags = Dags::new(t, threads).map_err(|e| Violation::Unwalkable(e.to_string()))?;
+    verify_on(&dags, sys, threads)
+}
+
+/// [`verify_shortest`] over DAGs made already (those the tags were computed on).
+pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Result<Report, Violation> {
+    let t = dags.t;
     shared_queues(t, sys)?;
     let tags = sys.tags;
     if sys.initial_tag == LOSSY_TAG || sys.initial_tag > tags {
         return Err(Violation::BadInitialTag(sys.initial_tag));
     }
-    let dags = Dags::new(t).map_err(|e| Violation::Unwalkable(e.to_string()))?;
     let width = usize::from(tags) + 1;
     const NO_RULE: u8 = u8::MAX;
     let mut table = vec![NO_RULE; dags.hops() * width];
@@ -175,7 +181,7 @@ pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<
         (0..dags.dests.len())
             .into_par_iter()
             .fold(
-                || (Walker::new(&dags), (vec![vec![0u64; words]; width], Vec::new()), part()),
+                || (Walker::new(dags), (vec![vec![0u64; words]; width], Vec::new()), part()),
                 |(mut w, mut at, mut part), d| {
                     if part.failed.is_none() {
                         if let Err(v) = walk(&mut w, &mut at, &mut part, d) {

@@ -18,7 +18,7 @@
 
 use rustc_hash::FxHashSet;
 
-use super::greedy::demotions;
+use super::greedy::{demotions, Proofs};
 use super::{check_ports, AlgoError, Algorithm, GroupRules, Tagging};
 use crate::bits::{set, BitSet};
 use crate::routes::dags::Dags;
@@ -28,7 +28,13 @@ use crate::topology::{PortId, Topology};
 /// threads.
 pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoError> {
     check_ports(t)?;
-    let dags = Dags::new(t)?;
+    greedy_on(&Dags::new(t, threads)?, threads)
+}
+
+/// [`greedy_shortest`] over DAGs made already (the verifier walks the same ones).
+pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, AlgoError> {
+    let t = dags.t;
+    check_ports(t)?;
     let depth = dags.depth(threads);
     let words = t.ports.len().div_ceil(64);
     let mut rules = GroupRules::default();
@@ -36,6 +42,7 @@ pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoErro
     // 0, whose routes enter at the hosts).
     let mut entries: Option<Vec<u64>> = None;
     let mut group = 0usize;
+    let mut proofs = Proofs::default();
     loop {
         if group > u8::MAX as usize {
             return Err(AlgoError::TooManyTags(group));
@@ -52,7 +59,7 @@ pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoErro
         });
         // (2) Decisions.
         let pairs: FxHashSet<(PortId, PortId)> = candidates.iter().map(|hop| dags.pair(hop)).collect();
-        let demoted_pairs = demotions(&pairs, &depth);
+        let demoted_pairs = demotions(&pairs, &depth, &mut proofs);
         let mut demoted = BitSet::new(dags.hops());
         for &(p, p2) in &demoted_pairs {
             demoted.insert(dags.key(p, t.peer_port(p2).expect("a hop's next port faces a switch")));

@@ -45,8 +45,9 @@ pub(crate) struct Link {
 }
 
 impl<'t> Dags<'t> {
-    pub(crate) fn new(t: &'t Topology) -> Result<Dags<'t>, crate::topology::TopologyError> {
-        let dist = t.distances()?;
+    /// The distances between switches are found over `threads` threads.
+    pub(crate) fn new(t: &'t Topology, threads: usize) -> Result<Dags<'t>, crate::topology::TopologyError> {
+        let dist = t.distances_over(threads)?;
         let dests = (0..t.switches.len() as SwitchId).filter(|&s| t.has_hosts(s)).collect();
         let mut first = Vec::with_capacity(t.switches.len());
         let mut slot = vec![0u16; t.ports.len()];

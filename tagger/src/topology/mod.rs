@@ -314,30 +314,71 @@ impl Topology {
 
     /// Hop counts between switches (over switch-switch links), `u8::MAX` when unreachable.
     pub fn distances(&self) -> Result<Distances, TopologyError> {
+        self.distances_over(1)
+    }
+
+    /// [`Topology::distances`], a breadth-first search per switch, the searches spread
+    /// over `threads` threads (rows are independent; the result is the same for any
+    /// number). A Jellyfish of 10 000 switches has 10⁸ of them.
+    pub fn distances_over(&self, threads: usize) -> Result<Distances, TopologyError> {
+        use rayon::prelude::*;
         let n = self.switches.len();
+        let links = self.neighbours();
         let mut d = vec![u8::MAX; n * n];
-        let mut queue = VecDeque::new();
-        for src in 0..n {
-            let row = &mut d[src * n..(src + 1) * n];
+        let search = |(src, row): (usize, &mut [u8])| -> Result<(), TopologyError> {
+            let mut queue = VecDeque::new();
             row[src] = 0;
-            queue.clear();
-            queue.push_back(src as SwitchId);
+            queue.push_back(src as u32);
             while let Some(a) = queue.pop_front() {
                 let next = row[a as usize] + 1;
-                for &p in &self.switches[a as usize].ports {
-                    let Some(q) = self.peer_port(p) else { continue };
-                    let b = self.switch_of(q) as usize;
-                    if row[b] == u8::MAX {
+                for &b in links.of(a) {
+                    if row[b as usize] == u8::MAX {
                         if next == u8::MAX {
                             return Err(TopologyError::TooDeep);
                         }
-                        row[b] = next;
-                        queue.push_back(b as SwitchId);
+                        row[b as usize] = next;
+                        queue.push_back(b);
                     }
                 }
             }
+            Ok(())
+        };
+        if n > 0 {
+            crate::routes::dags::in_pool(threads, || d.par_chunks_mut(n).enumerate().try_for_each(search))?;
         }
         Ok(Distances { n, d })
+    }
+
+    /// Whether every switch reaches every other over switch-switch links.
+    pub fn connected(&self) -> bool {
+        let links = self.neighbours();
+        let mut seen = vec![false; self.switches.len()];
+        let mut stack: Vec<u32> = Vec::new();
+        if let Some(first) = seen.first_mut() {
+            *first = true;
+            stack.push(0);
+        }
+        while let Some(a) = stack.pop() {
+            for &b in links.of(a) {
+                if !std::mem::replace(&mut seen[b as usize], true) {
+                    stack.push(b);
+                }
+            }
+        }
+        seen.iter().all(|&s| s)
+    }
+
+    /// Each switch's neighbouring switches, one entry per link, in a flat list: what a
+    /// search over switches reads, without the ports' records on the way.
+    fn neighbours(&self) -> Neighbours {
+        let mut at = Vec::with_capacity(self.switches.len() + 1);
+        let mut to = Vec::new();
+        at.push(0);
+        for s in &self.switches {
+            to.extend(s.ports.iter().filter_map(|&p| self.peer_port(p)).map(|q| self.switch_of(q)));
+            at.push(to.len() as u32);
+        }
+        Neighbours { at, to }
     }
 
     /// Every switch's layer: as given, or inferred as the distance from the nearest switch
@@ -405,6 +446,18 @@ impl Topology {
 
 /// All-pairs switch hop counts.
 #[derive(Clone, Debug)]
+/// Each switch's neighbours (`to[at[s]..at[s + 1]]`).
+struct Neighbours {
+    at: Vec<u32>,
+    to: Vec<SwitchId>,
+}
+
+impl Neighbours {
+    fn of(&self, s: SwitchId) -> &[SwitchId] {
+        &self.to[self.at[s as usize] as usize..self.at[s as usize + 1] as usize]
+    }
+}
+
 pub struct Distances {
     n: usize,
     d: Vec<u8>,
