@@ -142,7 +142,7 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
             for x in (1..=tags).rev() {
                 let xi = usize::from(x);
                 for (i, &p) in ports.iter().enumerate() {
-                    if !has(&at[xi], p as usize) {
+                    if !has(&at[xi], dags.bit(a, i)) {
                         continue;
                     }
                     if !queued[p as usize * width + xi] {

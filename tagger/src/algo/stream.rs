@@ -38,8 +38,8 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
     let depth = dags.depth(threads);
     let words = t.ports.len().div_ceil(64);
     let mut rules = GroupRules::default();
-    // The ports where each destination's routes enter the current group (none for group
-    // 0, whose routes enter at the hosts).
+    // The ports where each destination's routes enter the current group, a bit each as
+    // `Dags::bit` numbers them (none for group 0, whose routes enter at the hosts).
     let mut entries: Option<Vec<u64>> = None;
     let mut group = 0usize;
     let mut proofs = Proofs::default();

@@ -21,6 +21,12 @@ pub(crate) struct Dags<'t> {
     first: Vec<u32>,
     /// Per port: its place among its switch's ports.
     slot: Vec<u16>,
+    /// Per switch: where its ports' bits begin. A walk's sets of ports (where routes
+    /// enter, where they wait) have a bit per port with each switch's side by side: by
+    /// port number, a Jellyfish switch's ports lie wherever its links were drawn, and a
+    /// walk read a word far from the others for each of them, at every switch of every
+    /// destination.
+    bit_at: Vec<u32>,
     hops: usize,
     /// Per switch (from `link_at[s]` to `link_at[s + 1]`): its links to switches, as
     /// the egress port's place, the next switch's ingress port and that switch. The
@@ -32,13 +38,13 @@ pub(crate) struct Dags<'t> {
     /// as their place among its ports and the port. Every destination's routes start
     /// at every other's (read 10⁸ times at 10 000 switches).
     host_at: Vec<u32>,
-    hosts: Vec<(u16, PortId)>,
+    hosts: Vec<(u16, u32)>,
 }
 
 /// The ways on from a switch toward a destination ([`Walker::onward`]): the egress
-/// port's place among the switch's ports, and the next switch's ingress port (none for a
-/// delivery).
-pub(crate) type Ways = Vec<(usize, Option<PortId>)>;
+/// port's place among the switch's ports, and the next switch's ingress port's bit (none
+/// for a delivery).
+pub(crate) type Ways = Vec<(usize, Option<u32>)>;
 
 /// A link from a switch: its egress port's place among the switch's ports, and the port
 /// and switch at the other end.
@@ -47,6 +53,8 @@ pub(crate) struct Link {
     pub(crate) slot: u16,
     pub(crate) next: PortId,
     pub(crate) to: SwitchId,
+    /// `next`'s bit ([`Dags::bit`]).
+    pub(crate) bit: u32,
 }
 
 impl<'t> Dags<'t> {
@@ -56,30 +64,44 @@ impl<'t> Dags<'t> {
         let dests = (0..t.switches.len() as SwitchId).filter(|&s| t.has_hosts(s)).collect();
         let mut first = Vec::with_capacity(t.switches.len());
         let mut slot = vec![0u16; t.ports.len()];
+        let mut bit_at = Vec::with_capacity(t.switches.len());
         let mut hops = 0usize;
-        let (mut link_at, mut links) = (vec![0u32], Vec::new());
+        let mut bits = 0u32;
         for s in &t.switches {
             first.push(hops as u32);
+            bit_at.push(bits);
             for (i, &p) in s.ports.iter().enumerate() {
                 slot[p as usize] = i as u16;
+            }
+            hops += s.ports.len() * s.ports.len();
+            bits += s.ports.len() as u32;
+        }
+        let bit = |p: PortId| bit_at[t.switch_of(p) as usize] + u32::from(slot[p as usize]);
+        let (mut link_at, mut links) = (vec![0u32], Vec::new());
+        for s in &t.switches {
+            for (i, &p) in s.ports.iter().enumerate() {
                 if let Some(next) = t.peer_port(p) {
-                    links.push(Link { slot: i as u16, next, to: t.switch_of(next) });
+                    links.push(Link { slot: i as u16, next, to: t.switch_of(next), bit: bit(next) });
                 }
             }
             link_at.push(links.len() as u32);
-            hops += s.ports.len() * s.ports.len();
         }
         let (mut host_at, mut hosts) = (vec![0u32], Vec::new());
         for &d in &dests {
             let ports = t.switches[d as usize].ports.iter().enumerate();
-            hosts.extend(ports.filter(|&(_, &p)| t.faces_host(p)).map(|(i, &p)| (i as u16, p)));
+            hosts.extend(ports.filter(|&(_, &p)| t.faces_host(p)).map(|(i, &p)| (i as u16, bit(p))));
             host_at.push(hosts.len() as u32);
         }
-        Ok(Dags { t, dist, dests, first, slot, hops, link_at, links, host_at, hosts })
+        Ok(Dags { t, dist, dests, first, slot, bit_at, hops, link_at, links, host_at, hosts })
+    }
+
+    /// The bit of the port in place `i` of switch `a` in a walk's sets of ports.
+    pub(crate) fn bit(&self, a: SwitchId, i: usize) -> usize {
+        self.bit_at[a as usize] as usize + i
     }
 
     /// Destination `d`'s ports facing hosts (its index among the destinations).
-    fn hosts_of(&self, d: usize) -> &[(u16, PortId)] {
+    fn hosts_of(&self, d: usize) -> &[(u16, u32)] {
         &self.hosts[self.host_at[d] as usize..self.host_at[d + 1] as usize]
     }
 
@@ -257,8 +279,8 @@ impl<'d, 't> Walker<'d, 't> {
             if row[a as usize] == u8::MAX || (a == dest && hosts.len() < 2) {
                 continue;
             }
-            for &(_, p) in hosts {
-                set(bits, p as usize);
+            for &(_, b) in hosts {
+                set(bits, b as usize);
             }
         }
     }
@@ -288,22 +310,22 @@ impl<'d, 't> Walker<'d, 't> {
         let row = self.dags.dist.row(self.dags.dests[d]);
         let closer = row[a as usize] - 1;
         let links = self.dags.links(a).iter().filter(|l| row[l.to as usize] == closer);
-        out.extend(links.map(|l| (usize::from(l.slot), Some(l.next))));
+        out.extend(links.map(|l| (usize::from(l.slot), Some(l.bit))));
     }
 
     /// Walks the routes toward `d` from the ingress ports in `bits`, farthest switch
-    /// first. `hop(hop, Some(next))` is told of each hop between switches and
-    /// `hop(hop, None)` of each delivery (never back out of the port it came in by); a
-    /// hop it returns `true` for adds the next port to `bits` (the packet goes on in the
-    /// group).
-    pub(crate) fn walk(&self, d: usize, bits: &mut [u64], mut hop: impl FnMut(usize, Option<PortId>) -> bool) {
+    /// first. `hop(hop, Some(next))` is told of each hop between switches (`next`: the
+    /// next port's bit) and `hop(hop, None)` of each delivery (never back out of the
+    /// port it came in by); a hop it returns `true` for adds the next port to `bits`
+    /// (the packet goes on in the group).
+    pub(crate) fn walk(&self, d: usize, bits: &mut [u64], mut hop: impl FnMut(usize, Option<u32>) -> bool) {
         let t = self.dags.t;
         // The places of the switch's ingress ports in the group, and its ways on.
         let (mut ins, mut ways) = (Vec::new(), Vec::new());
         for &a in &self.order {
             let ports = &t.switches[a as usize].ports;
             ins.clear();
-            ins.extend(ports.iter().enumerate().filter(|&(_, &p)| has(bits, p as usize)).map(|(i, _)| i));
+            ins.extend((0..ports.len()).filter(|&i| has(bits, self.dags.bit(a, i))));
             if ins.is_empty() {
                 continue;
             }
@@ -334,7 +356,7 @@ impl<'d, 't> Walker<'d, 't> {
         }
         for &a in &self.order {
             let ports = &t.switches[a as usize].ports;
-            if self.level[a as usize] == u16::MAX && ports.iter().any(|&p| has(&starts, p as usize)) {
+            if self.level[a as usize] == u16::MAX && (0..ports.len()).any(|i| has(&starts, self.dags.bit(a, i))) {
                 self.level[a as usize] = 0;
             }
             let here = self.level[a as usize];
