@@ -16,6 +16,7 @@ pub mod eval;
 pub mod plan;
 pub mod routes;
 pub mod system;
+mod threads;
 pub mod topology;
 pub mod verify;
 

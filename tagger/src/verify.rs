@@ -15,9 +15,10 @@ use std::fmt;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::bits::{has, set, BitSet};
-use crate::routes::dags::{in_pool, Dags, Walker, Ways};
+use crate::routes::dags::{Dags, Walker, Ways};
 use crate::routes::{RouteModel, State};
 use crate::system::{TagSystem, LOSSY_TAG};
+use crate::threads::in_pool;
 use crate::topology::{PortId, Topology};
 
 /// A route (prefix) as the ports it waited at, each with its tag.

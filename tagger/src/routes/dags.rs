@@ -9,6 +9,7 @@
 //! what those two keep across destinations is a bit or a byte per hop.
 
 use crate::bits::{has, set, BitSet};
+use crate::threads::in_pool;
 use crate::topology::{Distances, PortId, SwitchId, Topology};
 
 /// The shortest-route DAGs of a topology, toward each switch with hosts.
@@ -217,14 +218,6 @@ impl<'t> Dags<'t> {
                     },
                 )
         })
-    }
-}
-
-/// Runs `f` on a pool of `threads` threads (rayon's global pool when it cannot make one).
-pub(crate) fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    match rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build() {
-        Ok(pool) => pool.install(f),
-        Err(_) => f(),
     }
 }
 

@@ -344,7 +344,7 @@ impl Topology {
             Ok(())
         };
         if n > 0 {
-            crate::routes::dags::in_pool(threads, || d.par_chunks_mut(n).enumerate().try_for_each(search))?;
+            crate::threads::in_pool(threads, || d.par_chunks_mut(n).enumerate().try_for_each(search))?;
         }
         Ok(Distances { n, d })
     }
