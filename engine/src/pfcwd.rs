@@ -270,30 +270,12 @@ impl PortWatchdog {
         self.record_mut(prio).counters.dropped_frames += 1;
     }
 
-    /// Notes what waits and judges, as the switch does at a look whose judgement is due
-    /// (the tests' shorthand). `frames` gives a priority's frames as the port counts
-    /// them, read where a storm begins or ends.
-    #[cfg(test)]
+    /// Notes what waits ([`PortWatchdog::note_waiting`]), then detects storms and restores
+    /// priorities among `lossless` as of `now`; reports each change through `event`.
+    /// `frames` gives a priority's frames as the port counts them, read where a storm
+    /// begins or ends. Before [`PortWatchdog::deadline`] (read after the note) it changes
+    /// nothing but the note.
     pub fn check(
-        &mut self,
-        now: Time,
-        port: PortId,
-        lossless: Priorities,
-        seen: &Observed,
-        frames: impl Fn(Priority) -> PrioFrames,
-        event: impl FnMut(WatchdogEvent),
-    ) {
-        if self.action == WatchdogAction::Off {
-            return;
-        }
-        self.note_waiting(now, lossless, seen.waiting);
-        self.judge(now, port, lossless, seen, frames, event);
-    }
-
-    /// Detects storms and restores priorities among `lossless` as of `now`, after
-    /// [`PortWatchdog::note_waiting`]; reports each change through `event`. It changes
-    /// nothing before [`PortWatchdog::deadline`], read after that note.
-    pub fn judge(
         &mut self,
         now: Time,
         port: PortId,
@@ -302,6 +284,10 @@ impl PortWatchdog {
         frames: impl Fn(Priority) -> PrioFrames,
         mut event: impl FnMut(WatchdogEvent),
     ) {
+        if self.action == WatchdogAction::Off {
+            return;
+        }
+        self.note_waiting(now, lossless, seen.waiting);
         for prio in lossless.iter() {
             match self.stormed_at(prio) {
                 None => {

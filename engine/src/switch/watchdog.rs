@@ -91,7 +91,7 @@ impl Switch {
         let p = &mut self.ports[port];
         let prio = &p.prio;
         let frames = |q: Priority| prio[q].frames();
-        p.pfcwd.judge(now, port, watched, &seen, frames, |e| events.push(e));
+        p.pfcwd.check(now, port, watched, &seen, frames, |e| events.push(e));
     }
 
     /// Empties the queues of `port` whose frames are being dropped (see [`Switch::dropping`]).
