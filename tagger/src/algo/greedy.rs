@@ -127,6 +127,9 @@ pub(super) fn demotions(
     proofs: &mut Proofs,
 ) -> FxHashSet<(PortId, PortId)> {
     let (nodes, edges) = numbered(candidates, depth);
+    // A cycle lies within one strongly connected component of all the candidates: an
+    // edge between two is kept without a search, and a search leaves its source's.
+    let component = components(nodes.len(), &edges);
     let mut out: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
     for &(u, v) in edges.iter().filter(|&&(u, v)| u < v) {
         out[u as usize].push(v);
@@ -148,6 +151,11 @@ pub(super) fn demotions(
         if u == v {
             // A hop back to its own port closes a cycle by itself.
             demoted.insert(edge);
+            continue;
+        }
+        let within = component[u as usize];
+        if component[v as usize] != within {
+            out[u as usize].push(v);
             continue;
         }
         if let Some(path) = before.path(edge) {
@@ -175,7 +183,7 @@ pub(super) fn demotions(
                 if w == u {
                     break 'search Some(x);
                 }
-                if w < u && seen[w as usize] != search && dead[w as usize] != round {
+                if w < u && seen[w as usize] != search && dead[w as usize] != round && component[w as usize] == within {
                     seen[w as usize] = search;
                     parent[w as usize] = x;
                     reached.push(w);
@@ -208,6 +216,75 @@ pub(super) fn demotions(
         }
     }
     demoted
+}
+
+/// Each node's strongly connected component (a number) in the graph of `edges` over
+/// `n` nodes: Kosaraju's two passes, without recursion (a component may hold every port
+/// of a fabric).
+fn components(n: usize, edges: &[(u32, u32)]) -> Vec<u32> {
+    let adjacency = |reverse: bool| {
+        let mut at = vec![0u32; n + 1];
+        for &(a, b) in edges {
+            at[if reverse { b } else { a } as usize + 1] += 1;
+        }
+        for i in 0..n {
+            at[i + 1] += at[i];
+        }
+        let mut fill = at.clone();
+        let mut to = vec![0u32; edges.len()];
+        for &(a, b) in edges {
+            let (from, into) = if reverse { (b, a) } else { (a, b) };
+            to[fill[from as usize] as usize] = into;
+            fill[from as usize] += 1;
+        }
+        (at, to)
+    };
+    // First pass: the nodes in the order their searches finish.
+    let (at, to) = adjacency(false);
+    let mut finished = Vec::with_capacity(n);
+    let mut visited = vec![false; n];
+    let mut stack: Vec<(u32, u32)> = Vec::new();
+    for start in 0..n as u32 {
+        if std::mem::replace(&mut visited[start as usize], true) {
+            continue;
+        }
+        stack.push((start, at[start as usize]));
+        while let Some(&mut (x, ref mut next)) = stack.last_mut() {
+            if *next < at[x as usize + 1] {
+                let w = to[*next as usize];
+                *next += 1;
+                if !std::mem::replace(&mut visited[w as usize], true) {
+                    stack.push((w, at[w as usize]));
+                }
+            } else {
+                finished.push(x);
+                stack.pop();
+            }
+        }
+    }
+    // Second pass, over the edges reversed, the last finished first: each search
+    // gathers one component.
+    let (at, to) = adjacency(true);
+    let mut component = vec![u32::MAX; n];
+    let mut count = 0u32;
+    let mut todo = Vec::new();
+    for &start in finished.iter().rev() {
+        if component[start as usize] != u32::MAX {
+            continue;
+        }
+        component[start as usize] = count;
+        todo.push(start);
+        while let Some(x) = todo.pop() {
+            for &w in &to[at[x as usize] as usize..at[x as usize + 1] as usize] {
+                if component[w as usize] == u32::MAX {
+                    component[w as usize] = count;
+                    todo.push(w);
+                }
+            }
+        }
+        count += 1;
+    }
+    component
 }
 
 /// Why each demoted edge (u, v) was demoted: a path of kept edges from v back to u
@@ -327,6 +404,33 @@ mod tests {
         ) {
             let candidates: FxHashSet<(PortId, PortId)> = edges.into_iter().collect();
             prop_assert_eq!(demotions(&candidates, &depth, &mut Proofs::default()), by_dynamic_order(&candidates, &depth));
+        }
+
+        #[test]
+        fn two_nodes_share_a_component_exactly_when_each_reaches_the_other(
+            edges in proptest::collection::vec((0u32..20, 0u32..20), 0..60),
+        ) {
+            let component = components(20, &edges);
+            let reaches = |a: u32, b: u32| {
+                let (mut seen, mut todo) = (vec![false; 20], vec![a]);
+                while let Some(x) = todo.pop() {
+                    if x == b {
+                        return true;
+                    }
+                    for &(p, q) in &edges {
+                        if p == x && !std::mem::replace(&mut seen[q as usize], true) {
+                            todo.push(q);
+                        }
+                    }
+                }
+                false
+            };
+            for a in 0..20u32 {
+                for b in 0..20u32 {
+                    let same = component[a as usize] == component[b as usize];
+                    prop_assert_eq!(same, reaches(a, b) && reaches(b, a), "{} and {}", a, b);
+                }
+            }
         }
 
         #[test]
