@@ -92,10 +92,8 @@ pub fn verify_shortest(t: &Topology, sys: &TagSystem, threads: usize) -> Result<
 pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Result<Report, Violation> {
     let t = dags.t;
     shared_queues(t, sys)?;
+    lossless_start(sys)?;
     let tags = sys.tags;
-    if sys.initial_tag == LOSSY_TAG || sys.initial_tag > tags {
-        return Err(Violation::BadInitialTag(sys.initial_tag));
-    }
     let width = usize::from(tags) + 1;
     const NO_RULE: u8 = u8::MAX;
     let mut table = vec![NO_RULE; dags.hops() * width];
@@ -153,17 +151,8 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
                     part.states += 1;
                     for &(j, next) in ways.iter().filter(|&&(j, next)| next.is_some() || j != i) {
                         let hop = dags.hop(a, i, j);
-                        let y = table[hop * width + xi];
-                        let egress = || t.port_label(ports[j]);
-                        if y == NO_RULE {
-                            return Err(Violation::Unmapped { route: one(p, x), egress: egress() });
-                        }
-                        if y == LOSSY_TAG || y > tags {
-                            return Err(Violation::Lossy { route: one(p, x), egress: egress(), to: y });
-                        }
-                        if y > x {
-                            return Err(Violation::NotMonotonic { route: one(p, x), egress: egress(), from: x, to: y });
-                        }
+                        let rule = Some(table[hop * width + xi]).filter(|&y| y != NO_RULE);
+                        let y = next_tag(sys, x, rule, || one(p, x), || t.port_label(ports[j]))?;
                         if let Some(p2) = next {
                             part.used[xi].insert(hop);
                             set(&mut at[usize::from(y)], p2 as usize);
@@ -228,6 +217,36 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
     Ok(Report { states: g.states, nodes: g.nodes.len(), edges: g.edges.len(), tags_used })
 }
 
+/// The initial tag must be a lossless tag of the system.
+fn lossless_start(sys: &TagSystem) -> Result<(), Violation> {
+    if sys.initial_tag == LOSSY_TAG || sys.initial_tag > sys.tags {
+        return Err(Violation::BadInitialTag(sys.initial_tag));
+    }
+    Ok(())
+}
+
+/// The tag a packet with tag `from` leaves a hop with, by the hop's `rule` (none: the
+/// table has no rule for it): a lossless tag no higher than `from`. `route` and `egress`
+/// name the hop in the violation otherwise.
+fn next_tag(
+    sys: &TagSystem,
+    from: u8,
+    rule: Option<u8>,
+    route: impl FnOnce() -> TaggedRoute,
+    egress: impl FnOnce() -> String,
+) -> Result<u8, Violation> {
+    let Some(to) = rule else {
+        return Err(Violation::Unmapped { route: route(), egress: egress() });
+    };
+    if to == LOSSY_TAG || to > sys.tags {
+        return Err(Violation::Lossy { route: route(), egress: egress(), to });
+    }
+    if to > from {
+        return Err(Violation::NotMonotonic { route: route(), egress: egress(), from, to });
+    }
+    Ok(to)
+}
+
 /// The tagged graph: nodes (ingress port, tag), and an edge (A_i, x) → (B_j, y) where a
 /// packet waiting at A's port i with tag x may next wait at B's port j with tag y.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -244,12 +263,8 @@ impl TaggedGraph {
     /// Walks every route of `m` through `sys`'s tables; fails on the first hop that has no
     /// lossless rule or raises the tag, or the first (port, tag) without a lossless queue.
     pub fn build(t: &Topology, m: &dyn RouteModel, sys: &TagSystem) -> Result<TaggedGraph, Violation> {
-        let tags = sys.tags;
-        if sys.initial_tag == LOSSY_TAG || sys.initial_tag > tags {
-            return Err(Violation::BadInitialTag(sys.initial_tag));
-        }
-        let lossless = |tag: u8| tag != LOSSY_TAG && tag <= tags;
-        let width = tags as usize + 1;
+        lossless_start(sys)?;
+        let width = sys.tags as usize + 1;
         let mut visited = BitSet::new(m.num_states() * width);
         // Breadth-first, each entry with its parent for naming the route.
         let mut walk: Vec<(State, u8, u32)> = Vec::new();
@@ -282,20 +297,8 @@ impl TaggedGraph {
             }
             nodes.insert((p, tag));
             let mut hop = |egress: PortId, next: Option<(State, PortId)>, walk: &mut Vec<(State, u8, u32)>| {
-                let Some(&to) = sys.rewrite.get(&(p, tag, egress)) else {
-                    return Err(Violation::Unmapped { route: route(walk, i as u32), egress: t.port_label(egress) });
-                };
-                if !lossless(to) {
-                    return Err(Violation::Lossy { route: route(walk, i as u32), egress: t.port_label(egress), to });
-                }
-                if to > tag {
-                    return Err(Violation::NotMonotonic {
-                        route: route(walk, i as u32),
-                        egress: t.port_label(egress),
-                        from: tag,
-                        to,
-                    });
-                }
+                let rule = sys.rewrite.get(&(p, tag, egress)).copied();
+                let to = next_tag(sys, tag, rule, || route(walk, i as u32), || t.port_label(egress))?;
                 if let Some((s2, p2)) = next {
                     edges.insert(((p, tag), (p2, to)));
                     if visited.insert(s2 as usize * width + to as usize) {

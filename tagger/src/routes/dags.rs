@@ -18,7 +18,7 @@ pub(crate) struct Dags<'t> {
     dist: Distances,
     /// The destinations: switches with hosts.
     pub(crate) dests: Vec<SwitchId>,
-    /// Per switch: where its hops are numbered from, and its ports' count.
+    /// Per switch: where its hops are numbered from.
     first: Vec<u32>,
     /// Per port: its place among its switch's ports.
     slot: Vec<u16>,
@@ -300,10 +300,15 @@ impl<'d, 't> Walker<'d, 't> {
             out.extend(self.dags.hosts_of(d).iter().map(|&(j, _)| (usize::from(j), None)));
             return;
         }
+        out.extend(self.closer(d, a).map(|l| (usize::from(l.slot), Some(l.bit))));
+    }
+
+    /// The links from switch `a` (not `d` itself) to a switch one hop closer to
+    /// destination `d`: where its shortest routes toward `d` go on.
+    fn closer(&self, d: usize, a: SwitchId) -> impl Iterator<Item = &'d Link> + 'd {
         let row = self.dags.dist.row(self.dags.dests[d]);
         let closer = row[a as usize] - 1;
-        let links = self.dags.links(a).iter().filter(|l| row[l.to as usize] == closer);
-        out.extend(links.map(|l| (usize::from(l.slot), Some(l.bit))));
+        self.dags.links(a).iter().filter(move |l| row[l.to as usize] == closer)
     }
 
     /// Walks the routes toward `d` from the ingress ports in `bits`, farthest switch
@@ -339,7 +344,6 @@ impl<'d, 't> Walker<'d, 't> {
     fn levels(&mut self, d: usize, depth: &mut [u16]) {
         let t = self.dags.t;
         let dest = self.dags.dests[d];
-        let row = self.dags.dist.row(dest);
         let mut starts = std::mem::take(&mut self.starts);
         starts.fill(0);
         self.starts(d, &mut starts);
@@ -356,12 +360,8 @@ impl<'d, 't> Walker<'d, 't> {
             if here == u16::MAX || a == dest {
                 continue;
             }
-            let closer = row[a as usize] - 1;
-            for link in self.dags.links(a) {
+            for link in self.closer(d, a) {
                 let (p2, b) = (link.next, link.to as usize);
-                if row[b] != closer {
-                    continue;
-                }
                 let l = here.saturating_add(1);
                 depth[p2 as usize] = depth[p2 as usize].max(l);
                 self.level[b] = if self.level[b] == u16::MAX { l } else { self.level[b].max(l) };

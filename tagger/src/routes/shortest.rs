@@ -42,26 +42,13 @@ pub fn check_any(t: &Topology) -> Result<(), RouteError> {
     if with_hosts.iter().any(|&s| t.host_ports(s).nth(1).is_some()) {
         return Ok(());
     }
-    // Components of the switch graph, found from each switch with hosts in turn.
-    let mut component = vec![u32::MAX; t.switches.len()];
-    for (c, &start) in with_hosts.iter().enumerate() {
-        if component[start as usize] != u32::MAX {
-            return Ok(());
-        }
-        component[start as usize] = c as u32;
-        let mut stack = vec![start];
-        while let Some(a) = stack.pop() {
-            for &p in &t.switches[a as usize].ports {
-                let Some(q) = t.peer_port(p) else { continue };
-                let b = t.switch_of(q) as usize;
-                if component[b] == u32::MAX {
-                    component[b] = c as u32;
-                    stack.push(b as SwitchId);
-                }
-            }
-        }
+    // Two switches with hosts in one component are joined by a route.
+    let component = t.switch_components();
+    let mut seen = std::collections::HashSet::new();
+    if with_hosts.iter().all(|&s| seen.insert(component[s as usize])) {
+        return Err(RouteError::NoRoutes("no shortest route".into()));
     }
-    Err(RouteError::NoRoutes("no shortest route".into()))
+    Ok(())
 }
 
 impl RouteModel for Shortest<'_> {

@@ -351,21 +351,33 @@ impl Topology {
 
     /// Whether every switch reaches every other over switch-switch links.
     pub fn connected(&self) -> bool {
+        self.switch_components().iter().all(|&c| c == 0)
+    }
+
+    /// Each switch's connected component over switch-switch links, numbered from 0 in
+    /// the order of their lowest switch.
+    pub fn switch_components(&self) -> Vec<u32> {
         let links = self.neighbours();
-        let mut seen = vec![false; self.switches.len()];
-        let mut stack: Vec<u32> = Vec::new();
-        if let Some(first) = seen.first_mut() {
-            *first = true;
-            stack.push(0);
-        }
-        while let Some(a) = stack.pop() {
-            for &b in links.of(a) {
-                if !std::mem::replace(&mut seen[b as usize], true) {
-                    stack.push(b);
+        let mut component = vec![u32::MAX; self.switches.len()];
+        let mut count = 0;
+        let mut stack: Vec<SwitchId> = Vec::new();
+        for start in 0..self.switches.len() {
+            if component[start] != u32::MAX {
+                continue;
+            }
+            component[start] = count;
+            stack.push(start as SwitchId);
+            while let Some(a) = stack.pop() {
+                for &b in links.of(a) {
+                    if component[b as usize] == u32::MAX {
+                        component[b as usize] = count;
+                        stack.push(b);
+                    }
                 }
             }
+            count += 1;
         }
-        seen.iter().all(|&s| s)
+        component
     }
 
     /// Each switch's neighbouring switches, one entry per link, in a flat list: what a
@@ -444,8 +456,6 @@ impl Topology {
     }
 }
 
-/// All-pairs switch hop counts.
-#[derive(Clone, Debug)]
 /// Each switch's neighbours (`to[at[s]..at[s + 1]]`).
 struct Neighbours {
     at: Vec<u32>,
@@ -458,6 +468,8 @@ impl Neighbours {
     }
 }
 
+/// All-pairs switch hop counts.
+#[derive(Clone, Debug)]
 pub struct Distances {
     n: usize,
     d: Vec<u8>,
