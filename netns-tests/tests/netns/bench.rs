@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use netns_tests::*;
+use pfctools::testbed::{existing_namespaces, namespace_pids};
 
 /// Runs `pfctools` with `args` (a `--json` report among them) and asserts it succeeded:
 /// the report, and what it said on stderr.
@@ -278,19 +279,18 @@ fn a_bench_stopped_by_ctrl_c_removes_its_namespaces_and_the_switch_in_them() {
     wait_until("the bench's switch runs in its testbed", Duration::from_secs(60), Duration::from_millis(50), || {
         made =
             pfctools::testbed::list().into_iter().filter(|s| s.owner_pid == pid).flat_map(|s| s.namespaces).collect();
-        made.iter().any(|ns| pids_in(ns).iter().any(|p| comm(*p) == "pfcswitch"))
+        made.iter().any(|ns| namespace_pids(ns).iter().any(|&p| comm(p) == "pfcswitch"))
     });
-    let inside: Vec<u32> = made.iter().flat_map(|ns| pids_in(ns)).collect();
+    let inside: Vec<i32> = made.iter().flat_map(|ns| namespace_pids(ns)).collect();
     // SAFETY: plain kill(2) of the child we started.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "exits as stopped by SIGINT: {stderr}");
     assert!(stderr.contains("stopped by signal 2; removed the testbeds"), "{stderr}");
-    let left = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let left = String::from_utf8_lossy(&left.stdout);
+    let left = existing_namespaces().unwrap();
     for ns in &made {
-        assert!(!left.lines().any(|l| l.split_whitespace().next() == Some(ns.as_str())), "{ns} is still there");
+        assert!(!left.contains(ns), "{ns} is still there");
     }
     assert!(pfctools::testbed::list().iter().all(|s| s.owner_pid != pid), "its state file is gone");
     wait_until("the processes in its namespaces end", Duration::from_secs(5), Duration::from_millis(50), || {
@@ -298,13 +298,7 @@ fn a_bench_stopped_by_ctrl_c_removes_its_namespaces_and_the_switch_in_them() {
     });
 }
 
-/// The processes in namespace `ns`.
-fn pids_in(ns: &str) -> Vec<u32> {
-    let out = std::process::Command::new("ip").args(["netns", "pids", ns]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse().ok()).collect()
-}
-
 /// A process's command name ("" once it is gone).
-fn comm(pid: u32) -> String {
+fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
 }

@@ -177,7 +177,7 @@ fn ensure_state_dir() -> Result<PathBuf, TestbedError> {
 }
 
 /// Network namespaces that exist now.
-fn existing_namespaces() -> Result<Vec<String>, TestbedError> {
+pub fn existing_namespaces() -> Result<Vec<String>, TestbedError> {
     let out = run("ip", &["netns", "list"])?;
     Ok(out.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect())
 }
@@ -511,14 +511,18 @@ impl Drop for Testbed {
 /// live processes would outlive its name).
 pub fn remove_namespaces<'a>(namespaces: impl Iterator<Item = &'a String>) {
     for ns in namespaces {
-        if let Ok(pids) = run("ip", &["netns", "pids", ns]) {
-            for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-                // SAFETY: plain kill(2).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+        for pid in namespace_pids(ns) {
+            // SAFETY: plain kill(2).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         let _ = run("ip", &["netns", "del", ns]);
     }
+}
+
+/// The processes running in namespace `ns` (none if it does not exist).
+pub fn namespace_pids(ns: &str) -> Vec<i32> {
+    run("ip", &["netns", "pids", ns])
+        .map_or(Vec::new(), |out| out.split_whitespace().filter_map(|p| p.parse().ok()).collect())
 }
 
 /// Removes the testbed `name` from its state file (after a crash, or from another shell).
@@ -542,19 +546,19 @@ pub fn down_by_name(name: &str) -> Result<State, TestbedError> {
 /// Removes every testbed whose owning process is gone; returns their names. Testbeds
 /// kept on purpose (`testbed up` from the command line, owner 0) stay.
 pub fn clean_stale() -> Vec<String> {
-    list()
-        .into_iter()
-        .filter(|s| s.owner_pid != 0 && !Path::new(&format!("/proc/{}", s.owner_pid)).exists())
-        .filter(|s| down_by_name(&s.name).is_ok())
-        .map(|s| s.name)
-        .collect()
+    remove_where(|s| s.owner_pid != 0 && !Path::new(&format!("/proc/{}", s.owner_pid)).exists())
 }
 
 /// Removes every testbed this process made and still owns; returns their names. For a
 /// process a signal ends: its testbeds' `Drop` never runs.
 pub fn clean_own() -> Vec<String> {
     let me = std::process::id();
-    list().into_iter().filter(|s| s.owner_pid == me).filter(|s| down_by_name(&s.name).is_ok()).map(|s| s.name).collect()
+    remove_where(|s| s.owner_pid == me)
+}
+
+/// Removes the testbeds whose state `which` picks; returns the names of those removed.
+fn remove_where(which: impl Fn(&State) -> bool) -> Vec<String> {
+    list().into_iter().filter(|s| which(s)).filter(|s| down_by_name(&s.name).is_ok()).map(|s| s.name).collect()
 }
 
 /// Testbeds on this machine, from their state files.
