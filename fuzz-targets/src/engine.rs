@@ -16,7 +16,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use pfcswitch_core::checking::CheckingMessage;
-use pfcswitch_core::config::{BufferProfile, Config, DeadlockResolution, PauseMode, PortRole, Scheduler};
+use pfcswitch_core::config::{
+    BufferProfile, Config, DeadlockResolution, Multipath, PauseMode, PortRole, Scheduler, StaticFdbGroup,
+};
 use pfcswitch_core::heap_pool::HeapPool as Pool;
 use pfcswitch_core::loopback::Loopback;
 use pfcswitch_core::mac::MacAddr;
@@ -110,6 +112,14 @@ fn config(variant: &[u8]) -> Config {
     }
     if v(1) & 0x40 != 0 {
         c.buffer.lossless_frames = Some(u32::from(v(13)) + 8);
+    }
+    if v(14) & 1 != 0 {
+        // Station 5 behind both switch ports: a multipath entry, by flow or by queue.
+        c.fdb_groups
+            .push(StaticFdbGroup { mac: MacAddr([0x02, 0, 0, 0, 0, 5]), ports: vec!["s2".into(), "s3".into()] });
+        if v(14) & 2 != 0 {
+            c.fdb.multipath = Multipath::Adaptive;
+        }
     }
     c.validate().expect("the fuzz configuration is valid");
     c

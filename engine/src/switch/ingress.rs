@@ -2,6 +2,7 @@
 //! each egress it goes to (ingress group, egress queue, rewritten tag) and admitted or
 //! dropped with a counted reason; MAC control frames go to [`flow_control`](super::flow_control).
 
+use crate::config::Multipath;
 use crate::ecmp::{self, FlowKey};
 use crate::ether::{self, FrameHeader, IpAt};
 use crate::fdb::{GroupId, Learned, Next};
@@ -96,7 +97,7 @@ impl Switch {
         let destination = match next {
             None => None,
             Some(Next::Port(p)) => Some(p),
-            Some(Next::Group(g)) => Some(self.member(g, FlowKey::of(pool.bytes(id), &header, class.prio))),
+            Some(Next::Group(g)) => Some(self.member(g, pool.bytes(id), &header, class.prio)),
         };
         match destination {
             Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),
@@ -110,13 +111,29 @@ impl Switch {
         }
     }
 
-    /// The member of group `g` a flow keyed `key` leaves by: the one its hash picks, or
-    /// while that one's link is down the next that is up (the flows of the members that
-    /// are up keep theirs).
-    fn member(&self, g: GroupId, key: FlowKey) -> PortId {
+    /// The member of group `g` a frame of class `prio` leaves by. Under
+    /// [`Multipath::Hash`]: the one the hash of its flow's key picks, or while that one's
+    /// link is down the next that is up (the flows of the members that are up keep
+    /// theirs). Under [`Multipath::Adaptive`]: of the members that are up, the one whose
+    /// queue for `prio` holds the fewest bytes, ties going to the first from a start that
+    /// moves on by one each frame (so that a quiet group is sprayed round robin, and the
+    /// choice stays deterministic).
+    fn member(&mut self, g: GroupId, frame: &[u8], header: &FrameHeader, prio: Priority) -> PortId {
+        let n = self.fdb.group(g).len();
+        let first = match self.multipath {
+            Multipath::Hash => ecmp::member(FlowKey::of(frame, header, prio).hash(self.ecmp_seed), n),
+            Multipath::Adaptive => {
+                self.adaptive_turn = self.adaptive_turn.wrapping_add(1);
+                self.adaptive_turn as usize % n
+            }
+        };
         let ports = self.fdb.group(g);
-        let first = ecmp::member(key.hash(self.ecmp_seed), ports.len());
-        (0..ports.len()).map(|i| ports[(first + i) % ports.len()]).find(|&p| self.link_up(p)).unwrap_or(ports[first])
+        let mut up = (0..n).map(|i| ports[(first + i) % n]).filter(|&p| self.link_up(p));
+        match self.multipath {
+            Multipath::Hash => up.next(),
+            Multipath::Adaptive => up.min_by_key(|&p| self.ports[p].tx.queues[prio].bytes()),
+        }
+        .unwrap_or(ports[first])
     }
 
     /// The priority a frame is charged to at ingress: its PCP or mapped DSCP, or under a

@@ -65,7 +65,7 @@ use flow_control::{PendingPause, Upstream};
 
 use crate::buffer::SharedBuffer;
 use crate::classify::Classifier;
-use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, PauseMode, PortRole};
+use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, Multipath, PauseMode, PortRole};
 use crate::dcfit::{DeadlockTracker, PortChecks};
 use crate::fdb::Fdb;
 use crate::histogram::Histogram;
@@ -138,6 +138,10 @@ pub struct Switch {
     fdb: Fdb,
     /// The seed of the hash that picks a multipath entry's port ([`crate::ecmp`]).
     ecmp_seed: u64,
+    /// How a multipath entry's port is picked, and under adaptive routing the turn that
+    /// breaks ties between members with equal queues.
+    multipath: Multipath,
+    adaptive_turn: u32,
     buffer: SharedBuffer,
     frames: FrameTable,
     classifier: Classifier,
@@ -243,6 +247,8 @@ impl Switch {
             buffer,
             frames: FrameTable::new(pool.frames),
             ecmp_seed: config.fdb.ecmp_seed,
+            multipath: config.fdb.multipath,
+            adaptive_turn: 0,
             classifier: Classifier::new(&config.classify),
             lossless,
             tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },

@@ -160,6 +160,41 @@ fn a_multipath_member_whose_link_is_down_hands_its_flows_to_the_others_and_the_r
 }
 
 #[test]
+fn under_adaptive_routing_each_frame_takes_the_member_with_the_shortest_queue_so_one_flow_uses_them_all() {
+    let mut c = Rig::switch_ports(4);
+    c.fdb.multipath = crate::config::Multipath::Adaptive;
+    c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(8), port: "p1".into() });
+    c.fdb_groups
+        .push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
+    let mut r = Rig::new(c);
+    // Nine frames of one flow with nothing sent meanwhile: each goes where the fewest
+    // bytes wait, three a member.
+    for _ in 0..9 {
+        r.rx(0, &flow_frame(7));
+    }
+    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    assert_eq!(sent, [3, 3, 3]);
+
+    // Three frames for another station wait at p1: the next four avoid it.
+    for _ in 0..3 {
+        r.rx(0, &data(1, 8, 0, 100));
+    }
+    for _ in 0..4 {
+        r.rx(0, &flow_frame(7));
+    }
+    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    assert_eq!(sent, [3, 2, 2]);
+
+    // A member whose link is down takes nothing.
+    r.sw.set_link(&mut r.pool, PortId::new(2), false);
+    for _ in 0..6 {
+        r.rx(0, &flow_frame(7));
+    }
+    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    assert_eq!(sent, [3, 0, 3]);
+}
+
+#[test]
 fn a_multipath_entry_on_an_unknown_port_or_beside_a_single_entry_is_refused() {
     let mut c = Rig::switch_ports(3);
     c.fdb_groups.push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p2".into(), "p9".into()] });

@@ -222,11 +222,28 @@ pub struct FdbConfig {
     /// The seed of the hash that picks a multipath entry's port per flow: switches of
     /// one fabric want different seeds, or every tier splits flows alike.
     pub ecmp_seed: u64,
+    /// How a multipath entry's port is picked: per flow by the hash (ECMP, a LAG), or
+    /// per frame by the members' queues (adaptive routing).
+    pub multipath: Multipath,
+}
+
+/// How a `[[fdb_group]]`'s member is picked for a frame.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Multipath {
+    /// Per flow, by a hash of its key and `ecmp_seed`: a flow's frames keep their order.
+    #[default]
+    Hash,
+    /// Per frame: the member whose queue for the frame's priority holds the fewest bytes,
+    /// ties taken in turn (a quiet group is sprayed round robin), as a switch's adaptive
+    /// routing or packet spraying does. Every member carries traffic; a flow's frames
+    /// may arrive out of order.
+    Adaptive,
 }
 
 impl Default for FdbConfig {
     fn default() -> FdbConfig {
-        FdbConfig { aging_s: 300, max_entries: 16384, max_per_port: None, ecmp_seed: 0 }
+        FdbConfig { aging_s: 300, max_entries: 16384, max_per_port: None, ecmp_seed: 0, multipath: Multipath::Hash }
     }
 }
 
