@@ -11,4 +11,4 @@ pub mod dcqcn;
 pub mod wire;
 
 pub use dcqcn::{CnpPacer, DcqcnParams, Increase, ReactionPoint};
-pub use wire::{cnp_dest_qp, cnp_frame, flow_qp, qp_flow, CnpSpec};
+pub use wire::{cnp_dest_qp, cnp_frame, flow_qp, nak_frame, nak_psn, qp_flow, ReplySpec};

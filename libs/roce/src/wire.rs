@@ -1,11 +1,12 @@
-//! RoCEv2 on the wire, as far as congestion control needs it: the Base Transport Header
-//! (InfiniBand Architecture Specification vol. 1, §9.2) behind UDP port 4791 (annex A17),
-//! the Congestion Notification Packet a receiver sends back (opcode 0x81, 16 reserved
-//! bytes), and the invariant CRC that ends every RoCEv2 packet.
+//! RoCEv2 on the wire, as far as congestion control and go-back-N need it: the Base
+//! Transport Header (InfiniBand Architecture Specification vol. 1, §9.2) behind UDP port
+//! 4791 (annex A17), what a receiver sends back (the Congestion Notification Packet,
+//! opcode 0x81 with 16 reserved bytes; the NAK of a PSN sequence error, an RC Acknowledge
+//! whose AETH, §9.3.5, says so), and the invariant CRC that ends every RoCEv2 packet.
 //!
 //! Fields as named ranges with checked accessors over a byte slice ([`Bth`]), and whole
-//! frames built by [`cnp_frame`]; nothing here allocates per frame except the builder's
-//! output.
+//! frames built by [`cnp_frame`] and [`nak_frame`]; nothing here allocates per frame
+//! except the builders' output.
 
 use std::net::Ipv4Addr;
 
@@ -15,6 +16,12 @@ pub const ROCEV2_PORT: u16 = 4791;
 pub const OPCODE_CNP: u8 = 0x81;
 /// BTH opcode of an RC SEND Only packet, which the traffic generator's RoCE data uses.
 pub const OPCODE_RC_SEND_ONLY: u8 = 0x04;
+/// BTH opcode of an RC Acknowledge, which carries an AETH: an ACK or a NAK.
+pub const OPCODE_RC_ACKNOWLEDGE: u8 = 0x11;
+/// The AETH syndrome of a NAK for a PSN sequence error: bits 6-5 `11` (NAK), code 0.
+pub const AETH_NAK_PSN_SEQUENCE_ERROR: u8 = 0x60;
+/// Bytes of an AETH: the syndrome, then a 24-bit message sequence number.
+pub const AETH_LEN: usize = 4;
 /// The default partition key (full membership).
 pub const DEFAULT_PKEY: u16 = 0xffff;
 /// The DSCP CNPs are sent with by default, as common RoCE setups configure (CS6).
@@ -167,9 +174,10 @@ pub fn qp_flow(qp: u32) -> Option<u16> {
     (qp >> 16 == 1).then_some(qp as u16)
 }
 
-/// The addresses and labels of a CNP: from the receiver of a flow back to its sender.
+/// The addresses and labels of what the receiver of a flow sends back to its sender (a
+/// CNP, a NAK).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CnpSpec {
+pub struct ReplySpec {
     pub src_mac: [u8; 6],
     pub dst_mac: [u8; 6],
     pub src_ip: Ipv4Addr,
@@ -182,7 +190,7 @@ pub struct CnpSpec {
     pub src_port: u16,
 }
 
-impl CnpSpec {
+impl ReplySpec {
     /// The CNP a receiver (`mac`, `ip`) sends for test flow `flow` back to its sender
     /// (`to_mac`, `to_ip`): for the flow's queue pair, on `dscp`, from a UDP port the flow's
     /// id sets (RoCEv2 uses it for entropy).
@@ -191,8 +199,8 @@ impl CnpSpec {
         (mac, ip): ([u8; 6], Ipv4Addr),
         (to_mac, to_ip): ([u8; 6], Ipv4Addr),
         dscp: u8,
-    ) -> CnpSpec {
-        CnpSpec {
+    ) -> ReplySpec {
+        ReplySpec {
             src_mac: mac,
             dst_mac: to_mac,
             src_ip: ip,
@@ -207,8 +215,22 @@ impl CnpSpec {
 /// A whole CNP frame (without the Ethernet FCS, which the NIC adds): Ethernet, IPv4 (not
 /// ECN-capable, don't fragment), UDP to 4791 (checksum 0, as RoCEv2 allows), BTH with
 /// opcode CNP and PSN 0, 16 reserved bytes, ICRC: 74 bytes, above Ethernet's minimum.
-pub fn cnp_frame(spec: &CnpSpec) -> Vec<u8> {
-    let udp_len = 8 + BTH_LEN + CNP_PAYLOAD_LEN + ICRC_LEN;
+pub fn cnp_frame(spec: &ReplySpec) -> Vec<u8> {
+    reply_frame(spec, OPCODE_CNP, 0, &[0; CNP_PAYLOAD_LEN])
+}
+
+/// A whole NAK frame for a PSN sequence error: the receiver expects `psn` next (and
+/// drops what comes after it until it arrives), so the sender goes back to it. As a CNP,
+/// with an RC Acknowledge's BTH (PSN `psn`) and an AETH (the NAK's syndrome, message
+/// sequence number 0) for the payload: 62 bytes.
+pub fn nak_frame(spec: &ReplySpec, psn: u32) -> Vec<u8> {
+    reply_frame(spec, OPCODE_RC_ACKNOWLEDGE, psn, &[AETH_NAK_PSN_SEQUENCE_ERROR, 0, 0, 0])
+}
+
+/// A frame from a flow's receiver back to its sender: headers as [`cnp_frame`] says,
+/// a BTH of `opcode` and `psn`, then `payload` and the ICRC.
+fn reply_frame(spec: &ReplySpec, opcode: u8, psn: u32, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + BTH_LEN + payload.len() + ICRC_LEN;
     let ip_len = 20 + udp_len;
     let mut f = vec![0u8; 14 + ip_len];
     f[0..6].copy_from_slice(&spec.dst_mac);
@@ -230,7 +252,8 @@ pub fn cnp_frame(spec: &CnpSpec) -> Vec<u8> {
     f[udp + 2..udp + 4].copy_from_slice(&ROCEV2_PORT.to_be_bytes());
     f[udp + 4..udp + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
     let bth = udp + 8;
-    Bth { buf: &mut f[bth..bth + BTH_LEN] }.emit(OPCODE_CNP, spec.dest_qp, 0);
+    Bth { buf: &mut f[bth..bth + BTH_LEN] }.emit(opcode, spec.dest_qp, psn);
+    f[bth + BTH_LEN..bth + BTH_LEN + payload.len()].copy_from_slice(payload);
     let end = f.len() - ICRC_LEN;
     let crc = icrc(&f, ip, end);
     f[end..].copy_from_slice(&crc);
@@ -242,6 +265,18 @@ pub fn cnp_dest_qp(frame: &[u8]) -> Option<u32> {
     let at = locate(frame)?;
     let bth = Bth::new_checked(&frame[at.bth..])?;
     (bth.opcode() == OPCODE_CNP).then(|| bth.dest_qp())
+}
+
+/// The queue pair and the expected PSN of a frame that is a RoCEv2 NAK for a PSN
+/// sequence error; `None` for any other frame (an ACK, another NAK, a CNP, data).
+pub fn nak_psn(frame: &[u8]) -> Option<(u32, u32)> {
+    let at = locate(frame)?;
+    let bth = Bth::new_checked(&frame[at.bth..])?;
+    let syndrome = *frame.get(at.bth + BTH_LEN)?;
+    (bth.opcode() == OPCODE_RC_ACKNOWLEDGE
+        && syndrome == AETH_NAK_PSN_SEQUENCE_ERROR
+        && frame.len() >= at.bth + BTH_LEN + AETH_LEN)
+        .then(|| (bth.dest_qp(), bth.psn()))
 }
 
 fn ipv4_checksum(header: &[u8]) -> u16 {
@@ -256,8 +291,8 @@ fn ipv4_checksum(header: &[u8]) -> u16 {
 mod tests {
     use super::*;
 
-    fn spec() -> CnpSpec {
-        CnpSpec {
+    fn spec() -> ReplySpec {
+        ReplySpec {
             src_mac: [2, 0, 0, 0, 0, 3],
             dst_mac: [2, 0, 0, 0, 0, 1],
             src_ip: Ipv4Addr::new(10, 0, 0, 3),
@@ -292,6 +327,21 @@ mod tests {
         let mut corrupt = f.clone();
         corrupt[50] ^= 1; // the queue pair
         assert_ne!(icrc(&corrupt, 14, end), f[end..]);
+    }
+
+    #[test]
+    fn a_nak_reads_back_with_its_queue_pair_and_psn_and_nothing_else_reads_as_one() {
+        let f = nak_frame(&spec(), 0x12_3456);
+        assert_eq!(f.len(), 14 + 20 + 8 + 12 + 4 + 4);
+        assert_eq!(nak_psn(&f), Some((0x01_0007, 0x12_3456)));
+        assert_eq!(cnp_dest_qp(&f), None);
+        assert_eq!(nak_psn(&cnp_frame(&spec())), None);
+        let end = f.len() - ICRC_LEN;
+        assert_eq!(icrc(&f, 14, end), f[end..], "its ICRC covers the AETH");
+        let mut ack = f.clone();
+        ack[54] = 0; // syndrome 0: an ACK
+        assert_eq!(nak_psn(&ack), None);
+        assert_eq!(nak_psn(&f[..54]), None, "cut before its AETH");
     }
 
     #[test]

@@ -172,7 +172,7 @@ fn in_ce_pkts(tb: &Testbed, node: &str) -> u64 {
 /// 4791 with opcode CNP, for the flow's queue pair, on DSCP 48, not ECN-capable.
 #[test]
 fn tshark_reads_a_cnp_as_a_rocev2_congestion_notification_for_the_flows_queue_pair() {
-    let spec = roce::CnpSpec {
+    let spec = roce::ReplySpec {
         src_mac: [2, 0, 0, 0, 0, 3],
         dst_mac: [2, 0, 0, 0, 0, 1],
         src_ip: std::net::Ipv4Addr::new(10, 0, 0, 3),

@@ -13,7 +13,7 @@ impl Sim<'_> {
         cc.cnps_sent += 1;
         let (sender, fabric) = (self.fabric.flows[i].from, self.fabric);
         let mac = |host: HostIx| fabric.ports[fabric.hosts[host].port].mac.0;
-        let spec = roce::CnpSpec::for_flow(
+        let spec = roce::ReplySpec::for_flow(
             self.flows[i].template.id,
             (mac(h), host_ip(h)),
             (mac(sender), host_ip(sender)),

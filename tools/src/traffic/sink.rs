@@ -12,7 +12,7 @@ use pfcswitch::core::time::Time;
 use pfcswitch::sys;
 use serde::{Deserialize, Serialize};
 
-use roce::{CnpPacer, CnpSpec, DcqcnParams};
+use roce::{CnpPacer, DcqcnParams, ReplySpec};
 
 use super::flow::read_stamp_in;
 use super::rxstats::{FlowReport, RxStats};
@@ -218,5 +218,5 @@ fn cnp_for(frame: &[u8], flow: u16, dscp: u8) -> Option<Vec<u8>> {
     let Some(etherparse::LaxNetSlice::Ipv4(ip)) = &p.net else { return None };
     let h = ip.header();
     let (to, from) = (frame[0..6].try_into().ok()?, frame[6..12].try_into().ok()?);
-    Some(roce::cnp_frame(&CnpSpec::for_flow(flow, (to, h.destination_addr()), (from, h.source_addr()), dscp)))
+    Some(roce::cnp_frame(&ReplySpec::for_flow(flow, (to, h.destination_addr()), (from, h.source_addr()), dscp)))
 }
