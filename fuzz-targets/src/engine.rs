@@ -114,12 +114,13 @@ fn config(variant: &[u8]) -> Config {
         c.buffer.lossless_frames = Some(u32::from(v(13)) + 8);
     }
     if v(14) & 1 != 0 {
-        // Station 5 behind both switch ports: a multipath entry, by flow or by queue.
+        // Station 5 behind both switch ports: a multipath entry, by flow, by queue or by
+        // flowlet (of a gap of up to 63 µs).
         c.fdb_groups
             .push(StaticFdbGroup { mac: MacAddr([0x02, 0, 0, 0, 0, 5]), ports: vec!["s2".into(), "s3".into()] });
-        if v(14) & 2 != 0 {
-            c.fdb.multipath = Multipath::Adaptive;
-        }
+        c.fdb.multipath =
+            [Multipath::Hash, Multipath::Adaptive, Multipath::Flowlet, Multipath::Flowlet][usize::from(v(14) >> 1 & 3)];
+        c.fdb.flowlet_gap_us = u64::from(v(14) >> 2);
     }
     c.validate().expect("the fuzz configuration is valid");
     c

@@ -2,8 +2,7 @@
 //! each egress it goes to (ingress group, egress queue, rewritten tag) and admitted or
 //! dropped with a counted reason; MAC control frames go to [`flow_control`](super::flow_control).
 
-use crate::config::Multipath;
-use crate::ecmp::{self, FlowKey};
+use crate::ecmp::FlowKey;
 use crate::ether::{self, FrameHeader, IpAt};
 use crate::fdb::{GroupId, Learned, Next};
 use crate::pfc;
@@ -97,7 +96,7 @@ impl Switch {
         let destination = match next {
             None => None,
             Some(Next::Port(p)) => Some(p),
-            Some(Next::Group(g)) => Some(self.member(g, pool.bytes(id), &header, class.prio)),
+            Some(Next::Group(g)) => Some(self.member(now, g, pool.bytes(id), &header, class.prio)),
         };
         match destination {
             Some(egress) if egress == port => self.drop_frame(pool, port, id, DropReason::Filtered),
@@ -111,29 +110,17 @@ impl Switch {
         }
     }
 
-    /// The member of group `g` a frame of class `prio` leaves by. Under
-    /// [`Multipath::Hash`]: the one the hash of its flow's key picks, or while that one's
-    /// link is down the next that is up (the flows of the members that are up keep
-    /// theirs). Under [`Multipath::Adaptive`]: of the members that are up, the one whose
-    /// queue for `prio` holds the fewest bytes, ties going to the first from a start that
-    /// moves on by one each frame (so that a quiet group is sprayed round robin, and the
-    /// choice stays deterministic).
-    fn member(&mut self, g: GroupId, frame: &[u8], header: &FrameHeader, prio: Priority) -> PortId {
-        let n = self.fdb.group(g).len();
-        let first = match self.multipath {
-            Multipath::Hash => ecmp::member(FlowKey::of(frame, header, prio).hash(self.ecmp_seed), n),
-            Multipath::Adaptive => {
-                self.adaptive_turn = self.adaptive_turn.wrapping_add(1);
-                self.adaptive_turn as usize % n
-            }
-        };
-        let ports = self.fdb.group(g);
-        let mut up = (0..n).map(|i| ports[(first + i) % n]).filter(|&p| self.link_up(p));
-        match self.multipath {
-            Multipath::Hash => up.next(),
-            Multipath::Adaptive => up.min_by_key(|&p| self.ports[p].tx.queues[prio].bytes()),
-        }
-        .unwrap_or(ports[first])
+    /// The member of group `g` a frame of class `prio` leaves by at `now`, as the
+    /// switch's `fdb.multipath` says ([`multipath`](super::multipath)).
+    fn member(&mut self, now: Time, g: GroupId, frame: &[u8], header: &FrameHeader, prio: Priority) -> PortId {
+        let ports = &self.ports;
+        self.multipath.pick(
+            now,
+            self.fdb.group(g),
+            || FlowKey::of(frame, header, prio),
+            |p| ports[p].link_up,
+            |p| ports[p].tx.queues[prio].bytes(),
+        )
     }
 
     /// The priority a frame is charged to at ingress: its PCP or mapped DSCP, or under a

@@ -46,6 +46,7 @@ mod egress;
 mod flow_control;
 mod handoff;
 mod ingress;
+mod multipath;
 mod poll;
 mod snapshot;
 mod timers;
@@ -62,10 +63,11 @@ use std::time::Duration;
 use deadlock::PortDcfit;
 use egress::PortTx;
 use flow_control::{PendingPause, Upstream};
+use multipath::Multipaths;
 
 use crate::buffer::SharedBuffer;
 use crate::classify::Classifier;
-use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, Multipath, PauseMode, PortRole};
+use crate::config::{Config, DcfitConfig, FrameCaps, GroupProfile, PauseMode, PortRole};
 use crate::dcfit::{DeadlockTracker, PortChecks};
 use crate::fdb::Fdb;
 use crate::histogram::Histogram;
@@ -136,12 +138,8 @@ pub struct Switch {
     started: Time,
     ports: Vec<Port>,
     fdb: Fdb,
-    /// The seed of the hash that picks a multipath entry's port ([`crate::ecmp`]).
-    ecmp_seed: u64,
-    /// How a multipath entry's port is picked, and under adaptive routing the turn that
-    /// breaks ties between members with equal queues.
-    multipath: Multipath,
-    adaptive_turn: u32,
+    /// How a multipath entry's port is picked, and what the choices keep.
+    multipath: Multipaths,
     buffer: SharedBuffer,
     frames: FrameTable,
     classifier: Classifier,
@@ -246,9 +244,7 @@ impl Switch {
             fdb,
             buffer,
             frames: FrameTable::new(pool.frames),
-            ecmp_seed: config.fdb.ecmp_seed,
-            multipath: config.fdb.multipath,
-            adaptive_turn: 0,
+            multipath: Multipaths::new(&config.fdb),
             classifier: Classifier::new(&config.classify),
             lossless,
             tag_counters: if tags.is_some() { vec![TagCounters::default(); n * TAG_SLOTS] } else { Vec::new() },

@@ -195,6 +195,46 @@ fn under_adaptive_routing_each_frame_takes_the_member_with_the_shortest_queue_so
 }
 
 #[test]
+fn under_flowlet_routing_a_flow_keeps_its_member_until_it_pauses_longer_than_the_gap() {
+    let mut c = Rig::switch_ports(4);
+    c.fdb.multipath = crate::config::Multipath::Flowlet;
+    c.fdb.flowlet_gap_us = 10;
+    let station = [0, 8, 10, 11];
+    for (p, &m) in station.iter().enumerate().skip(1) {
+        c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(m), port: format!("p{p}") });
+    }
+    c.fdb_groups
+        .push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
+    let mut r = Rig::new(c);
+    // Nine frames of one flow at once: one flowlet, one member, though its queue grows.
+    for _ in 0..9 {
+        r.rx(0, &flow_frame(7));
+    }
+    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    let member = 1 + sent.iter().position(|&n| n == 9).unwrap_or_else(|| panic!("one member: {sent:?}"));
+    // Its member busy, the flow's next frame 5 µs later is still in the flowlet.
+    let busy = |r: &mut Rig| {
+        for _ in 0..3 {
+            r.rx(0, &data(1, station[member], 0, 100));
+        }
+    };
+    busy(&mut r);
+    r.advance(Duration::from_micros(5));
+    r.rx(0, &flow_frame(7));
+    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    let mut expected = [0; 3];
+    expected[member - 1] = 4;
+    assert_eq!(sent, expected);
+    // After a pause of 20 µs a new flowlet takes the least busy member.
+    busy(&mut r);
+    r.advance(Duration::from_micros(20));
+    r.rx(0, &flow_frame(7));
+    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    assert_eq!(sent[member - 1], 3, "{sent:?}");
+    assert_eq!(sent.iter().sum::<usize>(), 4, "{sent:?}");
+}
+
+#[test]
 fn a_multipath_entry_on_an_unknown_port_or_beside_a_single_entry_is_refused() {
     let mut c = Rig::switch_ports(3);
     c.fdb_groups.push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p2".into(), "p9".into()] });

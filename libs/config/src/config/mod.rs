@@ -222,9 +222,12 @@ pub struct FdbConfig {
     /// The seed of the hash that picks a multipath entry's port per flow: switches of
     /// one fabric want different seeds, or every tier splits flows alike.
     pub ecmp_seed: u64,
-    /// How a multipath entry's port is picked: per flow by the hash (ECMP, a LAG), or
-    /// per frame by the members' queues (adaptive routing).
+    /// How a multipath entry's port is picked: per flow by the hash (ECMP, a LAG), per
+    /// frame by the members' queues (adaptive routing), or per flowlet.
     pub multipath: Multipath,
+    /// Under `multipath = "flowlet"`: a flow's frame after a pause longer than this
+    /// starts a new flowlet, which may take another member.
+    pub flowlet_gap_us: u64,
 }
 
 /// How a `[[fdb_group]]`'s member is picked for a frame.
@@ -239,11 +242,24 @@ pub enum Multipath {
     /// routing or packet spraying does. Every member carries traffic; a flow's frames
     /// may arrive out of order.
     Adaptive,
+    /// Per flowlet: the first frame of a flow, and the first after a pause longer than
+    /// `flowlet_gap_us`, takes the member the adaptive rule picks, and the frames after
+    /// it follow while they come closer together (a flow keeps its order where the pause
+    /// outlasts the paths' difference in delay), as a switch's dynamic load balancing
+    /// in flowlet mode does.
+    Flowlet,
 }
 
 impl Default for FdbConfig {
     fn default() -> FdbConfig {
-        FdbConfig { aging_s: 300, max_entries: 16384, max_per_port: None, ecmp_seed: 0, multipath: Multipath::Hash }
+        FdbConfig {
+            aging_s: 300,
+            max_entries: 16384,
+            max_per_port: None,
+            ecmp_seed: 0,
+            multipath: Multipath::Hash,
+            flowlet_gap_us: 10,
+        }
     }
 }
 
