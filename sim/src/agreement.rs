@@ -24,7 +24,7 @@ use pfcswitch_table::Table;
 use pfctestkit::{median, quantile};
 
 use crate::alloc::{peak_rss_mib, reset_peak_rss, vm_hwm_kib};
-use crate::scenario::Scenario;
+use crate::scenario::{HostSpec, OutOfOrder, Routing, Scenario};
 
 #[derive(Args, Debug)]
 pub struct AgreementArgs {
@@ -38,9 +38,16 @@ pub struct AgreementArgs {
     /// 1 MB), k4-permutation (1 MB, a quick one).
     #[arg(long, value_delimiter = ',', default_value = "k8-permutation,k16-permutation,k8-incast")]
     pub cases: Vec<String>,
-    /// How pfcsim's switches use equal-cost next hops: ecmp, single, dmodk.
-    #[arg(long, default_value = "ecmp")]
-    pub routing: String,
+    /// How pfcsim's switches use equal-cost next hops. Beside `flowlet`, htsim's switches
+    /// run their adaptive routing by flowlet (`-strat ecmp_ar`, 10 µs); beside
+    /// `adaptive`, the same re-choosing at any gap (`-ar_sticky_delta 0`: frame by frame,
+    /// half of the time at random); beside the others ECMP per flow (`-strat ecmp_host`).
+    #[arg(long, value_enum, default_value_t = Routing::Ecmp)]
+    pub routing: Routing,
+    /// What pfcsim's receivers do with a frame that comes before one they wait for.
+    /// htsim's RoCE receivers go back N, NAKing every frame after a gap.
+    #[arg(long, value_enum, default_value_t = OutOfOrder::Accept)]
+    pub out_of_order: OutOfOrder,
     /// pfcsim runs per case, each with its own ECMP seed (0, 1, ...): the same flows on
     /// other equal-cost paths. Its figures are then the medians, as htsim's are.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=50))]
@@ -124,7 +131,7 @@ impl CaseSpec {
 
     /// The pfcsim scenario of the case: 100G, 200 m cables (1 µs a hop), the matrix's
     /// flows in 1518-byte frames on lossless priority 3.
-    fn scenario(&self, matrix: &Path, routing: &str, ecmp_seed: u32) -> Result<Scenario> {
+    fn scenario(&self, matrix: &Path, routing: Routing, out_of_order: OutOfOrder, ecmp_seed: u32) -> Result<Scenario> {
         let text = format!(
             r#"
             name = "{name}"
@@ -133,7 +140,6 @@ impl CaseSpec {
             cable_m = 200
             duration_ms = {ms}
             drain_ms = 0
-            routing = "{routing}"
             ecmp_seed = {ecmp_seed}
             [switch_defaults.pfc]
             lossless = [3]
@@ -146,7 +152,8 @@ impl CaseSpec {
             ms = self.run_ms,
             path = matrix.display(),
         );
-        Ok(Scenario::from_toml(&text)?)
+        let host_defaults = HostSpec { out_of_order: Some(out_of_order), ..HostSpec::default() };
+        Ok(Scenario { routing, host_defaults, ..Scenario::from_toml(&text)? })
     }
 }
 
@@ -224,13 +231,19 @@ fn run_pfcsim(c: &CaseSpec, scenario: &Scenario) -> Result<Side> {
 
 /// One run of htsim on `matrix`: the FCTs it printed (`Flow Roce_A_B ID finished at US`;
 /// every flow starts at 0), its wall time and its peak resident memory.
-fn run_htsim(exe: &Path, c: &CaseSpec, matrix: &Path, seed: u32, dir: &Path) -> Result<Side> {
+fn run_htsim(exe: &Path, c: &CaseSpec, matrix: &Path, routing: Routing, seed: u32, dir: &Path) -> Result<Side> {
+    let strategy: &[&str] = match routing {
+        Routing::Flowlet => &["-strat", "ecmp_ar"],
+        Routing::Adaptive => &["-strat", "ecmp_ar", "-ar_sticky_delta", "0"],
+        Routing::Ecmp | Routing::Single | Routing::Dmodk => &["-strat", "ecmp_host"],
+    };
     let started = Instant::now();
     let mut child = Command::new(exe)
         .current_dir(dir)
         .args(["-nodes", &c.hosts().to_string(), "-tm"])
         .arg(matrix)
-        .args(["-strat", "ecmp_host", "-paths", "1", "-queue_type", "lossless_input", "-linkspeed", "100000"])
+        .args(strategy)
+        .args(["-paths", "1", "-queue_type", "lossless_input", "-linkspeed", "100000"])
         .args(["-hop_latency", "1", "-mtu", "1500", "-seed", &seed.to_string()])
         .args(["-end", &((c.run_ms * 1e3) as u64).to_string()])
         .stdout(Stdio::piped())
@@ -310,7 +323,7 @@ pub fn run(args: &AgreementArgs) -> Result<()> {
         let mut own = Vec::new();
         for seed in 0..args.ecmp_seeds {
             eprintln!("  {}: pfcsim, ECMP seed {seed}", c.name);
-            own.push(run_pfcsim(c, &c.scenario(&matrix, &args.routing, seed)?)?);
+            own.push(run_pfcsim(c, &c.scenario(&matrix, args.routing, args.out_of_order, seed)?)?);
         }
         let pfcsim = if own.len() == 1 {
             own[0].clone()
@@ -321,7 +334,7 @@ pub fn run(args: &AgreementArgs) -> Result<()> {
         if let Some(exe) = &args.htsim {
             for seed in 1..=args.htsim_runs {
                 eprintln!("  {}: htsim run {seed} of {}", c.name, args.htsim_runs);
-                runs.push(run_htsim(exe, c, &matrix, seed, &dir)?);
+                runs.push(run_htsim(exe, c, &matrix, args.routing, seed, &dir)?);
             }
         }
         results.push(CaseResult {

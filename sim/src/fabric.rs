@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pfcswitch_core::config::{max_frame_for_mtu, sonic, Config, PortRole};
+use pfcswitch_core::config::{max_frame_for_mtu, sonic, Config, Multipath, PortRole};
 use pfcswitch_core::ecmp::{self, FlowKey};
 use pfcswitch_core::mac::MacAddr;
 use pfcswitch_core::ports::PortId;
@@ -22,7 +22,7 @@ use tagger::topology::{Peer, Topology};
 use pfctestkit::topology::TestbedTopology;
 
 use crate::ids::{FabricPort, HostIx, SwitchIx};
-use crate::scenario::{invalid, Routing, Scenario, ScenarioError, TopologySource};
+use crate::scenario::{invalid, OutOfOrder, Routing, Scenario, ScenarioError, TopologySource};
 
 /// A port whose link is not known yet.
 const UNLINKED: FabricPort = FabricPort::from_raw(u32::MAX);
@@ -132,6 +132,7 @@ pub struct HostNode {
     pub port: FabricPort,
     pub response_delay: Duration,
     pub queue_frames: usize,
+    pub out_of_order: OutOfOrder,
 }
 
 /// A flow with its endpoints resolved.
@@ -313,11 +314,14 @@ impl Fabric {
                 let spec = s.host.get(&host.name);
                 let delay = spec.and_then(|x| x.response_delay_ns).or(s.host_defaults.response_delay_ns).unwrap_or(0);
                 let queue = spec.and_then(|x| x.queue_frames).or(s.host_defaults.queue_frames).unwrap_or(16);
+                let out_of_order =
+                    spec.and_then(|x| x.out_of_order).or(s.host_defaults.out_of_order).unwrap_or_default();
                 HostNode {
                     name: host.name.clone(),
                     port: FabricPort::new(host_port[h]),
                     response_delay: Duration::from_nanos(delay),
                     queue_frames: queue.max(1),
+                    out_of_order,
                 }
             })
             .collect();
@@ -339,7 +343,8 @@ impl Fabric {
             explicit_routes(s, &t, &ports, &hosts, &host_index, &mut fdb)?;
         }
         // The paths the flows take, walked through the entries, and how long a flow with
-        // a count would take alone on them.
+        // a count would take alone on them (under adaptive routing a flow's frames may
+        // take any equal-cost path: they are as long, the ideal is the same).
         let mut paths = Vec::new();
         for f in &mut flows {
             let path =
@@ -413,6 +418,11 @@ impl Fabric {
             // Each switch its own seed: with one seed for all, every tier would split
             // flows alike (see pfcswitch_core::ecmp).
             c.fdb.ecmp_seed = ecmp_seed(s.ecmp_seed, sw);
+            c.fdb.multipath = match s.routing {
+                Routing::Adaptive => Multipath::Adaptive,
+                Routing::Flowlet => Multipath::Flowlet,
+                Routing::Ecmp | Routing::Single | Routing::Dmodk => Multipath::Hash,
+            };
             let mut table =
                 toml::Table::try_from(&c).map_err(|e| invalid(format!("switch {}", spec.name), e.to_string()))?;
             merge(&mut table, &s.switch_defaults);
@@ -440,6 +450,11 @@ impl Fabric {
                 }
                 None => None,
             };
+            if tags.is_some() && config.fdb.multipath != Multipath::Hash && s.routes.is_empty() {
+                // The tables are computed for the paths the flows' hashes pick (routes
+                // a scenario names have one next hop a destination: nothing to pick).
+                return Err(invalid(&field, "Tagger's tables need each flow on its hashed path: not adaptive routing"));
+            }
             config.validate().map_err(|e| invalid(&field, e.to_string()))?;
             // The routes go to the switch as ports, not names through the TOML above (a
             // k=16 fat-tree's took 1.4 s and 48 MiB that way). A destination the
@@ -798,7 +813,7 @@ fn shortest_routes(
                 .collect();
             let n = candidates.len();
             let next = match routing {
-                Routing::Ecmp => candidates,
+                Routing::Ecmp | Routing::Adaptive | Routing::Flowlet => candidates,
                 Routing::Single => vec![candidates[h % n]],
                 Routing::Dmodk if dist[sw] % 2 == 1 => vec![candidates[(h / n) % n]],
                 Routing::Dmodk => vec![candidates[h % n]],

@@ -98,9 +98,14 @@ pub struct FlowReport {
     pub to: String,
     pub priority: Priority,
     pub lossless: bool,
+    /// Frames sent, each counted once.
     pub sent: u64,
+    /// Frames sent again after its receiver asked for an earlier one (go-back-N).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sent_again: u64,
     pub received: u64,
     pub lost: u64,
+    /// Frames that arrived before one sent earlier: taken, or under go-back-N dropped.
     pub reordered: u64,
     pub latency: Percentiles,
     /// Frames that arrived marked Congestion Experienced.
@@ -433,7 +438,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, mut g: Gathered, tota
         };
         let Some(rx) = &g.received[i] else { part("flow received", i) };
         let Some(sent) = g.sent[i] else { part("flow sent", i) };
-        let lost = sent.saturating_sub(rx.frames);
+        let lost = sent.frames.saturating_sub(rx.frames);
         if lossless {
             lossless_lost += lost;
         }
@@ -452,7 +457,8 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, mut g: Gathered, tota
             to: fabric.hosts[f.to].name.clone(),
             priority: f.priority,
             lossless,
-            sent,
+            sent: sent.frames,
+            sent_again: sent.again,
             received: rx.frames,
             lost,
             reordered: rx.reordered,
@@ -673,7 +679,12 @@ pub fn text(r: &SimReport) -> String {
     );
     // A flow with a count finishes: its completion time is the figure to read.
     let sized = r.flows.iter().any(|f| f.fct_us.is_some());
+    // Frames sent again only under go-back-N: the column then.
+    let again = r.flows.iter().any(|f| f.sent_again > 0);
     let mut head = vec!["flow", "prio", "lossless", "sent", "received", "lost", "reordered", "p50 µs", "p99 µs"];
+    if again {
+        head.insert(4, "sent again");
+    }
     if sized {
         head.push("FCT µs");
     }
@@ -690,6 +701,9 @@ pub fn text(r: &SimReport) -> String {
             format!("{:.1}", f.latency.p50_us),
             format!("{:.1}", f.latency.p99_us),
         ];
+        if again {
+            row.insert(4, f.sent_again.to_string());
+        }
         if sized {
             row.push(f.fct_us.map_or("-".into(), |t| format!("{t:.1}")));
         }
@@ -700,7 +714,13 @@ pub fn text(r: &SimReport) -> String {
     } else {
         let sent: u64 = r.flows.iter().map(|f| f.sent).sum();
         let received: u64 = r.flows.iter().map(|f| f.received).sum();
-        out += &format!("{} flows: {sent} frames sent, {received} received\n", r.flows.len());
+        out += &format!("{} flows: {sent} frames sent, {received} received", r.flows.len());
+        if again {
+            let resent: u64 = r.flows.iter().map(|f| f.sent_again).sum();
+            let reordered: u64 = r.flows.iter().map(|f| f.reordered).sum();
+            out += &format!(" ({reordered} out of order, {resent} sent again)");
+        }
+        out += "\n";
     }
     if let Some(fct) = &r.fct {
         out += &format!(

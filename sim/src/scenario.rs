@@ -84,7 +84,7 @@ pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Scenario
 }
 
 /// How a switch with several equal-cost next hops towards a destination uses them.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Routing {
     /// All of them, one per flow by a hash of its 5-tuple, each switch with a seed of its
@@ -101,6 +101,17 @@ pub enum Routing {
     /// (an aggregation switch): a fat-tree's flows to distinct destinations then use
     /// distinct cores.
     Dmodk,
+    /// All of them, one per frame: the one whose queue for the frame's priority holds
+    /// the fewest bytes, ties taken in turn (`fdb.multipath = "adaptive"`), as a switch's
+    /// adaptive routing does. Every equal-cost link carries traffic; a flow's frames may
+    /// arrive out of order (each flow's report counts them).
+    Adaptive,
+    /// All of them, one per flowlet (`fdb.multipath = "flowlet"`): a flow's first frame,
+    /// and its first after a pause longer than the switches' `fdb.flowlet_gap_us` (10 µs
+    /// unless `[switch_defaults.fdb]` says otherwise), takes the next hop the adaptive
+    /// rule picks, and the frames after it follow, as a switch's dynamic load balancing
+    /// does in flowlet mode.
+    Flowlet,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -236,6 +247,27 @@ pub struct HostSpec {
     /// Frames a host queues per priority before its senders wait.
     #[serde(default)]
     pub queue_frames: Option<usize>,
+    /// What the host does with a frame of a flow it receives that comes before one it
+    /// still waits for (default: takes it).
+    #[serde(default)]
+    pub out_of_order: Option<OutOfOrder>,
+}
+
+/// What a receiving host does with a flow's frame that arrives before one it still waits
+/// for (adaptive routing sends a flow's frames over several paths).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutOfOrder {
+    /// Takes it, counted as reordered: a receiver that places data where it belongs, as
+    /// test equipment and NICs with out-of-order placement do.
+    #[default]
+    Accept,
+    /// Drops it, and every frame after it until the one it waits for comes, and asks the
+    /// sender once per gap to go back to that one (a RoCE NAK for a PSN sequence error);
+    /// the sender sends again from there: RoCE's go-back-N, as NICs without out-of-order
+    /// placement do (and htsim's RoCE receiver, which asks at every frame). No timer
+    /// recovers a NAK that is lost: put such flows on a lossless priority.
+    GoBackN,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -52,6 +52,13 @@ impl Sim<'_> {
                 return;
             }
         }
+        if self.go_back_n {
+            if let Some((qp, psn)) = roce::nak_psn(bytes) {
+                self.arena.give(buf);
+                self.take_nak(h, qp, psn);
+                return;
+            }
+        }
         if let Some(stamp) = read_stamp_in(bytes, self.arena.len(buf)) {
             let (flow, seq, tx_ns) = (FlowIx::new(usize::from(stamp.flow)), stamp.seq, stamp.tx_ns);
             // A frame of a flow this host receives (a stray stamp is ignored).
@@ -61,6 +68,21 @@ impl Sim<'_> {
             }
             if let Some(f) = self.flows.get_mut(flow.index()).filter(|_| ours) {
                 let rx = &mut f.rx;
+                if seq != rx.next_seq && self.fabric.hosts[h].out_of_order == OutOfOrder::GoBackN {
+                    // Dropped, as a NIC that places data in order drops it; the first
+                    // frame after a gap asks the sender back to the gap.
+                    rx.reordered += 1;
+                    let expected = rx.next_seq;
+                    let ask = seq > expected && rx.nak_for != Some(expected);
+                    if ask {
+                        rx.nak_for = Some(expected);
+                    }
+                    self.arena.give(buf);
+                    if ask {
+                        self.send_nak(flow, h, expected);
+                    }
+                    return;
+                }
                 rx.frames += 1;
                 if seq < rx.next_seq {
                     rx.reordered += 1;
@@ -114,7 +136,7 @@ impl Sim<'_> {
             return;
         }
         let stop = EPOCH + plan.stop;
-        if self.now >= stop || plan.count.is_some_and(|c| f.sent >= c) {
+        if self.now >= stop || plan.count.is_some_and(|c| f.next >= c) {
             f.done = true;
             return;
         }
@@ -135,15 +157,17 @@ impl Sim<'_> {
             host.waiting[prio].push(i);
             return;
         }
-        let seq = f.sent as u32;
+        let seq = f.next as u32;
         let template = match &f.last {
-            Some(last) if plan.count == Some(f.sent + 1) => last,
+            Some(last) if plan.count == Some(f.next + 1) => last,
             _ => &f.template,
         };
         let len = template.len();
         let buf = self.arena.take_for(len, template.zeros_from());
         template.write_head(self.arena.write(buf, len), seq, since_epoch(self.now) as u32);
         f.sent += 1;
+        f.next += 1;
+        f.highest = f.highest.max(f.next);
         host.queues[prio].push_back(buf);
         match f.cc.as_mut() {
             // Paced at its reaction point's rate, one frame after another.
@@ -163,4 +187,49 @@ impl Sim<'_> {
         }
         self.try_tx(self.fabric.hosts[h].port);
     }
+
+    /// Host `h`, receiving flow `i` under go-back-N, asks its sender to go back to frame
+    /// `seq`: a NAK on the flow's priority and DSCP.
+    fn send_nak(&mut self, i: FlowIx, h: HostIx, seq: u32) {
+        let (sender, fabric) = (self.fabric.flows[i].from, self.fabric);
+        let mac = |host: HostIx| fabric.ports[fabric.hosts[host].port].mac.0;
+        let f = &self.flows[i];
+        let spec =
+            roce::ReplySpec::for_flow(f.template.id, (mac(h), host_ip(h)), (mac(sender), host_ip(sender)), f.dscp);
+        let frame = roce::nak_frame(&spec, seq & PSN_MASK);
+        let buf = self.arena.take();
+        self.arena.write(buf, frame.len()).copy_from_slice(&frame);
+        self.hosts[h].queues[fabric.flows[i].priority].push_back(buf);
+        self.try_tx(fabric.hosts[h].port);
+    }
+
+    /// Host `h` got a NAK for queue pair `qp` asking for `psn`: its flow sends again from
+    /// there (a flow that had sent everything starts again).
+    fn take_nak(&mut self, h: HostIx, qp: u32, psn: u32) {
+        let Some(i) = roce::qp_flow(qp).map(|i| FlowIx::new(usize::from(i))).filter(|i| i.index() < self.flows.len())
+        else {
+            return;
+        };
+        if self.fabric.flows[i].from != h {
+            return;
+        }
+        let f = &mut self.flows[i];
+        // A PSN has 24 bits: the frame it names is the latest at or before the next one
+        // whose number ends in them.
+        let Some(back) = f.next.checked_sub(u64::from((f.next as u32).wrapping_sub(psn) & PSN_MASK)) else { return };
+        if back >= f.next {
+            return;
+        }
+        f.next = back;
+        if std::mem::take(&mut f.done) {
+            if f.cc.is_some() {
+                self.schedule_flow(i, self.now);
+            } else {
+                self.at(self.now, Ev::Flow { flow: i });
+            }
+        }
+    }
 }
+
+/// The bits of a RoCE packet sequence number.
+const PSN_MASK: u32 = 0xff_ffff;

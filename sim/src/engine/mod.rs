@@ -26,7 +26,7 @@ use crate::fabric::{host_ip, Fabric, Owner};
 use crate::ids::{FabricPort, FlowIx, HostIx, SwitchIx};
 use crate::monitor::{Monitor, WatchedFlow, WatchedQueue};
 use crate::queue::EventQueue;
-use crate::scenario::{invalid, Action, MonitorSpec, Scenario, ScenarioError, StormSpec};
+use crate::scenario::{invalid, Action, MonitorSpec, OutOfOrder, Scenario, ScenarioError, StormSpec};
 use crate::split::Split;
 use crate::trace::{PauseTimeline, Trace};
 use pfctestkit::flow::{read_stamp_in, FlowSpec as TemplateSpec, FlowTemplate};
@@ -162,13 +162,24 @@ pub struct Received {
     /// A flow with a count: when its last frame arrived, if all of them did (ns since the
     /// run's start).
     pub completed_ns: Option<u64>,
+    /// Under go-back-N: the frame the last NAK asked for (one NAK a gap).
+    #[serde(default)]
+    pub nak_for: Option<u32>,
 }
 
 struct FlowState {
     template: FlowTemplate,
     /// A workload's flow whose last frame is shorter: that frame's template.
     last: Option<FlowTemplate>,
+    /// Frames sent, sent again after a NAK included.
     sent: u64,
+    /// The next frame's sequence number: `sent` until a NAK sends the flow back.
+    next: u64,
+    /// The most frames it had sent at any time (where `next` was furthest): frames sent
+    /// beyond these were sent again.
+    highest: u64,
+    /// The DSCP of its frames, which what its receiver sends back (a NAK) carries too.
+    dscp: u8,
     done: bool,
     blocked: bool,
     rx: Received,
@@ -278,6 +289,8 @@ pub struct Sim<'f> {
     /// DCQCN at the hosts, and the queue their CNPs leave by.
     dcqcn: Option<roce::DcqcnParams>,
     cnp_priority: Priority,
+    /// Whether any host receives under go-back-N (and so senders read NAKs).
+    go_back_n: bool,
     monitor: Option<Monitor>,
 }
 
@@ -407,7 +420,18 @@ impl<'f> Sim<'f> {
                     cnps_sent: 0,
                 })
             });
-            flows.push(FlowState { template, last, sent: 0, done: false, blocked: false, rx: Received::default(), cc });
+            flows.push(FlowState {
+                template,
+                last,
+                sent: 0,
+                next: 0,
+                highest: 0,
+                dscp,
+                done: false,
+                blocked: false,
+                rx: Received::default(),
+                cc,
+            });
         }
         let mut sim = Sim {
             fabric,
@@ -443,6 +467,7 @@ impl<'f> Sim<'f> {
             schedule: None,
             dcqcn: scenario.dcqcn.clone(),
             cnp_priority: scenario.cnp_priority,
+            go_back_n: fabric.hosts.iter().any(|h| h.out_of_order == OutOfOrder::GoBackN),
             monitor: None,
         };
         if let Some(m) = &scenario.monitor {

@@ -20,8 +20,11 @@ impl Sim<'_> {
         self.switches[sw].rx_no_frame[port]
     }
 
-    pub fn sent(&self, flow: FlowIx) -> u64 {
-        self.flows[flow].sent
+    /// Flow `flow`'s frames sent: how many (each counted once), and how many more times
+    /// frames were sent again after a NAK.
+    pub fn sent(&self, flow: FlowIx) -> FlowSent {
+        let f = &self.flows[flow];
+        FlowSent { frames: f.highest, again: f.sent - f.highest }
     }
 
     pub fn received(&self, flow: FlowIx) -> &Received {
@@ -35,6 +38,13 @@ impl Sim<'_> {
     }
 }
 
+/// A flow's frames sent ([`Sim::sent`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlowSent {
+    pub frames: u64,
+    pub again: u64,
+}
+
 /// What a run leaves for its report, from one rank or put together from several: each
 /// part from the rank that ran it (`None` where another rank did), link counts summed
 /// (a link's sender counts what it sent, its receiver what the link lost).
@@ -42,7 +52,7 @@ impl Sim<'_> {
 pub(crate) struct Gathered {
     pub counts: RunCounts,
     pub switches: Vec<Option<GatheredSwitch>>,
-    pub sent: Vec<Option<u64>>,
+    pub sent: Vec<Option<FlowSent>>,
     pub received: Vec<Option<Received>>,
     pub links: Vec<[u64; 4]>,
     pub timelines: Vec<Option<PauseTimeline>>,

@@ -246,6 +246,11 @@ fn a_workload_or_monitor_that_names_what_is_not_there_is_refused_with_the_field_
     assert!(err("[monitor]\nqueues = [\"h-edge0-0-0\"]\n").contains("a host's"));
     assert!(err("[monitor]\nflows = [3]\n").contains("no flow 3"));
     assert!(err("[monitor]\nevery_us = 0.001\n").contains("monitor.every_us"));
+    // Tagger's tables are for each flow's hashed path, which adaptive routing leaves.
+    let flow = "[[flow]]\nfrom = \"h-edge0-0-0\"\nto = \"h-edge3-1-1\"\nrate_fps = 1000\n";
+    for routing in ["adaptive", "flowlet"] {
+        assert!(err(&format!("tagger = true\nrouting = \"{routing}\"\n{flow}")).contains("Tagger's tables"));
+    }
 }
 
 /// A k=4 fat-tree at 100G running the flows of `file`, in `format`.
@@ -363,4 +368,100 @@ fn another_ecmp_seed_moves_flows_to_other_paths_and_the_default_is_the_switch_in
     let (zero, other) = (links(0), links(u64::MAX));
     assert_ne!(zero, other, "the seed moves some flows");
     assert_eq!(links(0), zero, "a seed gives the same paths every run");
+}
+
+#[test]
+fn adaptive_routing_puts_frames_on_every_aggregation_to_core_link_where_a_hash_per_flow_leaves_some_idle() {
+    // A k=4 permutation: about four flows leave each pod, over its four uplinks.
+    let text = |routing: &str| {
+        format!(
+            r#"
+            topology = "fattree:k=4"
+            speed = "100G"
+            duration_ms = 1
+            routing = "{routing}"
+            [switch_defaults.pfc]
+            lossless = [3]
+            [[flow]]
+            from = "*"
+            to = "*"
+            priority = 3
+            load = 100
+            count = 200
+            "#
+        )
+    };
+    let used = |r: &SimReport, from: &str, to: &str| {
+        let links: Vec<_> = r.links.iter().filter(|l| l.from.starts_with(from) && l.to.starts_with(to)).collect();
+        (links.iter().filter(|l| l.frames > 0).count(), links.len())
+    };
+    let (hashed, adaptive) =
+        (run(&Scenario::from_toml(&text("ecmp")).unwrap()), run(&Scenario::from_toml(&text("adaptive")).unwrap()));
+    for r in [&hashed, &adaptive] {
+        assert!(r.flows.iter().all(|f| f.lost == 0 && f.received == 200 && f.fct_us.is_some()), "{:?}", r.flows);
+    }
+    let (h, a) = (used(&hashed, "agg", "core"), used(&adaptive, "agg", "core"));
+    assert!(h.0 < h.1, "a hash per flow leaves some uplink idle: {h:?}");
+    assert_eq!(a.0, a.1, "every uplink carries frames");
+    assert_eq!(used(&adaptive, "core", "agg"), (16, 16), "and every downlink");
+    // Frames of one flow take several paths, so some arrive out of order; a flow's
+    // frames under a hash never do.
+    assert!(adaptive.flows.iter().any(|f| f.reordered > 0));
+    assert!(hashed.flows.iter().all(|f| f.reordered == 0));
+}
+
+/// A k=4 permutation of 200 frames a flow at line rate on lossless priority 3, routed as
+/// `routing` says, received as `out_of_order` says.
+fn permutation_k4(routing: &str, out_of_order: &str) -> SimReport {
+    run(&Scenario::from_toml(&format!(
+        r#"
+        topology = "fattree:k=4"
+        speed = "100G"
+        duration_ms = 2
+        routing = "{routing}"
+        [host_defaults]
+        out_of_order = "{out_of_order}"
+        [switch_defaults.pfc]
+        lossless = [3]
+        [[flow]]
+        from = "*"
+        to = "*"
+        priority = 3
+        load = 100
+        count = 200
+        "#
+    ))
+    .unwrap())
+}
+
+#[test]
+fn a_go_back_n_receiver_drops_what_comes_after_a_gap_and_its_sender_sends_again_from_the_gap() {
+    let r = permutation_k4("adaptive", "go-back-n");
+    for f in &r.flows {
+        assert!(f.received == 200 && f.lost == 0 && f.fct_us.is_some(), "every flow arrives whole: {f:?}");
+        // A flow goes back exactly when its receiver dropped frames for their order.
+        assert_eq!(f.reordered > 0, f.sent_again > 0, "{f:?}");
+    }
+    assert!(r.flows.iter().any(|f| f.sent_again > 0), "adaptive routing reorders some flow");
+    let taken = permutation_k4("adaptive", "accept");
+    let fct = |r: &SimReport| r.flows.iter().filter_map(|f| f.fct_us).fold(0.0, f64::max);
+    assert!(fct(&r) > fct(&taken), "going back costs time: {} against {}", fct(&r), fct(&taken));
+    assert!(taken.flows.iter().all(|f| f.sent_again == 0));
+}
+
+#[test]
+fn without_reordering_a_go_back_n_receiver_changes_nothing() {
+    // A hash per flow keeps each flow's frames in order: no NAK, the same report.
+    let json = |r: &SimReport| serde_json::to_string(r).unwrap();
+    assert_eq!(json(&permutation_k4("ecmp", "go-back-n")), json(&permutation_k4("ecmp", "accept")));
+}
+
+#[test]
+fn flowlet_routing_keeps_a_line_rate_flows_frames_on_one_path_and_in_order() {
+    // A flow at line rate never pauses 10 µs unless PFC stops it: its first frame's
+    // choice holds, and a go-back-N receiver has nothing to ask for.
+    let r = permutation_k4("flowlet", "go-back-n");
+    for f in &r.flows {
+        assert!(f.received == 200 && f.lost == 0 && f.reordered == 0 && f.sent_again == 0, "{f:?}");
+    }
 }
