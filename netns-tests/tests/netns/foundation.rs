@@ -94,6 +94,40 @@ fn a_multipath_entry_sends_flows_to_one_destination_out_of_both_its_ports_each_f
     assert!(sw.stop().success());
 }
 
+#[test]
+fn under_adaptive_routing_one_flow_to_a_multipath_station_leaves_by_both_ports_and_arrives_whole() {
+    let _serial = serial();
+    let tb = star("adaptive", 3);
+    let mut c = switch_config(&tb, "sw1");
+    c.fdb.multipath = pfcswitch::core::config::Multipath::Adaptive;
+    let far = "02:00:00:00:ec:02";
+    let ports = vec![c.port_name(1).to_string(), c.port_name(2).to_string()];
+    c.fdb_groups.push(pfcswitch::core::config::StaticFdbGroup { mac: far.parse().unwrap(), ports });
+    let sw = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).unwrap();
+    let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &sink_flags(&["--duration", "2"])).unwrap();
+    let sink3 = SinkProc::start(&tb, "h3", "sink-h3", &sink_flags(&["--duration", "2"])).unwrap();
+    let count = 1000u64;
+    let g = run_gen(
+        &tb,
+        "h1",
+        "gen",
+        &gen_flags(&["--dst-mac", far, "--count", &count.to_string(), "--rate", "10k", "--tx-only"]),
+        GEN_TIMEOUT,
+    )
+    .unwrap();
+    assert_eq!(g.sent, count);
+    let (at_h2, at_h3) = (sink2.finish(SINK_TIMEOUT).unwrap(), sink3.finish(SINK_TIMEOUT).unwrap());
+    // One flow, frame by frame to the member with the shorter queue, ties in turn: both
+    // ports carry it, and between them every frame arrives.
+    let got = |r: &pfctools::traffic::sink::SinkReport| r.flows.iter().map(|f| f.received).sum::<u64>();
+    let (two, three) = (got(&at_h2), got(&at_h3));
+    assert!(two > 0 && three > 0, "h2 got {two}, h3 {three}");
+    assert_eq!(two + three, count);
+    let s = sw.stats().unwrap();
+    assert_eq!(s.ports[1].counters.tx_frames + s.ports[2].counters.tx_frames, count);
+    assert!(sw.stop().success());
+}
+
 fn lossless_transfer(size: &str) {
     let _serial = serial();
     let tb = star(&format!("bulk{size}"), 2);
