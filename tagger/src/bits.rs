@@ -36,6 +36,16 @@ impl BitSet {
         }
     }
 
+    /// Sets the bits of `mask` shifted up by `at` (bit `at + b` for bit `b` of it).
+    pub(crate) fn insert_bits(&mut self, at: usize, mask: u64) {
+        set_bits(&mut self.words, at, mask);
+    }
+
+    /// Bits `at..at + len` (`len` at most 64) as a mask, bit `at` lowest.
+    pub(crate) fn bits(&self, at: usize, len: usize) -> u64 {
+        bits_at(&self.words, at, len)
+    }
+
     /// The bits set, in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         self.words.iter().enumerate().flat_map(|(w, &bits)| {
@@ -61,6 +71,31 @@ pub(crate) fn set(words: &mut [u64], i: usize) {
     words[i / 64] |= 1 << (i % 64);
 }
 
+/// Bits `at..at + len` (`len` at most 64; `at` within the set, bits past its end read
+/// as clear) of a bit set laid out in `words`, as a mask, bit `at` lowest.
+pub(crate) fn bits_at(words: &[u64], at: usize, len: usize) -> u64 {
+    let (w, s) = (at / 64, at % 64);
+    let mut v = words[w] >> s;
+    if s != 0 && s + len > 64 {
+        v |= words.get(w + 1).map_or(0, |&x| x << (64 - s));
+    }
+    if len < 64 {
+        v & ((1 << len) - 1)
+    } else {
+        v
+    }
+}
+
+/// Sets the bits of `mask` shifted up by `at` in a bit set laid out in `words` (every bit
+/// set must fall within it).
+pub(crate) fn set_bits(words: &mut [u64], at: usize, mask: u64) {
+    let (w, s) = (at / 64, at % 64);
+    words[w] |= mask << s;
+    if s != 0 && mask >> (64 - s) != 0 {
+        words[w + 1] |= mask >> (64 - s);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +111,18 @@ mod tests {
         assert!(a.contains(64) && !a.contains(65));
         a.clear();
         assert_eq!(a.iter().count(), 0);
+    }
+
+    #[test]
+    fn masks_read_and_set_the_bits_they_cover_across_a_word_boundary() {
+        let mut a = BitSet::new(200);
+        a.insert_bits(60, 0b1011_0001);
+        assert_eq!(a.iter().collect::<Vec<_>>(), [60, 64, 65, 67]);
+        assert_eq!(a.bits(60, 8), 0b1011_0001);
+        assert_eq!(a.bits(61, 3), 0b000, "a window, not what lies past it");
+        assert_eq!(a.bits(64, 64), 0b1011);
+        a.insert_bits(128, u64::MAX);
+        assert_eq!((a.bits(128, 64), a.bits(100, 64)), (u64::MAX, u64::MAX << 28));
+        assert_eq!(a.bits(250, 64), 0, "past the last word: clear");
     }
 }

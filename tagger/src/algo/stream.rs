@@ -50,11 +50,11 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
         // (1) Candidates: every hop of the group's routes, were it never to end.
         let candidates = dags.pass(threads, |w, d, bits, found| {
             w.enter(d, entries.as_deref(), words, bits);
-            w.walk(d, bits, |hop, next| {
+            w.walk(d, bits, |base, ins, next| {
                 if next.is_some() {
-                    found.insert(hop);
+                    found.insert_bits(base, ins);
                 }
-                true
+                ins
             });
         });
         // (2) Decisions.
@@ -68,15 +68,14 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
         let mut next = vec![0u64; dags.dests.len() * words];
         let decided = dags.pass_into(threads, &mut next, words, |w, d, bits, next, found| {
             w.enter(d, entries.as_deref(), words, bits);
-            w.walk(d, bits, |hop, p2| {
-                found.insert(hop);
-                match p2 {
-                    Some(p2) if demoted.contains(hop) => {
-                        set(next, p2 as usize);
-                        false
-                    }
-                    _ => true,
+            w.walk(d, bits, |base, ins, p2| {
+                found.insert_bits(base, ins);
+                // A demoted hop's packet goes on in the next group, from the next port.
+                let down = if p2.is_some() { ins & demoted.bits(base, 64) } else { 0 };
+                if let (Some(p2), true) = (p2, down != 0) {
+                    set(next, p2 as usize);
                 }
+                ins & !down
             });
         });
         let g = group as u16;

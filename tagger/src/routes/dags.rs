@@ -5,10 +5,12 @@
 //! of 10 000 switches), for the streaming greedy ([`crate::algo::stream`]) and the
 //! streaming verifier ([`crate::verify::verify_shortest`]) alike.
 //!
-//! A *hop* is an ingress and an egress port of one switch, numbered densely per switch:
-//! what those two keep across destinations is a bit or a byte per hop.
+//! A *hop* is an ingress and an egress port of one switch, numbered densely per switch,
+//! egress by egress (the hops out of one port from each of the switch's ports are
+//! consecutive, so that a walk marks them with one mask): what those two keep across
+//! destinations is a bit or a byte per hop.
 
-use crate::bits::{has, set, BitSet};
+use crate::bits::{bits_at, has, set, BitSet};
 use crate::threads::in_pool;
 use crate::topology::{Distances, PortId, SwitchId, Topology};
 
@@ -118,7 +120,7 @@ impl<'t> Dags<'t> {
 
     /// The hop from the port in place `i` out of the port in place `j` of switch `a`.
     pub(crate) fn hop(&self, a: SwitchId, i: usize, j: usize) -> usize {
-        self.first[a as usize] as usize + i * self.t.switches[a as usize].ports.len() + j
+        self.first[a as usize] as usize + j * self.t.switches[a as usize].ports.len() + i
     }
 
     /// The hop from ingress `p` out of egress `e` (ports of one switch).
@@ -132,7 +134,7 @@ impl<'t> Dags<'t> {
         let a = self.first.partition_point(|&f| f as usize <= hop) - 1;
         let ports = &self.t.switches[a].ports;
         let k = hop - self.first[a] as usize;
-        (ports[k / ports.len()], ports[k % ports.len()])
+        (ports[k % ports.len()], ports[k / ports.len()])
     }
 
     /// A hop between switches as (ingress port, the next switch's ingress port).
@@ -312,28 +314,38 @@ impl<'d, 't> Walker<'d, 't> {
     }
 
     /// Walks the routes toward `d` from the ingress ports in `bits`, farthest switch
-    /// first. `hop(hop, Some(next))` is told of each hop between switches (`next`: the
-    /// next port's bit) and `hop(hop, None)` of each delivery (never back out of the
-    /// port it came in by); a hop it returns `true` for adds the next port to `bits`
-    /// (the packet goes on in the group).
-    pub(crate) fn walk(&self, d: usize, bits: &mut [u64], mut hop: impl FnMut(usize, Option<u32>) -> bool) {
+    /// first, a switch's ingress ports at a time. For each way on from a switch with
+    /// ingress ports in the group, `hops(base, ins, next)` is told of the hops out of
+    /// the way's egress port from the ingress ports in `ins`, a mask whose bit `b` is the
+    /// hop `base + b` (a switch with more than 64 ports takes a call per 64), and `next`,
+    /// the next port's bit, or `None` for a delivery (never back out of the port it came
+    /// in by). The hops of the mask it returns go on in the group: when there are any and
+    /// the way leads to a switch, its next port joins `bits`.
+    pub(crate) fn walk(&self, d: usize, bits: &mut [u64], mut hops: impl FnMut(usize, u64, Option<u32>) -> u64) {
         let t = self.dags.t;
-        // The places of the switch's ingress ports in the group, and its ways on.
+        // The switch's ingress ports in the group, 64 places a mask, and its ways on.
         let (mut ins, mut ways) = (Vec::new(), Vec::new());
         for &a in &self.order {
-            let ports = &t.switches[a as usize].ports;
+            let n = t.switches[a as usize].ports.len();
+            let at = self.dags.bit(a, 0);
             ins.clear();
-            ins.extend((0..ports.len()).filter(|&i| has(bits, self.dags.bit(a, i))));
-            if ins.is_empty() {
+            ins.extend((0..n).step_by(64).map(|c| bits_at(bits, at + c, (n - c).min(64))));
+            if ins.iter().all(|&m| m == 0) {
                 continue;
             }
             self.onward(d, a, &mut ways);
             for &(j, next) in &ways {
-                for &i in ins.iter().filter(|&&i| next.is_some() || i != j) {
-                    if hop(self.dags.hop(a, i, j), next) {
-                        if let Some(p2) = next {
-                            set(bits, p2 as usize);
-                        }
+                let mut on = 0;
+                for (k, &mask) in ins.iter().enumerate() {
+                    let c = k * 64;
+                    let own = if next.is_none() && (c..c + 64).contains(&j) { 1 << (j - c) } else { 0 };
+                    if mask & !own != 0 {
+                        on |= hops(self.dags.hop(a, c, j), mask & !own, next);
+                    }
+                }
+                if on != 0 {
+                    if let Some(p2) = next {
+                        set(bits, p2 as usize);
                     }
                 }
             }
