@@ -11,7 +11,7 @@ use tagger::plan::Plan;
 use tagger::routes::RouteSpec;
 use tagger::system::{self, Format, TagPriorities, TagSystem};
 use tagger::topology::file::TopologyFile;
-use tagger::verify::{verify, TaggedGraph};
+use tagger::verify::TaggedGraph;
 
 /// Tagger: deadlock-free PFC tag tables for any topology and set of lossless routes.
 #[derive(Parser)]
@@ -75,6 +75,10 @@ enum Cmd {
         /// Also write the tagged graph as Graphviz (for small topologies).
         #[arg(long)]
         dot: Option<PathBuf>,
+        /// Threads for shortest routes, which are checked a destination at a time (the
+        /// outcome is the same for any number): all the machine's cores unless given.
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Tags, table sizes, time and peak memory over standard topologies.
     Eval {
@@ -152,17 +156,18 @@ fn run(cmd: Cmd) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Verify { topology, routes, tables, dot } => {
+        Cmd::Verify { topology, routes, tables, dot, threads } => {
             let t = tagger::load_topology(&topology)?;
             let spec: RouteSpec = routes.parse()?;
-            let m = spec.model(&t)?;
+            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let mut plan = Plan::to_verify(&t, &spec, threads)?;
             let sys = TagSystem::from_tables(&t, &system::read_tables(&tables)?)?;
             if let Some(path) = dot {
-                if let Ok(g) = TaggedGraph::build(&t, m.as_ref(), &sys) {
+                if let Ok(g) = TaggedGraph::build(&t, plan.model()?, &sys) {
                     std::fs::write(&path, g.to_dot(&t)).with_context(|| format!("{}", path.display()))?;
                 }
             }
-            match verify(&t, m.as_ref(), &sys) {
+            match plan.verify(&sys) {
                 Ok(r) => {
                     println!(
                         "OK: {} lossless tags; {} (route state, tag) pairs walked, {} tagged-graph nodes, {} edges; \

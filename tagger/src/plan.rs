@@ -34,7 +34,23 @@ impl<'t> Plan<'t> {
         algorithm: Algorithm,
         threads: usize,
     ) -> Result<Plan<'t>, RouteError> {
-        let streamed = *spec == RouteSpec::Shortest && algorithm == Algorithm::Greedy;
+        Plan::make(t, spec, algorithm, *spec == RouteSpec::Shortest && algorithm == Algorithm::Greedy, threads)
+    }
+
+    /// A plan to check tables against `spec`'s routes, whatever computed them (`tagger
+    /// verify`): every shortest route a destination at a time. Its algorithm is never
+    /// run.
+    pub fn to_verify(t: &'t Topology, spec: &RouteSpec, threads: usize) -> Result<Plan<'t>, RouteError> {
+        Plan::make(t, spec, Algorithm::Greedy, *spec == RouteSpec::Shortest, threads)
+    }
+
+    fn make(
+        t: &'t Topology,
+        spec: &RouteSpec,
+        algorithm: Algorithm,
+        streamed: bool,
+        threads: usize,
+    ) -> Result<Plan<'t>, RouteError> {
         let model = if streamed {
             shortest::check_any(t)?;
             None

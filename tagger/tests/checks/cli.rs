@@ -79,6 +79,43 @@ fn compute_writes_verified_tables_that_verify_accepts_and_a_tampered_one_fails()
 }
 
 #[test]
+fn verify_takes_every_shortest_route_a_destination_at_a_time_and_a_tampered_table_fails() {
+    let dir = TempDir::new("verify-shortest");
+    let out = compute("ring:n=6", "shortest", &dir.0, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let verify = |threads: &str| {
+        tagger(&[
+            "verify",
+            "--topology",
+            "ring:n=6",
+            "--routes",
+            "shortest",
+            "--tables",
+            dir.0.to_str().unwrap(),
+            "--threads",
+            threads,
+        ])
+    };
+    for threads in ["1", "3"] {
+        let ok = verify(threads);
+        assert!(ok.status.success(), "{}{}", stdout(&ok), stderr(&ok));
+        assert!(stdout(&ok).starts_with("OK: 2 lossless tags"), "{}", stdout(&ok));
+    }
+    let tables = read_tables(&dir.0).unwrap();
+    let (file, mut tab): (String, SwitchTables) =
+        tables.into_iter().find(|(_, t)| t.rewrite.iter().any(|r| r.tag == 1)).unwrap();
+    let rule = tab.rewrite.iter_mut().find(|r| r.tag == 1).unwrap();
+    rule.new_tag = 2;
+    std::fs::write(&file, toml::to_string(&tab).unwrap()).unwrap();
+    for threads in ["1", "3"] {
+        let bad = verify(threads);
+        assert_eq!(bad.status.code(), Some(1));
+        assert!(stdout(&bad).contains("FAILED: the tag rises from 1 to 2"), "{}", stdout(&bad));
+        assert!(stdout(&bad).contains(&tab.switch), "{}", stdout(&bad));
+    }
+}
+
+#[test]
 fn json_tables_with_chosen_priorities() {
     let dir = TempDir::new("json");
     let dot = dir.0.join("tagged.dot");
