@@ -373,30 +373,11 @@ fn another_ecmp_seed_moves_flows_to_other_paths_and_the_default_is_the_switch_in
 #[test]
 fn adaptive_routing_puts_frames_on_every_aggregation_to_core_link_where_a_hash_per_flow_leaves_some_idle() {
     // A k=4 permutation: about four flows leave each pod, over its four uplinks.
-    let text = |routing: &str| {
-        format!(
-            r#"
-            topology = "fattree:k=4"
-            speed = "100G"
-            duration_ms = 1
-            routing = "{routing}"
-            [switch_defaults.pfc]
-            lossless = [3]
-            [[flow]]
-            from = "*"
-            to = "*"
-            priority = 3
-            load = 100
-            count = 200
-            "#
-        )
-    };
     let used = |r: &SimReport, from: &str, to: &str| {
         let links: Vec<_> = r.links.iter().filter(|l| l.from.starts_with(from) && l.to.starts_with(to)).collect();
         (links.iter().filter(|l| l.frames > 0).count(), links.len())
     };
-    let (hashed, adaptive) =
-        (run(&Scenario::from_toml(&text("ecmp")).unwrap()), run(&Scenario::from_toml(&text("adaptive")).unwrap()));
+    let (hashed, adaptive) = (permutation_k4("ecmp", "accept"), permutation_k4("adaptive", "accept"));
     for r in [&hashed, &adaptive] {
         assert!(r.flows.iter().all(|f| f.lost == 0 && f.received == 200 && f.fct_us.is_some()), "{:?}", r.flows);
     }

@@ -159,77 +159,69 @@ fn a_multipath_member_whose_link_is_down_hands_its_flows_to_the_others_and_the_r
     assert_eq!(back, before, "the same flows return to the port that came back");
 }
 
-#[test]
-fn under_adaptive_routing_each_frame_takes_the_member_with_the_shortest_queue_so_one_flow_uses_them_all() {
+/// Stations 8, 10 and 11 behind p1, p2 and p3 alone (to keep a member busy), and
+/// station 9 behind all three, picked as `multipath` says.
+const ALONE: [u64; 4] = [0, 8, 10, 11];
+
+fn three_ways(multipath: crate::config::Multipath) -> Rig {
     let mut c = Rig::switch_ports(4);
-    c.fdb.multipath = crate::config::Multipath::Adaptive;
-    c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(8), port: "p1".into() });
-    c.fdb_groups
-        .push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
-    let mut r = Rig::new(c);
-    // Nine frames of one flow with nothing sent meanwhile: each goes where the fewest
-    // bytes wait, three a member.
-    for _ in 0..9 {
-        r.rx(0, &flow_frame(7));
-    }
-    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
-    assert_eq!(sent, [3, 3, 3]);
-
-    // Three frames for another station wait at p1: the next four avoid it.
-    for _ in 0..3 {
-        r.rx(0, &data(1, 8, 0, 100));
-    }
-    for _ in 0..4 {
-        r.rx(0, &flow_frame(7));
-    }
-    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
-    assert_eq!(sent, [3, 2, 2]);
-
-    // A member whose link is down takes nothing.
-    r.sw.set_link(&mut r.pool, PortId::new(2), false);
-    for _ in 0..6 {
-        r.rx(0, &flow_frame(7));
-    }
-    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
-    assert_eq!(sent, [3, 0, 3]);
-}
-
-#[test]
-fn under_flowlet_routing_a_flow_keeps_its_member_until_it_pauses_longer_than_the_gap() {
-    let mut c = Rig::switch_ports(4);
-    c.fdb.multipath = crate::config::Multipath::Flowlet;
+    c.fdb.multipath = multipath;
     c.fdb.flowlet_gap_us = 10;
-    let station = [0, 8, 10, 11];
-    for (p, &m) in station.iter().enumerate().skip(1) {
+    for (p, &m) in ALONE.iter().enumerate().skip(1) {
         c.fdb_entries.push(crate::config::StaticFdbEntry { mac: mac(m), port: format!("p{p}") });
     }
     c.fdb_groups
         .push(crate::config::StaticFdbGroup { mac: mac(9), ports: vec!["p1".into(), "p2".into(), "p3".into()] });
-    let mut r = Rig::new(c);
-    // Nine frames of one flow at once: one flowlet, one member, though its queue grows.
-    for _ in 0..9 {
+    Rig::new(c)
+}
+
+/// `n` frames of the flow from source port 7 to station 9 arrive at p0; then what p1,
+/// p2 and p3 each send.
+fn spread(r: &mut Rig, n: usize) -> Vec<usize> {
+    for _ in 0..n {
         r.rx(0, &flow_frame(7));
     }
-    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    (1..4).map(|p| r.tx(p).len()).collect()
+}
+
+#[test]
+fn under_adaptive_routing_each_frame_takes_the_member_with_the_shortest_queue_so_one_flow_uses_them_all() {
+    let mut r = three_ways(crate::config::Multipath::Adaptive);
+    // Nine frames of one flow with nothing sent meanwhile: each goes where the fewest
+    // bytes wait, three a member.
+    assert_eq!(spread(&mut r, 9), [3, 3, 3]);
+    // Three frames for another station wait at p1: the next four avoid it.
+    for _ in 0..3 {
+        r.rx(0, &data(1, ALONE[1], 0, 100));
+    }
+    assert_eq!(spread(&mut r, 4), [3, 2, 2]);
+    // A member whose link is down takes nothing.
+    r.sw.set_link(&mut r.pool, PortId::new(2), false);
+    assert_eq!(spread(&mut r, 6), [3, 0, 3]);
+}
+
+#[test]
+fn under_flowlet_routing_a_flow_keeps_its_member_until_it_pauses_longer_than_the_gap() {
+    let mut r = three_ways(crate::config::Multipath::Flowlet);
+    // Nine frames of one flow at once: one flowlet, one member, though its queue grows.
+    let sent = spread(&mut r, 9);
     let member = 1 + sent.iter().position(|&n| n == 9).unwrap_or_else(|| panic!("one member: {sent:?}"));
     // Its member busy, the flow's next frame 5 µs later is still in the flowlet.
     let busy = |r: &mut Rig| {
         for _ in 0..3 {
-            r.rx(0, &data(1, station[member], 0, 100));
+            r.rx(0, &data(1, ALONE[member], 0, 100));
         }
     };
     busy(&mut r);
     r.advance(Duration::from_micros(5));
-    r.rx(0, &flow_frame(7));
-    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    let sent = spread(&mut r, 1);
     let mut expected = [0; 3];
     expected[member - 1] = 4;
     assert_eq!(sent, expected);
     // After a pause of 20 µs a new flowlet takes the least busy member.
     busy(&mut r);
     r.advance(Duration::from_micros(20));
-    r.rx(0, &flow_frame(7));
-    let sent: Vec<usize> = (1..4).map(|p| r.tx(p).len()).collect();
+    let sent = spread(&mut r, 1);
     assert_eq!(sent[member - 1], 3, "{sent:?}");
     assert_eq!(sent.iter().sum::<usize>(), 4, "{sent:?}");
 }
