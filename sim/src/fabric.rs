@@ -498,6 +498,12 @@ impl Fabric {
         Ok(Fabric { ports, switches, hosts, flows, paths, initial_tag })
     }
 
+    /// The DSCP flow `f`'s frames carry: as given; else under Tagger the initial tag,
+    /// otherwise its priority.
+    pub fn dscp_of(&self, f: &FlowPlan) -> u8 {
+        f.dscp.unwrap_or(self.initial_tag.unwrap_or(f.priority.get()))
+    }
+
     /// The global port called `node:port` (a switch port) or `host` (a host's NIC).
     pub fn port_named(&self, label: &str) -> Option<FabricPort> {
         self.ports.iter().position(|p| p.label == label).map(FabricPort::new).or_else(|| {

@@ -431,7 +431,7 @@ fn report(scenario: &Scenario, seed: u64, fabric: &Fabric, mut g: Gathered, tota
         let first = fabric.ports[fabric.hosts[f.from].port].peer;
         let Owner::Switch(sw, local) = fabric.ports[first].owner else { unreachable!("hosts attach to switches") };
         let s = &fabric.switches[sw];
-        let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority.get()));
+        let dscp = fabric.dscp_of(f);
         let lossless = match &s.tags {
             Some(t) => t.ingress(local, dscp).is_some(),
             None => s.config.lossless_priorities().contains(&s.config.classify.dscp_table()[usize::from(dscp & 63)]),

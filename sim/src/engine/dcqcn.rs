@@ -11,31 +11,13 @@ impl Sim<'_> {
             return;
         }
         cc.cnps_sent += 1;
-        let (sender, fabric) = (self.fabric.flows[i].from, self.fabric);
-        let mac = |host: HostIx| fabric.ports[fabric.hosts[host].port].mac.0;
-        let spec = roce::ReplySpec::for_flow(
-            self.flows[i].template.id,
-            (mac(h), host_ip(h)),
-            (mac(sender), host_ip(sender)),
-            roce::wire::DEFAULT_CNP_DSCP,
-        );
-        let frame = roce::cnp_frame(&spec);
-        let buf = self.arena.take();
-        self.arena.write(buf, frame.len()).copy_from_slice(&frame);
         // A NIC sends its CNPs whatever its data queues hold.
-        self.hosts[h].queues[self.cnp_priority].push_back(buf);
-        self.try_tx(self.fabric.hosts[h].port);
+        self.reply(i, h, roce::wire::DEFAULT_CNP_DSCP, self.cnp_priority, roce::cnp_frame);
     }
 
     /// Host `h` got a CNP for queue pair `qp`: its flow's reaction point cuts.
     pub(super) fn take_cnp(&mut self, h: HostIx, qp: u32) {
-        let Some(i) = roce::qp_flow(qp).map(|i| FlowIx::new(usize::from(i))).filter(|i| i.index() < self.flows.len())
-        else {
-            return;
-        };
-        if self.fabric.flows[i].from != h {
-            return;
-        }
+        let Some(i) = self.sent_by(h, qp) else { return };
         let Some(cc) = self.flows[i].cc.as_mut() else { return };
         cc.rp.handle_cnp(self.now);
         self.schedule_rp(i);

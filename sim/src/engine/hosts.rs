@@ -188,31 +188,46 @@ impl Sim<'_> {
         self.try_tx(self.fabric.hosts[h].port);
     }
 
-    /// Host `h`, receiving flow `i` under go-back-N, asks its sender to go back to frame
-    /// `seq`: a NAK on the flow's priority and DSCP.
-    fn send_nak(&mut self, i: FlowIx, h: HostIx, seq: u32) {
+    /// Host `h`, flow `i`'s receiver, sends its sender what `frame` builds from their
+    /// addresses and the flow's queue pair (a CNP, a NAK), on `dscp`, in its queue for
+    /// `prio`.
+    pub(super) fn reply(
+        &mut self,
+        i: FlowIx,
+        h: HostIx,
+        dscp: u8,
+        prio: Priority,
+        frame: impl FnOnce(&roce::ReplySpec) -> Vec<u8>,
+    ) {
         let (sender, fabric) = (self.fabric.flows[i].from, self.fabric);
         let mac = |host: HostIx| fabric.ports[fabric.hosts[host].port].mac.0;
-        let f = &self.flows[i];
         let spec =
-            roce::ReplySpec::for_flow(f.template.id, (mac(h), host_ip(h)), (mac(sender), host_ip(sender)), f.dscp);
-        let frame = roce::nak_frame(&spec, seq & PSN_MASK);
+            roce::ReplySpec::for_flow(fabric.flows[i].id, (mac(h), host_ip(h)), (mac(sender), host_ip(sender)), dscp);
+        let frame = frame(&spec);
         let buf = self.arena.take();
         self.arena.write(buf, frame.len()).copy_from_slice(&frame);
-        self.hosts[h].queues[fabric.flows[i].priority].push_back(buf);
+        self.hosts[h].queues[prio].push_back(buf);
         self.try_tx(fabric.hosts[h].port);
+    }
+
+    /// The flow host `h` sends that queue pair `qp` names, if it names one (what a CNP
+    /// or a NAK is for).
+    pub(super) fn sent_by(&self, h: HostIx, qp: u32) -> Option<FlowIx> {
+        let i = FlowIx::new(usize::from(roce::qp_flow(qp)?));
+        self.fabric.flows.get(i.index()).filter(|f| f.from == h).map(|_| i)
+    }
+
+    /// Host `h`, receiving flow `i` under go-back-N, asks its sender to go back to frame
+    /// `seq`: a NAK on the flow's DSCP and priority.
+    fn send_nak(&mut self, i: FlowIx, h: HostIx, seq: u32) {
+        let f = &self.fabric.flows[i];
+        self.reply(i, h, self.fabric.dscp_of(f), f.priority, |spec| roce::nak_frame(spec, seq & PSN_MASK));
     }
 
     /// Host `h` got a NAK for queue pair `qp` asking for `psn`: its flow sends again from
     /// there (a flow that had sent everything starts again).
     fn take_nak(&mut self, h: HostIx, qp: u32, psn: u32) {
-        let Some(i) = roce::qp_flow(qp).map(|i| FlowIx::new(usize::from(i))).filter(|i| i.index() < self.flows.len())
-        else {
-            return;
-        };
-        if self.fabric.flows[i].from != h {
-            return;
-        }
+        let Some(i) = self.sent_by(h, qp) else { return };
         let f = &mut self.flows[i];
         // A PSN has 24 bits: the frame it names is the latest at or before the next one
         // whose number ends in them.

@@ -178,8 +178,6 @@ struct FlowState {
     /// The most frames it had sent at any time (where `next` was furthest): frames sent
     /// beyond these were sent again.
     highest: u64,
-    /// The DSCP of its frames, which what its receiver sends back (a NAK) carries too.
-    dscp: u8,
     done: bool,
     blocked: bool,
     rx: Received,
@@ -386,7 +384,7 @@ impl<'f> Sim<'f> {
         let mut flows = Vec::new();
         for f in &fabric.flows {
             let (a, b) = (&fabric.hosts[f.from], &fabric.hosts[f.to]);
-            let dscp = f.dscp.unwrap_or(fabric.initial_tag.unwrap_or(f.priority.get()));
+            let dscp = fabric.dscp_of(f);
             let spec = TemplateSpec {
                 id: f.id,
                 src_mac: fabric.ports[a.port].mac,
@@ -426,7 +424,6 @@ impl<'f> Sim<'f> {
                 sent: 0,
                 next: 0,
                 highest: 0,
-                dscp,
                 done: false,
                 blocked: false,
                 rx: Received::default(),
