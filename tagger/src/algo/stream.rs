@@ -38,6 +38,16 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
     let depth = dags.depth(threads);
     let words = t.ports.len().div_ceil(64);
     let mut rules = GroupRules::default();
+    // (1) Group 0's candidates: every hop of the routes, were the group never to end.
+    let [mut candidates] = dags.pass(threads, |w, d, bits, [found]| {
+        w.enter(d, None, words, bits);
+        w.walk(d, bits, |base, [ins], next| {
+            if next.is_some() {
+                found.insert_bits(base, ins);
+            }
+            [ins]
+        });
+    });
     // The ports where each destination's routes enter the current group, a bit each as
     // `Dags::bit` numbers them (none for group 0, whose routes enter at the hosts).
     let mut entries: Option<Vec<u64>> = None;
@@ -47,16 +57,6 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
         if group > u8::MAX as usize {
             return Err(AlgoError::TooManyTags(group));
         }
-        // (1) Candidates: every hop of the group's routes, were it never to end.
-        let candidates = dags.pass(threads, |w, d, bits, found| {
-            w.enter(d, entries.as_deref(), words, bits);
-            w.walk(d, bits, |base, ins, next| {
-                if next.is_some() {
-                    found.insert_bits(base, ins);
-                }
-                ins
-            });
-        });
         // (2) Decisions.
         let pairs: FxHashSet<(PortId, PortId)> = candidates.iter().map(|hop| dags.pair(hop)).collect();
         let demoted_pairs = demotions(&pairs, &depth, &mut proofs);
@@ -64,18 +64,24 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
         for &(p, p2) in &demoted_pairs {
             demoted.insert(dags.key(p, t.peer_port(p2).expect("a hop's next port faces a switch")));
         }
-        // (3) The group as decided: its hops, and where the next group begins.
+        // (3) The group as decided (the first layer): its hops, and where the next group
+        // begins; and in the same walk, (1) for the next group (the second layer), which
+        // a route joins where it crosses a demoted hop.
         let mut next = vec![0u64; dags.dests.len() * words];
-        let decided = dags.pass_into(threads, &mut next, words, |w, d, bits, next, found| {
+        let [decided, ahead] = dags.pass_into(threads, &mut next, words, |w, d, bits, next, [found, ahead]| {
             w.enter(d, entries.as_deref(), words, bits);
-            w.walk(d, bits, |base, ins, p2| {
+            w.walk(d, bits, |base, [ins, later], p2| {
                 found.insert_bits(base, ins);
+                if p2.is_none() {
+                    return [ins, 0];
+                }
+                ahead.insert_bits(base, later);
                 // A demoted hop's packet goes on in the next group, from the next port.
-                let down = if p2.is_some() { ins & demoted.bits(base, 64) } else { 0 };
+                let down = ins & demoted.bits(base, 64);
                 if let (Some(p2), true) = (p2, down != 0) {
                     set(next, p2 as usize);
                 }
-                ins & !down
+                [ins & !down, later | down]
             });
         });
         let g = group as u16;
@@ -88,6 +94,7 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
             break;
         }
         entries = Some(next);
+        candidates = ahead;
     }
     rules.into_tagging(Algorithm::Greedy, group)
 }

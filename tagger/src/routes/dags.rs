@@ -49,6 +49,10 @@ pub(crate) struct Dags<'t> {
 /// for a delivery).
 pub(crate) type Ways = Vec<(usize, Option<u32>)>;
 
+/// `L` sets of ports walked at once ([`Walker::walk`]), a bit per port as [`Dags::bit`]
+/// numbers them.
+pub(crate) type Layers<const L: usize> = [Vec<u64>; L];
+
 /// A link from a switch: its egress port's place among the switch's ports, and the port
 /// and switch at the other end.
 #[derive(Clone, Copy)]
@@ -144,36 +148,40 @@ impl<'t> Dags<'t> {
     }
 
     /// Runs `f` for every destination (its index), over `threads` threads, each with a
-    /// walker of its own; returns the union of the hops they found.
-    pub(crate) fn pass(
+    /// walker and `L` sets of ports of its own; returns the union of the `L` sets of hops
+    /// they found.
+    pub(crate) fn pass<const L: usize>(
         &self,
         threads: usize,
-        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut BitSet) + Sync,
-    ) -> BitSet {
+        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Layers<L>, &mut [BitSet; L]) + Sync,
+    ) -> [BitSet; L] {
         self.pass_into(threads, &mut [], 0, |w, d, bits, _, found| f(w, d, bits, found))
     }
 
     /// As [`Dags::pass`], with a slice of `out` (`words` a destination) for each
     /// destination's own result.
-    pub(crate) fn pass_into<'d>(
+    pub(crate) fn pass_into<'d, const L: usize>(
         &'d self,
         threads: usize,
         out: &mut [u64],
         words: usize,
-        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Vec<u64>, &mut [u64], &mut BitSet) + Sync,
-    ) -> BitSet {
+        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Layers<L>, &mut [u64], &mut [BitSet; L]) + Sync,
+    ) -> [BitSet; L] {
         use rayon::prelude::*;
         let n = self.dests.len();
+        let none = || std::array::from_fn(|_| BitSet::new(self.hops));
         // Each of rayon's pieces of work walks with scratch space of its own (`fold`), and
         // their hops meet by union: the same for any split, any number of threads.
-        let scratch = || (Walker::new(self), Vec::new(), BitSet::new(self.hops));
-        let walk = |(mut w, mut bits, mut found): (Walker<'d, 't>, Vec<u64>, BitSet),
+        let scratch = || (Walker::new(self), std::array::from_fn(|_| Vec::new()), none());
+        let walk = |(mut w, mut bits, mut found): (Walker<'d, 't>, Layers<L>, [BitSet; L]),
                     (d, mine): (usize, &mut [u64])| {
             f(&mut w, d, &mut bits, mine, &mut found);
             (w, bits, found)
         };
-        let union = |mut a: BitSet, b: BitSet| {
-            a.union(&b);
+        let union = |mut a: [BitSet; L], b: [BitSet; L]| {
+            for (x, y) in a.iter_mut().zip(&b) {
+                x.union(y);
+            }
             a
         };
         in_pool(threads, || {
@@ -183,13 +191,9 @@ impl<'t> Dags<'t> {
                     .map(|d| (d, &mut [][..]))
                     .fold(scratch, walk)
                     .map(|(_, _, f)| f)
-                    .reduce(|| BitSet::new(self.hops), union)
+                    .reduce(none, union)
             } else {
-                out.par_chunks_mut(words)
-                    .enumerate()
-                    .fold(scratch, walk)
-                    .map(|(_, _, f)| f)
-                    .reduce(|| BitSet::new(self.hops), union)
+                out.par_chunks_mut(words).enumerate().fold(scratch, walk).map(|(_, _, f)| f).reduce(none, union)
             }
         })
     }
@@ -280,14 +284,22 @@ impl<'d, 't> Walker<'d, 't> {
         }
     }
 
-    /// Sets `bits` (cleared) to where the current group's routes toward `d` enter it:
-    /// `entries`' slice for `d`, or the starts for group 0.
-    pub(crate) fn enter(&mut self, d: usize, entries: Option<&[u64]>, words: usize, bits: &mut Vec<u64>) {
-        bits.clear();
-        bits.resize(words, 0);
+    /// Sets the first of `layers` to where the current group's routes toward `d` enter
+    /// it (`entries`' slice for `d`, or the starts for group 0) and clears the others.
+    pub(crate) fn enter<const L: usize>(
+        &mut self,
+        d: usize,
+        entries: Option<&[u64]>,
+        words: usize,
+        layers: &mut Layers<L>,
+    ) {
+        for bits in layers.iter_mut() {
+            bits.clear();
+            bits.resize(words, 0);
+        }
         match entries {
-            Some(e) => bits.copy_from_slice(&e[d * words..(d + 1) * words]),
-            None => self.starts(d, bits),
+            Some(e) => layers[0].copy_from_slice(&e[d * words..(d + 1) * words]),
+            None => self.starts(d, &mut layers[0]),
         }
         self.order(d);
     }
@@ -313,39 +325,57 @@ impl<'d, 't> Walker<'d, 't> {
         self.dags.links(a).iter().filter(move |l| row[l.to as usize] == closer)
     }
 
-    /// Walks the routes toward `d` from the ingress ports in `bits`, farthest switch
-    /// first, a switch's ingress ports at a time. For each way on from a switch with
-    /// ingress ports in the group, `hops(base, ins, next)` is told of the hops out of
-    /// the way's egress port from the ingress ports in `ins`, a mask whose bit `b` is the
-    /// hop `base + b` (a switch with more than 64 ports takes a call per 64), and `next`,
-    /// the next port's bit, or `None` for a delivery (never back out of the port it came
-    /// in by). The hops of the mask it returns go on in the group: when there are any and
-    /// the way leads to a switch, its next port joins `bits`.
-    pub(crate) fn walk(&self, d: usize, bits: &mut [u64], mut hops: impl FnMut(usize, u64, Option<u32>) -> u64) {
+    /// Walks the routes toward `d` from the ingress ports in each of `layers`, farthest
+    /// switch first, a switch's ingress ports at a time. For each way on from a switch
+    /// with ingress ports in a layer, `hops(base, ins, next)` is told of the hops out of
+    /// the way's egress port from the ingress ports in `ins`, a mask a layer whose bit
+    /// `b` is the hop `base + b` (a switch with more than 64 ports takes a call per 64),
+    /// and `next`, the next port's bit, or `None` for a delivery (never back out of the
+    /// port it came in by). It returns a mask a layer: when one has any hop and the way
+    /// leads to a switch, the next port joins that layer. Every layer's ports at a switch
+    /// are known when the walk reaches it, since routes come to it only from farther
+    /// switches: a hop may move a route from one layer to another.
+    pub(crate) fn walk<const L: usize>(
+        &self,
+        d: usize,
+        layers: &mut Layers<L>,
+        mut hops: impl FnMut(usize, [u64; L], Option<u32>) -> [u64; L],
+    ) {
         let t = self.dags.t;
-        // The switch's ingress ports in the group, 64 places a mask, and its ways on.
-        let (mut ins, mut ways) = (Vec::new(), Vec::new());
+        // The switch's ingress ports in each layer, 64 places a mask, and its ways on.
+        let (mut ins, mut ways): (Vec<[u64; L]>, Ways) = (Vec::new(), Vec::new());
         for &a in &self.order {
             let n = t.switches[a as usize].ports.len();
             let at = self.dags.bit(a, 0);
             ins.clear();
-            ins.extend((0..n).step_by(64).map(|c| bits_at(bits, at + c, (n - c).min(64))));
-            if ins.iter().all(|&m| m == 0) {
+            let mut any = 0;
+            for c in (0..n).step_by(64) {
+                let masks = std::array::from_fn(|l| bits_at(&layers[l], at + c, (n - c).min(64)));
+                any |= masks.iter().fold(0, |x, m| x | m);
+                ins.push(masks);
+            }
+            if any == 0 {
                 continue;
             }
             self.onward(d, a, &mut ways);
             for &(j, next) in &ways {
-                let mut on = 0;
-                for (k, &mask) in ins.iter().enumerate() {
+                let mut on = [0u64; L];
+                for (k, masks) in ins.iter().enumerate() {
                     let c = k * 64;
                     let own = if next.is_none() && (c..c + 64).contains(&j) { 1 << (j - c) } else { 0 };
-                    if mask & !own != 0 {
-                        on |= hops(self.dags.hop(a, c, j), mask & !own, next);
+                    let masks = masks.map(|m| m & !own);
+                    if masks.iter().any(|&m| m != 0) {
+                        let r = hops(self.dags.hop(a, c, j), masks, next);
+                        for (o, r) in on.iter_mut().zip(r) {
+                            *o |= r;
+                        }
                     }
                 }
-                if on != 0 {
-                    if let Some(p2) = next {
-                        set(bits, p2 as usize);
+                if let Some(p2) = next {
+                    for (bits, &o) in layers.iter_mut().zip(&on) {
+                        if o != 0 {
+                            set(bits, p2 as usize);
+                        }
                     }
                 }
             }
