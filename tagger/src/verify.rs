@@ -14,12 +14,12 @@ use std::fmt;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::bits::{has, set, BitSet};
+use crate::bits::{bits_at, has, set, BitSet};
 use crate::routes::dags::{Dags, Walker, Ways};
 use crate::routes::{RouteModel, State};
 use crate::system::{TagSystem, LOSSY_TAG};
 use crate::threads::in_pool;
-use crate::topology::{PortId, Topology};
+use crate::topology::{PortId, SwitchId, Topology};
 
 /// A route (prefix) as the ports it waited at, each with its tag.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,10 +108,12 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
             queued[p as usize * width + usize::from(x)] = true;
         }
     }
+    let masks = Masks::new(dags, sys, &table, &queued);
     let words = t.ports.len().div_ceil(64);
     let one = |p: PortId, tag: u8| TaggedRoute(vec![(t.port_label(p), tag)]);
     struct Part {
         used: Vec<BitSet>,
+        /// By port bit ([`Dags::bit`]).
         nodes: Vec<BitSet>,
         states: u64,
         /// The first violation, by destination.
@@ -123,8 +125,25 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
         states: 0,
         failed: None,
     };
+    // The violation at switch `a` for tag `x`, port by port and way by way, in the order
+    // a switch meets them: what the masks found wrong, named.
+    let violation = |a: SwitchId, x: u8, at: &[Vec<u64>], ways: &Ways| -> Result<(), Violation> {
+        let ports = &t.switches[a as usize].ports;
+        let xi = usize::from(x);
+        for (i, &p) in ports.iter().enumerate().filter(|&(i, _)| has(&at[xi], dags.bit(a, i))) {
+            if !queued[p as usize * width + xi] {
+                return Err(Violation::NoQueue { route: one(p, x), port: t.port_label(p), tag: x });
+            }
+            for &(j, _) in ways.iter().filter(|&&(j, next)| next.is_some() || j != i) {
+                let rule = Some(table[dags.hop(a, i, j) * width + xi]).filter(|&y| y != NO_RULE);
+                next_tag(sys, x, rule, || one(p, x), || t.port_label(ports[j]))?;
+            }
+        }
+        Ok(())
+    };
     // Walks the routes toward destination `d` with their tags; `at[x]` holds the ports a
-    // packet with tag x waits at.
+    // packet with tag x waits at. A switch's ports with one tag are taken at once, 64 to
+    // a mask, and checked against the masks of its rules.
     let walk = |w: &mut Walker<'_, '_>,
                 (at, ways): &mut (Vec<Vec<u64>>, Ways),
                 part: &mut Part,
@@ -136,26 +155,44 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
         w.starts(d, &mut at[usize::from(sys.initial_tag)]);
         w.order(d);
         for &a in &w.order {
-            let ports = &t.switches[a as usize].ports;
-            w.onward(d, a, ways);
+            let n = t.switches[a as usize].ports.len();
+            let base = dags.bit(a, 0);
+            let mut onward = false;
             for x in (1..=tags).rev() {
                 let xi = usize::from(x);
-                for (i, &p) in ports.iter().enumerate() {
-                    if !has(&at[xi], dags.bit(a, i)) {
+                for c in (0..n).step_by(64) {
+                    let ins = bits_at(&at[xi], base + c, (n - c).min(64));
+                    if ins == 0 {
                         continue;
                     }
-                    if !queued[p as usize * width + xi] {
-                        return Err(Violation::NoQueue { route: one(p, x), port: t.port_label(p), tag: x });
+                    if !std::mem::replace(&mut onward, true) {
+                        w.onward(d, a, ways);
                     }
-                    part.nodes[xi].insert(p as usize);
-                    part.states += 1;
-                    for &(j, next) in ways.iter().filter(|&&(j, next)| next.is_some() || j != i) {
-                        let hop = dags.hop(a, i, j);
-                        let rule = Some(table[hop * width + xi]).filter(|&y| y != NO_RULE);
-                        let y = next_tag(sys, x, rule, || one(p, x), || t.port_label(ports[j]))?;
-                        if let Some(p2) = next {
-                            part.used[xi].insert(hop);
-                            set(&mut at[usize::from(y)], p2 as usize);
+                    let own = |j: usize, next: Option<u32>| match next {
+                        None if (c..c + 64).contains(&j) => ins & !(1 << (j - c)),
+                        _ => ins,
+                    };
+                    let wrong = ins & !masks.queued(base, c, x) != 0
+                        || ways.iter().any(|&(j, next)| own(j, next) & !masks.ok(base + j, c, x) != 0);
+                    if wrong {
+                        violation(a, x, at, ways)?;
+                    }
+                    part.nodes[xi].insert_bits(base + c, ins);
+                    part.states += u64::from(ins.count_ones());
+                    for &(j, next) in ways.iter() {
+                        let Some(p2) = next else { continue };
+                        let hop = dags.hop(a, c, j);
+                        part.used[xi].insert_bits(hop, ins);
+                        let same = masks.same(base + j, c, x);
+                        if ins & same != 0 {
+                            set(&mut at[xi], p2 as usize);
+                        }
+                        // A rule that lowers the tag: the table says to which.
+                        let mut lower = ins & !same;
+                        while lower != 0 {
+                            let i = lower.trailing_zeros() as usize;
+                            lower &= lower - 1;
+                            set(&mut at[usize::from(table[(hop + i) * width + xi])], p2 as usize);
                         }
                     }
                 }
@@ -203,7 +240,7 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
     let mut g = TaggedGraph { states: merged.states, ..TaggedGraph::default() };
     for x in 1..=tags {
         let xi = usize::from(x);
-        g.nodes.extend(merged.nodes[xi].iter().map(|p| (p as PortId, x)));
+        g.nodes.extend(merged.nodes[xi].iter().map(|b| (dags.port_of_bit(b), x)));
         for hop in merged.used[xi].iter() {
             let (p, e) = dags.ports_of(hop);
             let p2 = t.peer_port(e).expect("a hop between switches");
@@ -215,6 +252,86 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
     acyclic_per_tag(t, &g)?;
     let tags_used = (1..=tags).filter(|&x| merged.nodes[usize::from(x)].iter().next().is_some()).count() as u8;
     Ok(Report { states: g.states, nodes: g.nodes.len(), edges: g.edges.len(), tags_used })
+}
+
+/// The tables as [`verify_on`] reads them, a mask at a time: per egress port and tag,
+/// the ingress ports of its switch (64 to a mask) whose rule sends a packet on lossless
+/// without raising its tag (`ok`), and those whose rule keeps the tag (`same`); per
+/// switch and tag, the ports with a lossless queue. A walk checks a switch's ports with
+/// one tag at once against them, where it read a byte of the table per port and way.
+struct Masks {
+    tags: usize,
+    chunks: usize,
+    ok: Vec<u64>,
+    same: Vec<u64>,
+    queued: Vec<u64>,
+}
+
+impl Masks {
+    /// From the table of rules (a byte per hop and tag, `u8::MAX` for none) and which
+    /// (port, tag) has a lossless queue.
+    fn new(dags: &Dags<'_>, sys: &TagSystem, table: &[u8], queued: &[bool]) -> Masks {
+        let t = dags.t;
+        let tags = usize::from(sys.tags);
+        let width = tags + 1;
+        let chunks = t.switches.iter().map(|s| s.ports.len().div_ceil(64)).max().unwrap_or(0).max(1);
+        let bits = dags.bits();
+        let mut m = Masks {
+            tags,
+            chunks,
+            ok: vec![0; bits * chunks * tags],
+            same: vec![0; bits * chunks * tags],
+            queued: vec![0; bits * tags],
+        };
+        for (a, s) in t.switches.iter().enumerate() {
+            let base = dags.bit(a as SwitchId, 0);
+            for (i, &p) in s.ports.iter().enumerate() {
+                let (c, bit) = (i / 64 * 64, 1u64 << (i % 64));
+                for x in 1..=tags {
+                    if queued[p as usize * width + x] {
+                        let k = m.queued_at(base, c, x);
+                        m.queued[k] |= bit;
+                    }
+                    for j in 0..s.ports.len() {
+                        let y = usize::from(table[dags.hop(a as SwitchId, i, j) * width + x]);
+                        let k = m.at(base + j, c, x);
+                        if y != usize::from(LOSSY_TAG) && y <= x {
+                            m.ok[k] |= bit;
+                        }
+                        if y == x {
+                            m.same[k] |= bit;
+                        }
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    fn at(&self, egress: usize, c: usize, x: usize) -> usize {
+        (egress * self.chunks + c / 64) * self.tags + x - 1
+    }
+
+    fn queued_at(&self, base: usize, c: usize, x: usize) -> usize {
+        (base + c / 64) * self.tags + x - 1
+    }
+
+    /// The ports `c..c + 64` of the switch whose ports' bits begin at `base` that have a
+    /// lossless queue for tag `x`.
+    fn queued(&self, base: usize, c: usize, x: u8) -> u64 {
+        self.queued[self.queued_at(base, c, usize::from(x))]
+    }
+
+    /// The ingress ports `c..c + 64` whose rule for tag `x` out of the port with bit
+    /// `egress` sends a packet on lossless, its tag no higher.
+    fn ok(&self, egress: usize, c: usize, x: u8) -> u64 {
+        self.ok[self.at(egress, c, usize::from(x))]
+    }
+
+    /// Those of [`Masks::ok`] whose rule keeps tag `x`.
+    fn same(&self, egress: usize, c: usize, x: u8) -> u64 {
+        self.same[self.at(egress, c, usize::from(x))]
+    }
 }
 
 /// The initial tag must be a lossless tag of the system.

@@ -107,6 +107,17 @@ impl<'t> Dags<'t> {
         self.bit_at[a as usize] as usize + i
     }
 
+    /// How many bits a walk's set of ports has: one per port of a switch.
+    pub(crate) fn bits(&self) -> usize {
+        self.t.switches.last().map_or(0, |s| self.bit_at[self.bit_at.len() - 1] as usize + s.ports.len())
+    }
+
+    /// The port of bit `b` ([`Dags::bit`]).
+    pub(crate) fn port_of_bit(&self, b: usize) -> PortId {
+        let a = self.bit_at.partition_point(|&at| at as usize <= b) - 1;
+        self.t.switches[a].ports[b - self.bit_at[a] as usize]
+    }
+
     /// Destination `d`'s ports facing hosts (its index among the destinations).
     fn hosts_of(&self, d: usize) -> &[(u16, u32)] {
         &self.hosts[self.host_at[d] as usize..self.host_at[d + 1] as usize]
