@@ -130,8 +130,9 @@ pub(super) fn demotions(
     // A cycle lies within one strongly connected component of all the candidates: an
     // edge between two is kept without a search, and no search needs it.
     let component = components(nodes.len(), &edges);
-    let mut s = Searches::new(nodes.len());
-    for &(u, v) in edges.iter().filter(|&&(u, v)| u < v && component[u as usize] == component[v as usize]) {
+    let within = edges.iter().copied().filter(|&(u, v)| u != v && component[u as usize] == component[v as usize]);
+    let mut s = Searches::new(nodes.len(), within.clone());
+    for (u, v) in within.filter(|&(u, v)| u < v) {
         s.keep(u, v);
     }
     let mut demoted = FxHashSet::default();
@@ -216,17 +217,13 @@ pub(super) fn demotions(
 /// run out the ancestors of u are all known; the nodes of a forward side that ran out
 /// reach u by no way at all.
 struct Searches {
-    out: Vec<Vec<u32>>,
-    into: Vec<Vec<u32>>,
-    /// `seen[w] == search`: the current forward side reached w, from `parent[w]`.
-    seen: Vec<u32>,
-    parent: Vec<u32>,
-    search: u32,
-    /// `dead[w] == round`: w does not reach the current source.
-    dead: Vec<u32>,
-    /// `ancestor[w] == round`: w reaches the current source, by way of `toward[w]`.
-    ancestor: Vec<u32>,
+    out: Slots,
+    into: Slots,
+    marks: Vec<Mark>,
+    /// Per node: the next on its way to the current source, where `ancestor` is this
+    /// round.
     toward: Vec<u32>,
+    search: u32,
     round: u32,
     source: u32,
     /// The current forward side, the first `ahead` of them expanded.
@@ -238,17 +235,66 @@ struct Searches {
     behind: usize,
 }
 
+/// What the searches know of a node, side by side: a search looks at all three for every
+/// edge it crosses.
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    /// `== search`: the current forward side reached it, from `parent`.
+    seen: u32,
+    /// `== round`: it does not reach the current source.
+    dead: u32,
+    /// `== round`: it reaches the current source, by way of `toward`.
+    ancestor: u32,
+    parent: u32,
+}
+
+/// Edges out of (or into) each node, in one array with room for every edge a node may
+/// get: where a vector a node took a pointer to follow at every node a search expanded.
+struct Slots {
+    at: Vec<u32>,
+    len: Vec<u32>,
+    to: Vec<u32>,
+}
+
+impl Slots {
+    /// Room for `room[x]` edges at node x.
+    fn new(room: &[u32]) -> Slots {
+        let mut at = Vec::with_capacity(room.len() + 1);
+        let mut sum = 0u32;
+        at.push(0);
+        for &r in room {
+            sum += r;
+            at.push(sum);
+        }
+        Slots { at, len: vec![0; room.len()], to: vec![0; sum as usize] }
+    }
+
+    fn push(&mut self, x: u32, w: u32) {
+        let x = x as usize;
+        self.to[(self.at[x] + self.len[x]) as usize] = w;
+        self.len[x] += 1;
+    }
+
+    fn of(&self, x: u32) -> &[u32] {
+        let x = x as usize;
+        &self.to[self.at[x] as usize..(self.at[x] + self.len[x]) as usize]
+    }
+}
+
 impl Searches {
-    fn new(n: usize) -> Searches {
+    /// For `n` nodes and the edges that may be kept.
+    fn new(n: usize, edges: impl Iterator<Item = (u32, u32)> + Clone) -> Searches {
+        let (mut out, mut into) = (vec![0u32; n], vec![0u32; n]);
+        for (u, v) in edges {
+            out[u as usize] += 1;
+            into[v as usize] += 1;
+        }
         Searches {
-            out: vec![Vec::new(); n],
-            into: vec![Vec::new(); n],
-            seen: vec![0; n],
-            parent: vec![0; n],
-            search: 0,
-            dead: vec![0; n],
-            ancestor: vec![0; n],
+            out: Slots::new(&out),
+            into: Slots::new(&into),
+            marks: vec![Mark::default(); n],
             toward: vec![0; n],
+            search: 0,
             round: 0,
             source: u32::MAX,
             forward: Vec::new(),
@@ -259,8 +305,8 @@ impl Searches {
     }
 
     fn keep(&mut self, u: u32, v: u32) {
-        self.out[u as usize].push(v);
-        self.into[v as usize].push(u);
+        self.out.push(u, v);
+        self.into.push(v, u);
     }
 
     /// Whether v reaches u through nodes below u (u above v, and never below a source
@@ -268,24 +314,25 @@ impl Searches {
     fn closes(&mut self, u: u32, v: u32, path: &mut Vec<u32>) -> bool {
         if u != self.source {
             (self.source, self.round) = (u, self.round + 1);
-            self.ancestor[u as usize] = self.round;
+            self.marks[u as usize].ancestor = self.round;
             self.toward[u as usize] = u;
             self.backward.clear();
             self.backward.push(u);
             self.behind = 0;
         }
         let round = self.round;
-        if self.ancestor[v as usize] == round {
+        let m = self.marks[v as usize];
+        if m.ancestor == round {
             self.way(None, v, path);
             return true;
         }
-        if self.dead[v as usize] == round || self.behind == self.backward.len() {
+        if m.dead == round || self.behind == self.backward.len() {
             return false;
         }
         self.search += 1;
         let search = self.search;
-        self.seen[v as usize] = search;
-        self.parent[v as usize] = v;
+        self.marks[v as usize].seen = search;
+        self.marks[v as usize].parent = v;
         self.forward.clear();
         self.forward.push(v);
         self.ahead = 0;
@@ -293,7 +340,7 @@ impl Searches {
             let (waiting_ahead, waiting_behind) = (self.forward.len() - self.ahead, self.backward.len() - self.behind);
             if waiting_ahead == 0 {
                 for &w in &self.forward {
-                    self.dead[w as usize] = round;
+                    self.marks[w as usize].dead = round;
                 }
                 return false;
             }
@@ -303,14 +350,15 @@ impl Searches {
             if waiting_ahead <= waiting_behind {
                 let x = self.forward[self.ahead];
                 self.ahead += 1;
-                for &w in &self.out[x as usize] {
-                    if self.ancestor[w as usize] == round {
+                for &w in self.out.of(x) {
+                    let m = &mut self.marks[w as usize];
+                    if m.ancestor == round {
                         self.way(Some(x), w, path);
                         return true;
                     }
-                    if w < u && self.seen[w as usize] != search && self.dead[w as usize] != round {
-                        self.seen[w as usize] = search;
-                        self.parent[w as usize] = x;
+                    if w < u && m.seen != search && m.dead != round {
+                        m.seen = search;
+                        m.parent = x;
                         self.forward.push(w);
                     }
                 }
@@ -320,14 +368,15 @@ impl Searches {
                 let y = self.backward[self.behind];
                 self.behind += 1;
                 let mut met = None;
-                for &w in &self.into[y as usize] {
-                    if w >= u || self.ancestor[w as usize] == round {
+                for &w in self.into.of(y) {
+                    let m = &mut self.marks[w as usize];
+                    if w >= u || m.ancestor == round {
                         continue;
                     }
-                    if self.seen[w as usize] == search && met.is_none() {
+                    if m.seen == search && met.is_none() {
                         met = Some(w);
                     }
-                    self.ancestor[w as usize] = round;
+                    m.ancestor = round;
                     self.toward[w as usize] = y;
                     self.backward.push(w);
                 }
@@ -345,8 +394,8 @@ impl Searches {
         path.clear();
         if let Some(mut w) = x {
             path.push(w);
-            while self.parent[w as usize] != w {
-                w = self.parent[w as usize];
+            while self.marks[w as usize].parent != w {
+                w = self.marks[w as usize].parent;
                 path.push(w);
             }
             path.reverse();
