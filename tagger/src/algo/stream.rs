@@ -35,13 +35,22 @@ pub fn greedy_shortest(t: &Topology, threads: usize) -> Result<Tagging, AlgoErro
 pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, AlgoError> {
     let t = dags.t;
     check_ports(t)?;
-    let depth = dags.depth(threads);
     let words = t.ports.len().div_ceil(64);
     let mut rules = GroupRules::default();
-    // (1) Group 0's candidates: every hop of the routes, were the group never to end.
-    let [mut candidates] = dags.pass(threads, |w, d, bits, [found]| {
+    // (1) Group 0's candidates: every hop of the routes, were the group never to end;
+    // and each port's depth, by which the demotions order the ports.
+    let ports = t.ports.len();
+    let zero = || ([BitSet::new(dags.hops())], vec![0u16; ports]);
+    let merge = |([mut a], mut x): ([BitSet; 1], Vec<u16>), ([b], y): ([BitSet; 1], Vec<u16>)| {
+        a.union(&b);
+        for (x, y) in x.iter_mut().zip(y) {
+            *x = (*x).max(y);
+        }
+        ([a], x)
+    };
+    let ([mut candidates], depth) = dags.fold(threads, &mut [], 0, zero, merge, |w, d, bits, _, ([found], depth)| {
         w.enter(d, None, words, bits);
-        w.walk(d, bits, |base, [ins], next| {
+        w.walk(d, bits, Some(depth), |base, [ins], next| {
             if next.is_some() {
                 found.insert_bits(base, ins);
             }
@@ -70,7 +79,7 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
         let mut next = vec![0u64; dags.dests.len() * words];
         let [decided, ahead] = dags.pass_into(threads, &mut next, words, |w, d, bits, next, [found, ahead]| {
             w.enter(d, entries.as_deref(), words, bits);
-            w.walk(d, bits, |base, [ins, later], p2| {
+            w.walk(d, bits, None, |base, [ins, later], p2| {
                 found.insert_bits(base, ins);
                 if p2.is_none() {
                     return [ins, 0];

@@ -10,7 +10,7 @@
 //! consecutive, so that a walk marks them with one mask): what those two keep across
 //! destinations is a bit or a byte per hop.
 
-use crate::bits::{bits_at, has, set, BitSet};
+use crate::bits::{bits_at, set, BitSet};
 use crate::threads::in_pool;
 use crate::topology::{Distances, PortId, SwitchId, Topology};
 
@@ -159,41 +159,45 @@ impl<'t> Dags<'t> {
     }
 
     /// Runs `f` for every destination (its index), over `threads` threads, each with a
-    /// walker and `L` sets of ports of its own; returns the union of the `L` sets of hops
-    /// they found.
-    pub(crate) fn pass<const L: usize>(
+    /// walker, `L` sets of ports and a slice of `out` (`words` a destination) of its own;
+    /// returns the union of the `L` sets of hops they found.
+    pub(crate) fn pass_into<const L: usize>(
         &self,
-        threads: usize,
-        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Layers<L>, &mut [BitSet; L]) + Sync,
-    ) -> [BitSet; L] {
-        self.pass_into(threads, &mut [], 0, |w, d, bits, _, found| f(w, d, bits, found))
-    }
-
-    /// As [`Dags::pass`], with a slice of `out` (`words` a destination) for each
-    /// destination's own result.
-    pub(crate) fn pass_into<'d, const L: usize>(
-        &'d self,
         threads: usize,
         out: &mut [u64],
         words: usize,
         f: impl Fn(&mut Walker<'_, 't>, usize, &mut Layers<L>, &mut [u64], &mut [BitSet; L]) + Sync,
     ) -> [BitSet; L] {
-        use rayon::prelude::*;
-        let n = self.dests.len();
         let none = || std::array::from_fn(|_| BitSet::new(self.hops));
-        // Each of rayon's pieces of work walks with scratch space of its own (`fold`), and
-        // their hops meet by union: the same for any split, any number of threads.
-        let scratch = || (Walker::new(self), std::array::from_fn(|_| Vec::new()), none());
-        let walk = |(mut w, mut bits, mut found): (Walker<'d, 't>, Layers<L>, [BitSet; L]),
-                    (d, mine): (usize, &mut [u64])| {
-            f(&mut w, d, &mut bits, mine, &mut found);
-            (w, bits, found)
-        };
         let union = |mut a: [BitSet; L], b: [BitSet; L]| {
             for (x, y) in a.iter_mut().zip(&b) {
                 x.union(y);
             }
             a
+        };
+        self.fold(threads, out, words, none, union, f)
+    }
+
+    /// Runs `f` for every destination over `threads` threads, each piece of rayon's work
+    /// with a walker, `L` sets of ports and a result of its own (`zero()` to begin with),
+    /// the results merged by `merge`: with a merge that is associative and commutative
+    /// (union, maximum), the same for any split, any number of threads. `out` and `words`
+    /// as in [`Dags::pass_into`].
+    pub(crate) fn fold<'d, A: Send, const L: usize>(
+        &'d self,
+        threads: usize,
+        out: &mut [u64],
+        words: usize,
+        zero: impl Fn() -> A + Sync + Send,
+        merge: impl Fn(A, A) -> A + Sync + Send,
+        f: impl Fn(&mut Walker<'_, 't>, usize, &mut Layers<L>, &mut [u64], &mut A) + Sync,
+    ) -> A {
+        use rayon::prelude::*;
+        let n = self.dests.len();
+        let scratch = || (Walker::new(self), std::array::from_fn(|_| Vec::new()), zero());
+        let walk = |(mut w, mut bits, mut found): (Walker<'d, 't>, Layers<L>, A), (d, mine): (usize, &mut [u64])| {
+            f(&mut w, d, &mut bits, mine, &mut found);
+            (w, bits, found)
         };
         in_pool(threads, || {
             if words == 0 {
@@ -202,38 +206,10 @@ impl<'t> Dags<'t> {
                     .map(|d| (d, &mut [][..]))
                     .fold(scratch, walk)
                     .map(|(_, _, f)| f)
-                    .reduce(none, union)
+                    .reduce(&zero, &merge)
             } else {
-                out.par_chunks_mut(words).enumerate().fold(scratch, walk).map(|(_, _, f)| f).reduce(none, union)
+                out.par_chunks_mut(words).enumerate().fold(scratch, walk).map(|(_, _, f)| f).reduce(&zero, &merge)
             }
-        })
-    }
-
-    /// Each port's depth: the latest hop (0: entering) at which it is an ingress on some
-    /// route ([`super::greedy`]'s `port_depth`).
-    pub(crate) fn depth(&self, threads: usize) -> Vec<u16> {
-        use rayon::prelude::*;
-        let ports = self.t.ports.len();
-        in_pool(threads, || {
-            (0..self.dests.len())
-                .into_par_iter()
-                .fold(
-                    || (Walker::new(self), vec![0u16; ports]),
-                    |(mut w, mut depth), d| {
-                        w.levels(d, &mut depth);
-                        (w, depth)
-                    },
-                )
-                .map(|(_, depth)| depth)
-                .reduce(
-                    || vec![0u16; ports],
-                    |mut a, b| {
-                        for (x, y) in a.iter_mut().zip(b) {
-                            *x = (*x).max(y);
-                        }
-                        a
-                    },
-                )
         })
     }
 }
@@ -245,14 +221,11 @@ pub(crate) struct Walker<'d, 't> {
     pub(crate) order: Vec<SwitchId>,
     /// Per switch: its latest hop on any route toward the destination (`u16::MAX`: none).
     level: Vec<u16>,
-    /// The ports where routes start (for the levels).
-    starts: Vec<u64>,
 }
 
 impl<'d, 't> Walker<'d, 't> {
     pub(crate) fn new(dags: &'d Dags<'t>) -> Walker<'d, 't> {
-        let words = dags.t.ports.len().div_ceil(64);
-        Walker { dags, order: Vec::new(), level: vec![u16::MAX; dags.t.switches.len()], starts: vec![0; words] }
+        Walker { dags, order: Vec::new(), level: vec![u16::MAX; dags.t.switches.len()] }
     }
 
     /// Orders the switches that reach destination `d` (its index), farthest first.
@@ -346,16 +319,41 @@ impl<'d, 't> Walker<'d, 't> {
     /// leads to a switch, the next port joins that layer. Every layer's ports at a switch
     /// are known when the walk reaches it, since routes come to it only from farther
     /// switches: a hop may move a route from one layer to another.
+    ///
+    /// With `depth`, raises each port's depth to the latest hop at which it is an
+    /// ingress on a route toward `d` from the first layer's ports, as greedy orders its
+    /// nodes by: a switch's latest hop is the longest way to it from a switch where
+    /// routes start, one more than its farther neighbours' (its level).
     pub(crate) fn walk<const L: usize>(
-        &self,
+        &mut self,
         d: usize,
         layers: &mut Layers<L>,
+        depth: Option<&mut [u16]>,
         mut hops: impl FnMut(usize, [u64; L], Option<u32>) -> [u64; L],
+    ) {
+        if depth.is_some() {
+            for &a in &self.order {
+                self.level[a as usize] = u16::MAX;
+            }
+        }
+        let order = std::mem::take(&mut self.order);
+        self.walk_in(d, &order, layers, depth, &mut hops);
+        self.order = order;
+    }
+
+    fn walk_in<const L: usize>(
+        &mut self,
+        d: usize,
+        order: &[SwitchId],
+        layers: &mut Layers<L>,
+        mut depth: Option<&mut [u16]>,
+        hops: &mut impl FnMut(usize, [u64; L], Option<u32>) -> [u64; L],
     ) {
         let t = self.dags.t;
         // The switch's ingress ports in each layer, 64 places a mask, and its ways on.
         let (mut ins, mut ways): (Vec<[u64; L]>, Ways) = (Vec::new(), Vec::new());
-        for &a in &self.order {
+        let dest = self.dags.dests[d];
+        for &a in order {
             let n = t.switches[a as usize].ports.len();
             let at = self.dags.bit(a, 0);
             ins.clear();
@@ -367,6 +365,19 @@ impl<'d, 't> Walker<'d, 't> {
             }
             if any == 0 {
                 continue;
+            }
+            if let (Some(depth), false) = (depth.as_deref_mut(), a == dest) {
+                // Reached from no farther switch, a switch is where routes start.
+                let here = match self.level[a as usize] {
+                    u16::MAX => 0,
+                    l => l,
+                };
+                let l = here.saturating_add(1);
+                for link in self.closer(d, a) {
+                    depth[link.next as usize] = depth[link.next as usize].max(l);
+                    let b = &mut self.level[link.to as usize];
+                    *b = if *b == u16::MAX { l } else { (*b).max(l) };
+                }
             }
             self.onward(d, a, &mut ways);
             for &(j, next) in &ways {
@@ -391,35 +402,5 @@ impl<'d, 't> Walker<'d, 't> {
                 }
             }
         }
-    }
-
-    /// Raises `depth` to the hop at which each port is an ingress on a route toward `d`.
-    fn levels(&mut self, d: usize, depth: &mut [u16]) {
-        let t = self.dags.t;
-        let dest = self.dags.dests[d];
-        let mut starts = std::mem::take(&mut self.starts);
-        starts.fill(0);
-        self.starts(d, &mut starts);
-        self.order(d);
-        for &a in &self.order {
-            self.level[a as usize] = u16::MAX;
-        }
-        for &a in &self.order {
-            let ports = &t.switches[a as usize].ports;
-            if self.level[a as usize] == u16::MAX && (0..ports.len()).any(|i| has(&starts, self.dags.bit(a, i))) {
-                self.level[a as usize] = 0;
-            }
-            let here = self.level[a as usize];
-            if here == u16::MAX || a == dest {
-                continue;
-            }
-            for link in self.closer(d, a) {
-                let (p2, b) = (link.next, link.to as usize);
-                let l = here.saturating_add(1);
-                depth[p2 as usize] = depth[p2 as usize].max(l);
-                self.level[b] = if self.level[b] == u16::MAX { l } else { self.level[b].max(l) };
-            }
-        }
-        self.starts = starts;
     }
 }
