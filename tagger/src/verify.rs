@@ -173,7 +173,7 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
                         _ => ins,
                     };
                     let wrong = ins & !masks.queued(base, c, x) != 0
-                        || ways.iter().any(|&(j, next)| own(j, next) & !masks.ok(base + j, c, x) != 0);
+                        || ways.iter().any(|&(j, next)| own(j, next) & !masks.rule(base + j, c, x).ok != 0);
                     if wrong {
                         violation(a, x, at, ways)?;
                     }
@@ -183,12 +183,15 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
                         let Some(p2) = next else { continue };
                         let hop = dags.hop(a, c, j);
                         part.used[xi].insert_bits(hop, ins);
-                        let same = masks.same(base + j, c, x);
-                        if ins & same != 0 {
+                        let rule = masks.rule(base + j, c, x);
+                        if ins & rule.same != 0 {
                             set(&mut at[xi], p2 as usize);
                         }
-                        // A rule that lowers the tag: the table says to which.
-                        let mut lower = ins & !same;
+                        if ins & rule.down != 0 {
+                            set(&mut at[xi - 1], p2 as usize);
+                        }
+                        // A rule that lowers the tag further: the table says to which.
+                        let mut lower = ins & !rule.same & !rule.down;
                         while lower != 0 {
                             let i = lower.trailing_zeros() as usize;
                             lower &= lower - 1;
@@ -255,16 +258,26 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
 }
 
 /// The tables as [`verify_on`] reads them, a mask at a time: per egress port and tag,
-/// the ingress ports of its switch (64 to a mask) whose rule sends a packet on lossless
-/// without raising its tag (`ok`), and those whose rule keeps the tag (`same`); per
-/// switch and tag, the ports with a lossless queue. A walk checks a switch's ports with
-/// one tag at once against them, where it read a byte of the table per port and way.
+/// masks of the ingress ports of its switch (64 to a mask) by what their rule does
+/// ([`Rule`]); per switch and tag, the ports with a lossless queue. A walk checks a
+/// switch's ports with one tag at once against them, where it read a byte of the table
+/// per port and way.
 struct Masks {
     tags: usize,
     chunks: usize,
-    ok: Vec<u64>,
-    same: Vec<u64>,
+    rules: Vec<Rule>,
     queued: Vec<u64>,
+}
+
+/// The ingress ports whose rule, for one egress port and tag x, sends a packet on
+/// lossless with a tag no higher (`ok`), with x (`same`), with x − 1 (`down`: what
+/// greedy's and brute force's demoted hops do, so that a walk seldom reads the table).
+/// Side by side, as a walk reads them.
+#[derive(Clone, Copy, Default)]
+struct Rule {
+    ok: u64,
+    same: u64,
+    down: u64,
 }
 
 impl Masks {
@@ -276,13 +289,8 @@ impl Masks {
         let width = tags + 1;
         let chunks = t.switches.iter().map(|s| s.ports.len().div_ceil(64)).max().unwrap_or(0).max(1);
         let bits = dags.bits();
-        let mut m = Masks {
-            tags,
-            chunks,
-            ok: vec![0; bits * chunks * tags],
-            same: vec![0; bits * chunks * tags],
-            queued: vec![0; bits * tags],
-        };
+        let mut m =
+            Masks { tags, chunks, rules: vec![Rule::default(); bits * chunks * tags], queued: vec![0; bits * tags] };
         for (a, s) in t.switches.iter().enumerate() {
             let base = dags.bit(a as SwitchId, 0);
             for (i, &p) in s.ports.iter().enumerate() {
@@ -295,11 +303,15 @@ impl Masks {
                     for j in 0..s.ports.len() {
                         let y = usize::from(table[dags.hop(a as SwitchId, i, j) * width + x]);
                         let k = m.at(base + j, c, x);
+                        let r = &mut m.rules[k];
                         if y != usize::from(LOSSY_TAG) && y <= x {
-                            m.ok[k] |= bit;
+                            r.ok |= bit;
                         }
                         if y == x {
-                            m.same[k] |= bit;
+                            r.same |= bit;
+                        }
+                        if y + 1 == x {
+                            r.down |= bit;
                         }
                     }
                 }
@@ -322,15 +334,10 @@ impl Masks {
         self.queued[self.queued_at(base, c, usize::from(x))]
     }
 
-    /// The ingress ports `c..c + 64` whose rule for tag `x` out of the port with bit
-    /// `egress` sends a packet on lossless, its tag no higher.
-    fn ok(&self, egress: usize, c: usize, x: u8) -> u64 {
-        self.ok[self.at(egress, c, usize::from(x))]
-    }
-
-    /// Those of [`Masks::ok`] whose rule keeps tag `x`.
-    fn same(&self, egress: usize, c: usize, x: u8) -> u64 {
-        self.same[self.at(egress, c, usize::from(x))]
+    /// What the rules for tag `x` out of the port with bit `egress` do with ingress ports
+    /// `c..c + 64`.
+    fn rule(&self, egress: usize, c: usize, x: u8) -> Rule {
+        self.rules[self.at(egress, c, usize::from(x))]
     }
 }
 
