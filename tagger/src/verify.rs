@@ -155,7 +155,7 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
         w.starts(d, &mut at[usize::from(sys.initial_tag)]);
         w.order(d);
         for &a in &w.order {
-            let n = t.switches[a as usize].ports.len();
+            let n = dags.ports(a);
             let base = dags.bit(a, 0);
             let mut onward = false;
             for x in (1..=tags).rev() {

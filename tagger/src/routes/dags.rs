@@ -20,22 +20,14 @@ pub(crate) struct Dags<'t> {
     dist: Distances,
     /// The destinations: switches with hosts.
     pub(crate) dests: Vec<SwitchId>,
-    /// Per switch: where its hops are numbered from.
-    first: Vec<u32>,
+    /// Per switch: where its hops, its ports' bits and its links begin, side by side.
+    places: Vec<Place>,
     /// Per port: its place among its switch's ports.
     slot: Vec<u16>,
-    /// Per switch: where its ports' bits begin. A walk's sets of ports (where routes
-    /// enter, where they wait) have a bit per port with each switch's side by side: by
-    /// port number, a Jellyfish switch's ports lie wherever its links were drawn, and a
-    /// walk read a word far from the others for each of them, at every switch of every
-    /// destination.
-    bit_at: Vec<u32>,
     hops: usize,
-    /// Per switch (from `link_at[s]` to `link_at[s + 1]`): its links to switches, as
-    /// the egress port's place, the next switch's ingress port and that switch. The
-    /// walks read these for every switch of every destination; read from the ports
+    /// The links of each switch to other switches, switch by switch ([`Place::link`]).
+    /// The walks read these for every switch of every destination; read from the ports
     /// (large records, scattered), they were most of a walk's time.
-    link_at: Vec<u32>,
     links: Vec<Link>,
     /// Per destination (from `host_at[d]` to `host_at[d + 1]`): its ports facing hosts,
     /// as their place among its ports and the port. Every destination's routes start
@@ -53,6 +45,23 @@ pub(crate) type Ways = Vec<(usize, Option<u32>)>;
 /// numbers them.
 pub(crate) type Layers<const L: usize> = [Vec<u64>; L];
 
+/// Where a switch's numbers begin, in one record: a walk reads them all at every switch
+/// of every destination, where four arrays took four reads from four places.
+#[derive(Clone, Copy)]
+struct Place {
+    /// Its first hop (hops are numbered switch by switch).
+    hop: u32,
+    /// Its first port's bit. A walk's sets of ports (where routes enter, where they wait)
+    /// have a bit per port with each switch's side by side: by port number, a Jellyfish
+    /// switch's ports lie wherever its links were drawn, and a walk read a word far from
+    /// the others for each of them, at every switch of every destination.
+    bit: u32,
+    /// Its first link in [`Dags::links`].
+    link: u32,
+    ports: u16,
+    links: u16,
+}
+
 /// A link from a switch: its egress port's place among the switch's ports, and the port
 /// and switch at the other end.
 #[derive(Clone, Copy)]
@@ -69,53 +78,63 @@ impl<'t> Dags<'t> {
     pub(crate) fn new(t: &'t Topology, threads: usize) -> Result<Dags<'t>, crate::topology::TopologyError> {
         let dist = t.distances_over(threads)?;
         let dests = (0..t.switches.len() as SwitchId).filter(|&s| t.has_hosts(s)).collect();
-        let mut first = Vec::with_capacity(t.switches.len());
         let mut slot = vec![0u16; t.ports.len()];
-        let mut bit_at = Vec::with_capacity(t.switches.len());
-        let mut hops = 0usize;
-        let mut bits = 0u32;
+        let mut places = Vec::with_capacity(t.switches.len());
+        let (mut hops, mut bits) = (0usize, 0u32);
         for s in &t.switches {
-            first.push(hops as u32);
-            bit_at.push(bits);
+            let ports = u16::try_from(s.ports.len())
+                .map_err(|_| crate::topology::TopologyError::TooManyPorts(s.name.clone()))?;
+            places.push(Place { hop: hops as u32, bit: bits, link: 0, ports, links: 0 });
             for (i, &p) in s.ports.iter().enumerate() {
                 slot[p as usize] = i as u16;
             }
             hops += s.ports.len() * s.ports.len();
             bits += s.ports.len() as u32;
         }
-        let bit = |p: PortId| bit_at[t.switch_of(p) as usize] + u32::from(slot[p as usize]);
-        let (mut link_at, mut links) = (vec![0u32], Vec::new());
+        let bit = |p: PortId| places[t.switch_of(p) as usize].bit + u32::from(slot[p as usize]);
+        let mut links = Vec::new();
+        let mut at = Vec::with_capacity(t.switches.len());
         for s in &t.switches {
+            let first = links.len();
             for (i, &p) in s.ports.iter().enumerate() {
                 if let Some(next) = t.peer_port(p) {
                     links.push(Link { slot: i as u16, next, to: t.switch_of(next), bit: bit(next) });
                 }
             }
-            link_at.push(links.len() as u32);
+            at.push((first as u32, (links.len() - first) as u16));
         }
         let (mut host_at, mut hosts) = (vec![0u32], Vec::new());
+        for (place, (link, count)) in places.iter_mut().zip(at) {
+            (place.link, place.links) = (link, count);
+        }
+        let bit = |p: PortId| places[t.switch_of(p) as usize].bit + u32::from(slot[p as usize]);
         for &d in &dests {
             let ports = t.switches[d as usize].ports.iter().enumerate();
             hosts.extend(ports.filter(|&(_, &p)| t.faces_host(p)).map(|(i, &p)| (i as u16, bit(p))));
             host_at.push(hosts.len() as u32);
         }
-        Ok(Dags { t, dist, dests, first, slot, bit_at, hops, link_at, links, host_at, hosts })
+        Ok(Dags { t, dist, dests, places, slot, hops, links, host_at, hosts })
     }
 
     /// The bit of the port in place `i` of switch `a` in a walk's sets of ports.
     pub(crate) fn bit(&self, a: SwitchId, i: usize) -> usize {
-        self.bit_at[a as usize] as usize + i
+        self.places[a as usize].bit as usize + i
+    }
+
+    /// How many ports switch `a` has.
+    pub(crate) fn ports(&self, a: SwitchId) -> usize {
+        usize::from(self.places[a as usize].ports)
     }
 
     /// How many bits a walk's set of ports has: one per port of a switch.
     pub(crate) fn bits(&self) -> usize {
-        self.t.switches.last().map_or(0, |s| self.bit_at[self.bit_at.len() - 1] as usize + s.ports.len())
+        self.places.last().map_or(0, |p| p.bit as usize + usize::from(p.ports))
     }
 
     /// The port of bit `b` ([`Dags::bit`]).
     pub(crate) fn port_of_bit(&self, b: usize) -> PortId {
-        let a = self.bit_at.partition_point(|&at| at as usize <= b) - 1;
-        self.t.switches[a].ports[b - self.bit_at[a] as usize]
+        let a = self.places.partition_point(|p| p.bit as usize <= b) - 1;
+        self.t.switches[a].ports[b - self.places[a].bit as usize]
     }
 
     /// Destination `d`'s ports facing hosts (its index among the destinations).
@@ -125,7 +144,8 @@ impl<'t> Dags<'t> {
 
     /// The links from switch `a` to other switches.
     pub(crate) fn links(&self, a: SwitchId) -> &[Link] {
-        &self.links[self.link_at[a as usize] as usize..self.link_at[a as usize + 1] as usize]
+        let p = self.places[a as usize];
+        &self.links[p.link as usize..p.link as usize + usize::from(p.links)]
     }
 
     /// How many (ingress, egress) port pairs the switches have.
@@ -135,7 +155,8 @@ impl<'t> Dags<'t> {
 
     /// The hop from the port in place `i` out of the port in place `j` of switch `a`.
     pub(crate) fn hop(&self, a: SwitchId, i: usize, j: usize) -> usize {
-        self.first[a as usize] as usize + j * self.t.switches[a as usize].ports.len() + i
+        let p = self.places[a as usize];
+        p.hop as usize + j * usize::from(p.ports) + i
     }
 
     /// The hop from ingress `p` out of egress `e` (ports of one switch).
@@ -146,9 +167,9 @@ impl<'t> Dags<'t> {
 
     /// The ingress and egress port of a hop.
     pub(crate) fn ports_of(&self, hop: usize) -> (PortId, PortId) {
-        let a = self.first.partition_point(|&f| f as usize <= hop) - 1;
+        let a = self.places.partition_point(|p| p.hop as usize <= hop) - 1;
         let ports = &self.t.switches[a].ports;
-        let k = hop - self.first[a] as usize;
+        let k = hop - self.places[a].hop as usize;
         (ports[k % ports.len()], ports[k / ports.len()])
     }
 
@@ -349,12 +370,11 @@ impl<'d, 't> Walker<'d, 't> {
         mut depth: Option<&mut [u16]>,
         hops: &mut impl FnMut(usize, [u64; L], Option<u32>) -> [u64; L],
     ) {
-        let t = self.dags.t;
         // The switch's ingress ports in each layer, 64 places a mask, and its ways on.
         let (mut ins, mut ways): (Vec<[u64; L]>, Ways) = (Vec::new(), Vec::new());
         let dest = self.dags.dests[d];
         for &a in order {
-            let n = t.switches[a as usize].ports.len();
+            let n = self.dags.ports(a);
             let at = self.dags.bit(a, 0);
             ins.clear();
             let mut any = 0;

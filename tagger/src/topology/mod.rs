@@ -71,6 +71,8 @@ pub enum TopologyError {
     PartialLayers(String),
     #[error("the switch graph's diameter exceeds 254 hops")]
     TooDeep,
+    #[error("switch {0} has more than 65 535 ports")]
+    TooManyPorts(String),
 }
 
 /// Which node a name refers to.
