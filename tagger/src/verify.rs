@@ -168,34 +168,46 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
                     if !std::mem::replace(&mut onward, true) {
                         w.onward(d, a, ways);
                     }
-                    let own = |j: usize, next: Option<u32>| match next {
-                        None if (c..c + 64).contains(&j) => ins & !(1 << (j - c)),
-                        _ => ins,
-                    };
-                    let wrong = ins & !masks.queued(base, c, x) != 0
-                        || ways.iter().any(|&(j, next)| own(j, next) & !masks.rule(base + j, c, x).ok != 0);
-                    if wrong {
+                    if ins & !masks.queued(base, c, x) != 0 {
                         violation(a, x, at, ways)?;
                     }
                     part.nodes[xi].insert_bits(base + c, ins);
                     part.states += u64::from(ins.count_ones());
                     for &(j, next) in ways.iter() {
-                        let Some(p2) = next else { continue };
                         let hop = dags.hop(a, c, j);
-                        part.used[xi].insert_bits(hop, ins);
                         let rule = masks.rule(base + j, c, x);
+                        // Never back out of the port a packet came in by, to a host.
+                        let mine = match next {
+                            None if (c..c + 64).contains(&j) => ins & !(1 << (j - c)),
+                            _ => ins,
+                        };
+                        // The rest: rules that lower the tag by more than one, or none
+                        // that keep the packet lossless; the table says which.
+                        let rest = mine & !rule.same & !rule.down;
+                        let mut bits = rest;
+                        while bits != 0 {
+                            let i = bits.trailing_zeros() as usize;
+                            bits &= bits - 1;
+                            let y = table[(hop + i) * width + xi];
+                            if y == NO_RULE || y == LOSSY_TAG || y > x {
+                                violation(a, x, at, ways)?;
+                            }
+                        }
+                        let Some(p2) = next else { continue };
+                        part.used[xi].insert_bits(hop, ins);
                         if ins & rule.same != 0 {
                             set(&mut at[xi], p2 as usize);
                         }
                         if ins & rule.down != 0 {
                             set(&mut at[xi - 1], p2 as usize);
                         }
-                        // A rule that lowers the tag further: the table says to which.
-                        let mut lower = ins & !rule.same & !rule.down;
-                        while lower != 0 {
-                            let i = lower.trailing_zeros() as usize;
-                            lower &= lower - 1;
-                            set(&mut at[usize::from(table[(hop + i) * width + xi])], p2 as usize);
+                        let mut bits = rest;
+                        while bits != 0 {
+                            let i = bits.trailing_zeros() as usize;
+                            bits &= bits - 1;
+                            if let Some(lower) = at.get_mut(usize::from(table[(hop + i) * width + xi])) {
+                                set(lower, p2 as usize);
+                            }
                         }
                     }
                 }
@@ -270,12 +282,11 @@ struct Masks {
 }
 
 /// The ingress ports whose rule, for one egress port and tag x, sends a packet on
-/// lossless with a tag no higher (`ok`), with x (`same`), with x − 1 (`down`: what
-/// greedy's and brute force's demoted hops do, so that a walk seldom reads the table).
-/// Side by side, as a walk reads them.
+/// with x (`same`) or with x − 1 (`down`: what greedy's and brute force's demoted hops
+/// do): for the others, a walk reads the table, which says whether their rule lowers the
+/// tag further or is missing, lossy or rising. Side by side, as a walk reads them.
 #[derive(Clone, Copy, Default)]
 struct Rule {
-    ok: u64,
     same: u64,
     down: u64,
 }
@@ -304,13 +315,10 @@ impl Masks {
                         let y = usize::from(table[dags.hop(a as SwitchId, i, j) * width + x]);
                         let k = m.at(base + j, c, x);
                         let r = &mut m.rules[k];
-                        if y != usize::from(LOSSY_TAG) && y <= x {
-                            r.ok |= bit;
-                        }
                         if y == x {
                             r.same |= bit;
                         }
-                        if y + 1 == x {
+                        if y + 1 == x && y != usize::from(LOSSY_TAG) {
                             r.down |= bit;
                         }
                     }
