@@ -578,6 +578,30 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_that_lowers_the_tag_by_two_is_followed_as_the_whole_model_s_verifier_follows_it() {
+        let (t, sys) = system("jellyfish:switches=80,degree=5,hosts=2", Algorithm::BruteForce);
+        assert!(sys.tags >= 3);
+        let m = RouteSpec::Shortest.model(&t).unwrap();
+        let mut keys: Vec<_> = sys.rewrite.keys().copied().filter(|&(_, x, _)| x >= 3).collect();
+        keys.sort_unstable();
+        let (mut passed, mut failed) = (0, 0);
+        for &key in keys.iter().step_by(keys.len() / 12 + 1) {
+            let mut lowered = sys.clone();
+            lowered.rewrite.insert(key, key.1 - 2);
+            let (whole, streamed) = (verify(&t, m.as_ref(), &lowered), verify_shortest(&t, &lowered, 2));
+            match (whole, streamed) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a, b, "{key:?}");
+                    passed += 1;
+                }
+                (Err(_), Err(_)) => failed += 1,
+                (a, b) => panic!("{key:?}: the whole model's verifier says {a:?}, the streaming one {b:?}"),
+            }
+        }
+        assert!(passed > 0 && failed > 0, "{passed} passed, {failed} failed");
+    }
+
+    #[test]
     fn the_streaming_verifier_finds_a_missing_rule_a_rising_tag_and_a_cycle() {
         let (t, sys) = system("ring:n=6", Algorithm::Greedy);
         let mut missing = sys.clone();
