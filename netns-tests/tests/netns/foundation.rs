@@ -507,6 +507,7 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_and_comes_back_leave_every_po
     let (h3_addr, h3_mac) = (h3_eth0.addr.clone().unwrap(), h3_eth0.mac.to_string());
     let ip = |args: &[&str]| pfctools::testbed::run("ip", args).unwrap();
     let back_ns = pfcswitch::sys::now().as_nanos();
+    let steal = pfctools::harness::HostSteal::read();
     ip(&["netns", "add", &h3]);
     ip(&["-n", &h3, "link", "set", "lo", "up"]);
     ip(&[
@@ -540,9 +541,17 @@ fn a_link_that_goes_down_and_a_peer_that_goes_away_and_comes_back_leave_every_po
     assert_eq!(port(&s, "p3").rx_queues, 1);
     // The binding ran beside the loop, not in it (where it kept every other port unpolled
     // for 40-90 ms): since the interface came back, no stall was the loop's own for long.
+    // The loop's thread cannot see the time the hypervisor takes from its vCPU (about
+    // 100 ms at a time on the development VMs, counted as the loop's own by its run-queue
+    // wait), so a stall may be put down to the host by as much as the host took from a
+    // CPU in this window, and by no more.
+    let host_ms = pfctools::harness::HostSteal::read().most_since(&steal).as_secs_f64() * 1e3;
     let own_ms: Vec<f64> =
         s.stalls.recent.iter().filter(|x| x.ended_ns > back_ns).map(|x| (x.us - x.cpu_wait_us) as f64 / 1e3).collect();
-    assert!(own_ms.iter().all(|&ms| ms < 20.0), "the loop's own part of each stall, ms: {own_ms:?}");
+    assert!(
+        own_ms.iter().all(|&ms| ms - host_ms < 20.0),
+        "the loop's own part of each stall, ms: {own_ms:?}, of which the host took up to {host_ms:.1}"
+    );
     assert!(sw.stop().success(), "and it still stops cleanly");
 }
 
