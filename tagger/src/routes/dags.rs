@@ -133,8 +133,13 @@ impl<'t> Dags<'t> {
 
     /// The port of bit `b` ([`Dags::bit`]).
     pub(crate) fn port_of_bit(&self, b: usize) -> PortId {
-        let a = self.places.partition_point(|p| p.bit as usize <= b) - 1;
-        self.t.switches[a].ports[b - self.places[a].bit as usize]
+        let a = self.switch_of_bit(b);
+        self.t.switches[a as usize].ports[b - self.places[a as usize].bit as usize]
+    }
+
+    /// The switch of bit `b`.
+    pub(crate) fn switch_of_bit(&self, b: usize) -> SwitchId {
+        (self.places.partition_point(|p| p.bit as usize <= b) - 1) as SwitchId
     }
 
     /// Destination `d`'s ports facing hosts (its index among the destinations).
@@ -242,11 +247,35 @@ pub(crate) struct Walker<'d, 't> {
     pub(crate) order: Vec<SwitchId>,
     /// Per switch: its latest hop on any route toward the destination (`u16::MAX`: none).
     level: Vec<u16>,
+    /// A walk that entered at a group's entries rather than at the starts visits only the
+    /// switches its routes reach: those waiting, by their distance to the destination
+    /// (farthest taken first), each once (`waiting`). After greedy's first groups, most
+    /// destinations' routes reach few switches, and a walk over every switch read each
+    /// one's ports for nothing.
+    sparse: bool,
+    by_distance: Vec<Vec<SwitchId>>,
+    waiting: Vec<bool>,
 }
 
 impl<'d, 't> Walker<'d, 't> {
     pub(crate) fn new(dags: &'d Dags<'t>) -> Walker<'d, 't> {
-        Walker { dags, order: Vec::new(), level: vec![u16::MAX; dags.t.switches.len()] }
+        let n = dags.t.switches.len();
+        Walker {
+            dags,
+            order: Vec::new(),
+            level: vec![u16::MAX; n],
+            sparse: false,
+            by_distance: vec![Vec::new(); 256],
+            waiting: vec![false; n],
+        }
+    }
+
+    /// Switch `a` has routes toward `d` to walk: it waits for its turn, once.
+    fn wait(&mut self, d: usize, a: SwitchId) {
+        if !std::mem::replace(&mut self.waiting[a as usize], true) {
+            let x = self.dags.dist.row(self.dags.dests[d])[a as usize];
+            self.by_distance[usize::from(x)].push(a);
+        }
     }
 
     /// Orders the switches that reach destination `d` (its index), farthest first.
@@ -303,10 +332,24 @@ impl<'d, 't> Walker<'d, 't> {
             bits.resize(words, 0);
         }
         match entries {
-            Some(e) => layers[0].copy_from_slice(&e[d * words..(d + 1) * words]),
-            None => self.starts(d, &mut layers[0]),
+            Some(e) => {
+                layers[0].copy_from_slice(&e[d * words..(d + 1) * words]);
+                self.sparse = true;
+                for (w, &word) in layers[0].iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let b = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        self.wait(d, self.dags.switch_of_bit(b));
+                    }
+                }
+            }
+            None => {
+                self.starts(d, &mut layers[0]);
+                self.sparse = false;
+                self.order(d);
+            }
         }
-        self.order(d);
     }
 
     /// The ways on from switch `a` toward destination `d`, each as its egress port's
@@ -357,11 +400,25 @@ impl<'d, 't> Walker<'d, 't> {
                 self.level[a as usize] = u16::MAX;
             }
         }
-        let order = std::mem::take(&mut self.order);
-        self.walk_in(d, &order, layers, depth, &mut hops);
-        self.order = order;
+        if !self.sparse {
+            let order = std::mem::take(&mut self.order);
+            self.walk_in(d, &order, layers, depth, &mut hops);
+            self.order = order;
+            return;
+        }
+        for x in (0..self.by_distance.len()).rev() {
+            let list = std::mem::take(&mut self.by_distance[x]);
+            for &a in &list {
+                self.waiting[a as usize] = false;
+            }
+            self.walk_in(d, &list, layers, None, &mut hops);
+            self.by_distance[x] = list;
+            self.by_distance[x].clear();
+        }
     }
 
+    /// Walks the switches of `order` (farthest first); in a sparse walk, those its
+    /// routes go on to wait for their turn.
     fn walk_in<const L: usize>(
         &mut self,
         d: usize,
@@ -418,6 +475,9 @@ impl<'d, 't> Walker<'d, 't> {
                         if o != 0 {
                             set(bits, p2 as usize);
                         }
+                    }
+                    if self.sparse && on.iter().any(|&o| o != 0) {
+                        self.wait(d, self.dags.switch_of_bit(p2 as usize));
                     }
                 }
             }
