@@ -95,7 +95,6 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
     lossless_start(sys)?;
     let tags = sys.tags;
     let width = usize::from(tags) + 1;
-    const NO_RULE: u8 = u8::MAX;
     let mut table = vec![NO_RULE; dags.hops() * width];
     for (&(p, x, e), &y) in &sys.rewrite {
         if t.switch_of(p) == t.switch_of(e) && x <= tags {
@@ -269,6 +268,122 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
     Ok(Report { states: g.states, nodes: g.nodes.len(), edges: g.edges.len(), tags_used })
 }
 
+/// The rewrite rules as [`TaggedGraph::build`] reads them, and the ones it used. Where
+/// a table of a byte per hop (an ingress and an egress port of one switch) and tag is no
+/// larger than a few bytes per rule, the rules are read from it and each one used is a
+/// bit: a k=64 fat-tree's 34 million rules were a hash lookup per hop of every route
+/// state and its 27 million edges a hash set, 19 s of its verification. Elsewhere (few
+/// rules among many ports) the rules stay in their map and the edges in a set.
+enum RuleIndex<'s> {
+    Dense(Dense<'s>),
+    Sparse { rules: &'s crate::algo::Rules, edges: FxHashSet<((PortId, u8), (PortId, u8))> },
+}
+
+struct Dense<'s> {
+    t: &'s Topology,
+    /// Per switch: its first hop; per port: its place among its switch's ports.
+    first: Vec<usize>,
+    slot: Vec<u32>,
+    width: usize,
+    table: Vec<u8>,
+    used: BitSet,
+}
+
+const NO_RULE: u8 = u8::MAX;
+
+impl Dense<'_> {
+    /// Where rule (`p`, `tag`, `e`) lies in the table: none for ports of two switches,
+    /// or a tag past the system's.
+    fn key(&self, p: PortId, tag: u8, e: PortId) -> Option<usize> {
+        let a = self.t.switch_of(p);
+        if a != self.t.switch_of(e) || usize::from(tag) >= self.width {
+            return None;
+        }
+        let n = self.t.switches[a as usize].ports.len();
+        let hop = self.first[a as usize] + self.slot[e as usize] as usize * n + self.slot[p as usize] as usize;
+        Some(hop * self.width + usize::from(tag))
+    }
+
+    /// The rule of a key: (ingress, tag, egress).
+    fn rule(&self, k: usize) -> (PortId, u8, PortId) {
+        let (hop, tag) = (k / self.width, (k % self.width) as u8);
+        let a = self.first.partition_point(|&f| f <= hop) - 1;
+        let ports = &self.t.switches[a].ports;
+        let at = hop - self.first[a];
+        (ports[at % ports.len()], tag, ports[at / ports.len()])
+    }
+}
+
+impl<'s> RuleIndex<'s> {
+    fn new(t: &'s Topology, sys: &'s TagSystem) -> RuleIndex<'s> {
+        let width = usize::from(sys.tags) + 1;
+        let hops: usize = t.switches.iter().map(|s| s.ports.len() * s.ports.len()).sum();
+        if hops.saturating_mul(width) > (1 << 24).max(sys.rewrite.len().saturating_mul(4)) {
+            return RuleIndex::sparse(sys);
+        }
+        let (mut first, mut slot, mut at) = (Vec::with_capacity(t.switches.len()), vec![0u32; t.ports.len()], 0);
+        for s in &t.switches {
+            first.push(at);
+            at += s.ports.len() * s.ports.len();
+            for (i, &p) in s.ports.iter().enumerate() {
+                slot[p as usize] = i as u32;
+            }
+        }
+        let mut dense = Dense { t, first, slot, width, table: Vec::new(), used: BitSet::new(hops * width) };
+        let mut table = vec![NO_RULE; hops * width];
+        for (&(p, x, e), &y) in &sys.rewrite {
+            if let Some(k) = dense.key(p, x, e) {
+                table[k] = y;
+            }
+        }
+        dense.table = table;
+        RuleIndex::Dense(dense)
+    }
+
+    fn sparse(sys: &'s TagSystem) -> RuleIndex<'s> {
+        RuleIndex::Sparse { rules: &sys.rewrite, edges: FxHashSet::default() }
+    }
+
+    fn get(&self, p: PortId, tag: u8, e: PortId) -> Option<u8> {
+        match self {
+            RuleIndex::Sparse { rules, .. } => rules.get(&(p, tag, e)).copied(),
+            RuleIndex::Dense(d) => d.key(p, tag, e).map(|k| d.table[k]).filter(|&y| y != NO_RULE),
+        }
+    }
+
+    /// A packet at `p` with `tag` left by `e` for `p2` with tag `to`, by its rule.
+    fn used(&mut self, p: PortId, tag: u8, e: PortId, p2: PortId, to: u8) {
+        match self {
+            RuleIndex::Sparse { edges, .. } => {
+                edges.insert(((p, tag), (p2, to)));
+            }
+            RuleIndex::Dense(d) => {
+                if let Some(k) = d.key(p, tag, e) {
+                    d.used.insert(k);
+                }
+            }
+        }
+    }
+
+    /// The tagged graph's edges: one for each rule used toward a switch, sorted.
+    fn edges(self) -> Vec<((PortId, u8), (PortId, u8))> {
+        let mut edges: Vec<_> = match self {
+            RuleIndex::Sparse { edges, .. } => edges.into_iter().collect(),
+            RuleIndex::Dense(d) => d
+                .used
+                .iter()
+                .map(|k| {
+                    let (p, tag, e) = d.rule(k);
+                    let p2 = d.t.peer_port(e).expect("a rule used toward a switch");
+                    ((p, tag), (p2, d.table[k]))
+                })
+                .collect(),
+        };
+        edges.sort_unstable();
+        edges
+    }
+}
+
 /// The tables as [`verify_on`] reads them, a mask at a time: per egress port and tag,
 /// masks of the ingress ports of its switch (64 to a mask) by what their rule does
 /// ([`Rule`]); per switch and tag, the ports with a lossless queue. A walk checks a
@@ -395,6 +510,15 @@ impl TaggedGraph {
     /// Walks every route of `m` through `sys`'s tables; fails on the first hop that has no
     /// lossless rule or raises the tag, or the first (port, tag) without a lossless queue.
     pub fn build(t: &Topology, m: &dyn RouteModel, sys: &TagSystem) -> Result<TaggedGraph, Violation> {
+        Self::build_with(t, m, sys, RuleIndex::new(t, sys))
+    }
+
+    fn build_with(
+        t: &Topology,
+        m: &dyn RouteModel,
+        sys: &TagSystem,
+        mut rules: RuleIndex<'_>,
+    ) -> Result<TaggedGraph, Violation> {
         lossless_start(sys)?;
         let width = sys.tags as usize + 1;
         let mut visited = BitSet::new(m.num_states() * width);
@@ -417,8 +541,7 @@ impl TaggedGraph {
             hops.reverse();
             TaggedRoute(hops)
         };
-        let mut edges: FxHashSet<((PortId, u8), (PortId, u8))> = FxHashSet::default();
-        let mut nodes: FxHashSet<(PortId, u8)> = FxHashSet::default();
+        let mut nodes = BitSet::new(t.ports.len() * width);
         let (mut succ, mut deliver) = (Vec::new(), Vec::new());
         let mut i = 0;
         while i < walk.len() {
@@ -427,12 +550,12 @@ impl TaggedGraph {
             if sys.queue.get(&(p, tag)).is_none_or(|&prio| prio == sys.lossy_priority) {
                 return Err(Violation::NoQueue { route: route(&walk, i as u32), port: t.port_label(p), tag });
             }
-            nodes.insert((p, tag));
+            nodes.insert(p as usize * width + usize::from(tag));
             let mut hop = |egress: PortId, next: Option<(State, PortId)>, walk: &mut Vec<(State, u8, u32)>| {
-                let rule = sys.rewrite.get(&(p, tag, egress)).copied();
+                let rule = rules.get(p, tag, egress);
                 let to = next_tag(sys, tag, rule, || route(walk, i as u32), || t.port_label(egress))?;
                 if let Some((s2, p2)) = next {
-                    edges.insert(((p, tag), (p2, to)));
+                    rules.used(p, tag, egress, p2, to);
                     if visited.insert(s2 as usize * width + to as usize) {
                         walk.push((s2, to, i as u32));
                     }
@@ -453,10 +576,8 @@ impl TaggedGraph {
             }
             i += 1;
         }
-        let mut nodes: Vec<(PortId, u8)> = nodes.into_iter().collect();
-        nodes.sort_unstable();
-        let mut edges: Vec<_> = edges.into_iter().collect();
-        edges.sort_unstable();
+        let nodes: Vec<(PortId, u8)> = nodes.iter().map(|k| ((k / width) as PortId, (k % width) as u8)).collect();
+        let edges = rules.edges();
         Ok(TaggedGraph { nodes, edges, states: walk.len() as u64 })
     }
 
@@ -572,6 +693,28 @@ mod tests {
                 let whole = verify(&t, m.as_ref(), &sys).unwrap();
                 for threads in [1, 2] {
                     assert_eq!(verify_shortest(&t, &sys, threads).unwrap(), whole, "{spec}, {algorithm}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_tagged_graph_is_the_same_from_the_rules_table_as_from_their_map() {
+        for spec in ["fattree:k=4", "ring:n=8", "bcube:n=3,k=2", "jellyfish:switches=80,degree=5,hosts=2"] {
+            for algorithm in [Algorithm::Greedy, Algorithm::BruteForce] {
+                let (t, sys) = system(spec, algorithm);
+                let m = RouteSpec::Shortest.model(&t).unwrap();
+                // As computed, one rule lowered by two, and one rule gone.
+                let mut lowered = sys.clone();
+                if let Some(key) = sys.rewrite.keys().copied().filter(|&(_, x, _)| x >= 3).min() {
+                    lowered.rewrite.insert(key, key.1 - 2);
+                }
+                let mut missing = sys.clone();
+                missing.rewrite.remove(&sys.rewrite.keys().copied().max().unwrap());
+                for s in [&sys, &lowered, &missing] {
+                    let dense = TaggedGraph::build(&t, m.as_ref(), s);
+                    assert!(matches!(RuleIndex::new(&t, s), RuleIndex::Dense(_)));
+                    assert_eq!(dense, TaggedGraph::build_with(&t, m.as_ref(), s, RuleIndex::sparse(s)), "{spec}");
                 }
             }
         }
