@@ -15,7 +15,7 @@ use std::fmt;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::bits::{bits_at, has, set, BitSet};
-use crate::routes::dags::{Dags, Walker, Ways};
+use crate::routes::dags::{Dags, Numbering, Walker, Ways};
 use crate::routes::{RouteModel, State};
 use crate::system::{TagSystem, LOSSY_TAG};
 use crate::threads::in_pool;
@@ -112,7 +112,7 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
     let one = |p: PortId, tag: u8| TaggedRoute(vec![(t.port_label(p), tag)]);
     struct Part {
         used: Vec<BitSet>,
-        /// By port bit ([`Dags::bit`]).
+        /// By port bit ([`Numbering::bit`]).
         nodes: Vec<BitSet>,
         states: u64,
         /// The first violation, by destination.
@@ -281,9 +281,7 @@ enum RuleIndex<'s> {
 
 struct Dense<'s> {
     t: &'s Topology,
-    /// Per switch: its first hop; per port: its place among its switch's ports.
-    first: Vec<usize>,
-    slot: Vec<u32>,
+    hops: Numbering<'s>,
     width: usize,
     table: Vec<u8>,
     used: BitSet,
@@ -295,22 +293,16 @@ impl Dense<'_> {
     /// Where rule (`p`, `tag`, `e`) lies in the table: none for ports of two switches,
     /// or a tag past the system's.
     fn key(&self, p: PortId, tag: u8, e: PortId) -> Option<usize> {
-        let a = self.t.switch_of(p);
-        if a != self.t.switch_of(e) || usize::from(tag) >= self.width {
+        if self.t.switch_of(p) != self.t.switch_of(e) || usize::from(tag) >= self.width {
             return None;
         }
-        let n = self.t.switches[a as usize].ports.len();
-        let hop = self.first[a as usize] + self.slot[e as usize] as usize * n + self.slot[p as usize] as usize;
-        Some(hop * self.width + usize::from(tag))
+        Some(self.hops.key(p, e) * self.width + usize::from(tag))
     }
 
     /// The rule of a key: (ingress, tag, egress).
     fn rule(&self, k: usize) -> (PortId, u8, PortId) {
-        let (hop, tag) = (k / self.width, (k % self.width) as u8);
-        let a = self.first.partition_point(|&f| f <= hop) - 1;
-        let ports = &self.t.switches[a].ports;
-        let at = hop - self.first[a];
-        (ports[at % ports.len()], tag, ports[at / ports.len()])
+        let (p, e) = self.hops.ports_of(k / self.width);
+        (p, (k % self.width) as u8, e)
     }
 }
 
@@ -318,18 +310,13 @@ impl<'s> RuleIndex<'s> {
     fn new(t: &'s Topology, sys: &'s TagSystem) -> RuleIndex<'s> {
         let width = usize::from(sys.tags) + 1;
         let hops: usize = t.switches.iter().map(|s| s.ports.len() * s.ports.len()).sum();
-        if hops.saturating_mul(width) > (1 << 24).max(sys.rewrite.len().saturating_mul(4)) {
+        let numbering = Numbering::new(t).ok();
+        let Some(numbering) =
+            numbering.filter(|_| hops.saturating_mul(width) <= (1 << 24).max(sys.rewrite.len().saturating_mul(4)))
+        else {
             return RuleIndex::sparse(sys);
-        }
-        let (mut first, mut slot, mut at) = (Vec::with_capacity(t.switches.len()), vec![0u32; t.ports.len()], 0);
-        for s in &t.switches {
-            first.push(at);
-            at += s.ports.len() * s.ports.len();
-            for (i, &p) in s.ports.iter().enumerate() {
-                slot[p as usize] = i as u32;
-            }
-        }
-        let mut dense = Dense { t, first, slot, width, table: Vec::new(), used: BitSet::new(hops * width) };
+        };
+        let mut dense = Dense { t, hops: numbering, width, table: Vec::new(), used: BitSet::new(hops * width) };
         let mut table = vec![NO_RULE; hops * width];
         for (&(p, x, e), &y) in &sys.rewrite {
             if let Some(k) = dense.key(p, x, e) {

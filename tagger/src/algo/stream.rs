@@ -58,7 +58,7 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
         });
     });
     // The ports where each destination's routes enter the current group, a bit each as
-    // `Dags::bit` numbers them (none for group 0, whose routes enter at the hosts).
+    // `Numbering::bit` numbers them (none for group 0, whose routes enter at the hosts).
     let mut entries: Option<Vec<u64>> = None;
     let mut group = 0usize;
     let mut proofs = Proofs::default();

@@ -5,10 +5,8 @@
 //! of 10 000 switches), for the streaming greedy ([`crate::algo::stream`]) and the
 //! streaming verifier ([`crate::verify::verify_shortest`]) alike.
 //!
-//! A *hop* is an ingress and an egress port of one switch, numbered densely per switch,
-//! egress by egress (the hops out of one port from each of the switch's ports are
-//! consecutive, so that a walk marks them with one mask): what those two keep across
-//! destinations is a bit or a byte per hop.
+//! A *hop* is an ingress and an egress port of one switch (`Numbering`): what those
+//! two keep across destinations is a bit or a byte per hop.
 
 use crate::bits::{bits_at, set, BitSet};
 use crate::threads::in_pool;
@@ -20,12 +18,10 @@ pub(crate) struct Dags<'t> {
     dist: Distances,
     /// The destinations: switches with hosts.
     pub(crate) dests: Vec<SwitchId>,
-    /// Per switch: where its hops, its ports' bits and its links begin, side by side.
-    places: Vec<Place>,
-    /// Per port: its place among its switch's ports.
-    slot: Vec<u16>,
-    hops: usize,
-    /// The links of each switch to other switches, switch by switch ([`Place::link`]).
+    /// How hops and ports are numbered ([`Numbering`], which a `Dags` derefs to).
+    numbering: Numbering<'t>,
+    /// The links of each switch to other switches, switch by switch (from its
+    /// [`Place`]'s `link`).
     /// The walks read these for every switch of every destination; read from the ports
     /// (large records, scattered), they were most of a walk's time.
     links: Vec<Link>,
@@ -41,7 +37,7 @@ pub(crate) struct Dags<'t> {
 /// for a delivery).
 pub(crate) type Ways = Vec<(usize, Option<u32>)>;
 
-/// `L` sets of ports walked at once ([`Walker::walk`]), a bit per port as [`Dags::bit`]
+/// `L` sets of ports walked at once ([`Walker::walk`]), a bit per port as [`Numbering::bit`]
 /// numbers them.
 pub(crate) type Layers<const L: usize> = [Vec<u64>; L];
 
@@ -69,7 +65,7 @@ pub(crate) struct Link {
     pub(crate) slot: u16,
     pub(crate) next: PortId,
     pub(crate) to: SwitchId,
-    /// `next`'s bit ([`Dags::bit`]).
+    /// `next`'s bit ([`Numbering::bit`]).
     pub(crate) bit: u32,
 }
 
@@ -78,22 +74,9 @@ impl<'t> Dags<'t> {
     pub(crate) fn new(t: &'t Topology, threads: usize) -> Result<Dags<'t>, crate::topology::TopologyError> {
         let dist = t.distances_over(threads)?;
         let dests = (0..t.switches.len() as SwitchId).filter(|&s| t.has_hosts(s)).collect();
-        let mut slot = vec![0u16; t.ports.len()];
-        let mut places = Vec::with_capacity(t.switches.len());
-        let (mut hops, mut bits) = (0usize, 0u32);
-        for s in &t.switches {
-            let ports = u16::try_from(s.ports.len())
-                .map_err(|_| crate::topology::TopologyError::TooManyPorts(s.name.clone()))?;
-            places.push(Place { hop: hops as u32, bit: bits, link: 0, ports, links: 0 });
-            for (i, &p) in s.ports.iter().enumerate() {
-                slot[p as usize] = i as u16;
-            }
-            hops += s.ports.len() * s.ports.len();
-            bits += s.ports.len() as u32;
-        }
-        let bit = |p: PortId| places[t.switch_of(p) as usize].bit + u32::from(slot[p as usize]);
-        let mut links = Vec::new();
-        let mut at = Vec::with_capacity(t.switches.len());
+        let mut numbering = Numbering::new(t)?;
+        let bit = |p: PortId| numbering.bit_of_port(p) as u32;
+        let (mut links, mut at) = (Vec::new(), Vec::with_capacity(t.switches.len()));
         for s in &t.switches {
             let first = links.len();
             for (i, &p) in s.ports.iter().enumerate() {
@@ -104,42 +87,15 @@ impl<'t> Dags<'t> {
             at.push((first as u32, (links.len() - first) as u16));
         }
         let (mut host_at, mut hosts) = (vec![0u32], Vec::new());
-        for (place, (link, count)) in places.iter_mut().zip(at) {
-            (place.link, place.links) = (link, count);
-        }
-        let bit = |p: PortId| places[t.switch_of(p) as usize].bit + u32::from(slot[p as usize]);
         for &d in &dests {
             let ports = t.switches[d as usize].ports.iter().enumerate();
             hosts.extend(ports.filter(|&(_, &p)| t.faces_host(p)).map(|(i, &p)| (i as u16, bit(p))));
             host_at.push(hosts.len() as u32);
         }
-        Ok(Dags { t, dist, dests, places, slot, hops, links, host_at, hosts })
-    }
-
-    /// The bit of the port in place `i` of switch `a` in a walk's sets of ports.
-    pub(crate) fn bit(&self, a: SwitchId, i: usize) -> usize {
-        self.places[a as usize].bit as usize + i
-    }
-
-    /// How many ports switch `a` has.
-    pub(crate) fn ports(&self, a: SwitchId) -> usize {
-        usize::from(self.places[a as usize].ports)
-    }
-
-    /// How many bits a walk's set of ports has: one per port of a switch.
-    pub(crate) fn bits(&self) -> usize {
-        self.places.last().map_or(0, |p| p.bit as usize + usize::from(p.ports))
-    }
-
-    /// The port of bit `b` ([`Dags::bit`]).
-    pub(crate) fn port_of_bit(&self, b: usize) -> PortId {
-        let a = self.switch_of_bit(b);
-        self.t.switches[a as usize].ports[b - self.places[a as usize].bit as usize]
-    }
-
-    /// The switch of bit `b`.
-    pub(crate) fn switch_of_bit(&self, b: usize) -> SwitchId {
-        (self.places.partition_point(|p| p.bit as usize <= b) - 1) as SwitchId
+        for (place, (link, count)) in numbering.places.iter_mut().zip(at) {
+            (place.link, place.links) = (link, count);
+        }
+        Ok(Dags { t, dist, dests, numbering, links, host_at, hosts })
     }
 
     /// Destination `d`'s ports facing hosts (its index among the destinations).
@@ -149,33 +105,8 @@ impl<'t> Dags<'t> {
 
     /// The links from switch `a` to other switches.
     pub(crate) fn links(&self, a: SwitchId) -> &[Link] {
-        let p = self.places[a as usize];
+        let p = self.numbering.places[a as usize];
         &self.links[p.link as usize..p.link as usize + usize::from(p.links)]
-    }
-
-    /// How many (ingress, egress) port pairs the switches have.
-    pub(crate) fn hops(&self) -> usize {
-        self.hops
-    }
-
-    /// The hop from the port in place `i` out of the port in place `j` of switch `a`.
-    pub(crate) fn hop(&self, a: SwitchId, i: usize, j: usize) -> usize {
-        let p = self.places[a as usize];
-        p.hop as usize + j * usize::from(p.ports) + i
-    }
-
-    /// The hop from ingress `p` out of egress `e` (ports of one switch).
-    pub(crate) fn key(&self, p: PortId, e: PortId) -> usize {
-        let (i, j) = (self.slot[p as usize], self.slot[e as usize]);
-        self.hop(self.t.switch_of(p), usize::from(i), usize::from(j))
-    }
-
-    /// The ingress and egress port of a hop.
-    pub(crate) fn ports_of(&self, hop: usize) -> (PortId, PortId) {
-        let a = self.places.partition_point(|p| p.hop as usize <= hop) - 1;
-        let ports = &self.t.switches[a].ports;
-        let k = hop - self.places[a].hop as usize;
-        (ports[k % ports.len()], ports[k / ports.len()])
     }
 
     /// A hop between switches as (ingress port, the next switch's ingress port).
@@ -237,6 +168,108 @@ impl<'t> Dags<'t> {
                 out.par_chunks_mut(words).enumerate().fold(scratch, walk).map(|(_, _, f)| f).reduce(&zero, &merge)
             }
         })
+    }
+}
+
+/// Hops (an ingress and an egress port of one switch) and ports numbered densely, switch
+/// by switch: a switch's hops egress by egress (the hops out of one port from each of
+/// its ports are consecutive, so that a walk marks them with one mask), and its ports'
+/// bits side by side. What the walks keep across destinations is a bit or a byte per
+/// hop; the whole model's verifier reads its table of rules by the same numbers.
+pub(crate) struct Numbering<'t> {
+    t: &'t Topology,
+    /// Per switch: where its hops, its ports' bits and its links begin, side by side.
+    places: Vec<Place>,
+    /// Per port: its place among its switch's ports.
+    slot: Vec<u16>,
+    hops: usize,
+}
+
+impl<'t> Numbering<'t> {
+    pub(crate) fn new(t: &'t Topology) -> Result<Numbering<'t>, crate::topology::TopologyError> {
+        use crate::topology::TopologyError;
+        let mut slot = vec![0u16; t.ports.len()];
+        let mut places = Vec::with_capacity(t.switches.len());
+        let (mut hops, mut bits) = (0usize, 0u32);
+        for s in &t.switches {
+            let ports = u16::try_from(s.ports.len()).map_err(|_| TopologyError::TooManyPorts(s.name.clone()))?;
+            let hop = u32::try_from(hops).map_err(|_| TopologyError::TooManyHops(s.name.clone()))?;
+            places.push(Place { hop, bit: bits, link: 0, ports, links: 0 });
+            for (i, &p) in s.ports.iter().enumerate() {
+                slot[p as usize] = i as u16;
+            }
+            hops += s.ports.len() * s.ports.len();
+            bits += s.ports.len() as u32;
+        }
+        if u32::try_from(hops).is_err() {
+            let last = t.switches.last().map_or(String::new(), |s| s.name.clone());
+            return Err(TopologyError::TooManyHops(last));
+        }
+        Ok(Numbering { t, places, slot, hops })
+    }
+
+    /// The bit of the port in place `i` of switch `a` in a walk's sets of ports.
+    pub(crate) fn bit(&self, a: SwitchId, i: usize) -> usize {
+        self.places[a as usize].bit as usize + i
+    }
+
+    /// How many ports switch `a` has.
+    pub(crate) fn ports(&self, a: SwitchId) -> usize {
+        usize::from(self.places[a as usize].ports)
+    }
+
+    /// How many bits a walk's set of ports has: one per port of a switch.
+    pub(crate) fn bits(&self) -> usize {
+        self.places.last().map_or(0, |p| p.bit as usize + usize::from(p.ports))
+    }
+
+    /// The port of bit `b` ([`Numbering::bit`]).
+    pub(crate) fn port_of_bit(&self, b: usize) -> PortId {
+        let a = self.switch_of_bit(b);
+        self.t.switches[a as usize].ports[b - self.places[a as usize].bit as usize]
+    }
+
+    /// The switch of bit `b`.
+    pub(crate) fn switch_of_bit(&self, b: usize) -> SwitchId {
+        (self.places.partition_point(|p| p.bit as usize <= b) - 1) as SwitchId
+    }
+
+    /// How many (ingress, egress) port pairs the switches have.
+    pub(crate) fn hops(&self) -> usize {
+        self.hops
+    }
+
+    /// The hop from the port in place `i` out of the port in place `j` of switch `a`.
+    pub(crate) fn hop(&self, a: SwitchId, i: usize, j: usize) -> usize {
+        let p = self.places[a as usize];
+        p.hop as usize + j * usize::from(p.ports) + i
+    }
+
+    /// The hop from ingress `p` out of egress `e` (ports of one switch).
+    pub(crate) fn key(&self, p: PortId, e: PortId) -> usize {
+        let (i, j) = (self.slot[p as usize], self.slot[e as usize]);
+        self.hop(self.t.switch_of(p), usize::from(i), usize::from(j))
+    }
+
+    /// The ingress and egress port of a hop.
+    pub(crate) fn ports_of(&self, hop: usize) -> (PortId, PortId) {
+        let a = self.places.partition_point(|p| p.hop as usize <= hop) - 1;
+        let ports = &self.t.switches[a].ports;
+        let k = hop - self.places[a].hop as usize;
+        (ports[k % ports.len()], ports[k / ports.len()])
+    }
+
+    /// The bit of port `p` of a switch.
+    pub(crate) fn bit_of_port(&self, p: PortId) -> usize {
+        self.bit(self.t.switch_of(p), usize::from(self.slot[p as usize]))
+    }
+}
+
+impl<'t> std::ops::Deref for Dags<'t> {
+    type Target = Numbering<'t>;
+
+    fn deref(&self) -> &Numbering<'t> {
+        &self.numbering
     }
 }
 

@@ -73,6 +73,8 @@ pub enum TopologyError {
     TooDeep,
     #[error("switch {0} has more than 65 535 ports")]
     TooManyPorts(String),
+    #[error("the switches have more than 2^32 pairs of ports of one switch (from switch {0} on)")]
+    TooManyHops(String),
 }
 
 /// Which node a name refers to.
