@@ -95,12 +95,7 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
     lossless_start(sys)?;
     let tags = sys.tags;
     let width = usize::from(tags) + 1;
-    let mut table = vec![NO_RULE; dags.hops() * width];
-    for (&(p, x, e), &y) in &sys.rewrite {
-        if t.switch_of(p) == t.switch_of(e) && x <= tags {
-            table[dags.key(p, e) * width + usize::from(x)] = y;
-        }
-    }
+    let table = rule_table(dags, sys);
     let mut queued = vec![false; t.ports.len() * width];
     for (&(p, x), &prio) in &sys.queue {
         if prio != sys.lossy_priority && x <= tags {
@@ -182,14 +177,16 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
                         };
                         // The rest: rules that lower the tag by more than one, or none
                         // that keep the packet lossless; the table says which.
-                        let rest = mine & !rule.same & !rule.down;
-                        let mut bits = rest;
-                        while bits != 0 {
-                            let i = bits.trailing_zeros() as usize;
-                            bits &= bits - 1;
+                        let mut rest = mine & !rule.same & !rule.down;
+                        while rest != 0 {
+                            let i = rest.trailing_zeros() as usize;
+                            rest &= rest - 1;
                             let y = table[(hop + i) * width + xi];
                             if y == NO_RULE || y == LOSSY_TAG || y > x {
                                 violation(a, x, at, ways)?;
+                            }
+                            if let (Some(p2), Some(lower)) = (next, at.get_mut(usize::from(y))) {
+                                set(lower, p2 as usize);
                             }
                         }
                         let Some(p2) = next else { continue };
@@ -199,14 +196,6 @@ pub(crate) fn verify_on(dags: &Dags<'_>, sys: &TagSystem, threads: usize) -> Res
                         }
                         if ins & rule.down != 0 {
                             set(&mut at[xi - 1], p2 as usize);
-                        }
-                        let mut bits = rest;
-                        while bits != 0 {
-                            let i = bits.trailing_zeros() as usize;
-                            bits &= bits - 1;
-                            if let Some(lower) = at.get_mut(usize::from(table[(hop + i) * width + xi])) {
-                                set(lower, p2 as usize);
-                            }
                         }
                     }
                 }
@@ -289,14 +278,26 @@ struct Dense<'s> {
 
 const NO_RULE: u8 = u8::MAX;
 
+/// `sys`'s rewrite rules as a table of a byte per hop (by `hops`'s numbers) and tag,
+/// [`NO_RULE`] where there is none; a rule between ports of two switches, or for a tag
+/// past the system's, is on no hop and left out.
+fn rule_table(hops: &Numbering<'_>, sys: &TagSystem) -> Vec<u8> {
+    let width = usize::from(sys.tags) + 1;
+    let mut table = vec![NO_RULE; hops.hops() * width];
+    for (&(p, x, e), &y) in &sys.rewrite {
+        if let Some(hop) = hops.hop_of(p, e).filter(|_| x <= sys.tags) {
+            table[hop * width + usize::from(x)] = y;
+        }
+    }
+    table
+}
+
 impl Dense<'_> {
     /// Where rule (`p`, `tag`, `e`) lies in the table: none for ports of two switches,
     /// or a tag past the system's.
     fn key(&self, p: PortId, tag: u8, e: PortId) -> Option<usize> {
-        if self.t.switch_of(p) != self.t.switch_of(e) || usize::from(tag) >= self.width {
-            return None;
-        }
-        Some(self.hops.key(p, e) * self.width + usize::from(tag))
+        let hop = self.hops.hop_of(p, e).filter(|_| usize::from(tag) < self.width)?;
+        Some(hop * self.width + usize::from(tag))
     }
 
     /// The rule of a key: (ingress, tag, egress).
@@ -309,22 +310,16 @@ impl Dense<'_> {
 impl<'s> RuleIndex<'s> {
     fn new(t: &'s Topology, sys: &'s TagSystem) -> RuleIndex<'s> {
         let width = usize::from(sys.tags) + 1;
-        let hops: usize = t.switches.iter().map(|s| s.ports.len() * s.ports.len()).sum();
-        let numbering = Numbering::new(t).ok();
-        let Some(numbering) =
-            numbering.filter(|_| hops.saturating_mul(width) <= (1 << 24).max(sys.rewrite.len().saturating_mul(4)))
-        else {
-            return RuleIndex::sparse(sys);
+        let small = |hops: &Numbering<'_>| {
+            hops.hops().saturating_mul(width) <= (1 << 24).max(sys.rewrite.len().saturating_mul(4))
         };
-        let mut dense = Dense { t, hops: numbering, width, table: Vec::new(), used: BitSet::new(hops * width) };
-        let mut table = vec![NO_RULE; hops * width];
-        for (&(p, x, e), &y) in &sys.rewrite {
-            if let Some(k) = dense.key(p, x, e) {
-                table[k] = y;
+        match Numbering::new(t) {
+            Ok(hops) if small(&hops) => {
+                let (table, used) = (rule_table(&hops, sys), BitSet::new(hops.hops() * width));
+                RuleIndex::Dense(Dense { t, hops, width, table, used })
             }
+            _ => RuleIndex::sparse(sys),
         }
-        dense.table = table;
-        RuleIndex::Dense(dense)
     }
 
     fn sparse(sys: &'s TagSystem) -> RuleIndex<'s> {

@@ -251,6 +251,11 @@ impl<'t> Numbering<'t> {
         self.hop(self.t.switch_of(p), usize::from(i), usize::from(j))
     }
 
+    /// The hop from `p` out of `e`, if they are ports of one switch.
+    pub(crate) fn hop_of(&self, p: PortId, e: PortId) -> Option<usize> {
+        (self.t.switch_of(p) == self.t.switch_of(e)).then(|| self.key(p, e))
+    }
+
     /// The ingress and egress port of a hop.
     pub(crate) fn ports_of(&self, hop: usize) -> (PortId, PortId) {
         let a = self.places.partition_point(|p| p.hop as usize <= hop) - 1;
