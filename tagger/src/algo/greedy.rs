@@ -257,16 +257,25 @@ struct Slots {
 }
 
 impl Slots {
-    /// Room for `room[x]` edges at node x.
-    fn new(room: &[u32]) -> Slots {
-        let mut at = Vec::with_capacity(room.len() + 1);
-        let mut sum = 0u32;
-        at.push(0);
-        for &r in room {
-            sum += r;
-            at.push(sum);
+    /// Room at each of `n` nodes for its edges out among `edges`, none there yet.
+    fn room_for(n: usize, edges: impl Iterator<Item = (u32, u32)>) -> Slots {
+        let mut at = vec![0u32; n + 1];
+        for (u, _) in edges {
+            at[u as usize + 1] += 1;
         }
-        Slots { at, len: vec![0; room.len()], to: vec![0; sum as usize] }
+        for i in 0..n {
+            at[i + 1] += at[i];
+        }
+        Slots { len: vec![0; n], to: vec![0; at[n] as usize], at }
+    }
+
+    /// `edges` out of each of `n` nodes.
+    fn of_edges(n: usize, edges: impl Iterator<Item = (u32, u32)> + Clone) -> Slots {
+        let mut slots = Slots::room_for(n, edges.clone());
+        for (u, v) in edges {
+            slots.push(u, v);
+        }
+        slots
     }
 
     fn push(&mut self, x: u32, w: u32) {
@@ -284,14 +293,9 @@ impl Slots {
 impl Searches {
     /// For `n` nodes and the edges that may be kept.
     fn new(n: usize, edges: impl Iterator<Item = (u32, u32)> + Clone) -> Searches {
-        let (mut out, mut into) = (vec![0u32; n], vec![0u32; n]);
-        for (u, v) in edges {
-            out[u as usize] += 1;
-            into[v as usize] += 1;
-        }
         Searches {
-            out: Slots::new(&out),
-            into: Slots::new(&into),
+            out: Slots::room_for(n, edges.clone()),
+            into: Slots::room_for(n, edges.map(|(u, v)| (v, u))),
             marks: vec![Mark::default(); n],
             toward: vec![0; n],
             search: 0,
@@ -323,15 +327,11 @@ impl Searches {
     /// switches, the searches that ran out forward had met 600 nodes each, most of them
     /// dead for the last source too.
     fn revive(&mut self, from: u32, to: u32) {
+        // The range's nodes are not dead themselves: backward from them, as from the
+        // nodes revived.
         let mut stack = std::mem::take(&mut self.forward);
         stack.clear();
-        for z in from..=to {
-            for &x in self.into.of(z) {
-                if std::mem::replace(&mut self.marks[x as usize].dead, false) {
-                    stack.push(x);
-                }
-            }
-        }
+        stack.extend(from..=to);
         while let Some(y) = stack.pop() {
             for &x in self.into.of(y) {
                 if std::mem::replace(&mut self.marks[x as usize].dead, false) {
@@ -449,49 +449,30 @@ impl Searches {
 /// `n` nodes: Kosaraju's two passes, without recursion (a component may hold every port
 /// of a fabric).
 fn components(n: usize, edges: &[(u32, u32)]) -> Vec<u32> {
-    let adjacency = |reverse: bool| {
-        let mut at = vec![0u32; n + 1];
-        for &(a, b) in edges {
-            at[if reverse { b } else { a } as usize + 1] += 1;
-        }
-        for i in 0..n {
-            at[i + 1] += at[i];
-        }
-        let mut fill = at.clone();
-        let mut to = vec![0u32; edges.len()];
-        for &(a, b) in edges {
-            let (from, into) = if reverse { (b, a) } else { (a, b) };
-            to[fill[from as usize] as usize] = into;
-            fill[from as usize] += 1;
-        }
-        (at, to)
-    };
     // First pass: the nodes in the order their searches finish.
-    let (at, to) = adjacency(false);
+    let out = Slots::of_edges(n, edges.iter().copied());
     let mut finished = Vec::with_capacity(n);
     let mut visited = vec![false; n];
-    let mut stack: Vec<(u32, u32)> = Vec::new();
+    let mut stack: Vec<(u32, std::slice::Iter<'_, u32>)> = Vec::new();
     for start in 0..n as u32 {
         if std::mem::replace(&mut visited[start as usize], true) {
             continue;
         }
-        stack.push((start, at[start as usize]));
-        while let Some(&mut (x, ref mut next)) = stack.last_mut() {
-            if *next < at[x as usize + 1] {
-                let w = to[*next as usize];
-                *next += 1;
+        stack.push((start, out.of(start).iter()));
+        while let Some((x, next)) = stack.last_mut() {
+            if let Some(&w) = next.next() {
                 if !std::mem::replace(&mut visited[w as usize], true) {
-                    stack.push((w, at[w as usize]));
+                    stack.push((w, out.of(w).iter()));
                 }
             } else {
-                finished.push(x);
+                finished.push(*x);
                 stack.pop();
             }
         }
     }
     // Second pass, over the edges reversed, the last finished first: each search
     // gathers one component.
-    let (at, to) = adjacency(true);
+    let back = Slots::of_edges(n, edges.iter().map(|&(a, b)| (b, a)));
     let mut component = vec![u32::MAX; n];
     let mut count = 0u32;
     let mut todo = Vec::new();
@@ -502,7 +483,7 @@ fn components(n: usize, edges: &[(u32, u32)]) -> Vec<u32> {
         component[start as usize] = count;
         todo.push(start);
         while let Some(x) = todo.pop() {
-            for &w in &to[at[x as usize] as usize..at[x as usize + 1] as usize] {
+            for &w in back.of(x) {
                 if component[w as usize] == u32::MAX {
                     component[w as usize] = count;
                     todo.push(w);
