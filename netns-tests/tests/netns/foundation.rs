@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use netns_tests::*;
 use pfcswitch::config::{BindMode, XdpMode};
+use pfcswitch::core::config::{Multipath, StaticFdbGroup};
 use pfcswitch::core::ports::PortId;
 use pfcswitch::core::speed::Speed;
 use pfcswitch::stats::SpeedSource;
@@ -43,21 +44,28 @@ fn kernel_hosts_ping_and_learned_unicast_stays_off_other_ports() {
     assert!(sw.stop().success());
 }
 
+/// The star's switch with station `far` behind both h2's and h3's ports (a multipath
+/// entry, as a fabric's next hops are), its members picked as `multipath` says; and a
+/// sink at each of h2 and h3, which takes whatever reaches its interface, whoever it is
+/// addressed to.
+fn behind_h2_and_h3(tb: &Testbed, far: &str, multipath: Multipath) -> (SwitchProc, SinkProc, SinkProc) {
+    let mut c = switch_config(tb, "sw1");
+    c.fdb.multipath = multipath;
+    let ports = vec![c.port_name(1).to_string(), c.port_name(2).to_string()];
+    c.fdb_groups.push(StaticFdbGroup { mac: far.parse().unwrap(), ports });
+    let sw = SwitchProc::start(tb, "sw1", &c, &RunArgs::default()).unwrap();
+    let sink = |h: &str| SinkProc::start(tb, h, &format!("sink-{h}"), &sink_flags(&["--duration", "2"])).unwrap();
+    (sw, sink("h2"), sink("h3"))
+}
+
 #[test]
 fn a_multipath_entry_sends_flows_to_one_destination_out_of_both_its_ports_each_flow_whole_by_one() {
     let _serial = serial();
     let tb = star("ecmp", 3);
-    // A station behind both h2's and h3's ports, as a fabric's next hops are: the switch
-    // picks one per flow by the hash of its 5-tuple.
-    let mut c = switch_config(&tb, "sw1");
+    // The switch picks one member per flow by the hash of its 5-tuple.
     let far = "02:00:00:00:ec:01";
-    let ports = vec![c.port_name(1).to_string(), c.port_name(2).to_string()];
-    c.fdb_groups.push(pfcswitch::core::config::StaticFdbGroup { mac: far.parse().unwrap(), ports });
-    let sw = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).unwrap();
-    let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &sink_flags(&["--duration", "2"])).unwrap();
-    let sink3 = SinkProc::start(&tb, "h3", "sink-h3", &sink_flags(&["--duration", "2"])).unwrap();
-    // 16 UDP flows, each from its own source port; the sinks take whatever reaches their
-    // interface, whoever it is addressed to.
+    let (sw, sink2, sink3) = behind_h2_and_h3(&tb, far, Multipath::Hash);
+    // 16 UDP flows, each from its own source port.
     let (flows, per_flow) = (16u64, 100u64);
     let g = run_gen(
         &tb,
@@ -98,14 +106,8 @@ fn a_multipath_entry_sends_flows_to_one_destination_out_of_both_its_ports_each_f
 fn under_adaptive_routing_one_flow_to_a_multipath_station_leaves_by_both_ports_and_arrives_whole() {
     let _serial = serial();
     let tb = star("adaptive", 3);
-    let mut c = switch_config(&tb, "sw1");
-    c.fdb.multipath = pfcswitch::core::config::Multipath::Adaptive;
     let far = "02:00:00:00:ec:02";
-    let ports = vec![c.port_name(1).to_string(), c.port_name(2).to_string()];
-    c.fdb_groups.push(pfcswitch::core::config::StaticFdbGroup { mac: far.parse().unwrap(), ports });
-    let sw = SwitchProc::start(&tb, "sw1", &c, &RunArgs::default()).unwrap();
-    let sink2 = SinkProc::start(&tb, "h2", "sink-h2", &sink_flags(&["--duration", "2"])).unwrap();
-    let sink3 = SinkProc::start(&tb, "h3", "sink-h3", &sink_flags(&["--duration", "2"])).unwrap();
+    let (sw, sink2, sink3) = behind_h2_and_h3(&tb, far, Multipath::Adaptive);
     let count = 1000u64;
     let g = run_gen(
         &tb,
