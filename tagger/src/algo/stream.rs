@@ -81,13 +81,11 @@ pub(crate) fn greedy_on(dags: &Dags<'_>, threads: usize) -> Result<Tagging, Algo
             w.enter(d, entries.as_deref(), words, bits);
             w.walk(d, bits, None, |base, [ins, later], p2| {
                 found.insert_bits(base, ins);
-                if p2.is_none() {
-                    return [ins, 0];
-                }
+                let Some(p2) = p2 else { return [ins, 0] };
                 ahead.insert_bits(base, later);
                 // A demoted hop's packet goes on in the next group, from the next port.
                 let down = ins & demoted.bits(base, 64);
-                if let (Some(p2), true) = (p2, down != 0) {
+                if down != 0 {
                     set(next, p2 as usize);
                 }
                 [ins & !down, later | down]

@@ -433,6 +433,8 @@ impl<'d, 't> Walker<'d, 't> {
         depth: Option<&mut [u16]>,
         mut hops: impl FnMut(usize, [u64; L], Option<u32>) -> [u64; L],
     ) {
+        // Depths are of the routes from where they start: a walk entered at the starts.
+        debug_assert!(depth.is_none() || !self.sparse, "depths from a group's entries");
         if depth.is_some() {
             for &a in &self.order {
                 self.level[a as usize] = u16::MAX;
